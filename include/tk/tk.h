@@ -1,0 +1,293 @@
+/* TileKittens: build tile-level GPU kernels at run time from C.
+ *
+ * Everything lives in a context (tk_ctx). A kernel (tk_kernel) is built op by
+ * op with the tk_* builder calls below; each call returns a value handle
+ * (tk_value *) or NULL once the kernel has an error. The first error sticks
+ * (later calls are no-ops), so a whole kernel can be written without checking
+ * every call; tk_kernel_finish() verifies it and reports that first error.
+ *
+ * Enum values are part of the ABI: never renumber them. */
+#ifndef TK_TK_H
+#define TK_TK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Status ------------------------------------------------------------ */
+typedef enum tk_status {
+    TK_OK = 0,
+    TK_ERR_INVALID_ARG = 1, /* a NULL, out-of-range or foreign argument      */
+    TK_ERR_TYPE = 2,        /* operand kinds/dtypes do not fit the op        */
+    TK_ERR_SHAPE = 3,       /* tile shapes do not fit the op                 */
+    TK_ERR_SCOPE = 4,       /* op used at the wrong scope / uniformity       */
+    TK_ERR_STATE = 5,       /* builder misuse: unbalanced for/if, finished   */
+    TK_ERR_NO_MEMORY = 6,
+    TK_ERR_NO_DRIVER = 7,   /* libcuda.so.1 could not be loaded              */
+    TK_ERR_CUDA = 8,        /* a CUDA driver call failed                     */
+    TK_ERR_LLVM = 9,        /* LLVM lowering, verification or codegen failed */
+    TK_ERR_PTXAS = 10,      /* ptxas / the driver's JIT rejected the PTX     */
+    TK_ERR_CACHE = 11,      /* the disk cache could not be used              */
+    TK_ERR_IO = 12,
+    TK_ERR_UNSUPPORTED = 13,/* valid, but not supported on this target       */
+    TK_ERR_LAUNCH = 14,     /* launch arguments do not match the signature   */
+    TK_ERR_RUNTIME = 15     /* the interpreter met an invalid access         */
+} tk_status;
+
+const char *tk_status_name(tk_status s);
+
+/* ---- Context ------------------------------------------------------------ */
+typedef struct tk_ctx tk_ctx;
+
+tk_status tk_ctx_create(tk_ctx **out);
+void tk_ctx_destroy(tk_ctx *ctx);
+/* Message of the last failed context-level call (never NULL). */
+const char *tk_ctx_error(const tk_ctx *ctx);
+/* Frees strings and buffers the library hands out (printer text, PTX, ...). */
+void tk_free(void *p);
+
+/* ---- Types -------------------------------------------------------------- */
+typedef enum tk_dtype {
+    TK_DT_NONE = 0,
+    TK_F32 = 1,
+    TK_BF16 = 2,
+    TK_F16 = 3,
+    TK_I32 = 4,
+    TK_I64 = 5,
+    TK_BOOL = 6,
+    TK_FP8_E4M3 = 7, /* reserved: no op accepts it yet */
+    TK_FP8_E5M2 = 8  /* reserved */
+} tk_dtype;
+
+typedef enum tk_kind {
+    TK_KIND_NONE = 0,
+    TK_KIND_SCALAR = 1,
+    TK_KIND_TILE = 2,   /* register tile, owned by a warp or a warpgroup     */
+    TK_KIND_VEC = 3,    /* register vector: one value per row or per column  */
+    TK_KIND_SMEM = 4,   /* shared-memory tile (optionally `count` stages)    */
+    TK_KIND_GVIEW = 5   /* global tensor view, rank 1..4, run-time shape     */
+} tk_kind;
+
+typedef enum tk_owner { TK_OWNER_NONE = 0, TK_WARP = 1, TK_WARPGROUP = 2 } tk_owner;
+
+/* Register-tile fragment layout. ROW: the mma A / accumulator layout; COL:
+ * the transposed one (what ldmatrix.trans produces), used for B of A*B. */
+typedef enum tk_layout { TK_LAYOUT_NONE = 0, TK_ROW = 1, TK_COL = 2 } tk_layout;
+
+/* A vector holds one value per row (PER_ROW, length = tile rows; what a row
+ * reduction yields) or one per column (PER_COL, length = tile cols). */
+typedef enum tk_axis { TK_AXIS_NONE = 0, TK_PER_ROW = 1, TK_PER_COL = 2 } tk_axis;
+
+/* Shared tile layouts: how rows are placed to avoid bank conflicts. */
+typedef enum tk_smem_layout {
+    TK_SMEM_PLAIN = 0,   /* row-major, no padding                           */
+    TK_SMEM_SWIZZLE = 1, /* 16-byte chunks XOR-swizzled by row (ldmatrix)    */
+    TK_SMEM_PAD = 2      /* each row padded by 16 bytes                      */
+} tk_smem_layout;
+
+typedef struct tk_type {
+    tk_kind kind;
+    tk_dtype dtype;
+    int32_t rows;  /* TILE/SMEM rows; VEC length                           */
+    int32_t cols;  /* TILE/SMEM cols                                       */
+    tk_owner owner;       /* TILE, VEC                                      */
+    tk_layout layout;     /* TILE; VEC: layout of the tiles it pairs with   */
+    tk_axis axis;         /* VEC                                            */
+    tk_smem_layout smem;  /* SMEM                                           */
+    int32_t count;        /* SMEM: number of stages (>= 1)                  */
+    int32_t rank;         /* GVIEW                                          */
+} tk_type;
+
+tk_type tk_scalar_type(tk_dtype dt);
+tk_type tk_tile_type(tk_dtype dt, int rows, int cols, tk_owner owner, tk_layout layout);
+tk_type tk_vec_type(tk_dtype dt, int len, tk_axis axis, tk_owner owner, tk_layout layout);
+const char *tk_dtype_name(tk_dtype dt);
+size_t tk_dtype_size(tk_dtype dt);
+
+/* ---- Kernels ------------------------------------------------------------ */
+typedef struct tk_kernel tk_kernel;
+typedef struct tk_value tk_value;
+
+typedef enum tk_scope {
+    TK_SCOPE_NONE = 0,
+    TK_SCOPE_THREAD = 1,
+    TK_SCOPE_WARP = 2,
+    TK_SCOPE_WARPGROUP = 3,
+    TK_SCOPE_BLOCK = 4
+} tk_scope;
+
+/* A kernel run by blocks of `warps` warps (1..32). */
+tk_status tk_kernel_create(tk_ctx *ctx, const char *name, int warps, tk_kernel **out);
+void tk_kernel_destroy(tk_kernel *k);
+tk_status tk_kernel_status(const tk_kernel *k);
+const char *tk_kernel_error(const tk_kernel *k); /* "" when OK */
+/* Verifies the kernel; afterwards it is immutable and can be run/compiled. */
+tk_status tk_kernel_finish(tk_kernel *k);
+/* Stable text form; *out is freed with tk_free. */
+tk_status tk_kernel_print(const tk_kernel *k, char **out);
+const char *tk_kernel_name(const tk_kernel *k);
+int tk_kernel_warps(const tk_kernel *k);
+/* Bytes of shared memory the kernel allocates per block. */
+size_t tk_kernel_smem_bytes(const tk_kernel *k);
+
+/* Signature. Parameters are numbered in creation order (tensors and scalars
+ * share one numbering) and passed to tk_interp_run / tk_launch in that order. */
+tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank);
+tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt);
+/* A specialization constant: part of the kernel's identity (printed, hashed
+ * into the cache key); an i64 constant inside the kernel. */
+tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value);
+/* Grid = (x, y, z) blocks, from values computed from parameters and
+ * constants only (the host evaluates them at launch). NULL means 1. */
+void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z);
+
+/* ---- Ids and scalars ---------------------------------------------------- */
+tk_value *tk_block_id(tk_kernel *k, int dim);  /* i32, dim 0..2 */
+tk_value *tk_warp_id(tk_kernel *k);            /* i32, warp in block */
+tk_value *tk_warpgroup_id(tk_kernel *k);       /* i32, warp_id / 4 */
+tk_value *tk_lane_id(tk_kernel *k);            /* i32, 0..31 (per thread) */
+tk_value *tk_const_i32(tk_kernel *k, int32_t v);
+tk_value *tk_const_i64(tk_kernel *k, int64_t v);
+tk_value *tk_const_f32(tk_kernel *k, float v);
+tk_value *tk_const_bool(tk_kernel *k, int v);
+/* Run-time size of dimension `dim` of a global view (i64). */
+tk_value *tk_dim(tk_kernel *k, tk_value *view, int dim);
+
+/* Elementwise. Operands: scalar∘scalar, tile∘tile, vec∘vec, tile∘scalar,
+ * vec∘scalar, and tile∘vec (broadcast along the vector's axis). */
+tk_value *tk_add(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_sub(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_mul(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_div(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_max(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_min(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_neg(tk_kernel *k, tk_value *a);
+tk_value *tk_abs(tk_kernel *k, tk_value *a);
+tk_value *tk_exp(tk_kernel *k, tk_value *a);
+tk_value *tk_exp2(tk_kernel *k, tk_value *a);
+tk_value *tk_log(tk_kernel *k, tk_value *a);
+tk_value *tk_log2(tk_kernel *k, tk_value *a);
+tk_value *tk_sqrt(tk_kernel *k, tk_value *a);
+tk_value *tk_rsqrt(tk_kernel *k, tk_value *a);
+/* Scalar-only integer and logic ops. */
+tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_lt(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_le(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_gt(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_ge(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_eq(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_ne(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_and(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_or(tk_kernel *k, tk_value *a, tk_value *b);
+tk_value *tk_select(tk_kernel *k, tk_value *cond, tk_value *a, tk_value *b);
+/* dtype conversion of a scalar, tile or vector. */
+tk_value *tk_cvt(tk_kernel *k, tk_value *a, tk_dtype to);
+
+/* ---- Tiles --------------------------------------------------------------- */
+/* A register tile or vector of `type` with every element = scalar `v`. */
+tk_value *tk_fill(tk_kernel *k, tk_type type, tk_value *v);
+tk_value *tk_zeros(tk_kernel *k, tk_type type);
+
+typedef enum tk_mma_kind {
+    TK_MMA_AB = 0,   /* A row, B col   : C += A * B     */
+    TK_MMA_ABT = 1,  /* A row, B row   : C += A * B^T   */
+    TK_MMA_ATB = 2,  /* A col, B col   : C += A^T * B   */
+    TK_MMA_ATBT = 3  /* A col, B row   : C += A^T * B^T */
+} tk_mma_kind;
+/* bf16/f16 inputs, f32 row accumulator. c == NULL: start from zero. */
+tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b, tk_value *c);
+
+tk_value *tk_row_max(tk_kernel *k, tk_value *tile); /* -> PER_ROW vec */
+tk_value *tk_row_sum(tk_kernel *k, tk_value *tile);
+tk_value *tk_col_max(tk_kernel *k, tk_value *tile); /* -> PER_COL vec */
+tk_value *tk_col_sum(tk_kernel *k, tk_value *tile);
+
+typedef enum tk_mask_kind {
+    TK_MASK_CAUSAL = 0,  /* drop (i,j) where b + j > a + i   (a=row0, b=col0) */
+    TK_MASK_COLS = 1,    /* drop (i,j) where a + j >= b      (a=col0, b=limit) */
+    TK_MASK_ROWS = 2     /* drop (i,j) where a + i >= b      (a=row0, b=limit) */
+} tk_mask_kind;
+/* Elements dropped by the mask become `fill` (e.g. -INFINITY). a, b: i32/i64
+ * scalars, uniform over the owner. */
+tk_value *tk_mask(tk_kernel *k, tk_value *tile, tk_mask_kind kind, tk_value *a,
+                  tk_value *b, float fill);
+
+/* ---- Memory -------------------------------------------------------------- */
+/* Block-wide shared tile(s); `count` > 1 makes a ring of stages. */
+tk_value *tk_shared(tk_kernel *k, tk_dtype dt, int rows, int cols, tk_smem_layout layout,
+                    int count);
+/* Stage `idx` (run-time, block-uniform) of a multi-stage shared tile. */
+tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
+
+/* Register tile/vector loads and stores (scope: the owner).
+ * Global: idx has `rank` entries: leading ones index dims, the last two are
+ * the element row and column of the tile's top-left corner (a vector: the
+ * last one is its first element). Out-of-range elements read `fill` and are
+ * not written. Shared: idx = {row0, col0} inside the shared tile. */
+tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const *idx, float fill);
+void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val);
+
+/* Block-wide copies between global and shared memory (scope: block).
+ * async: cp.async (fill must be 0); complete with tk_async_commit/wait. */
+void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *const *idx,
+                       float fill, int async);
+void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const *idx, tk_value *smem);
+void tk_async_commit(tk_kernel *k);
+/* Wait until at most `pending` committed groups are in flight. */
+void tk_async_wait(tk_kernel *k, int pending);
+void tk_barrier(tk_kernel *k);
+
+/* ---- Control flow ------------------------------------------------------- */
+/* for (iv = lo; iv < hi; iv += step) with `n` loop-carried values.
+ * Returns iv; carried[i] receives the in-loop handle of init[i]. */
+tk_value *tk_for_begin(tk_kernel *k, tk_value *lo, tk_value *hi, tk_value *step, int n,
+                       tk_value *const *init, tk_value **carried);
+/* Closes the innermost for; next[i] become carried[i] of the next trip;
+ * results[i] receive the values after the last trip. */
+void tk_for_end(tk_kernel *k, int n, tk_value *const *next, tk_value **results);
+/* if (cond) { ... } [else { ... }] yielding `n` values. cond: bool scalar,
+ * uniform over a warp (e.g. a warp-role test). */
+void tk_if_begin(tk_kernel *k, tk_value *cond);
+void tk_else(tk_kernel *k, int n, tk_value *const *then_yield);
+/* n, yield: the else branch's (or, with no tk_else, the then branch's; an
+ * if without else yields nothing). */
+void tk_if_end(tk_kernel *k, int n, tk_value *const *yield, tk_value **results);
+
+/* ---- Arguments and the CPU interpreter ---------------------------------- */
+typedef struct tk_arg {
+    tk_kind kind;     /* TK_KIND_GVIEW or TK_KIND_SCALAR */
+    tk_dtype dtype;
+    int32_t rank;
+    void *data;       /* host pointer (interpreter) or device pointer (GPU) */
+    int64_t dims[4];
+    int64_t strides[4]; /* in elements */
+    union { int64_t i; double f; } scalar;
+} tk_arg;
+
+/* A dense row-major tensor (strides derived from dims). */
+tk_arg tk_arg_tensor(void *data, tk_dtype dt, int rank, const int64_t *dims);
+tk_arg tk_arg_strided(void *data, tk_dtype dt, int rank, const int64_t *dims,
+                      const int64_t *strides);
+tk_arg tk_arg_i32(int32_t v);
+tk_arg tk_arg_i64(int64_t v);
+tk_arg tk_arg_f32(float v);
+
+/* Runs a finished kernel over its whole grid on host buffers. */
+tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args);
+/* Evaluates the grid for these arguments. */
+tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]);
+
+/* bf16/f16 helpers for host code (round to nearest even). */
+uint16_t tk_f32_to_bf16(float f);
+float tk_bf16_to_f32(uint16_t h);
+uint16_t tk_f32_to_f16(float f);
+float tk_f16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,80 @@
+/* TileKittens JIT: lower a finished kernel to PTX through LLVM NVPTX, turn PTX
+ * into a cubin (the CUDA driver's JIT linker, or ptxas ahead of time), cache
+ * it in memory and on disk, load and launch it.
+ *
+ * libcuda.so.1 is loaded with dlopen on first use; on a machine without a
+ * driver every GPU entry point returns TK_ERR_NO_DRIVER with a message and
+ * the rest of the library works. */
+#ifndef TK_TK_JIT_H
+#define TK_TK_JIT_H
+
+#include "tk/tk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Lowering ----------------------------------------------------------- */
+/* PTX for `arch` ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"). *ptx is
+ * NUL-terminated, freed with tk_free. */
+tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx);
+/* Textual LLVM IR after lowering and optimization (for debugging). */
+tk_status tk_emit_llvm(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ir);
+
+/* ---- Device -------------------------------------------------------------- */
+/* TK_OK when a CUDA driver and a device are usable (device 0, primary context). */
+tk_status tk_gpu_init(tk_ctx *ctx);
+/* The device's target, e.g. "sm_90a" for an H100/H200. */
+tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n);
+tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr);
+tk_status tk_gpu_free(tk_ctx *ctx, void *dptr);
+tk_status tk_gpu_upload(tk_ctx *ctx, void *dst, const void *src, size_t bytes);
+tk_status tk_gpu_download(tk_ctx *ctx, void *dst, const void *src, size_t bytes);
+tk_status tk_gpu_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes);
+tk_status tk_gpu_sync(tk_ctx *ctx);
+
+/* ---- Compile, cache, launch ---------------------------------------------- */
+typedef struct tk_program tk_program;
+
+/* Compiles `k` for the current device, through the memory and disk caches.
+ * The program keeps what it needs of `k` (signature, grid); k may be
+ * destroyed afterwards. Release with tk_program_release. */
+tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out);
+void tk_program_release(tk_program *p);
+/* Whether the last tk_compile of this program was a memory hit, a disk hit
+ * or a fresh compile. */
+typedef enum tk_origin { TK_FROM_COMPILE = 0, TK_FROM_DISK = 1, TK_FROM_MEMORY = 2 } tk_origin;
+tk_origin tk_program_origin(const tk_program *p);
+
+/* Launches over the grid the kernel's grid expressions give for `args`.
+ * Arguments are checked against the signature (count, kind, dtype, rank,
+ * NULL pointers). stream: a CUstream, NULL for the default stream. */
+tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream);
+
+typedef struct tk_cache_stats {
+    uint64_t memory_hits;
+    uint64_t disk_hits;
+    uint64_t misses;          /* compiled from scratch                     */
+    uint64_t rejected;        /* corrupt/truncated/foreign entries skipped  */
+    uint64_t evicted;         /* entries removed to honour the size bound   */
+    double llvm_ms;           /* time in lowering + LLVM codegen            */
+    double ptx_to_cubin_ms;   /* time in the driver JIT / ptxas             */
+} tk_cache_stats;
+void tk_cache_stats_get(const tk_ctx *ctx, tk_cache_stats *out);
+
+/* Disk cache directory: TK_CACHE_DIR, else $XDG_CACHE_HOME/tilekittens,
+ * else ~/.cache/tilekittens. Overridable per context; NULL disables disk. */
+tk_status tk_cache_set_dir(tk_ctx *ctx, const char *dir);
+const char *tk_cache_dir(const tk_ctx *ctx);
+/* Upper bound of the disk cache in bytes (default 1 GiB); older entries
+ * (least recently used) are evicted past it. */
+tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes);
+
+/* Ahead of time: compiles each kernel for `arch` with ptxas (no GPU needed)
+ * into the context's disk cache. */
+tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

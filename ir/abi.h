@@ -1,0 +1,27 @@
+/* The calling convention between a lowered kernel and tk_launch.
+ *
+ * PTX entry: `.entry <kernel name>` (calling convention 71, PTX_Kernel).
+ * Parameters, in the kernel's parameter order (tk_param_* creation order):
+ *   tensor of rank r : ptr (i8 addrspace(1)*), then r x i64 dims, then
+ *                      r x i64 strides (in elements)
+ *   scalar           : i32 for TK_I32/TK_BOOL, i64 for TK_I64, f32 for TK_F32
+ *                      (bf16/f16 scalar parameters are rejected by the builder)
+ * Block: (warps * 32, 1, 1) threads. Grid: tk_kernel_grid().
+ * Shared memory: one dynamic extern array of tk_kernel_smem_bytes() bytes;
+ * each SHARED op owns [offset, offset + bytes) of it, offsets from
+ * tk_smem_offset() below (128-byte aligned). */
+#ifndef TK_ABI_H
+#define TK_ABI_H
+
+#include "ir/ir.h"
+
+#define TK_SMEM_ALIGN 128
+
+/* Number of 64-bit-or-smaller words a parameter occupies in the entry's
+ * parameter list (1 + 2*rank for tensors, 1 for scalars). */
+int tk_abi_param_slots(const tk_value *param);
+/* Byte offset of a SHARED op's storage in the block's dynamic shared memory
+ * (the op's attr[0], set by the builder). */
+static inline size_t tk_smem_offset(const tk_op *shared_op) { return (size_t)shared_op->attr[0]; }
+
+#endif

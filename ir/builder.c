@@ -1,0 +1,356 @@
+/* The builder core: kernels, values, op creation, parameters.
+ *
+ * Every public builder call funnels through tk_build_op: it validates the
+ * operands (non-NULL, same kernel, visible from the insertion point), runs
+ * the op's type rule from the op table, and appends the op. The first error
+ * sticks on the kernel; afterwards every call is a no-op returning NULL. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ctx.h"
+#include "ir/abi.h"
+
+/* ---- kernel lifetime ---------------------------------------------------- */
+tk_status tk_kernel_create(tk_ctx *ctx, const char *name, int warps, tk_kernel **out) {
+    if (!out) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_kernel_create: out is NULL");
+    *out = NULL;
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!name || !*name)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_kernel_create: name is NULL or empty");
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_' ||
+              (c != name && *c >= '0' && *c <= '9')))
+            return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                               "tk_kernel_create: name '%s' is not a C identifier", name);
+    if (warps < 1 || warps > 32)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                           "tk_kernel_create: warps is %d, expected 1..32", warps);
+    tk_arena *a = tk_arena_new();
+    tk_kernel *k = a ? tk_arena_alloc(a, sizeof *k) : NULL;
+    tk_region *body = k ? tk_arena_alloc(a, sizeof *body) : NULL;
+    if (!body) {
+        tk_arena_free(a);
+        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_kernel_create: out of memory");
+    }
+    k->ctx = ctx;
+    k->arena = a;
+    k->name = tk_arena_strdup(a, name);
+    k->warps = warps;
+    k->body = k->cur = body;
+    *out = k;
+    return TK_OK;
+}
+
+void tk_kernel_destroy(tk_kernel *k) {
+    if (k) tk_arena_free(k->arena);
+}
+
+tk_status tk_kernel_status(const tk_kernel *k) { return k ? k->status : TK_ERR_INVALID_ARG; }
+const char *tk_kernel_error(const tk_kernel *k) { return k ? k->error : "kernel is NULL"; }
+const char *tk_kernel_name(const tk_kernel *k) { return k ? k->name : NULL; }
+int tk_kernel_warps(const tk_kernel *k) { return k ? k->warps : 0; }
+size_t tk_kernel_smem_bytes(const tk_kernel *k) { return k ? k->smem_bytes : 0; }
+
+tk_status tk_kernel_finish(tk_kernel *k) {
+    if (!k) return TK_ERR_INVALID_ARG;
+    if (k->status) return k->status;
+    if (k->finished) return TK_OK;
+    if (k->nopen) {
+        const tk_op *o = k->open[k->nopen - 1];
+        return tk_kfail(k, TK_ERR_STATE, "tk_kernel_finish: %d unclosed region(s); innermost is "
+                        "a '%s' opened as op #%u", k->nopen, tk_op_infos[o->opc].name, o->id);
+    }
+    tk_status s = tk_verify(k);
+    if (s == TK_OK) k->finished = true;
+    return s;
+}
+
+/* ---- errors ------------------------------------------------------------- */
+static tk_status vfail(tk_kernel *k, tk_status s, const char *prefix, const char *fmt, va_list ap) {
+    if (k->status) return s; /* the first error sticks */
+    k->status = s;
+    int n = snprintf(k->error, sizeof k->error, "%s", prefix);
+    if (n < 0 || (size_t)n >= sizeof k->error) n = 0;
+    vsnprintf(k->error + n, sizeof k->error - (size_t)n, fmt, ap);
+    return s;
+}
+
+tk_status tk_kfail(tk_kernel *k, tk_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(k, s, "", fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+tk_status tk_opfail(tk_kernel *k, const tk_op *op, tk_status s, const char *fmt, ...) {
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "tk_%s: ", tk_op_infos[op->opc].name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(k, s, prefix, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* ---- values and ops ----------------------------------------------------- */
+tk_value *tk_new_value(tk_kernel *k, tk_type type) {
+    tk_value *v = tk_arena_alloc(k->arena, sizeof *v);
+    if (!v) {
+        tk_kfail(k, TK_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    v->k = k;
+    v->id = ++k->nvalues;
+    v->type = type;
+    v->home = k->cur;
+    return v;
+}
+
+/* A value is usable where its home region encloses the insertion point. */
+static bool visible(const tk_kernel *k, const tk_value *v) {
+    for (const tk_region *r = k->cur; r; r = r->parent ? r->parent->parent : NULL)
+        if (r == v->home) return true;
+    return false;
+}
+
+/* Checks one operand; `what` names it in the message. */
+bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v) {
+    if (!v) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: operand %d is NULL", opname, i);
+        return false;
+    }
+    if (v->k != k) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: operand %d (%%%u) belongs to another kernel",
+                 opname, i, v->id);
+        return false;
+    }
+    if (!visible(k, v)) {
+        tk_kfail(k, TK_ERR_STATE, "tk_%s: operand %d (%%%u) is defined inside a region that is "
+                 "already closed", opname, i, v->id);
+        return false;
+    }
+    return true;
+}
+
+/* An op runs at the scope of the owner of its tile/vector operands or
+ * results; otherwise at the table's scope. */
+static tk_scope resolve_scope(const tk_op *op) {
+    int16_t s = tk_op_infos[op->opc].scope;
+    if (s != TK_SCOPE_OWNER) return (tk_scope)s;
+    tk_owner o = TK_OWNER_NONE;
+    for (int i = 0; i < op->nres && !o; i++) o = op->res[i]->type.owner;
+    for (int i = 0; i < op->nopnds && !o; i++) o = op->opnds[i]->type.owner;
+    return o == TK_WARPGROUP ? TK_SCOPE_WARPGROUP : o == TK_WARP ? TK_SCOPE_WARP : TK_SCOPE_THREAD;
+}
+
+static tk_uniformity result_uniformity(const tk_op *op) {
+    switch (op->opc) {
+    case TK_OP_BLOCK_ID: case TK_OP_CONST: case TK_OP_DIM: return TK_UNI_BLOCK;
+    case TK_OP_WARP_ID: case TK_OP_WARPGROUP_ID: return TK_UNI_WARP;
+    case TK_OP_LANE_ID: return TK_UNI_THREAD;
+    default: break;
+    }
+    tk_uniformity u = TK_UNI_BLOCK;
+    for (int i = 0; i < op->nopnds; i++)
+        if (op->opnds[i]->uni > u) u = op->opnds[i]->uni;
+    /* Tiles and vectors are per-owner: at least warp-varying. */
+    if (op->scope == TK_SCOPE_WARP || op->scope == TK_SCOPE_WARPGROUP)
+        if (u < TK_UNI_WARP) u = TK_UNI_WARP;
+    return u;
+}
+
+static void append(tk_kernel *k, tk_op *op) {
+    tk_region *r = k->cur;
+    op->parent = r;
+    if (r->last) r->last->next = op;
+    else r->first = op;
+    r->last = op;
+}
+
+/* Tile ops run per warp/warpgroup and block ops per block: their scalar
+ * operands must not vary inside that group. */
+static bool check_uniform_operands(tk_kernel *k, const tk_op *op) {
+    tk_uniformity limit = op->scope == TK_SCOPE_BLOCK ? TK_UNI_BLOCK
+                        : op->scope == TK_SCOPE_THREAD ? TK_UNI_THREAD : TK_UNI_WARP;
+    for (int i = 0; i < op->nopnds; i++)
+        if (op->opnds[i]->uni > limit) {
+            tk_opfail(k, op, TK_ERR_SCOPE, "operand %d (%%%u) varies across %s, but the op runs "
+                      "once per %s", i, op->opnds[i]->id,
+                      op->opnds[i]->uni == TK_UNI_THREAD ? "the lanes of a warp" : "warps",
+                      op->scope == TK_SCOPE_BLOCK ? "block" : "warp/warpgroup");
+            return false;
+        }
+    return true;
+}
+
+tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
+                        int64_t a0, int64_t a1, double f) {
+    return tk_build_op_typed(k, opc, nopnds, opnds, (tk_type){0}, a0, a1, f);
+}
+
+tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
+                         tk_type want, int64_t a0, int64_t a1, double f) {
+    if (!k || k->status) return NULL;
+    const tk_op_info *info = &tk_op_infos[opc];
+    if (k->finished) {
+        tk_kfail(k, TK_ERR_STATE, "tk_%s: the kernel is finished; it can no longer change",
+                 info->name);
+        return NULL;
+    }
+    if (nopnds < info->min_opnds || (info->max_opnds >= 0 && nopnds > info->max_opnds)) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: %d operands; expected %d..%d", info->name,
+                 nopnds, info->min_opnds, info->max_opnds);
+        return NULL;
+    }
+    for (int i = 0; i < nopnds; i++)
+        if (!tk_check_operand(k, info->name, i, opnds[i])) return NULL;
+    tk_op *op = tk_arena_alloc(k->arena, sizeof *op);
+    int nres = info->nres < 0 ? 0 : info->nres;
+    tk_value **ops = nopnds ? tk_arena_alloc(k->arena, sizeof(tk_value *) * (size_t)nopnds) : NULL;
+    tk_value **res = nres ? tk_arena_alloc(k->arena, sizeof(tk_value *) * (size_t)nres) : NULL;
+    if (!op || (nopnds && !ops) || (nres && !res)) {
+        tk_kfail(k, TK_ERR_NO_MEMORY, "tk_%s: out of memory", info->name);
+        return NULL;
+    }
+    op->opc = opc;
+    op->nopnds = nopnds;
+    op->opnds = ops;
+    if (nopnds) memcpy(ops, opnds, sizeof(tk_value *) * (size_t)nopnds);
+    op->nres = nres;
+    op->res = res;
+    op->attr[0] = a0;
+    op->attr[1] = a1;
+    op->fattr = f;
+    op->want = want;
+    for (int i = 0; i < nres; i++) {
+        if (!(res[i] = tk_new_value(k, (tk_type){0}))) return NULL;
+        res[i]->def = op;
+        res[i]->index = i;
+    }
+    if (info->rule(k, op) != TK_OK) return NULL;
+    op->scope = resolve_scope(op);
+    if (!check_uniform_operands(k, op)) return NULL;
+    for (int i = 0; i < nres; i++) res[i]->uni = result_uniformity(op);
+    op->id = ++k->nops;
+    append(k, op);
+    return op;
+}
+
+tk_op *tk_build_op(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds) {
+    return tk_build_op_attr(k, opc, nopnds, opnds, 0, 0, 0.0);
+}
+
+tk_value *tk_op_result(tk_op *op, int i) { return op && i < op->nres ? op->res[i] : NULL; }
+
+/* ---- signature ---------------------------------------------------------- */
+static tk_value *new_param(tk_kernel *k, const char *fn, const char *name, tk_type t) {
+    if (!k || k->status) return NULL;
+    if (k->finished) {
+        tk_kfail(k, TK_ERR_STATE, "%s: the kernel is finished", fn);
+        return NULL;
+    }
+    if (!name || !*name) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: name is NULL or empty", fn);
+        return NULL;
+    }
+    if (k->nopen) {
+        tk_kfail(k, TK_ERR_STATE, "%s: '%s' declared inside a for/if region; declare parameters "
+                 "at the top level", fn, name);
+        return NULL;
+    }
+    for (int i = 0; i < k->nparams; i++)
+        if (!strcmp(k->params[i]->name, name)) {
+            tk_kfail(k, TK_ERR_INVALID_ARG, "%s: parameter '%s' is declared twice", fn, name);
+            return NULL;
+        }
+    if (k->nparams >= TK_MAX_PARAMS) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: more than %d parameters", fn, TK_MAX_PARAMS);
+        return NULL;
+    }
+    tk_value *v = tk_new_value(k, t);
+    if (!v) return NULL;
+    v->name = tk_arena_strdup(k->arena, name);
+    v->index = k->nparams;
+    v->uni = TK_UNI_BLOCK;
+    k->params[k->nparams++] = v;
+    return v;
+}
+
+tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank) {
+    if (!k || k->status) return NULL;
+    if (dt != TK_F32 && dt != TK_BF16 && dt != TK_F16 && dt != TK_I32 && dt != TK_I64) {
+        tk_kfail(k, TK_ERR_TYPE, "tk_param_tensor: '%s' has dtype %s (%d); tensors hold f32, "
+                 "bf16, f16, i32 or i64", name ? name : "?", tk_dtype_name(dt), (int)dt);
+        return NULL;
+    }
+    if (rank < 1 || rank > 4) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_param_tensor: '%s' has rank %d, expected 1..4",
+                 name ? name : "?", rank);
+        return NULL;
+    }
+    return new_param(k, "tk_param_tensor", name, (tk_type){.kind = TK_KIND_GVIEW, .dtype = dt,
+                                                          .rank = rank});
+}
+
+tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt) {
+    if (!k || k->status) return NULL;
+    if (dt != TK_F32 && dt != TK_I32 && dt != TK_I64 && dt != TK_BOOL) {
+        tk_kfail(k, TK_ERR_TYPE, "tk_param_scalar: '%s' has dtype %s (%d); scalar parameters are "
+                 "f32, i32, i64 or bool", name ? name : "?", tk_dtype_name(dt), (int)dt);
+        return NULL;
+    }
+    return new_param(k, "tk_param_scalar", name, tk_scalar_type(dt));
+}
+
+tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value) {
+    if (!k || k->status) return NULL;
+    if (!name || !*name) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: name is NULL or empty");
+        return NULL;
+    }
+    for (int i = 0; i < k->nspecs; i++)
+        if (!strcmp(k->specs[i].name, name)) {
+            tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: '%s' is declared twice", name);
+            return NULL;
+        }
+    if (k->nspecs >= TK_MAX_SPECS) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: more than %d specialization constants",
+                 TK_MAX_SPECS);
+        return NULL;
+    }
+    k->specs[k->nspecs].name = tk_arena_strdup(k->arena, name);
+    k->specs[k->nspecs++].value = value;
+    tk_op *op = tk_build_op_attr(k, TK_OP_CONST, 0, NULL, value, TK_I64, (double)value);
+    if (!op) return NULL;
+    op->res[0]->name = k->specs[k->nspecs - 1].name;
+    return op->res[0];
+}
+
+void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z) {
+    if (!k || k->status) return;
+    tk_value *g[3] = {x, y, z};
+    for (int i = 0; i < 3; i++) {
+        if (!g[i]) continue;
+        if (!tk_check_operand(k, "set_grid", i, g[i])) return;
+        if (g[i]->type.kind != TK_KIND_SCALAR || !tk_dtype_is_int(g[i]->type.dtype)) {
+            char b[64];
+            tk_type_str(&g[i]->type, b, sizeof b);
+            tk_kfail(k, TK_ERR_TYPE, "tk_set_grid: dimension %d is a %s; expected an i32/i64 "
+                     "scalar", i, b);
+            return;
+        }
+        if (g[i]->home != k->body) {
+            tk_kfail(k, TK_ERR_STATE, "tk_set_grid: dimension %d is computed inside a region; "
+                     "the grid must come from top-level values", i);
+            return;
+        }
+    }
+    memcpy(k->grid, g, sizeof g);
+}
+
+int tk_abi_param_slots(const tk_value *param) {
+    return param->type.kind == TK_KIND_GVIEW ? 1 + 2 * param->type.rank : 1;
+}

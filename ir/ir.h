@@ -1,0 +1,172 @@
+/* Internal IR: the data structures behind tk_kernel / tk_value.
+ *
+ * A kernel is a tree of regions. A region is a list of ops; FOR and IF own
+ * nested regions. Values are SSA: each is defined once, by an op result, a
+ * region argument (loop induction variable / carried value) or a parameter.
+ * All of a kernel's memory comes from its arena and is freed at once. */
+#ifndef TK_IR_H
+#define TK_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tk/tk.h"
+
+/* ---- Arena -------------------------------------------------------------- */
+typedef struct tk_arena tk_arena;
+tk_arena *tk_arena_new(void);
+void tk_arena_free(tk_arena *a);
+/* Zeroed, 16-byte aligned; NULL when out of memory. */
+void *tk_arena_alloc(tk_arena *a, size_t n);
+char *tk_arena_strdup(tk_arena *a, const char *s);
+
+/* ---- Op table ----------------------------------------------------------- */
+typedef enum tk_opcode {
+#define X(e, name, mn, mx, nres, scope, fam) TK_OP_##e,
+#include "ir/ops.def"
+#undef X
+    TK_OP_COUNT
+} tk_opcode;
+
+/* Scope codes in the table beyond tk_scope: OWNER is resolved at build. */
+#define TK_SCOPE_OWNER 100
+
+typedef struct tk_op tk_op;
+typedef struct tk_region tk_region;
+
+typedef enum tk_uniformity {
+    TK_UNI_BLOCK = 0, /* same for every thread of a block                */
+    TK_UNI_WARP = 1,  /* same within a warp (warp id, warp-role tests)   */
+    TK_UNI_THREAD = 2 /* varies per thread (lane id)                     */
+} tk_uniformity;
+
+struct tk_value {
+    tk_kernel *k;     /* owner, to reject values of another kernel       */
+    uint32_t id;      /* dense, 1-based, in creation order                */
+    tk_type type;
+    tk_op *def;       /* defining op, NULL for params and region args    */
+    tk_region *region_arg; /* the region this is an argument of, or NULL */
+    int32_t index;    /* result index / region arg index / param index   */
+    tk_uniformity uni;
+    const char *name; /* parameter / spec name, or NULL                  */
+    tk_region *home;  /* region the value is defined in (visibility)     */
+};
+
+struct tk_region {
+    tk_op *parent;     /* the FOR/IF op owning this region                */
+    tk_op *first, *last;
+    int32_t nargs;     /* FOR body: iv + carried values                   */
+    tk_value **args;
+    int32_t nyield;    /* values yielded at the end of the region         */
+    tk_value **yield;
+};
+
+struct tk_op {
+    tk_opcode opc;
+    tk_scope scope;    /* resolved scope (never TK_SCOPE_OWNER)           */
+    int32_t nopnds;
+    tk_value **opnds;
+    int32_t nres;
+    tk_value **res;
+    int64_t attr[2];   /* op-specific: dim, mma kind, mask kind, async,
+                          pending groups, const integer, ...             */
+    double fattr;      /* fill value, float constant                      */
+    tk_type want;      /* result type asked for by the builder call (FILL,
+                          loads, SHARED); the rule checks it             */
+    tk_region *regions[2];
+    tk_region *parent; /* region containing this op                      */
+    tk_op *next;
+    uint32_t id;       /* creation order, for messages                    */
+};
+
+/* Family hooks. A rule checks operand types/attrs and sets result types;
+ * it returns TK_OK or reports with tk_kfail and returns its status. */
+typedef tk_status (*tk_rule_fn)(tk_kernel *k, tk_op *op);
+
+typedef struct tk_op_info {
+    const char *name;
+    int8_t min_opnds, max_opnds, nres;
+    int16_t scope;    /* tk_scope or TK_SCOPE_OWNER                       */
+    const char *family;
+    tk_rule_fn rule;
+} tk_op_info;
+
+extern const tk_op_info tk_op_infos[TK_OP_COUNT];
+
+/* ---- Kernel ------------------------------------------------------------- */
+typedef struct tk_spec_entry {
+    const char *name;
+    int64_t value;
+} tk_spec_entry;
+
+#define TK_MAX_PARAMS 64
+#define TK_MAX_SPECS 32
+#define TK_MAX_NEST 32
+
+struct tk_kernel {
+    tk_ctx *ctx;
+    tk_arena *arena;
+    const char *name;
+    int32_t warps;
+    tk_status status;       /* first error, sticky                          */
+    char error[512];
+    bool finished;
+
+    tk_region *body;        /* top-level region                             */
+    tk_region *cur;         /* where new ops are appended                   */
+    tk_op *open[TK_MAX_NEST]; /* FOR/IF ops under construction, innermost last */
+    int32_t nopen;
+
+    tk_value *params[TK_MAX_PARAMS];
+    int32_t nparams;
+    tk_spec_entry specs[TK_MAX_SPECS];
+    int32_t nspecs;
+    tk_value *grid[3];      /* NULL = 1                                     */
+
+    uint32_t nvalues;       /* ids handed out so far                        */
+    uint32_t nops;
+    size_t smem_bytes;      /* total shared bytes (sum of SHARED ops)       */
+};
+
+/* ---- Helpers shared by the builder, rules and verifier ------------------ */
+/* Records the first error on k (later ones are dropped); returns `s`. */
+tk_status tk_kfail(tk_kernel *k, tk_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same, prefixed with "tk_<op name>: ". */
+tk_status tk_opfail(tk_kernel *k, const tk_op *op, tk_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* "64x32 bf16 row tile (warp)" style text for messages and the printer. */
+void tk_type_str(const tk_type *t, char *buf, size_t n);
+bool tk_type_eq(const tk_type *a, const tk_type *b);
+bool tk_dtype_is_float(tk_dtype dt); /* f32, bf16, f16 */
+bool tk_dtype_is_int(tk_dtype dt);   /* i32, i64 */
+/* Bytes one shared tile stage occupies with its layout (padding included). */
+size_t tk_smem_stage_bytes(const tk_type *t);
+/* Row pitch in elements of a shared tile (padding included). */
+int32_t tk_smem_pitch(const tk_type *t);
+
+/* Creates an op with the given operands in the current region, runs its
+ * rule, and returns it (NULL once the kernel has an error). */
+tk_op *tk_build_op(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds);
+/* The same, with attributes set before the rule runs. */
+tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
+                        int64_t a0, int64_t a1, double f);
+/* Validates one operand of op `opname` (non-NULL, this kernel, visible). */
+bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v);
+/* The same, with the result type the caller asks for (FILL, loads, SHARED). */
+tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
+                         tk_type want, int64_t a0, int64_t a1, double f);
+/* Result i of op as a value (the rule has set its type). */
+tk_value *tk_op_result(tk_op *op, int i);
+tk_value *tk_new_value(tk_kernel *k, tk_type type);
+
+/* Verifier (ir/verify.c): structure, types (re-running every rule),
+ * scopes and uniformity. */
+tk_status tk_verify(tk_kernel *k);
+
+/* Walk helpers. */
+#define TK_FOREACH_OP(region, op) for (tk_op *op = (region)->first; op; op = op->next)
+
+#endif
