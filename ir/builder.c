@@ -13,17 +13,25 @@
 #include "ir/abi.h"
 
 /* ---- kernel lifetime ---------------------------------------------------- */
+/* Kernel, parameter and spec names are C identifiers (they name PTX symbols
+ * and appear in the printed form, which must stay unambiguous). */
+static bool is_ident(const char *name) {
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_' ||
+              (c != name && *c >= '0' && *c <= '9')))
+            return false;
+    return *name != '\0';
+}
+
 tk_status tk_kernel_create(tk_ctx *ctx, const char *name, int warps, tk_kernel **out) {
     if (!out) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_kernel_create: out is NULL");
     *out = NULL;
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (!name || !*name)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_kernel_create: name is NULL or empty");
-    for (const char *c = name; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_' ||
-              (c != name && *c >= '0' && *c <= '9')))
-            return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
-                               "tk_kernel_create: name '%s' is not a C identifier", name);
+    if (!is_ident(name))
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                           "tk_kernel_create: name '%s' is not a C identifier", name);
     if (warps < 1 || warps > 32)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
                            "tk_kernel_create: warps is %d, expected 1..32", warps);
@@ -63,8 +71,15 @@ tk_status tk_kernel_finish(tk_kernel *k) {
                         "a '%s' opened as op #%u", k->nopen, tk_op_infos[o->opc].name, o->id);
     }
     tk_status s = tk_verify(k);
-    if (s == TK_OK) k->finished = true;
-    return s;
+    if (s) return s;
+    char *text = NULL;
+    if ((s = tk_kernel_print(k, &text)) != TK_OK)
+        return tk_kfail(k, s, "tk_kernel_finish: cannot print the kernel");
+    k->canon = tk_arena_strdup(k->arena, text);
+    free(text);
+    if (!k->canon) return tk_kfail(k, TK_ERR_NO_MEMORY, "tk_kernel_finish: out of memory");
+    k->finished = true;
+    return TK_OK;
 }
 
 /* ---- errors ------------------------------------------------------------- */
@@ -256,6 +271,10 @@ static tk_value *new_param(tk_kernel *k, const char *fn, const char *name, tk_ty
         tk_kfail(k, TK_ERR_INVALID_ARG, "%s: name is NULL or empty", fn);
         return NULL;
     }
+    if (!is_ident(name)) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: name '%s' is not a C identifier", fn, name);
+        return NULL;
+    }
     if (k->nopen) {
         tk_kfail(k, TK_ERR_STATE, "%s: '%s' declared inside a for/if region; declare parameters "
                  "at the top level", fn, name);
@@ -309,6 +328,10 @@ tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value) {
     if (!k || k->status) return NULL;
     if (!name || !*name) {
         tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: name is NULL or empty");
+        return NULL;
+    }
+    if (!is_ident(name)) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: name '%s' is not a C identifier", name);
         return NULL;
     }
     for (int i = 0; i < k->nspecs; i++)

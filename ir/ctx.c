@@ -13,6 +13,7 @@ tk_status tk_ctx_create(tk_ctx **out) {
 
 void tk_ctx_destroy(tk_ctx *ctx) {
     if (!ctx) return;
+    tk_runcache_destroy(ctx->run); /* releases programs: before the JIT goes */
     tk_jit_destroy(ctx->jit);
     free(ctx);
 }

@@ -5,11 +5,13 @@
 
 #include "tk/tk.h"
 
-struct tk_jit; /* jit/jit.h: driver table, caches, statistics (lazily made) */
+struct tk_jit;      /* jit/jit.h: driver table, caches, statistics (lazily made) */
+struct tk_runcache; /* kernels/run.c: compiled ready-made kernels (lazily made)  */
 
 struct tk_ctx {
     char error[2048];     /* last context-level error message            */
     struct tk_jit *jit;   /* NULL until a JIT/GPU entry point is used     */
+    struct tk_runcache *run; /* NULL until a ready-made kernel is used   */
 };
 
 /* Records a context-level error; returns `s`. */
@@ -19,5 +21,7 @@ void tk_ctx_clear_error(tk_ctx *ctx);
 
 /* Implemented in jit/: frees what ctx->jit holds (NULL-safe). */
 void tk_jit_destroy(struct tk_jit *jit);
+/* Implemented in kernels/run.c (NULL-safe). */
+void tk_runcache_destroy(struct tk_runcache *rc);
 
 #endif

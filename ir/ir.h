@@ -95,6 +95,15 @@ typedef struct tk_op_info {
 
 extern const tk_op_info tk_op_infos[TK_OP_COUNT];
 
+/* Each family's type rule, tk_rule_<family> (ops/<family>.c). */
+#define X(e, name, mn, mx, nres, scope, fam) tk_status tk_rule_##fam(tk_kernel *k, tk_op *op);
+#include "ir/ops.def"
+#undef X
+
+/* Checks a register tile/vector type a builder call asks for (shape
+ * quanta, dtype, owner, layout); reports on op (ops/elementwise.c). */
+tk_status tk_check_reg_type(tk_kernel *k, tk_op *op, const tk_type *t);
+
 /* ---- Kernel ------------------------------------------------------------- */
 typedef struct tk_spec_entry {
     const char *name;
@@ -128,6 +137,8 @@ struct tk_kernel {
     uint32_t nvalues;       /* ids handed out so far                        */
     uint32_t nops;
     size_t smem_bytes;      /* total shared bytes (sum of SHARED ops)       */
+    const char *canon;      /* printed form, made once by tk_kernel_finish:
+                               the JIT hashes it for every cache lookup     */
 };
 
 /* ---- Helpers shared by the builder, rules and verifier ------------------ */

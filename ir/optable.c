@@ -1,10 +1,6 @@
 /* The op table, expanded from ir/ops.def. */
 #include "ir/ir.h"
 
-#define X(e, name, mn, mx, nres, scope, fam) tk_status tk_rule_##fam(tk_kernel *k, tk_op *op);
-#include "ir/ops.def"
-#undef X
-
 #define TK_SCOPE_ROW_THREAD TK_SCOPE_THREAD
 #define TK_SCOPE_ROW_BLOCK TK_SCOPE_BLOCK
 #define TK_SCOPE_ROW_OWNER TK_SCOPE_OWNER

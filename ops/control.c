@@ -132,11 +132,14 @@ tk_value *tk_for_begin(tk_kernel *k, tk_value *lo, tk_value *hi, tk_value *step,
     tk_region *body = op ? new_region(k, op, 1 + n) : NULL;
     if (!body || !alloc_vals(k, n, &op->res)) return NULL;
     op->nres = n;
+    /* Results depend on the trip count too: varying bounds make them vary. */
+    tk_uniformity ub = lo->uni > hi->uni ? lo->uni : hi->uni;
+    if (step->uni > ub) ub = step->uni;
     for (int i = 0; i < n; i++) {
         if (!(op->res[i] = tk_new_value(k, init[i]->type))) return NULL;
         op->res[i]->def = op;
         op->res[i]->index = i;
-        op->res[i]->uni = init[i]->uni;
+        op->res[i]->uni = init[i]->uni > ub ? init[i]->uni : ub;
     }
     op->regions[0] = body;
     if (!push(k, op, body)) return NULL;

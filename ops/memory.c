@@ -18,8 +18,6 @@
  * Interpreter: ops/memory_interp.c; lowering: ops/memory_nv.c. */
 #include "ir/ir.h"
 
-tk_status tk_check_reg_type(tk_kernel *k, tk_op *op, const tk_type *t);
-
 #define TK_SMEM_LIMIT (227 * 1024) /* Hopper's per-block maximum */
 
 static tk_status expect_kind(tk_kernel *k, tk_op *op, int i, tk_kind kind, const char *what) {

@@ -9,8 +9,6 @@
  * Interpreter: ops/mma_interp.c; lowering: ops/mma_nv.c (mma.sync m16n8k16). */
 #include "ir/ir.h"
 
-tk_status tk_check_reg_type(tk_kernel *k, tk_op *op, const tk_type *t);
-
 static const char *kind_name(int64_t kd) {
     static const char *n[] = {"A*B", "A*B^T", "A^T*B", "A^T*B^T"};
     return kd >= 0 && kd <= 3 ? n[kd] : "?";

@@ -11,9 +11,17 @@
 typedef struct gcase {
     const char *name;
     /* Builds the kernel; fills tensors (rank 0 = scalar slot). */
-    tk_kernel *(*build)(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, int *n);
+    tk_kernel *(*build)(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
     double tol;
 } gcase;
+
+/* A dense tensor of random values, or NaN-poisoned when `poison`. */
+static ref_tensor tensor(tk_dtype dt, int rank, const int64_t *dims, int poison) {
+    ref_tensor t = ref_tensor_new(dt, rank, dims);
+    if (poison) ref_tensor_fill_all(&t, NAN);
+    else ref_tensor_random(&t, -1.0, 1.0);
+    return t;
+}
 
 static tk_value *c64(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
 
@@ -34,7 +42,7 @@ static tk_kernel *finish(tk_kernel *k) {
 }
 
 /* elementwise: every unary and binary op, broadcasts, scalars, cvt. */
-static tk_kernel *k_elementwise(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, int *n) {
+static tk_kernel *k_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
     tk_kernel *k;
     tk_kernel_create(ctx, "ew", 2, &k);
     tk_value *X = tk_param_tensor(k, "X", dt, 2), *Y = tk_param_tensor(k, "Y", dt, 2);
@@ -55,18 +63,18 @@ static tk_kernel *k_elementwise(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg 
     tk_store(k, F, idx, a);
     grid_rows(k, X, 32);
     int64_t d[2] = {45, 50}; /* ragged in rows and cols */
-    ts[0] = th_tensor_new(dt, 2, d, 0);
-    ts[1] = th_tensor_new(dt, 2, d, 0);
-    ts[2] = th_tensor_new(dt, 2, d, 1);
-    ts[3] = th_tensor_new(TK_F32, 2, d, 1);
-    ts[4] = (th_tensor){0};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = tensor(dt, 2, d, 0);
+    ts[2] = tensor(dt, 2, d, 1);
+    ts[3] = tensor(TK_F32, 2, d, 1);
+    ts[4] = (ref_tensor){0};
     sc[4] = tk_arg_f32(1.5f);
     *n = 5;
     return finish(k);
 }
 
 /* reductions into vectors stored to global; masks of all kinds. */
-static tk_kernel *k_reduce_mask(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, int *n) {
+static tk_kernel *k_reduce_mask(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
     tk_kernel *k;
     tk_kernel_create(ctx, "red", 1, &k);
     tk_value *X = tk_param_tensor(k, "X", dt, 2), *R = tk_param_tensor(k, "R", TK_F32, 1);
@@ -86,11 +94,11 @@ static tk_kernel *k_reduce_mask(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg 
     tk_store(k, M, idx, tk_exp2(k, m));
     grid_rows(k, X, 32);
     int64_t d[2] = {70, 48}, r1[1] = {70}, c2[2] = {3, 48};
-    ts[0] = th_tensor_new(dt, 2, d, 0);
-    ts[1] = th_tensor_new(TK_F32, 1, r1, 1);
-    ts[2] = th_tensor_new(TK_F32, 2, c2, 1);
-    ts[3] = th_tensor_new(TK_F32, 2, d, 1);
-    ts[4] = (th_tensor){0};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = tensor(TK_F32, 1, r1, 1);
+    ts[2] = tensor(TK_F32, 2, c2, 1);
+    ts[3] = tensor(TK_F32, 2, d, 1);
+    ts[4] = (ref_tensor){0};
     sc[4] = tk_arg_i64(-4);
     *n = 5;
     return finish(k);
@@ -98,7 +106,7 @@ static tk_kernel *k_reduce_mask(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg 
 
 /* All four mma kinds, with and without an accumulator, from global tiles
  * loaded in the layouts each kind needs. */
-static tk_kernel *k_mma(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, int *n) {
+static tk_kernel *k_mma(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
     tk_kernel *k;
     tk_kernel_create(ctx, "mma", 1, &k);
     tk_value *A = tk_param_tensor(k, "A", dt, 2), *B = tk_param_tensor(k, "B", dt, 2);
@@ -114,16 +122,16 @@ static tk_kernel *k_mma(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, int
     d = tk_mma(k, TK_MMA_ATBT, ac, br, d);
     tk_store(k, O, z, tk_sub(k, c, tk_mul(k, d, tk_const_f32(k, 0.5f))));
     int64_t da[2] = {48, 48}, db[2] = {64, 64}, dout[2] = {32, 64};
-    ts[0] = th_tensor_new(dt, 2, da, 0);
-    ts[1] = th_tensor_new(dt, 2, db, 0);
-    ts[2] = th_tensor_new(TK_F32, 2, dout, 1);
+    ts[0] = tensor(dt, 2, da, 0);
+    ts[1] = tensor(dt, 2, db, 0);
+    ts[2] = tensor(TK_F32, 2, dout, 1);
     (void)sc;
     *n = 3;
     return finish(k);
 }
 
 /* A warpgroup-owned A times a warp-owned B, 4 warps. */
-static tk_kernel *k_mma_wg(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, int *n) {
+static tk_kernel *k_mma_wg(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
     tk_kernel *k;
     tk_kernel_create(ctx, "mma_wg", 4, &k);
     tk_value *A = tk_param_tensor(k, "A", dt, 2), *B = tk_param_tensor(k, "B", dt, 2);
@@ -134,9 +142,9 @@ static tk_kernel *k_mma_wg(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, 
     tk_value *c = tk_mma(k, TK_MMA_AB, a, b, NULL);
     tk_store(k, O, z, tk_exp(k, tk_mul(k, c, tk_const_f32(k, 0.1f))));
     int64_t da[2] = {120, 32}, db[2] = {32, 30}, dout[2] = {120, 30};
-    ts[0] = th_tensor_new(dt, 2, da, 0);
-    ts[1] = th_tensor_new(dt, 2, db, 0);
-    ts[2] = th_tensor_new(TK_F32, 2, dout, 1);
+    ts[0] = tensor(dt, 2, da, 0);
+    ts[1] = tensor(dt, 2, db, 0);
+    ts[2] = tensor(TK_F32, 2, dout, 1);
     (void)sc;
     *n = 3;
     return finish(k);
@@ -145,7 +153,7 @@ static tk_kernel *k_mma_wg(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, 
 /* Global -> shared (sync and async, every smem layout, multi-stage) ->
  * registers (row and col layouts) -> shared -> global, inside a k-loop
  * with a carried accumulator and a warp-role if. */
-static tk_kernel *k_memory(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, int *n) {
+static tk_kernel *k_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
     tk_kernel *k;
     tk_kernel_create(ctx, "mem", 4, &k);
     tk_value *A = tk_param_tensor(k, "A", dt, 2), *O = tk_param_tensor(k, "O", dt, 2);
@@ -186,9 +194,9 @@ static tk_kernel *k_memory(tk_ctx *ctx, tk_dtype dt, th_tensor *ts, tk_arg *sc, 
     tk_store(k, P, pi, tk_cvt(k, back, TK_F32));
     tk_set_grid(k, tk_ceil_div(k, tk_dim(k, A, 0), c64(k, 64)), NULL, NULL);
     int64_t da[2] = {100, 136}, dp[2] = {100, 64};
-    ts[0] = th_tensor_new(dt, 2, da, 0);
-    ts[1] = th_tensor_new(dt, 2, da, 1);
-    ts[2] = th_tensor_new(TK_F32, 2, dp, 1);
+    ts[0] = tensor(dt, 2, da, 0);
+    ts[1] = tensor(dt, 2, da, 1);
+    ts[2] = tensor(TK_F32, 2, dp, 1);
     (void)sc;
     *n = 3;
     return finish(k);
@@ -208,7 +216,7 @@ START_TEST(gpu_matches_interpreter) {
     if (th_gpu_or_skip(ctx) == TK_OK) {
         const gcase *c = &cases[_i / 2];
         tk_dtype dt = _i % 2 ? TK_F16 : TK_BF16;
-        th_tensor ts[8];
+        ref_tensor ts[8];
         tk_arg sc[8];
         int n = 0;
         tk_kernel *k = c->build(ctx, dt, ts, sc, &n);
@@ -216,7 +224,7 @@ START_TEST(gpu_matches_interpreter) {
         double worst;
         tk_status s = th_compare(ctx, k, n, ts, sc, &worst);
         printf("gpu %-16s %-4s rel err %.3g\n", c->name, tk_dtype_name(dt), worst);
-        for (int i = 0; i < n; i++) th_tensor_free(ctx, &ts[i]);
+        for (int i = 0; i < n; i++) if (ts[i].rank) ref_tensor_free(&ts[i]);
         tk_kernel_destroy(k);
         ck_assert_msg(s == TK_OK, "%s: %s", c->name, tk_status_name(s));
         ck_assert_msg(worst <= c->tol, "%s %s: rel err %g > %g", c->name, tk_dtype_name(dt),

@@ -1,0 +1,109 @@
+"""ctypes binding of TileKittens' ready-made kernels (include/tk/tk_run.h), so the
+benchmarks time our kernels and PyTorch's peers the same way (triton do_bench,
+CUDA events, same stream, same process). Used on the GPU machine with the
+shared library from scripts/build-device.sh."""
+import ctypes
+import os
+
+TK_BF16, TK_F16, TK_F32 = 2, 3, 1
+_DT = {"bf16": TK_BF16, "f16": TK_F16, "f32": TK_F32}
+
+
+class AttentionParams(ctypes.Structure):
+    _fields_ = [
+        ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
+        ("scale", ctypes.c_float),
+        ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+        ("seq_q", ctypes.c_int64), ("seq_kv", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+        ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
+        ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
+        ("lse_strides", ctypes.c_int64 * 3),
+    ]
+
+
+class GemmParams(ctypes.Structure):
+    _fields_ = [
+        ("in_dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("transpose_b", ctypes.c_int32),
+        ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64),
+        ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("c", ctypes.c_void_p),
+        ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldc", ctypes.c_int64),
+    ]
+
+
+class PrepareInfo(ctypes.Structure):
+    _fields_ = [("origin", ctypes.c_int), ("ms", ctypes.c_double), ("arch", ctypes.c_char * 16)]
+
+
+class TK:
+    def __init__(self, libdir):
+        self.lib = ctypes.CDLL(os.path.join(libdir, "libtk.so"))
+        L = self.lib
+        L.tk_ctx_create.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        L.tk_ctx_error.restype = ctypes.c_char_p
+        L.tk_ctx_error.argtypes = [ctypes.c_void_p]
+        L.tk_attention_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionParams),
+                                           ctypes.c_void_p]
+        L.tk_attention_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionParams),
+                                           ctypes.POINTER(PrepareInfo)]
+        L.tk_gemm.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams), ctypes.c_void_p]
+        L.tk_gemm_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams),
+                                      ctypes.POINTER(PrepareInfo)]
+        self.ctx = ctypes.c_void_p()
+        self._check(L.tk_ctx_create(ctypes.byref(self.ctx)), "tk_ctx_create")
+
+    def _check(self, status, what):
+        if status != 0:
+            msg = self.lib.tk_ctx_error(self.ctx).decode() if self.ctx else ""
+            raise RuntimeError(f"{what}: status {status}: {msg}")
+
+    @staticmethod
+    def _strides(t):
+        return (ctypes.c_int64 * 4)(*t.stride())
+
+    def attention_params(self, q, k, v, o, lse, causal, bhnd=True):
+        """q/k/v/o are torch tensors in logical [B,H,N,D] order (any strides)."""
+        p = AttentionParams()
+        p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
+        p.head_dim, p.causal, p.scale = q.shape[3], int(causal), 0.0
+        p.batch, p.heads_q, p.seq_q = q.shape[0], q.shape[1], q.shape[2]
+        p.heads_kv, p.seq_kv = k.shape[1], k.shape[2]
+        p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+        p.lse = lse.data_ptr() if lse is not None else None
+        p.q_strides, p.k_strides = self._strides(q), self._strides(k)
+        p.v_strides, p.o_strides = self._strides(v), self._strides(o)
+        if lse is not None:
+            p.lse_strides = (ctypes.c_int64 * 3)(*lse.stride())
+        return p
+
+    def attention_prepare(self, p):
+        info = PrepareInfo()
+        self._check(self.lib.tk_attention_prepare(self.ctx, ctypes.byref(p), ctypes.byref(info)),
+                    "tk_attention_prepare")
+        return info
+
+    def attention(self, p, stream):
+        self._check(self.lib.tk_attention_forward(self.ctx, ctypes.byref(p), stream),
+                    "tk_attention_forward")
+
+    def gemm_params(self, a, b, c, transpose_b):
+        p = GemmParams()
+        p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
+        p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
+                       "torch.float32": TK_F32}[str(c.dtype)]
+        p.transpose_b = int(transpose_b)
+        p.m, p.k = a.shape
+        p.n = b.shape[0] if transpose_b else b.shape[1]
+        p.a, p.b, p.c = a.data_ptr(), b.data_ptr(), c.data_ptr()
+        p.lda, p.ldb, p.ldc = a.stride(0), b.stride(0), c.stride(0)
+        return p
+
+    def gemm_prepare(self, p):
+        info = PrepareInfo()
+        self._check(self.lib.tk_gemm_prepare(self.ctx, ctypes.byref(p), ctypes.byref(info)),
+                    "tk_gemm_prepare")
+        return info
+
+    def gemm(self, p, stream):
+        self._check(self.lib.tk_gemm(self.ctx, ctypes.byref(p), stream), "tk_gemm")

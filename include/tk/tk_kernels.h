@@ -1,0 +1,73 @@
+/* TileKittens ready-made kernels: GEMM and attention forward, written with the
+ * builder API of tk/tk.h. Each *_build call returns a finished kernel (run it
+ * with tk_interp_run, or compile it with tk_compile and tk_launch); destroy
+ * it with tk_kernel_destroy. Invalid configurations return
+ * TK_ERR_INVALID_ARG with a message in tk_ctx_error(ctx). */
+#ifndef TK_TK_KERNELS_H
+#define TK_TK_KERNELS_H
+
+#include "tk/tk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GEMM ----------------------------------------------------------------
+ * C = A·B (transpose_b = 0) or C = A·Bᵀ (transpose_b = 1), f32 accumulation.
+ * Parameters, in order:
+ *   0 A  [M, K]  in_dtype               (any strides; unit column stride and
+ *   1 B  [K, N]  in_dtype, or [N, K]     16-byte aligned rows are the fast path)
+ *        with transpose_b
+ *   2 C  [M, N]  out_dtype
+ * M, N, K are read from the tensors at run time (M, K from A; N from C); any
+ * sizes work, ragged edges are masked. Grid: (ceil(N/block_n), ceil(M/block_m)).
+ *
+ * Each block computes a block_m x block_n tile of C; its warps form a
+ * warps_m x warps_n grid (chosen by the builder: the squarest warp tile),
+ * each warp owning a (block_m/warps_m) x (block_n/warps_n) f32 accumulator.
+ * A and B tiles of block_k columns stream through a `stages`-deep ring of
+ * swizzled shared tiles filled by cp.async. */
+typedef struct tk_gemm_config {
+    tk_dtype in_dtype;  /* A, B: TK_BF16 or TK_F16                            */
+    tk_dtype out_dtype; /* C: TK_BF16, TK_F16 or TK_F32                        */
+    int transpose_b;    /* 0: B is [K, N]; 1: B is [N, K] (C = A·Bᵀ)           */
+    int block_m, block_n, block_k; /* multiples of 16                          */
+    int warps;          /* warps per block, 1..16                               */
+    int stages;         /* depth of the cp.async pipeline, 2..8                 */
+} tk_gemm_config;
+
+/* 128x128x64 blocks, 4 warps of 64x64 each, 3 stages (96 KiB of shared
+ * memory, 2 blocks per SM): the fastest of the shapes measured on an H200. */
+tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b);
+tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);
+
+/* ---- Attention forward (FlashAttention-2) -----------------------------------
+ * For every batch b, query head h and query row i:
+ *   s_j   = scale · <Q[b,h,i,:], K[b,hk,j,:]>     for the keys j it attends
+ *   O[b,h,i,:] = Σ_j softmax(s)_j · V[b,hk,j,:]
+ *   L[b,h,i]   = ln Σ_j exp(s_j)                  (natural log)
+ * with hk = h / (Hq / Hkv) (grouped-query attention; Hq a multiple of Hkv).
+ * causal: row i attends keys j <= i + Nkv - Nq (aligned at the bottom right
+ * as in FlashAttention-2; Nq == Nkv gives the usual j <= i). A row that
+ * attends no key (causal with Nq > Nkv, or Nkv == 0) gets O = 0 and
+ * L = -inf, the log of an empty sum.
+ * Parameters, in order:
+ *   0 Q [B, Hq,  Nq,  D]  dtype      3 O [B, Hq, Nq, D]  dtype
+ *   1 K [B, Hkv, Nkv, D]  dtype      4 L [B, Hq, Nq]     f32
+ *   2 V [B, Hkv, Nkv, D]  dtype      5 scale             f32 scalar (e.g. 1/sqrt(D))
+ * Any strides (a [B, N, H, D] buffer is passed with permuted strides); the
+ * last dim of Q, K, V, O must equal head_dim. B, H, N are run-time sizes.
+ * Grid: (ceil(Nq/128), Hq, B): each block owns 128 query rows (8 warps of
+ * 16 rows for head_dim 128, 4 warps of 32 rows for head_dim 64). */
+typedef struct tk_attention_config {
+    tk_dtype dtype; /* Q, K, V, O: TK_BF16 or TK_F16                           */
+    int head_dim;   /* D: 64 or 128 (a specialization constant)                */
+    int causal;     /* 0 or 1 (a specialization constant)                      */
+} tk_attention_config;
+
+tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk_kernel **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,76 @@
+/* Ready-made kernels on device pointers: one call builds (once per
+ * specialization and context), compiles through the kernel cache and
+ * launches. One compiled kernel per specialization serves every size.
+ *
+ * Specializations: attention — (dtype, head_dim, causal, arch); GEMM —
+ * (input dtype, output dtype, transpose_b, arch). Sizes and strides are
+ * run-time values. */
+#ifndef TK_TK_RUN_H
+#define TK_TK_RUN_H
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Attention forward: O = softmax(scale · Q Kᵀ [+ causal mask]) V, and the
+ * natural-log log-sum-exp of each score row, L (kept for the backward pass).
+ *
+ * Logical shapes: Q, O [B, Hq, Nq, D]; K, V [B, Hkv, Nkv, D]; L [B, Hq, Nq]
+ * (f32). Strides are in elements, in that logical order, so both
+ * [B,H,N,D] and [B,N,H,D] memory layouts work without copies; all-zero
+ * strides mean dense [B,H,N,D] (and dense [B,H,N] for L). The last dim must
+ * be contiguous (stride 1). Grouped-query attention: Hq a multiple of Hkv;
+ * query head h reads kv head h / (Hq / Hkv).
+ *
+ * Causal masking is aligned bottom-right, as in FlashAttention-2: query i
+ * attends keys j <= i + Nkv - Nq. With Nq > Nkv the first Nq - Nkv query
+ * rows attend nothing: their O is 0 and their L is -inf. */
+typedef struct tk_attention_params {
+    tk_dtype dtype;      /* TK_BF16 or TK_F16 (Q, K, V, O)                   */
+    int32_t head_dim;    /* 64 or 128                                        */
+    int32_t causal;      /* 0 or 1                                           */
+    float scale;         /* softmax scale; 0 means 1/sqrt(head_dim)          */
+    int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
+    const void *q, *k, *v; /* device pointers                                */
+    void *o;
+    float *lse;          /* device pointer, required                         */
+    int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4];
+    int64_t lse_strides[3];
+} tk_attention_params;
+
+/* What preparing a kernel took: where it came from and how long. */
+typedef struct tk_prepare_info {
+    tk_origin origin;
+    double ms;
+    char arch[16];
+} tk_prepare_info;
+
+/* Checks the parameters and makes sure the kernel for their
+ * specialization is compiled and loaded (info may be NULL). */
+tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info);
+/* Checks, prepares (a memory hit after the first call) and launches on
+ * `stream` (a CUstream; NULL = default stream). Asynchronous. */
+tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
+
+/* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
+ * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
+ * dimensions lda/ldb/ldc in elements (0 = dense). */
+typedef struct tk_gemm_params {
+    tk_dtype in_dtype, out_dtype;
+    int32_t transpose_b;
+    int64_t m, n, k;
+    const void *a, *b;
+    void *c;
+    int64_t lda, ldb, ldc;
+} tk_gemm_params;
+
+tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
+tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

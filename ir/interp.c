@@ -1,0 +1,339 @@
+/* The CPU interpreter driver: argument checks, grid evaluation, per-run
+ * storage, the block loop and op dispatch. Op semantics live in
+ * ops/<family>_interp.c; the execution model is described in ir/interp.h.
+ *
+ * Barriers are no-ops here: warps run in lockstep, op by op, so every
+ * write of one op is visible to every later op of any warp. That is only
+ * equivalent to the GPU because the verifier keeps barriers (and other
+ * block-scope ops) in block-uniform control flow. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ctx.h"
+#include "ir/interp.h"
+#include "ir/sig.h"
+
+/* ---- dispatch, generated from the op table ------------------------------- */
+static const tk_interp_fn dispatch[] = {
+#define X(e, name, mn, mx, nres, scope, fam) [TK_OP_##e] = tk_interp_##fam,
+#include "ir/ops.def"
+#undef X
+};
+
+#define X(e, name, mn, mx, nres, scope, fam) +1
+_Static_assert(0
+#include "ir/ops.def"
+               == TK_OP_COUNT && sizeof dispatch / sizeof dispatch[0] == TK_OP_COUNT,
+               "ops.def and the interpreter dispatch table disagree");
+#undef X
+
+#define GRID_MAX_BLOCKS (INT64_C(1) << 31)
+#define GRID_MAX_DEPTH 1000
+
+/* ---- errors ------------------------------------------------------------- */
+tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s,
+                         const char *fmt, ...) {
+    char where[160], what[1024];
+    int n = snprintf(where, sizeof where, "tk_interp_run: block (%lld,%lld,%lld)",
+                     (long long)I->block[0], (long long)I->block[1], (long long)I->block[2]);
+    if (warp >= 0 && n > 0 && (size_t)n < sizeof where)
+        snprintf(where + n, sizeof where - (size_t)n, ", warp %d", warp);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (op)
+        return tk_ctx_fail(I->k->ctx, s, "%s: op #%u (%s): %s", where, op->id,
+                           tk_op_infos[op->opc].name, what);
+    return tk_ctx_fail(I->k->ctx, s, "%s: %s", where, what);
+}
+
+/* ---- storage ------------------------------------------------------------ */
+tk_status tk_interp_slot_alloc(tk_interp *I, const tk_op *op, const tk_value *v, tk_slot *sl) {
+    const tk_type *t = &v->type;
+    if (t->kind == TK_KIND_TILE || t->kind == TK_KIND_VEC) {
+        if (sl->t) return TK_OK;
+        /* A warpgroup is 4 whole warps; the verifier should have said so. */
+        if (t->owner == TK_WARPGROUP && I->warps % 4)
+            return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "value %%%u is owned by a warpgroup "
+                                  "but the kernel has %d warps (not a multiple of 4)", v->id,
+                                  I->warps);
+        size_t n = (size_t)tk_interp_ninst(I, t->owner) * tk_interp_elems(t);
+        sl->t = calloc(n ? n : 1, sizeof(float));
+        if (!sl->t)
+            return tk_interp_fail(I, op, -1, TK_ERR_NO_MEMORY, "out of memory for value %%%u",
+                                  v->id);
+        return TK_OK;
+    }
+    if (t->kind == TK_KIND_NONE)
+        return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "value %%%u has no type", v->id);
+    if (sl->s) return TK_OK;
+    sl->s = calloc((size_t)I->nthreads, sizeof(tk_sv));
+    if (!sl->s)
+        return tk_interp_fail(I, op, -1, TK_ERR_NO_MEMORY, "out of memory for value %%%u", v->id);
+    return TK_OK;
+}
+
+tk_status tk_interp_ensure(tk_interp *I, const tk_op *op, const tk_value *v) {
+    return tk_interp_slot_alloc(I, op, v, &I->slots[v->id]);
+}
+
+void tk_interp_copy_slot(tk_interp *I, const tk_type *t, tk_slot *dst, const tk_slot *src,
+                         uint32_t mask) {
+    if (dst == src) return;
+    if (t->kind == TK_KIND_TILE || t->kind == TK_KIND_VEC) {
+        size_t n = tk_interp_elems(t);
+        for (int i = 0; i < tk_interp_ninst(I, t->owner); i++)
+            if (mask & tk_interp_inst_warps(t->owner, i))
+                memcpy(dst->t + (size_t)i * n, src->t + (size_t)i * n, n * sizeof(float));
+        return;
+    }
+    for (int w = 0; w < I->warps; w++)
+        if ((mask >> w) & 1u) memcpy(dst->s + 32 * w, src->s + 32 * w, 32 * sizeof(tk_sv));
+}
+
+void tk_interp_copy(tk_interp *I, const tk_value *dst, const tk_value *src, uint32_t mask) {
+    tk_interp_copy_slot(I, &dst->type, &I->slots[dst->id], &I->slots[src->id], mask);
+}
+
+static void free_slots(tk_interp *I) {
+    if (!I->slots) return;
+    for (uint32_t i = 0; i <= I->k->nvalues; i++) {
+        free(I->slots[i].s);
+        free(I->slots[i].t);
+    }
+    free(I->slots);
+    I->slots = NULL;
+}
+
+/* ---- running ops -------------------------------------------------------- */
+static tk_status run_op(tk_interp *I, const tk_op *op) {
+    for (int i = 0; i < op->nopnds; i++) {
+        tk_status s = tk_interp_ensure(I, op, op->opnds[i]);
+        if (s) return s;
+    }
+    for (int i = 0; i < op->nres; i++) {
+        tk_status s = tk_interp_ensure(I, op, op->res[i]);
+        if (s) return s;
+    }
+    return dispatch[op->opc](I, op);
+}
+
+tk_status tk_interp_region(tk_interp *I, const tk_region *r) {
+    if (!r) return TK_OK;
+    TK_FOREACH_OP(r, op) {
+        if (!I->mask) break; /* nobody left to run the rest */
+        tk_status s = run_op(I, op);
+        if (s) return s;
+    }
+    return TK_OK;
+}
+
+static uint32_t all_warps(int warps) {
+    return warps >= 32 ? 0xffffffffu : (1u << warps) - 1u;
+}
+
+static tk_status run_block(tk_interp *I) {
+    I->mask = all_warps(I->warps);
+    I->smem_top = 0;
+    I->groups_committed = I->groups_applied = 0;
+    /* Shared memory starts undefined on the GPU: NaN makes reads of it show. */
+    for (size_t i = 0; i < I->smem_n; i++) I->smem[i] = NAN;
+    tk_status s = tk_interp_region(I, I->k->body);
+    tk_interp_async_apply(I, INT64_MAX); /* whatever is in flight lands (and is freed) */
+    return s;
+}
+
+/* Parameters never change during a run: their per-thread copies are set once. */
+static tk_status bind_params(tk_interp *I) {
+    for (int p = 0; p < I->k->nparams; p++) {
+        const tk_value *v = I->k->params[p];
+        tk_status s = tk_interp_ensure(I, NULL, v);
+        if (s) return s;
+        tk_sv x = {.i = p};
+        if (v->type.kind == TK_KIND_SCALAR) x = tk_interp_arg_sv(&I->args[p]);
+        tk_sv *d = tk_interp_sv(I, v);
+        for (int t = 0; t < I->nthreads; t++) d[t] = x;
+    }
+    return TK_OK;
+}
+
+/* Shared floats per block: the SHARED ops sit at the top level (their rule
+ * says so), each `count` consecutive tiles. */
+static size_t smem_floats(const tk_kernel *k) {
+    size_t n = 0;
+    TK_FOREACH_OP(k->body, op)
+        if (op->opc == TK_OP_SHARED) {
+            const tk_type *t = &op->res[0]->type;
+            n += (size_t)t->rows * (size_t)t->cols * (size_t)t->count;
+        }
+    return n;
+}
+
+static tk_status run_grid(tk_interp *I) {
+    tk_status s = bind_params(I);
+    for (int64_t z = 0; !s && z < I->grid[2]; z++)
+        for (int64_t y = 0; !s && y < I->grid[1]; y++)
+            for (int64_t x = 0; !s && x < I->grid[0]; x++) {
+                I->block[0] = x;
+                I->block[1] = y;
+                I->block[2] = z;
+                s = run_block(I);
+            }
+    return s;
+}
+
+/* ---- arguments and grid ------------------------------------------------- */
+/* Every in-range element offset must fit an int64 so element addressing
+ * never overflows: sum (dims[d]-1)*|strides[d]| < 2^63. */
+static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const char *fn) {
+    for (int p = 0; p < k->nparams; p++) {
+        const tk_arg *a = &args[p];
+        if (a->kind != TK_KIND_GVIEW) continue;
+        int64_t sum = 0;
+        bool empty = false, bad = false;
+        for (int d = 0; d < a->rank; d++) empty |= a->dims[d] == 0;
+        for (int d = 0; d < a->rank && !empty && !bad; d++) {
+            int64_t m;
+            bad = __builtin_mul_overflow(a->dims[d] - 1, a->strides[d], &m) || m == INT64_MIN ||
+                  __builtin_add_overflow(sum, m < 0 ? -m : m, &sum);
+        }
+        if (bad)
+            return tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: argument %d ('%s'): its dims and "
+                               "strides reach elements more than 2^63 apart", fn, p,
+                               k->params[p]->name);
+    }
+    return TK_OK;
+}
+
+typedef struct grid_eval {
+    const tk_kernel *k;
+    const tk_arg *args;
+    tk_sv *memo;
+    uint8_t *done;
+    const char *fn;
+    int dim;
+} grid_eval;
+
+static tk_status grid_value(grid_eval *G, const tk_value *v, int depth, tk_sv *out);
+
+static tk_status grid_op(grid_eval *G, const tk_op *op, int depth, tk_sv *out) {
+    const char *fam = tk_op_infos[op->opc].family, *why = "";
+    tk_sv x[3] = {{0}};
+    if (op->opc == TK_OP_CONST) {
+        *out = tk_interp_const(op);
+        return TK_OK;
+    }
+    if (op->opc == TK_OP_DIM && !op->opnds[0]->def && !op->opnds[0]->region_arg) {
+        out->i = G->args[op->opnds[0]->index].dims[op->attr[0]];
+        return TK_OK;
+    }
+    bool scalar_op = (!strcmp(fam, "elementwise") || !strcmp(fam, "scalar")) &&
+                     op->opc != TK_OP_FILL && op->res[0]->type.kind == TK_KIND_SCALAR;
+    if (!scalar_op)
+        return tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d uses op #%u (%s), "
+                           "which the host cannot evaluate", G->fn, G->dim, op->id,
+                           tk_op_infos[op->opc].name);
+    for (int i = 0; i < op->nopnds; i++) {
+        tk_status s = grid_value(G, op->opnds[i], depth + 1, &x[i]);
+        if (s) return s;
+    }
+    tk_status s = !strcmp(fam, "scalar") ? tk_interp_eval_scalar(op, x, out, &why)
+                                         : tk_interp_eval_elementwise(op, x, out, &why);
+    if (s)
+        return tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d: op #%u (%s): %s",
+                           G->fn, G->dim, op->id, tk_op_infos[op->opc].name, why);
+    return TK_OK;
+}
+
+static tk_status grid_value(grid_eval *G, const tk_value *v, int depth, tk_sv *out) {
+    if (G->done[v->id]) {
+        *out = G->memo[v->id];
+        return TK_OK;
+    }
+    if (depth > GRID_MAX_DEPTH)
+        return tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d nests deeper than "
+                           "%d ops", G->fn, G->dim, GRID_MAX_DEPTH);
+    tk_status s = TK_OK;
+    if (v->def) {
+        s = grid_op(G, v->def, depth, out);
+    } else if (!v->region_arg && v->type.kind == TK_KIND_SCALAR) {
+        *out = tk_interp_arg_sv(&G->args[v->index]);
+    } else {
+        s = tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d uses value %%%u, which "
+                        "is neither a parameter nor computed from parameters", G->fn, G->dim,
+                        v->id);
+    }
+    if (!s) {
+        G->memo[v->id] = *out;
+        G->done[v->id] = 1;
+    }
+    return s;
+}
+
+/* Checks the kernel and args, then evaluates the grid. */
+static tk_status prepare(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3],
+                         const char *fn) {
+    if (!k) return TK_ERR_INVALID_ARG;
+    if (!k->finished)
+        return tk_ctx_fail(k->ctx, TK_ERR_STATE, "%s: kernel '%s' is not finished; call "
+                           "tk_kernel_finish first", fn, k->name);
+    tk_sig_param sig[TK_MAX_PARAMS];
+    char err[512];
+    tk_sig_of(k, sig);
+    tk_status s = tk_sig_check(sig, k->nparams, nargs, args, fn, err, sizeof err);
+    if (s) return tk_ctx_fail(k->ctx, s, "%s", err);
+    if ((s = check_extents(k, args, fn))) return s;
+    grid_eval G = {.k = k, .args = args, .fn = fn};
+    G.memo = calloc((size_t)k->nvalues + 1, sizeof *G.memo);
+    G.done = calloc((size_t)k->nvalues + 1, 1);
+    if (!G.memo || !G.done) s = tk_ctx_fail(k->ctx, TK_ERR_NO_MEMORY, "%s: out of memory", fn);
+    int64_t total = 1;
+    for (int d = 0; d < 3 && !s; d++) {
+        tk_sv v = {.i = 1};
+        G.dim = d;
+        if (k->grid[d]) s = grid_value(&G, k->grid[d], 0, &v);
+        grid[d] = v.i;
+        if (!s && v.i < 1)
+            s = tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d is %lld; every grid "
+                            "dimension must be >= 1", fn, d, (long long)v.i);
+        if (!s && v.i > GRID_MAX_BLOCKS / total) /* i.e. total * v.i > 2^31, unoverflowed */
+            s = tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: the grid (%lld x %lld x %lld) has more "
+                            "than 2^31 blocks", fn, (long long)grid[0],
+                            (long long)(d > 0 ? grid[1] : 1), (long long)(d > 1 ? grid[2] : 1));
+        if (!s) total *= v.i;
+    }
+    free(G.memo);
+    free(G.done);
+    return s;
+}
+
+tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]) {
+    if (!grid) {
+        if (k) tk_ctx_fail(k->ctx, TK_ERR_INVALID_ARG, "tk_kernel_grid: grid is NULL");
+        return TK_ERR_INVALID_ARG;
+    }
+    return prepare(k, nargs, args, grid, "tk_kernel_grid");
+}
+
+tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args) {
+    tk_interp I = {.k = k, .args = args};
+    tk_status s = prepare(k, nargs, args, I.grid, "tk_interp_run");
+    if (s) return s;
+    I.warps = k->warps;
+    I.nthreads = 32 * k->warps;
+    I.smem_n = smem_floats(k);
+    I.slots = calloc((size_t)k->nvalues + 1, sizeof *I.slots);
+    I.smem = calloc(I.smem_n ? I.smem_n : 1, sizeof(float));
+    if (!I.slots || !I.smem)
+        s = tk_ctx_fail(k->ctx, TK_ERR_NO_MEMORY, "tk_interp_run: out of memory");
+    else
+        s = run_grid(&I);
+    free_slots(&I);
+    free(I.smem);
+    free(I.pend);
+    return s;
+}

@@ -1,0 +1,246 @@
+/* tk_compile and tk_precompile: IR text -> key -> memory table -> disk ->
+ * lowering + PTX->cubin, then loading (see jit/cache.h for the keys).
+ *
+ * Which disk entries tk_compile may use: a cubin the driver's JIT linker
+ * made (key with "cuLink <driver version>"), else one that tk_precompile
+ * made with ptxas (key with "ptxas <build>" of the ptxas found here, if
+ * any), so kernels precompiled on a build machine with the same toolkit are
+ * reused on the GPU machine. A ptxas-made cubin the driver refuses (a
+ * toolkit newer than the driver) is rejected, deleted and rebuilt with the
+ * driver. Fresh compiles on the GPU use the driver's linker (no process to
+ * spawn) and are stored under the driver key. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/build.h"
+#include "jit/lower.h"
+#include "jit/program.h"
+
+typedef struct tk_lower_req {
+    const tk_kernel *k;
+    const char *arch;
+} tk_lower_req;
+
+static tk_status tk_ptx_from_kernel(void *user, char **ptx, char *err, size_t errn)
+{
+    const tk_lower_req *r = user;
+    return tk_lower_ptx(r->k, r->arch, ptx, err, errn);
+}
+
+/* make_ptx, timed into llvm_ms. */
+static tk_status tk_make_ptx_timed(struct tk_jit *j, tk_ptx_fn make, void *user, char **ptx,
+                                   char *err, size_t errn)
+{
+    *ptx = NULL;
+    double t0 = tk_now_ms();
+    tk_status s = make(user, ptx, err, errn);
+    tk_cache_note(&j->cache, TK_STAT_LLVM_MS, tk_now_ms() - t0);
+    if (s == TK_OK && !*ptx)
+        s = tk_errf(err, errn, TK_ERR_LLVM, "lowering produced no PTX");
+    return s;
+}
+
+tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *arch,
+                             tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
+                             tk_origin *from, char *err, size_t errn)
+{
+    const tk_ptxas *px;
+    char comp[192], why[512];
+    *cubin = NULL;
+    tk_status s = tk_jit_ptxas(j, &px, err, errn);
+    if (s != TK_OK)
+        return s;
+    tk_compiler_id_ptxas(px, comp, sizeof comp);
+    tk_cache_id id;
+    tk_cache_id_make(&id, ir_text, arch, comp);
+    tk_disk_get(&j->cache, &id, cubin, n, why, sizeof why);
+    *from = *cubin ? TK_FROM_DISK : TK_FROM_COMPILE;
+    tk_cache_note(&j->cache, *cubin ? TK_STAT_DISK_HIT : TK_STAT_MISS, 1);
+    if (*cubin)
+        return TK_OK;
+    char *ptx;
+    if ((s = tk_make_ptx_timed(j, make_ptx, user, &ptx, err, errn)) != TK_OK)
+        return s;
+    double t0 = tk_now_ms();
+    s = tk_ptxas_compile(px, ptx, arch, cubin, n, err, errn);
+    tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
+    free(ptx);
+    if (s == TK_OK && (s = tk_disk_put(&j->cache, &id, *cubin, *n, err, errn)) != TK_OK) {
+        free(*cubin);
+        *cubin = NULL;
+    }
+    return s;
+}
+
+/* Loads the disk entry `id` into p; false on a miss or a cubin the driver
+ * refuses (then the entry is rejected and deleted). */
+static bool tk_load_from_disk(struct tk_jit *j, tk_cuda *cu, const tk_cache_id *id,
+                              tk_program *p)
+{
+    void *cubin;
+    size_t n;
+    char why[512];
+    tk_disk_get(&j->cache, id, &cubin, &n, why, sizeof why);
+    if (!cubin)
+        return false;
+    tk_status s = tk_program_load(p, cu, cubin, why, sizeof why);
+    free(cubin);
+    if (s != TK_OK)
+        tk_disk_reject(&j->cache, id);
+    return s == TK_OK;
+}
+
+/* A disk hit under the driver key, then under the local ptxas key. */
+static bool tk_compile_disk(struct tk_jit *j, tk_cuda *cu, const char *text,
+                            const tk_cache_id *drv, tk_program *p)
+{
+    if (tk_load_from_disk(j, cu, drv, p))
+        return true;
+    const tk_ptxas *px;
+    if (tk_jit_ptxas(j, &px, NULL, 0) != TK_OK)
+        return false;
+    char comp[192];
+    tk_compiler_id_ptxas(px, comp, sizeof comp);
+    tk_cache_id id;
+    tk_cache_id_make(&id, text, cu->arch, comp);
+    return tk_load_from_disk(j, cu, &id, p);
+}
+
+/* Lowering + the driver's linker, stored under the driver key, loaded. */
+static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel *k,
+                                  const tk_cache_id *drv, tk_program *p, char *err, size_t errn)
+{
+    tk_lower_req req = { k, cu->arch };
+    char *ptx;
+    void *cubin = NULL;
+    size_t n = 0;
+    tk_status s = tk_make_ptx_timed(j, tk_ptx_from_kernel, &req, &ptx, err, errn);
+    if (s != TK_OK)
+        return s;
+    double t0 = tk_now_ms();
+    s = tk_culink_compile(cu, ptx, &cubin, &n, err, errn);
+    tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
+    free(ptx);
+    if (s == TK_OK) {
+        char ignored[512]; /* the disk cache only saves time: failing to write is no error */
+        tk_disk_put(&j->cache, drv, cubin, n, ignored, sizeof ignored);
+        s = tk_program_load(p, cu, cubin, err, errn);
+    }
+    free(cubin);
+    return s;
+}
+
+/* Builds a new program for k: disk entry or fresh compile. */
+static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, const tk_kernel *k,
+                                const char *text, const tk_cache_id *drv, tk_program **out,
+                                char *err, size_t errn)
+{
+    tk_program *p;
+    tk_status s = tk_program_new(ctx, k, &p, err, errn);
+    if (s != TK_OK)
+        return s;
+    if (tk_compile_disk(j, cu, text, drv, p)) {
+        tk_cache_note(&j->cache, TK_STAT_DISK_HIT, 1);
+        atomic_store(&p->origin, TK_FROM_DISK);
+    } else {
+        tk_cache_note(&j->cache, TK_STAT_MISS, 1);
+        if ((s = tk_compile_fresh(j, cu, k, drv, p, err, errn)) != TK_OK) {
+            tk_program_release(p);
+            return s;
+        }
+    }
+    *out = p;
+    return TK_OK;
+}
+
+/* The driver, current on this thread, and the kernel's canonical text. */
+static tk_status tk_compile_begin(tk_ctx *ctx, const tk_kernel *k, struct tk_jit **j,
+                                  tk_cuda **cu, char **text, char *err, size_t errn)
+{
+    if (!(*j = tk_jit_of(ctx)))
+        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+    tk_status s = tk_jit_cuda(*j, cu, err, errn);
+    if (s == TK_OK)
+        s = tk_cuda_enter(*cu, err, errn);
+    /* A finished kernel carries its canonical text: no printing per lookup. */
+    if (s == TK_OK && !(*text = strdup(k->canon)))
+        s = tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+    return s;
+}
+
+tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out)
+{
+    char err[TK_ERRN], comp[64];
+    if (out)
+        *out = NULL;
+    tk_status s = tk_jit_check_kernel(ctx, "tk_compile", k, NULL);
+    if (s != TK_OK)
+        return s;
+    if (!out)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_compile: out is NULL");
+    struct tk_jit *j;
+    tk_cuda *cu;
+    char *text = NULL;
+    if ((s = tk_compile_begin(ctx, k, &j, &cu, &text, err, sizeof err)) != TK_OK)
+        return tk_ctx_fail(ctx, s, "tk_compile: %s", err);
+    tk_compiler_id_driver(cu, comp, sizeof comp);
+    tk_cache_id id;
+    tk_cache_id_make(&id, text, cu->arch, comp);
+    tk_program *p = tk_mem_find(&j->cache, id.key);
+    if (p) {
+        tk_cache_note(&j->cache, TK_STAT_MEMORY_HIT, 1);
+        atomic_store(&p->origin, TK_FROM_MEMORY);
+    } else if ((s = tk_compile_new(j, cu, ctx, k, text, &id, &p, err, sizeof err)) == TK_OK) {
+        tk_program *q = tk_mem_insert(&j->cache, id.key, p);
+        if (q != p) { /* another thread compiled it meanwhile: share theirs */
+            tk_program_release(p);
+            p = q;
+        }
+    }
+    free(text);
+    if (s != TK_OK)
+        return tk_ctx_fail(ctx, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), err);
+    *out = p;
+    return TK_OK;
+}
+
+tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch)
+{
+    char err[TK_ERRN], dir[PATH_MAX];
+    const tk_ptxas *px;
+    if (!ctx)
+        return TK_ERR_INVALID_ARG;
+    if (n < 0 || (n > 0 && !ks) || !tk_arch_valid(arch))
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_precompile: invalid arguments (n = %d, "
+                           "arch \"%s\")", n, arch ? arch : "(null)");
+    struct tk_jit *j = tk_jit_of(ctx);
+    if (!j)
+        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
+    if (!tk_cache_dir_copy(&j->cache, dir, sizeof dir))
+        return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: the disk cache is disabled");
+    tk_status s = tk_jit_ptxas(j, &px, err, sizeof err);
+    if (s != TK_OK)
+        return tk_ctx_fail(ctx, s, "tk_precompile: %s", err);
+    for (int i = 0; i < n && s == TK_OK; i++) {
+        if ((s = tk_jit_check_kernel(ctx, "tk_precompile", ks[i], NULL)) != TK_OK)
+            return s;
+        char *text = NULL;
+        void *cubin = NULL;
+        size_t sz;
+        tk_origin from;
+        tk_lower_req req = { ks[i], arch };
+        if ((s = tk_kernel_print(ks[i], &text)) != TK_OK)
+            tk_errf(err, sizeof err, s, "cannot print the kernel");
+        else
+            s = tk_cubin_via_ptxas(j, text, arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from,
+                                   err, sizeof err);
+        free(cubin);
+        free(text);
+        if (s != TK_OK)
+            return tk_ctx_fail(ctx, s, "tk_precompile: kernel '%s': %s", tk_kernel_name(ks[i]),
+                               err);
+    }
+    return TK_OK;
+}

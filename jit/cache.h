@@ -1,0 +1,121 @@
+/* The kernel cache: 128-bit keys, an in-memory table of loaded programs and
+ * an on-disk store of cubins.
+ *
+ * Key = XXH3-128 over (canonical IR text, target arch, LLVM version,
+ * compiler identity). The compiler identity names the PTX->cubin path and
+ * its version ("cuLink <driver version>" or "ptxas <build line>"), so
+ * entries made by another driver/ptxas are distinct entries, never reused.
+ *
+ * Disk entry <dir>/<32 hex digits of the key>.tkc: a tk_disk_header then the
+ * payload (a cubin). Entries are written to a temp file in the same
+ * directory, fsync'ed and renamed into place, so concurrent processes never
+ * see partial files. An entry that fails any check (size, magic, format,
+ * key, arch, compiler, LLVM version, payload checksum) is counted in
+ * stats.rejected, deleted and treated as a miss. The directory is kept under
+ * a byte limit by deleting least recently used entries (hits touch mtime). */
+#ifndef TK_JIT_CACHE_H
+#define TK_JIT_CACHE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tk/tk_jit.h"
+
+typedef struct tk_key {
+    uint64_t lo, hi;
+} tk_key;
+
+/* Everything that identifies one disk entry; the header repeats it. */
+typedef struct tk_cache_id {
+    tk_key key;
+    char arch[16];
+    char compiler[64];  /* truncated copy; the key hashes the full identity */
+    char llvm[16];
+} tk_cache_id;
+
+/* On-disk header, little-endian, 144 bytes, no padding. */
+#define TK_DISK_MAGIC "TKCUBIN1"
+#define TK_DISK_FORMAT 1u
+typedef struct tk_disk_header {
+    char magic[8];
+    uint32_t format;
+    uint32_t header_size;
+    uint64_t key_lo, key_hi;
+    char arch[16];
+    char compiler[64];
+    char llvm[16];
+    uint64_t payload_size;
+    uint64_t checksum;  /* XXH3-64 of the payload */
+} tk_disk_header;
+
+/* Builds the id (and key) for this key material. */
+void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
+                      const char *compiler);
+void tk_key_hex(tk_key k, char out[33]);
+
+/* Reference hooks for table values (tk_program in the library; tests may
+ * store anything with NULL hooks). */
+typedef void *(*tk_retain_fn)(void *);
+typedef void (*tk_release_fn)(void *);
+
+typedef struct tk_memslot {
+    tk_key key;
+    void *val;  /* NULL: empty slot */
+} tk_memslot;
+
+typedef struct tk_cache {
+    pthread_mutex_t lock;   /* guards every field below                  */
+    tk_memslot *slots;      /* open addressing, linear probing, 2^n       */
+    size_t cap, used;
+    tk_retain_fn retain;
+    tk_release_fn release;
+    char *dir;              /* NULL: disk cache disabled                  */
+    uint64_t limit;         /* bytes of *.tkc entries kept                */
+    tk_cache_stats stats;
+} tk_cache;
+
+#define TK_CACHE_DEFAULT_LIMIT (1ull << 30)
+
+/* Default dir from TK_CACHE_DIR (empty: disabled), else
+ * $XDG_CACHE_HOME/tilekittens, else $HOME/.cache/tilekittens. 0 or -1. */
+int tk_cache_init(tk_cache *c, tk_retain_fn retain, tk_release_fn release);
+/* Releases the table's references and frees everything. */
+void tk_cache_fini(tk_cache *c);
+/* NULL disables the disk cache. TK_ERR_NO_MEMORY or TK_OK. */
+tk_status tk_cache_dir_set(tk_cache *c, const char *dir);
+/* Copies the directory into buf; 0 when the disk cache is disabled. */
+int tk_cache_dir_copy(tk_cache *c, char *buf, size_t n);
+
+/* ---- Memory table (O(1), one mutex) ---------------------------------- */
+/* The value for key, retained for the caller; NULL on a miss. */
+void *tk_mem_find(tk_cache *c, tk_key key);
+/* Adds key -> val, the table retaining val; returns val. When key is
+ * already present returns the existing value retained for the caller (drop
+ * val and use it). Out of memory: returns val uncached. */
+void *tk_mem_insert(tk_cache *c, tk_key key, void *val);
+
+/* ---- Statistics ---------------------------------------------------------- */
+typedef enum tk_stat {
+    TK_STAT_MEMORY_HIT, TK_STAT_DISK_HIT, TK_STAT_MISS, TK_STAT_REJECTED, TK_STAT_EVICTED,
+    TK_STAT_LLVM_MS, TK_STAT_CUBIN_MS
+} tk_stat;
+void tk_cache_note(tk_cache *c, tk_stat what, double amount);
+void tk_cache_stats_copy(tk_cache *c, tk_cache_stats *out);
+
+/* ---- Disk store (jit/cache_disk.c) ---------------------------------------- */
+/* TK_OK with *payload (malloc'd) on a hit, TK_OK with *payload NULL on a miss
+ * (including a rejected entry, which is deleted). Hits touch the mtime. */
+tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t *n, char *err,
+                      size_t errn);
+/* Stores atomically, then evicts past the limit. TK_ERR_CACHE when the disk
+ * cache is disabled, TK_ERR_IO when the directory cannot be written. */
+tk_status tk_disk_put(tk_cache *c, const tk_cache_id *id, const void *payload, size_t n,
+                      char *err, size_t errn);
+/* Deletes an entry found unusable after a hit (e.g. the driver refused the
+ * cubin), counting it as rejected. */
+void tk_disk_reject(tk_cache *c, const tk_cache_id *id);
+/* <dir>/<hex key>.tkc. 0, or -1 when disabled / too long. */
+int tk_disk_path(tk_cache *c, tk_key key, char *buf, size_t n);
+
+#endif

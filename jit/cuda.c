@@ -1,0 +1,156 @@
+/* Loading the CUDA driver at run time (see jit/cuda.h). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/cuda.h"
+#include "jit/jit.h"
+
+/* The driver ABI we ask cuGetProcAddress for. Every function below has kept
+ * its prototype from CUDA 12.0 through 13.x, so requesting 12000 returns the
+ * variants our typedefs describe, whether the driver is older or newer than
+ * the headers we build with. */
+#define TK_CUDA_ABI 12000
+
+typedef CUresult (*tk_getproc_v2_fn)(const char *, void **, int, cuuint64_t,
+                                     CUdriverProcAddressQueryResult *);
+typedef CUresult (*tk_getproc_v1_fn)(const char *, void **, int, cuuint64_t);
+
+#define TK_CU_SYM(f) { #f, offsetof(tk_cuda, f) }
+static const struct { const char *name; size_t off; } tk_cuda_syms[] = {
+    TK_CU_SYM(cuInit), TK_CU_SYM(cuDriverGetVersion), TK_CU_SYM(cuDeviceGet),
+    TK_CU_SYM(cuDeviceGetAttribute), TK_CU_SYM(cuDevicePrimaryCtxRetain),
+    TK_CU_SYM(cuDevicePrimaryCtxRelease), TK_CU_SYM(cuCtxSetCurrent),
+    TK_CU_SYM(cuCtxSynchronize), TK_CU_SYM(cuMemAlloc), TK_CU_SYM(cuMemFree),
+    TK_CU_SYM(cuMemcpyHtoD), TK_CU_SYM(cuMemcpyDtoH), TK_CU_SYM(cuMemsetD8),
+    TK_CU_SYM(cuLinkCreate), TK_CU_SYM(cuLinkAddData), TK_CU_SYM(cuLinkComplete),
+    TK_CU_SYM(cuLinkDestroy), TK_CU_SYM(cuModuleLoadData), TK_CU_SYM(cuModuleUnload),
+    TK_CU_SYM(cuModuleGetFunction), TK_CU_SYM(cuFuncSetAttribute),
+    TK_CU_SYM(cuLaunchKernel), TK_CU_SYM(cuGetErrorString),
+};
+
+void tk_cuda_arch_name(int major, int minor, char *buf, size_t n)
+{
+    /* Hopper's wgmma/TMA instructions need the arch-specific "a" target. */
+    if (major == 9 && minor == 0)
+        snprintf(buf, n, "sm_90a");
+    else
+        snprintf(buf, n, "sm_%d%d", major, minor);
+}
+
+tk_status tk_cuda_check(const tk_cuda *cu, CUresult r, const char *call, char *err, size_t errn)
+{
+    if (r == CUDA_SUCCESS)
+        return TK_OK;
+    const char *s = NULL;
+    if (!cu || !cu->cuGetErrorString || cu->cuGetErrorString(r, &s) != CUDA_SUCCESS || !s)
+        s = "unknown CUDA error";
+    return tk_errf(err, errn, TK_ERR_CUDA, "%s: %s (CUresult %d)", call, s, (int)r);
+}
+
+/* Finds cuGetProcAddress (the _v2 export first: since CUDA 12 the plain
+ * name keeps the old 4-argument prototype) and resolves the table. */
+static tk_status tk_cuda_resolve(tk_cuda *cu, char *err, size_t errn)
+{
+    tk_getproc_v2_fn gp2 = NULL;
+    tk_getproc_v1_fn gp1 = NULL;
+    void *sym = dlsym(cu->dl, "cuGetProcAddress_v2");
+    if (sym)
+        memcpy(&gp2, &sym, sizeof sym);
+    else if ((sym = dlsym(cu->dl, "cuGetProcAddress")))
+        memcpy(&gp1, &sym, sizeof sym);
+    else
+        return tk_errf(err, errn, TK_ERR_NO_DRIVER,
+                       "no CUDA driver (libcuda.so.1 has no cuGetProcAddress: driver older "
+                       "than 11.3)");
+    for (size_t i = 0; i < sizeof tk_cuda_syms / sizeof tk_cuda_syms[0]; i++) {
+        void *p = NULL;
+        CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
+        CUresult r = gp2 ? gp2(tk_cuda_syms[i].name, &p, TK_CUDA_ABI, CU_GET_PROC_ADDRESS_DEFAULT, &q)
+                         : gp1(tk_cuda_syms[i].name, &p, TK_CUDA_ABI, CU_GET_PROC_ADDRESS_DEFAULT);
+        if (r != CUDA_SUCCESS || !p || q != CU_GET_PROC_ADDRESS_SUCCESS)
+            return tk_errf(err, errn, TK_ERR_NO_DRIVER,
+                           "CUDA driver lacks %s (cuGetProcAddress: CUresult %d)",
+                           tk_cuda_syms[i].name, (int)r);
+        memcpy((char *)cu + tk_cuda_syms[i].off, &p, sizeof p);
+    }
+    return TK_OK;
+}
+
+static tk_status tk_cuda_attr(tk_cuda *cu, CUdevice_attribute a, int *v, char *err, size_t errn)
+{
+    return tk_cuda_check(cu, cu->cuDeviceGetAttribute(v, a, cu->dev), "cuDeviceGetAttribute",
+                         err, errn);
+}
+
+/* cuInit, device 0, its primary context, and the facts we key on. */
+static tk_status tk_cuda_start(tk_cuda *cu, char *err, size_t errn)
+{
+    tk_status s;
+    if ((s = tk_cuda_check(cu, cu->cuInit(0), "cuInit", err, errn)) ||
+        (s = tk_cuda_check(cu, cu->cuDriverGetVersion(&cu->driver_version),
+                           "cuDriverGetVersion", err, errn)) ||
+        (s = tk_cuda_check(cu, cu->cuDeviceGet(&cu->dev, 0), "cuDeviceGet", err, errn)) ||
+        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &cu->cc_major, err,
+                          errn)) ||
+        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &cu->cc_minor, err,
+                          errn)) ||
+        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                          &cu->max_smem_optin, err, errn)))
+        return s;
+    if ((s = tk_cuda_check(cu, cu->cuDevicePrimaryCtxRetain(&cu->pctx, cu->dev),
+                           "cuDevicePrimaryCtxRetain", err, errn)))
+        return s;
+    tk_cuda_arch_name(cu->cc_major, cu->cc_minor, cu->arch, sizeof cu->arch);
+    return tk_cuda_enter(cu, err, errn);
+}
+
+tk_status tk_cuda_open(tk_cuda **out, char *err, size_t errn)
+{
+    *out = NULL;
+    tk_cuda *cu = calloc(1, sizeof *cu);
+    if (!cu)
+        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+    atomic_init(&cu->refs, 1);
+    cu->dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cu->dl) {
+        const char *why = dlerror();
+        tk_errf(err, errn, TK_ERR_NO_DRIVER, "no CUDA driver (libcuda.so.1: %s)",
+                why ? why : "not found");
+        free(cu);
+        return TK_ERR_NO_DRIVER;
+    }
+    tk_status s = tk_cuda_resolve(cu, err, errn);
+    if (s == TK_OK)
+        s = tk_cuda_start(cu, err, errn);
+    if (s != TK_OK) {
+        tk_cuda_unref(cu);
+        return s;
+    }
+    *out = cu;
+    return TK_OK;
+}
+
+tk_cuda *tk_cuda_ref(tk_cuda *cu)
+{
+    if (cu)
+        atomic_fetch_add(&cu->refs, 1);
+    return cu;
+}
+
+void tk_cuda_unref(tk_cuda *cu)
+{
+    if (!cu || atomic_fetch_sub(&cu->refs, 1) != 1)
+        return;
+    if (cu->pctx)
+        cu->cuDevicePrimaryCtxRelease(cu->dev);
+    if (cu->dl)
+        dlclose(cu->dl);
+    free(cu);
+}
+
+tk_status tk_cuda_enter(const tk_cuda *cu, char *err, size_t errn)
+{
+    return tk_cuda_check(cu, cu->cuCtxSetCurrent(cu->pctx), "cuCtxSetCurrent", err, errn);
+}

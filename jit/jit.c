@@ -1,0 +1,191 @@
+/* The per-context JIT state and the small public entry points around it:
+ * cache settings and statistics, PTX / LLVM text emission. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jit/jit.h"
+#include "jit/lower.h"
+#include "jit/program.h"
+
+tk_status tk_errf(char *err, size_t errn, tk_status s, const char *fmt, ...)
+{
+    if (err && errn) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errn, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+double tk_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+struct tk_jit *tk_jit_new(void)
+{
+    struct tk_jit *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    if (pthread_mutex_init(&j->lock, NULL) != 0) {
+        free(j);
+        return NULL;
+    }
+    if (tk_cache_init(&j->cache, tk_program_retain_v, tk_program_release_v) != 0) {
+        pthread_mutex_destroy(&j->lock);
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+struct tk_jit *tk_jit_of(tk_ctx *ctx)
+{
+    struct tk_jit *j = __atomic_load_n(&ctx->jit, __ATOMIC_ACQUIRE);
+    if (j)
+        return j;
+    /* Two threads may race to make it: one wins, the other frees its own. */
+    struct tk_jit *mine = tk_jit_new(), *expected = NULL;
+    if (!mine)
+        return NULL;
+    if (__atomic_compare_exchange_n(&ctx->jit, &expected, mine, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return mine;
+    tk_jit_destroy(mine);
+    return expected;
+}
+
+void tk_jit_destroy(struct tk_jit *j)
+{
+    if (!j)
+        return;
+    /* Programs still held by users keep their own driver reference. */
+    tk_cache_fini(&j->cache);
+    tk_cuda_unref(j->cu);
+    pthread_mutex_destroy(&j->lock);
+    free(j);
+}
+
+tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, char *err, size_t errn)
+{
+    pthread_mutex_lock(&j->lock);
+    if (!j->cu_tried) {
+        j->cu_tried = true;
+        j->cu_status = tk_cuda_open(&j->cu, j->cu_err, sizeof j->cu_err);
+    }
+    tk_status s = j->cu_status;
+    *cu = j->cu;
+    if (s != TK_OK)
+        tk_errf(err, errn, s, "%s", j->cu_err);
+    pthread_mutex_unlock(&j->lock);
+    return s;
+}
+
+tk_status tk_jit_ptxas(struct tk_jit *j, const tk_ptxas **out, char *err, size_t errn)
+{
+    pthread_mutex_lock(&j->lock);
+    if (!j->ptxas_tried) {
+        j->ptxas_tried = true;
+        j->ptxas_status = tk_ptxas_find(&j->ptxas, j->ptxas_err, sizeof j->ptxas_err);
+    }
+    tk_status s = j->ptxas_status;
+    *out = &j->ptxas;
+    if (s != TK_OK)
+        tk_errf(err, errn, s, "%s", j->ptxas_err);
+    pthread_mutex_unlock(&j->lock);
+    return s;
+}
+
+/* ---- Cache settings and statistics ---------------------------------------- */
+void tk_cache_stats_get(const tk_ctx *ctx, tk_cache_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    struct tk_jit *j = ctx ? __atomic_load_n(&ctx->jit, __ATOMIC_ACQUIRE) : NULL;
+    if (j)
+        tk_cache_stats_copy(&j->cache, out);
+}
+
+tk_status tk_cache_set_dir(tk_ctx *ctx, const char *dir)
+{
+    if (!ctx)
+        return TK_ERR_INVALID_ARG;
+    struct tk_jit *j = tk_jit_of(ctx);
+    if (!j || tk_cache_dir_set(&j->cache, dir) != TK_OK)
+        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_cache_set_dir: out of memory");
+    return TK_OK;
+}
+
+const char *tk_cache_dir(const tk_ctx *ctx)
+{
+    /* The context is never a const object; its JIT state is made lazily. */
+    struct tk_jit *j = ctx ? tk_jit_of((tk_ctx *)ctx) : NULL;
+    return j ? j->cache.dir : NULL;
+}
+
+tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes)
+{
+    if (!ctx)
+        return TK_ERR_INVALID_ARG;
+    struct tk_jit *j = tk_jit_of(ctx);
+    if (!j)
+        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_cache_set_limit: out of memory");
+    pthread_mutex_lock(&j->cache.lock);
+    j->cache.limit = bytes;
+    pthread_mutex_unlock(&j->cache.lock);
+    return TK_OK;
+}
+
+/* ---- PTX / LLVM text --------------------------------------------------------- */
+/* A finished, error-free kernel and a known target, or why not. */
+tk_status tk_jit_check_kernel(tk_ctx *ctx, const char *what, const tk_kernel *k,
+                              const char *arch)
+{
+    if (!ctx)
+        return TK_ERR_INVALID_ARG;
+    if (!k)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "%s: kernel is NULL", what);
+    if (tk_kernel_status(k) != TK_OK)
+        return tk_ctx_fail(ctx, tk_kernel_status(k), "%s: kernel '%s' has an error: %s", what,
+                           tk_kernel_name(k), tk_kernel_error(k));
+    if (!k->finished)
+        return tk_ctx_fail(ctx, TK_ERR_STATE, "%s: kernel '%s' is not finished (tk_kernel_finish)",
+                           what, tk_kernel_name(k));
+    if (arch && !tk_arch_valid(arch))
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "%s: invalid target \"%s\"", what, arch);
+    return TK_OK;
+}
+
+tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx)
+{
+    char err[TK_ERRN];
+    if (ptx)
+        *ptx = NULL;
+    tk_status s = tk_jit_check_kernel(ctx, "tk_emit_ptx", k, arch ? arch : "");
+    if (s != TK_OK)
+        return s;
+    if (!ptx)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_emit_ptx: ptx is NULL");
+    s = tk_lower_ptx(k, arch, ptx, err, sizeof err);
+    return s == TK_OK ? s : tk_ctx_fail(ctx, s, "tk_emit_ptx: %s", err);
+}
+
+tk_status tk_emit_llvm(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ir)
+{
+    char err[TK_ERRN];
+    if (ir)
+        *ir = NULL;
+    tk_status s = tk_jit_check_kernel(ctx, "tk_emit_llvm", k, arch ? arch : "");
+    if (s != TK_OK)
+        return s;
+    if (!ir)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_emit_llvm: ir is NULL");
+    s = tk_lower_llvm_text(k, arch, ir, err, sizeof err);
+    return s == TK_OK ? s : tk_ctx_fail(ctx, s, "tk_emit_llvm: %s", err);
+}

@@ -1,0 +1,91 @@
+/* PTX -> cubin through the driver's JIT linker, and compiler identities
+ * (see jit/link.h). */
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/jit.h"
+#include "jit/link.h"
+
+#define TK_LINK_LOG 8192
+
+bool tk_arch_valid(const char *arch)
+{
+    if (!arch || strncmp(arch, "sm_", 3) != 0 || strlen(arch) >= 16)
+        return false;
+    const char *p = arch + 3;
+    if (!isdigit((unsigned char)*p))
+        return false;
+    while (isdigit((unsigned char)*p))
+        p++;
+    return *p == '\0' || ((*p == 'a' || *p == 'f') && p[1] == '\0');
+}
+
+void tk_compiler_id_driver(const tk_cuda *cu, char *buf, size_t n)
+{
+    snprintf(buf, n, "cuLink %d", cu->driver_version);
+}
+
+void tk_compiler_id_ptxas(const tk_ptxas *p, char *buf, size_t n)
+{
+    snprintf(buf, n, "ptxas %s", p->version);
+}
+
+/* Copies the linker's cubin out (it lives inside the link state). */
+static tk_status tk_link_take(const void *img, size_t sz, void **cubin, size_t *n, char *err,
+                              size_t errn)
+{
+    *cubin = malloc(sz ? sz : 1);
+    if (!*cubin)
+        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory for a %zu-byte cubin", sz);
+    memcpy(*cubin, img, sz);
+    *n = sz;
+    return TK_OK;
+}
+
+/* One failed link step: the driver's message plus the linker's logs, which
+ * hold ptxas's own diagnostics (line numbers, register errors). */
+static tk_status tk_link_fail(const tk_cuda *cu, CUresult r, const char *call, const char *elog,
+                              const char *ilog, char *err, size_t errn)
+{
+    char what[512];
+    tk_cuda_check(cu, r, call, what, sizeof what);
+    return tk_errf(err, errn, TK_ERR_PTXAS, "%s\n%s%s%s", what, elog, *ilog ? "\n" : "", ilog);
+}
+
+tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, void **cubin, size_t *n,
+                            char *err, size_t errn)
+{
+    *cubin = NULL;
+    *n = 0;
+    char *elog = calloc(2, TK_LINK_LOG);
+    if (!elog)
+        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+    char *ilog = elog + TK_LINK_LOG;
+    CUjit_option opt[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                           CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES };
+    /* Sizes travel as pointer-sized integers inside the void* array. */
+    void *val[] = { elog, (void *)(uintptr_t)(TK_LINK_LOG - 1), ilog,
+                    (void *)(uintptr_t)(TK_LINK_LOG - 1) };
+    CUlinkState st = NULL;
+    CUresult r = cu->cuLinkCreate(4, opt, val, &st);
+    tk_status s = TK_OK;
+    if (r != CUDA_SUCCESS) {
+        s = tk_cuda_check(cu, r, "cuLinkCreate", err, errn);
+    } else if ((r = cu->cuLinkAddData(st, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx) + 1,
+                                      "tk.ptx", 0, NULL, NULL)) != CUDA_SUCCESS) {
+        s = tk_link_fail(cu, r, "cuLinkAddData", elog, ilog, err, errn);
+    } else {
+        void *img = NULL;
+        size_t sz = 0;
+        r = cu->cuLinkComplete(st, &img, &sz);
+        s = r != CUDA_SUCCESS ? tk_link_fail(cu, r, "cuLinkComplete", elog, ilog, err, errn)
+                              : tk_link_take(img, sz, cubin, n, err, errn);
+    }
+    if (st)
+        cu->cuLinkDestroy(st);
+    free(elog);
+    return s;
+}

@@ -1,0 +1,360 @@
+/* Lowering driver: kernel -> LLVM module (NVPTX) -> O3 -> PTX.
+ *
+ * Steps: target lookup, module + target machine, the entry function with the
+ * ABI of ir/abi.h, per-thread ids in the entry block, a walk of the region
+ * tree dispatching each op to tk_lower_<family> (ops/<family>_nv.c), verify,
+ * "default<O3>", emit. Each call owns its LLVM context, so concurrent calls
+ * are safe once the NVPTX target is registered (pthread_once). */
+#include "jit/lower.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/abi.h"
+#include "ops/lower.h"
+
+#define TRIPLE "nvptx64-nvidia-cuda"
+
+/* ---- Per-target choices: the one place they live -------------------------
+ * PTX 8.0 is the oldest ISA that knows sm_90a and is what CUDA 12.0 drivers
+ * JIT; sm_90a gets 8.3 (wgmma/setmaxnreg forms used by the later sm_90a
+ * path). stmatrix needs sm_90. */
+static const tk_target targets[] = {
+    {"sm_80", "+ptx80", 80, false, false},
+    {"sm_86", "+ptx80", 86, false, false},
+    {"sm_89", "+ptx80", 89, false, false},
+    {"sm_90", "+ptx80", 90, false, true},
+    {"sm_90a", "+ptx83", 90, true, true},
+};
+
+const tk_target *tk_target_find(const char *arch) {
+    if (!arch)
+        return NULL;
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
+        if (strcmp(targets[i].arch, arch) == 0)
+            return &targets[i];
+    return NULL;
+}
+
+/* ---- Op dispatch, from the family column of ir/ops.def ------------------- */
+typedef tk_status (*lower_fn)(tk_lower *L, const tk_op *op);
+static const lower_fn lower_fns[TK_OP_COUNT] = {
+#define X(e, name, mn, mx, nres, scope, fam) tk_lower_##fam,
+#include "ir/ops.def"
+#undef X
+};
+
+tk_status tk_lower_region(tk_lower *L, const tk_region *r) {
+    if (!r)
+        return TK_OK;
+    TK_FOREACH_OP(r, op) {
+        if (op->opc >= TK_OP_COUNT)
+            return tk_lw_fail(L, TK_ERR_LLVM, "op %u: bad opcode %d", op->id, (int)op->opc);
+        const tk_op *outer = L->cur; /* FOR/IF lower their regions recursively */
+        L->cur = op;
+        tk_status s = lower_fns[op->opc](L, op);
+        L->cur = outer;
+        if (s != TK_OK)
+            return tk_lw_fail(L, s, "op %u (%s): lowering failed", op->id,
+                              tk_op_infos[op->opc].name);
+        /* Every result must have a lowered form before later ops use it. */
+        for (int i = 0; i < op->nres; i++)
+            if (!L->vals[op->res[i]->id].v)
+                return tk_lw_fail(L, TK_ERR_LLVM, "op %u (%s): result %d not lowered", op->id,
+                                  tk_op_infos[op->opc].name, i);
+    }
+    return TK_OK;
+}
+
+/* ---- Module setup --------------------------------------------------------- */
+static void init_llvm_once(void) {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+}
+
+static LLVMTargetMachineRef make_tm(tk_lower *L) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_llvm_once);
+    LLVMTargetRef T;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(TRIPLE, &T, &msg)) {
+        tk_lw_fail(L, TK_ERR_LLVM, "NVPTX target unavailable: %s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    return LLVMCreateTargetMachine(T, TRIPLE, L->tgt->arch, L->tgt->features,
+                                   LLVMCodeGenLevelAggressive, LLVMRelocDefault,
+                                   LLVMCodeModelDefault);
+}
+
+static void init_types(tk_lower *L) {
+    LLVMContextRef c = L->c;
+    L->i1 = LLVMInt1TypeInContext(c);
+    L->i8 = LLVMInt8TypeInContext(c);
+    L->i16 = LLVMInt16TypeInContext(c);
+    L->i32 = LLVMInt32TypeInContext(c);
+    L->i64 = LLVMInt64TypeInContext(c);
+    L->f32 = LLVMFloatTypeInContext(c);
+    L->bf16 = LLVMBFloatTypeInContext(c);
+    L->f16 = LLVMHalfTypeInContext(c);
+    L->vd = LLVMVoidTypeInContext(c);
+    L->pg = LLVMPointerTypeInContext(c, 1);
+    L->ps = LLVMPointerTypeInContext(c, 3);
+}
+
+/* Entry parameters per ir/abi.h: tensor = ptr, dims[rank], strides[rank];
+ * scalar = i32 (i32/bool), i64, f32. */
+static int param_types(tk_lower *L, LLVMTypeRef *tys, int max) {
+    int n = 0;
+    for (int i = 0; i < L->k->nparams; i++) {
+        const tk_value *p = L->k->params[i];
+        if (p->type.kind == TK_KIND_GVIEW) {
+            if (n + 1 + 2 * p->type.rank > max)
+                return -1;
+            tys[n++] = L->pg;
+            for (int d = 0; d < 2 * p->type.rank; d++)
+                tys[n++] = L->i64;
+        } else {
+            if (n + 1 > max)
+                return -1;
+            tk_dtype dt = p->type.dtype;
+            tys[n++] = dt == TK_I64 ? L->i64 : dt == TK_F32 ? L->f32 : L->i32;
+        }
+    }
+    return n;
+}
+
+static void name_param(LLVMValueRef v, const char *base, const char *sfx, int d) {
+    char buf[96];
+    if (sfx)
+        snprintf(buf, sizeof buf, "%s.%s%d", base ? base : "p", sfx, d);
+    else
+        snprintf(buf, sizeof buf, "%s", base ? base : "p");
+    LLVMSetValueName2(v, buf, strlen(buf));
+}
+
+/* Binds each parameter's lowered form to the entry's arguments. */
+static tk_status bind_params(tk_lower *L) {
+    unsigned a = 0;
+    for (int i = 0; i < L->k->nparams; i++) {
+        const tk_value *p = L->k->params[i];
+        if (p->type.kind == TK_KIND_GVIEW) {
+            int r = p->type.rank;
+            tk_lv *lv = tk_lw_def(L, p, 1 + 2 * r);
+            if (!lv)
+                return L->st;
+            lv->v[0] = LLVMGetParam(L->fn, a++);
+            name_param(lv->v[0], p->name, NULL, 0);
+            for (int d = 0; d < 2 * r; d++) {
+                lv->v[1 + d] = LLVMGetParam(L->fn, a++);
+                name_param(lv->v[1 + d], p->name, d < r ? "dim" : "stride", d % r);
+            }
+        } else {
+            tk_lv *lv = tk_lw_def(L, p, 1);
+            if (!lv)
+                return L->st;
+            LLVMValueRef v = LLVMGetParam(L->fn, a++);
+            name_param(v, p->name, NULL, 0);
+            if (p->type.dtype == TK_BOOL) /* bool travels as i32 */
+                v = LLVMBuildICmp(L->b, LLVMIntNE, v, tk_lw_i32c(L, 0), "");
+            lv->v[0] = v;
+        }
+    }
+    return TK_OK;
+}
+
+static LLVMValueRef sreg(tk_lower *L, const char *name) {
+    return tk_lw_intrin(L, name, NULL, 0, NULL, 0);
+}
+
+/* tid and its derived lane-position values, once, in the entry block. */
+static void init_ids(tk_lower *L) {
+    LLVMBuilderRef b = L->b;
+    L->tid = sreg(L, "llvm.nvvm.read.ptx.sreg.tid.x");
+    LLVMSetValueName2(L->tid, "tid", 3);
+    L->lane = LLVMBuildAnd(b, L->tid, tk_lw_i32c(L, 31), "lane");
+    L->warp = LLVMBuildLShr(b, L->tid, tk_lw_i32c(L, 5), "warp");
+    L->g = LLVMBuildLShr(b, L->lane, tk_lw_i32c(L, 2), "g");   /* lane / 4 */
+    L->t = LLVMBuildAnd(b, L->lane, tk_lw_i32c(L, 3), "t");    /* lane % 4 */
+    L->wg_warp = LLVMBuildAnd(b, L->warp, tk_lw_i32c(L, 3), "wgw"); /* warp in warpgroup */
+}
+
+static tk_status build_entry(tk_lower *L) {
+    LLVMTypeRef tys[TK_MAX_PARAMS * 9];
+    int n = param_types(L, tys, (int)(sizeof tys / sizeof tys[0]));
+    if (n < 0)
+        return tk_lw_fail(L, TK_ERR_LLVM, "too many parameter slots");
+    LLVMTypeRef fty = LLVMFunctionType(L->vd, tys, (unsigned)n, 0);
+    L->fn = LLVMAddFunction(L->m, L->k->name, fty);
+    LLVMSetFunctionCallConv(L->fn, 71); /* PTX_Kernel: an .entry */
+    /* Exact block size: lets LLVM bound tid and ptxas budget registers. */
+    char nt[16];
+    int len = snprintf(nt, sizeof nt, "%d", L->k->warps * 32);
+    LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(L->c, "nvvm.reqntid", 12, nt, (unsigned)len));
+    LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, L->fn, "entry"));
+
+    /* extern __shared__ __align__(128) char tk_smem[]; */
+    L->smem = LLVMAddGlobalInAddressSpace(L->m, LLVMArrayType2(L->i8, 0), "tk_smem", 3);
+    LLVMSetLinkage(L->smem, LLVMExternalLinkage);
+    LLVMSetAlignment(L->smem, TK_SMEM_ALIGN);
+
+    init_ids(L);
+    return bind_params(L);
+}
+
+/* ---- Value map storage ----------------------------------------------------- */
+struct tk_lower_mem {
+    tk_lower_mem *next;
+    max_align_t data[];
+};
+
+void *tk_lw_alloc(tk_lower *L, size_t n) {
+    tk_lower_mem *m = calloc(1, sizeof *m + n);
+    if (!m) {
+        tk_lw_fail(L, TK_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    m->next = L->mem;
+    L->mem = m;
+    return m->data;
+}
+
+static void free_mem(tk_lower *L) {
+    for (tk_lower_mem *m = L->mem, *n; m; m = n) {
+        n = m->next;
+        free(m);
+    }
+    L->mem = NULL;
+}
+
+/* ---- Driver ------------------------------------------------------------- */
+static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch) {
+    if (!k)
+        return tk_lw_fail(L, TK_ERR_INVALID_ARG, "kernel is NULL");
+    if (k->status != TK_OK)
+        return tk_lw_fail(L, TK_ERR_STATE, "kernel '%s' has an error: %s", k->name, k->error);
+    if (!k->finished)
+        return tk_lw_fail(L, TK_ERR_STATE, "kernel '%s' is not finished", k->name);
+    L->tgt = tk_target_find(arch);
+    if (!L->tgt)
+        return tk_lw_fail(L, TK_ERR_UNSUPPORTED,
+                          "unsupported arch '%s' (sm_80, sm_86, sm_89, sm_90, sm_90a)",
+                          arch ? arch : "(null)");
+    return TK_OK;
+}
+
+static tk_status verify(tk_lower *L) {
+    char *msg = NULL;
+    if (LLVMVerifyModule(L->m, LLVMReturnStatusAction, &msg)) {
+        tk_lw_fail(L, TK_ERR_LLVM, "LLVM verifier: %s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return L->st;
+    }
+    LLVMDisposeMessage(msg);
+    return TK_OK;
+}
+
+static tk_status optimize(tk_lower *L, LLVMTargetMachineRef tm) {
+    LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = LLVMRunPasses(L->m, "default<O3>", tm, o);
+    LLVMDisposePassBuilderOptions(o);
+    if (e) {
+        char *msg = LLVMGetErrorMessage(e);
+        tk_lw_fail(L, TK_ERR_LLVM, "LLVM passes: %s", msg);
+        LLVMDisposeErrorMessage(msg);
+    }
+    return L->st;
+}
+
+static char *dup_n(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+static tk_status emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out) {
+    if (!ptx) {
+        char *s = LLVMPrintModuleToString(L->m);
+        *out = dup_n(s, strlen(s));
+        LLVMDisposeMessage(s);
+    } else {
+        char *msg = NULL;
+        LLVMMemoryBufferRef buf;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, L->m, LLVMAssemblyFile, &msg, &buf)) {
+            tk_lw_fail(L, TK_ERR_LLVM, "PTX emission: %s", msg ? msg : "?");
+            LLVMDisposeMessage(msg);
+            return L->st;
+        }
+        *out = dup_n(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+        LLVMDisposeMemoryBuffer(buf);
+    }
+    return *out ? TK_OK : tk_lw_fail(L, TK_ERR_NO_MEMORY, "out of memory");
+}
+
+static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out) {
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(L->m, td);
+    LLVMDisposeTargetData(td);
+    LLVMSetTarget(L->m, TRIPLE);
+    L->nvals = L->k->nvalues + 1;
+    L->vals = tk_lw_alloc(L, L->nvals * sizeof *L->vals);
+    if (!L->vals)
+        return L->st;
+    if (build_entry(L) != TK_OK || tk_lower_region(L, L->k->body) != TK_OK)
+        return L->st;
+    LLVMBuildRetVoid(L->b);
+    if (verify(L) != TK_OK || optimize(L, tm) != TK_OK)
+        return L->st;
+    return emit(L, tm, ptx, out);
+}
+
+static tk_status run(const tk_kernel *k, const char *arch, bool ptx, char **out, char *err,
+                     size_t errn) {
+    tk_lower L = {.k = k, .err = err, .errn = errn};
+    if (err && errn)
+        err[0] = 0;
+    if (!out)
+        return tk_lw_fail(&L, TK_ERR_INVALID_ARG, "output pointer is NULL");
+    *out = NULL;
+    if (check_kernel(&L, k, arch) != TK_OK)
+        return L.st;
+    L.c = LLVMContextCreate();
+    L.m = LLVMModuleCreateWithNameInContext(k->name, L.c);
+    L.b = LLVMCreateBuilderInContext(L.c);
+    init_types(&L);
+    LLVMTargetMachineRef tm = make_tm(&L);
+    if (tm) {
+        lower_and_emit(&L, tm, ptx, out);
+        LLVMDisposeTargetMachine(tm);
+    }
+    LLVMDisposeBuilder(L.b);
+    LLVMDisposeModule(L.m);
+    LLVMContextDispose(L.c);
+    free_mem(&L);
+    if (L.st != TK_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return L.st;
+}
+
+tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, char *err, size_t errn) {
+    return run(k, arch, true, ptx, err, errn);
+}
+
+tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, char *err,
+                             size_t errn) {
+    return run(k, arch, false, text, err, errn);
+}

@@ -1,0 +1,238 @@
+/* Block-wide copies between a global window and a shared tile (COPY_G2S,
+ * COPY_S2G; rules: ops/memory.c).
+ *
+ * The tile is cut into 16-byte chunks, row-major (cols * size is a multiple
+ * of 16 since cols % 16 == 0); in round k thread tid handles chunk
+ * tid + k*NT (NT = threads per block), so a warp touches 512 consecutive
+ * bytes of a row band: coalesced in global memory, conflict-free in shared
+ * (lower_mem.c). When NT is a multiple of the chunks per row, round k is
+ * round 0 moved down NT/cpr rows: its addresses are round 0's plus a
+ * constant (shared) or one run-time stride (global), which keeps the
+ * per-thread state that LLVM hoists out of loops small.
+ *
+ * Fast paths (chosen by one uniform run-time test per copy):
+ *   G2S async: rows 16-byte aligned, unit column stride, col0 >= 0: one
+ *     cp.async.cg 16-byte per chunk, src-size = the chunk's bytes inside the
+ *     view (0 for rows / leading indices out of range, partial at the right
+ *     edge); cp.async zero-fills the rest, the required fill.
+ *   G2S sync / S2G: aligned and the whole tile inside the view: one 16-byte
+ *     vector load + store per chunk.
+ * Slow path, same chunks: each element is loaded (masked: `fill` outside the
+ * view) from its own address and the chunk is written to shared memory as
+ * one 16-byte store; S2G reads the chunk and stores each element masked. */
+#include "ops/lower.h"
+
+typedef struct copy {
+    const tk_type *st;
+    LLVMValueRef base; /* shared stage */
+    tk_gwin w;
+    int rows, cols, esz, ce, cpr, total, nt, rounds; /* ce: elements per chunk */
+    int dr;             /* rows between rounds when affine, else 0 */
+    LLVMValueRef fill;
+    LLVMTypeRef ety;
+    /* the thread's chunk in round 0 (affine case) */
+    LLVMValueRef r0, c0, g0, s0, gstep; /* gstep: global bytes per round (i64) */
+    LLVMValueRef escol;                 /* global bytes between row elements (i64) */
+} copy;
+
+typedef struct chunk {
+    LLVMValueRef r, col; /* tile position of its first element (i32) */
+    LLVMValueRef g, s;   /* global / shared addresses                */
+    LLVMValueRef row_ok; /* its row (and leading indices) inside the view */
+} chunk;
+
+static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
+
+static void affine_init(tk_lower *L, copy *c) {
+    LLVMBuilderRef b = L->b;
+    c->r0 = LLVMBuildUDiv(b, L->tid, i32c(L, c->cpr), "");
+    c->c0 = LLVMBuildMul(b, LLVMBuildURem(b, L->tid, i32c(L, c->cpr), ""), i32c(L, c->ce), "");
+    c->g0 = tk_gwin_addr(L, &c->w, c->r0, c->c0);
+    c->s0 = tk_smem_addr(L, c->st, c->base, c->r0, c->c0);
+    LLVMValueRef rowstep = LLVMBuildMul(b, c->w.srow, tk_lw_i64c(L, (int64_t)c->dr * c->esz), "");
+    c->gstep = rowstep;
+}
+
+/* Chunk of round k (an i32 value: the unrolled constant or a loop iv). */
+static void chunk_at(tk_lower *L, copy *c, LLVMValueRef k, chunk *ch) {
+    LLVMBuilderRef b = L->b;
+    if (c->dr) {
+        ch->r = LLVMBuildAdd(b, c->r0, LLVMBuildMul(b, k, i32c(L, c->dr), ""), "");
+        ch->col = c->c0;
+        LLVMValueRef k64 = tk_lw_to_i64(L, k);
+        ch->g = tk_lw_gep(L, c->g0, LLVMBuildMul(b, k64, c->gstep, ""));
+        if (tk_smem_row_shift_ok(c->st, c->dr)) {
+            int64_t bytes = (int64_t)c->dr * tk_smem_row_bytes(c->st);
+            ch->s = tk_lw_gep(L, c->s0, LLVMBuildMul(b, k, i32c(L, bytes), ""));
+        } else {
+            ch->s = tk_smem_addr(L, c->st, c->base, ch->r, ch->col);
+        }
+    } else {
+        LLVMValueRef id = LLVMBuildAdd(b, L->tid, LLVMBuildMul(b, k, i32c(L, c->nt), ""), "");
+        ch->r = LLVMBuildUDiv(b, id, i32c(L, c->cpr), "");
+        ch->col = LLVMBuildMul(b, LLVMBuildURem(b, id, i32c(L, c->cpr), ""), i32c(L, c->ce), "");
+        ch->g = tk_gwin_addr(L, &c->w, ch->r, ch->col);
+        ch->s = tk_smem_addr(L, c->st, c->base, ch->r, ch->col);
+    }
+    LLVMValueRef grow = LLVMBuildAdd(b, c->w.row0, tk_lw_to_i64(L, ch->r), "");
+    ch->row_ok = LLVMBuildAnd(b, c->w.lead_ok, LLVMBuildICmp(b, LLVMIntULT, grow, c->w.rows, ""),
+                              "");
+}
+
+typedef void (*chunk_fn)(tk_lower *L, copy *c, const chunk *ch);
+
+/* for (k = 0; k < rounds; k++) fn(chunk tid + k*NT): a constant trip count
+ * that O3 unrolls for usual tiles; rounds that would run past the tile are
+ * guarded when NT does not divide the chunk count. */
+static void for_chunks(tk_lower *L, copy *c, chunk_fn fn) {
+    LLVMBuilderRef b = L->b;
+    tk_lw_loop lp = {.rolled = true};
+    LLVMValueRef k = tk_lw_loop_begin(L, &lp, i32c(L, 0), i32c(L, c->rounds), i32c(L, 1));
+    LLVMBasicBlockRef cont = NULL;
+    if (c->total % c->nt) {
+        LLVMValueRef id = LLVMBuildAdd(b, L->tid, LLVMBuildMul(b, k, i32c(L, c->nt), ""), "");
+        LLVMBasicBlockRef doit = tk_lw_block(L, "chunk");
+        cont = tk_lw_block(L, "chunk.next");
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, id, i32c(L, c->total), ""), doit, cont);
+        LLVMPositionBuilderAtEnd(b, doit);
+    }
+    chunk ch;
+    chunk_at(L, c, k, &ch);
+    fn(L, c, &ch);
+    if (cont) {
+        LLVMBuildBr(b, cont);
+        LLVMPositionBuilderAtEnd(b, cont);
+    }
+    tk_lw_loop_end(L, &lp);
+}
+
+/* ---- chunk bodies --------------------------------------------------------- */
+static LLVMTypeRef chunk_ty(tk_lower *L) { return LLVMVectorType(L->i32, 4); }
+
+static void g2s_async_chunk(tk_lower *L, copy *c, const chunk *ch) {
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef gcol = LLVMBuildAdd(b, c->w.col0, tk_lw_to_i64(L, ch->col), "");
+    LLVMValueRef left = LLVMBuildMul(b, LLVMBuildSub(b, c->w.cols, gcol, ""),
+                                     tk_lw_i64c(L, c->esz), "");
+    LLVMValueRef mm[2] = {left, tk_lw_i64c(L, 0)};
+    left = tk_lw_intrin(L, "llvm.smax", &L->i64, 1, mm, 2);
+    mm[0] = left, mm[1] = tk_lw_i64c(L, 16);
+    left = tk_lw_intrin(L, "llvm.smin", &L->i64, 1, mm, 2);
+    LLVMValueRef bytes = LLVMBuildSelect(b, ch->row_ok, tk_lw_to_i32(L, left), i32c(L, 0), "");
+    LLVMValueRef any = LLVMBuildICmp(b, LLVMIntNE, bytes, i32c(L, 0), "");
+    /* With src-size 0 nothing is read; still hand over a valid address. */
+    LLVMValueRef src = LLVMBuildSelect(b, any, ch->g, tk_lw_sink(L), "");
+    LLVMValueRef a[3] = {ch->s, src, bytes};
+    tk_lw_intrin(L, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, 0, a, 3);
+}
+
+static void g2s_vec_chunk(tk_lower *L, copy *c, const chunk *ch) {
+    (void)c;
+    tk_lw_store(L, tk_lw_load(L, chunk_ty(L), ch->g, 16), ch->s, 16);
+}
+
+static void s2g_vec_chunk(tk_lower *L, copy *c, const chunk *ch) {
+    (void)c;
+    tk_lw_store(L, tk_lw_load(L, chunk_ty(L), ch->s, 16), ch->g, 16);
+}
+
+/* Element e of the chunk: global address, shared address, inside the view.
+ * Called in a rolled loop over e, so nothing per-element stays live. */
+static void chunk_elem(tk_lower *L, copy *c, const chunk *ch, LLVMValueRef e, LLVMValueRef *g,
+                       LLVMValueRef *s, LLVMValueRef *ok) {
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef e64 = tk_lw_to_i64(L, e);
+    *g = tk_lw_gep(L, ch->g, LLVMBuildMul(b, e64, c->escol, ""));
+    *s = tk_lw_gep(L, ch->s, LLVMBuildMul(b, e, i32c(L, c->esz), ""));
+    LLVMValueRef col = LLVMBuildAdd(b, tk_lw_to_i64(L, LLVMBuildAdd(b, ch->col, e, "")), c->w.col0,
+                                    "");
+    *ok = LLVMBuildAnd(b, ch->row_ok, LLVMBuildICmp(b, LLVMIntULT, col, c->w.cols, ""), "");
+}
+
+static void g2s_elem_chunk(tk_lower *L, copy *c, const chunk *ch) {
+    tk_lw_loop lp = {.rolled = true};
+    LLVMValueRef e = tk_lw_loop_begin(L, &lp, i32c(L, 0), i32c(L, c->ce), i32c(L, 1)), g, s, ok;
+    chunk_elem(L, c, ch, e, &g, &s, &ok);
+    LLVMValueRef x = tk_lw_load_masked(L, c->ety, g, ok, c->fill, (unsigned)c->esz);
+    tk_lw_store(L, x, s, (unsigned)c->esz);
+    tk_lw_loop_end(L, &lp);
+}
+
+static void s2g_elem_chunk(tk_lower *L, copy *c, const chunk *ch) {
+    tk_lw_loop lp = {.rolled = true};
+    LLVMValueRef e = tk_lw_loop_begin(L, &lp, i32c(L, 0), i32c(L, c->ce), i32c(L, 1)), g, s, ok;
+    chunk_elem(L, c, ch, e, &g, &s, &ok);
+    tk_lw_store_masked(L, tk_lw_load(L, c->ety, s, (unsigned)c->esz), g, ok, (unsigned)c->esz);
+    tk_lw_loop_end(L, &lp);
+}
+
+/* ---- the two ops ----------------------------------------------------------- */
+static void g2s_async(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    (void)out;
+    for_chunks(L, ctx, g2s_async_chunk);
+}
+static void g2s_vec(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    (void)out;
+    for_chunks(L, ctx, g2s_vec_chunk);
+}
+static void g2s_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    (void)out;
+    for_chunks(L, ctx, g2s_elem_chunk);
+}
+static void s2g_vec(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    (void)out;
+    for_chunks(L, ctx, s2g_vec_chunk);
+}
+static void s2g_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    (void)out;
+    for_chunks(L, ctx, s2g_elem_chunk);
+}
+
+/* smem operand `si`, view operand `vi`, its indices right after it. */
+static bool copy_open(tk_lower *L, copy *c, const tk_op *op, int si, int vi) {
+    const tk_type *st = &op->opnds[si]->type;
+    tk_lv *sm = tk_lw_get(L, op->opnds[si]);
+    if (!sm)
+        return false;
+    *c = (copy){.st = st, .base = sm->v[0], .rows = st->rows, .cols = st->cols,
+                .esz = (int)tk_dtype_size(st->dtype), .nt = L->k->warps * 32,
+                .ety = tk_lw_type(L, st->dtype)};
+    c->ce = 16 / c->esz;
+    c->cpr = c->cols / c->ce;
+    c->total = c->rows * c->cpr;
+    c->rounds = (c->total + c->nt - 1) / c->nt;
+    c->fill = tk_lw_constf(L, st->dtype, op->fattr);
+    tk_gwin_open(L, &c->w, op->opnds[vi], op->opnds + vi + 1, 2);
+    c->escol = LLVMBuildMul(L->b, c->w.scol, tk_lw_i64c(L, c->esz), "");
+    if (c->nt % c->cpr == 0) {
+        c->dr = c->nt / c->cpr;
+        affine_init(L, c);
+    }
+    return L->st == TK_OK;
+}
+
+tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
+    copy c;
+    if (!copy_open(L, &c, op, 0, 1))
+        return L->st;
+    LLVMValueRef aligned = tk_gwin_aligned(L, &c.w, 16);
+    if (op->attr[0]) {
+        LLVMValueRef col_nonneg = LLVMBuildICmp(L->b, LLVMIntSGE, c.w.col0, tk_lw_i64c(L, 0), "");
+        tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, col_nonneg, ""), g2s_async, g2s_slow, &c, 0,
+                      NULL);
+    } else {
+        LLVMValueRef inb = tk_gwin_all_inb(L, &c.w, c.rows, c.cols);
+        tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, inb, ""), g2s_vec, g2s_slow, &c, 0, NULL);
+    }
+    return L->st;
+}
+
+tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op) {
+    copy c;
+    if (!copy_open(L, &c, op, op->nopnds - 1, 0))
+        return L->st;
+    LLVMValueRef fast = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c.w, 16),
+                                     tk_gwin_all_inb(L, &c.w, c.rows, c.cols), "");
+    tk_lw_branch2(L, fast, s2g_vec, s2g_slow, &c, 0, NULL);
+    return L->st;
+}

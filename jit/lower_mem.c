@@ -1,0 +1,157 @@
+/* Addressing for the memory lowering: shared-tile layouts and global views.
+ *
+ * Shared layouts (one stage; offsets in bytes, i32):
+ *   PLAIN    (row * cols + col) * size
+ *   PAD      (row * (cols + 16/size) + col) * size: rows padded by 16 bytes
+ *   SWIZZLE  rows of n = cols*size/16 chunks of 16 bytes; chunk c of row r is
+ *            stored at chunk c ^ ((r >> q) & (m - 1)), where m = min(8, the
+ *            largest power of two dividing n) and q = log2(8 / n) when n < 8
+ *            (several rows share one 128-byte bank line), else 0. Any 8
+ *            consecutive rows then put a given logical chunk in 8 different
+ *            16-byte bank groups, so ldmatrix (8 row addresses per phase, .trans
+ *            too), cp.async 16-byte writes (8 consecutive chunks per phase) and
+ *            register pair stores (rows g = 0..7) are free of bank conflicts
+ *            whenever n is a power of two; a 16-byte chunk never straddles
+ *            rows or gets split, so vector accesses stay contiguous.
+ * Global views: a window (row0, col0) over the last two dims (or the last
+ * one), leading indices fixed; all arithmetic is i64. */
+#include "ops/lower.h"
+
+int32_t tk_smem_row_bytes(const tk_type *st) {
+    return tk_smem_pitch(st) * (int32_t)tk_dtype_size(st->dtype);
+}
+
+/* Swizzle parameters (see above); *m == 1 means no swizzle. */
+static void swizzle_params(const tk_type *st, int *qshift, int *m) {
+    int rb = tk_smem_row_bytes(st), n = rb / 16;
+    *qshift = 0;
+    *m = 1;
+    if (st->smem != TK_SMEM_SWIZZLE || rb % 16 || n == 0)
+        return;
+    while (*m < 8 && n % (*m * 2) == 0)
+        (*m) *= 2;
+    if (n < 8 && (n & (n - 1)) == 0)
+        for (int q = 8 / n; q > 1; q /= 2)
+            (*qshift)++;
+}
+
+bool tk_smem_row_shift_ok(const tk_type *st, int drows) {
+    int qshift, m;
+    swizzle_params(st, &qshift, &m);
+    return drows % (m << qshift) == 0;
+}
+
+LLVMValueRef tk_smem_off(tk_lower *L, const tk_type *st, LLVMValueRef row, LLVMValueRef col) {
+    LLVMBuilderRef b = L->b;
+    int32_t s = (int32_t)tk_dtype_size(st->dtype);
+    int qshift, m;
+    swizzle_params(st, &qshift, &m);
+    row = tk_lw_to_i32(L, row);
+    col = tk_lw_to_i32(L, col);
+    if (m == 1) {
+        LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildMul(b, row, tk_lw_i32c(L, tk_smem_pitch(st)), ""),
+                                      col, "");
+        return LLVMBuildMul(b, e, tk_lw_i32c(L, s), "");
+    }
+    LLVMValueRef byte = LLVMBuildMul(b, col, tk_lw_i32c(L, s), "");
+    LLVMValueRef x = LLVMBuildAnd(b, LLVMBuildLShr(b, row, tk_lw_i32c(L, qshift), ""),
+                                  tk_lw_i32c(L, m - 1), "");
+    /* chunk ^ x, kept at byte granularity: byte ^ (x << 4) */
+    LLVMValueRef inrow = LLVMBuildXor(b, byte, LLVMBuildShl(b, x, tk_lw_i32c(L, 4), ""), "");
+    return LLVMBuildAdd(b, LLVMBuildMul(b, row, tk_lw_i32c(L, tk_smem_row_bytes(st)), ""),
+                        inrow, "");
+}
+
+LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base, LLVMValueRef row,
+                          LLVMValueRef col) {
+    return tk_lw_gep(L, base, tk_smem_off(L, st, row, col));
+}
+
+/* ---- Global windows ------------------------------------------------------- */
+/* 0 <= v < n as one unsigned compare. */
+static LLVMValueRef in_range(tk_lower *L, LLVMValueRef v, LLVMValueRef n) {
+    return LLVMBuildICmp(L->b, LLVMIntULT, v, n, "");
+}
+
+void tk_gwin_open(tk_lower *L, tk_gwin *w, const tk_value *view, tk_value *const *idx,
+                  int wdims) {
+    tk_lv *lv = tk_lw_get(L, view);
+    int r = view->type.rank;
+    LLVMValueRef ix[4];
+    for (int d = 0; d < r; d++) {
+        tk_lv *iv = tk_lw_get(L, idx[d]);
+        ix[d] = iv ? tk_lw_to_i64(L, iv->v[0]) : tk_lw_i64c(L, 0);
+    }
+    *w = (tk_gwin){.dt = view->type.dtype, .rank = r};
+    if (!lv)
+        return;
+    LLVMValueRef *dims = lv->v + 1, *strides = lv->v + 1 + r;
+    w->ptr = lv->v[0];
+    w->base_off = tk_lw_i64c(L, 0);
+    w->lead_ok = LLVMConstInt(L->i1, 1, 0);
+    int nlead = r - wdims;
+    for (int d = 0; d < nlead; d++) {
+        w->base_off = LLVMBuildAdd(L->b, w->base_off, LLVMBuildMul(L->b, ix[d], strides[d], ""), "");
+        w->lead_ok = LLVMBuildAnd(L->b, w->lead_ok, in_range(L, ix[d], dims[d]), "");
+    }
+    w->col0 = ix[r - 1];
+    w->cols = dims[r - 1];
+    w->scol = strides[r - 1];
+    if (wdims == 2) {
+        w->row0 = ix[r - 2];
+        w->rows = dims[r - 2];
+        w->srow = strides[r - 2];
+    } else { /* one row */
+        w->row0 = tk_lw_i64c(L, 0);
+        w->rows = tk_lw_i64c(L, 1);
+        w->srow = tk_lw_i64c(L, 0);
+    }
+}
+
+LLVMValueRef tk_gwin_addr(tk_lower *L, const tk_gwin *w, LLVMValueRef r, LLVMValueRef c) {
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef row = LLVMBuildAdd(b, w->row0, tk_lw_to_i64(L, r), "");
+    LLVMValueRef col = LLVMBuildAdd(b, w->col0, tk_lw_to_i64(L, c), "");
+    LLVMValueRef off = LLVMBuildAdd(b, w->base_off, LLVMBuildMul(b, row, w->srow, ""), "");
+    off = LLVMBuildAdd(b, off, LLVMBuildMul(b, col, w->scol, ""), "");
+    off = LLVMBuildMul(b, off, tk_lw_i64c(L, (int64_t)tk_dtype_size(w->dt)), "");
+    return tk_lw_gep(L, w->ptr, off);
+}
+
+LLVMValueRef tk_gwin_inb(tk_lower *L, const tk_gwin *w, LLVMValueRef r, LLVMValueRef c) {
+    LLVMValueRef row = LLVMBuildAdd(L->b, w->row0, tk_lw_to_i64(L, r), "");
+    LLVMValueRef col = LLVMBuildAdd(L->b, w->col0, tk_lw_to_i64(L, c), "");
+    LLVMValueRef ok = LLVMBuildAnd(L->b, in_range(L, row, w->rows), in_range(L, col, w->cols), "");
+    return LLVMBuildAnd(L->b, ok, w->lead_ok, "");
+}
+
+/* 0 <= v0 && v0 + n <= dim */
+static LLVMValueRef span_ok(tk_lower *L, LLVMValueRef v0, int n, LLVMValueRef dim) {
+    LLVMValueRef lo = LLVMBuildICmp(L->b, LLVMIntSGE, v0, tk_lw_i64c(L, 0), "");
+    LLVMValueRef end = LLVMBuildAdd(L->b, v0, tk_lw_i64c(L, n), "");
+    return LLVMBuildAnd(L->b, lo, LLVMBuildICmp(L->b, LLVMIntSLE, end, dim, ""), "");
+}
+
+LLVMValueRef tk_gwin_all_inb(tk_lower *L, const tk_gwin *w, int rows, int cols) {
+    LLVMValueRef ok = LLVMBuildAnd(L->b, span_ok(L, w->row0, rows, w->rows),
+                                   span_ok(L, w->col0, cols, w->cols), "");
+    return LLVMBuildAnd(L->b, ok, w->lead_ok, "");
+}
+
+/* (x % bytes == 0) for a power-of-two `bytes` */
+static LLVMValueRef multiple(tk_lower *L, LLVMValueRef x, int bytes) {
+    LLVMValueRef lowbits = LLVMBuildAnd(L->b, x, tk_lw_i64c(L, bytes - 1), "");
+    return LLVMBuildICmp(L->b, LLVMIntEQ, lowbits, tk_lw_i64c(L, 0), "");
+}
+
+LLVMValueRef tk_gwin_aligned(tk_lower *L, const tk_gwin *w, int bytes) {
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef s = tk_lw_i64c(L, (int64_t)tk_dtype_size(w->dt));
+    LLVMValueRef unit = LLVMBuildICmp(b, LLVMIntEQ, w->scol, tk_lw_i64c(L, 1), "");
+    LLVMValueRef start = LLVMBuildAdd(b, w->base_off, LLVMBuildMul(b, w->row0, w->srow, ""), "");
+    start = LLVMBuildMul(b, LLVMBuildAdd(b, start, w->col0, ""), s, "");
+    start = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, w->ptr, L->i64, ""), start, "");
+    LLVMValueRef pitch = LLVMBuildMul(b, w->srow, s, "");
+    LLVMValueRef ok = LLVMBuildAnd(b, multiple(L, start, bytes), multiple(L, pitch, bytes), "");
+    return LLVMBuildAnd(b, ok, unit, "");
+}

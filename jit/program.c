@@ -1,0 +1,124 @@
+/* Programs: creation from a kernel, module loading, reference counting
+ * (see jit/program.h). tk_compile lives in jit/build.c, tk_launch in
+ * jit/launch.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/abi.h"
+#include "jit/jit.h"
+#include "jit/program.h"
+
+/* Launches above this need the function's dynamic shared memory limit raised. */
+#define TK_SMEM_DEFAULT_MAX (48u * 1024u)
+
+/* Copies the parameter list: what tk_launch checks and packs. */
+static void tk_program_sig(tk_program *p, const tk_kernel *k)
+{
+    p->nparams = k->nparams;
+    p->nslots = 0;
+    for (int i = 0; i < k->nparams; i++) {
+        const tk_value *v = k->params[i];
+        tk_psig *s = &p->params[i];
+        s->kind = v->type.kind;
+        s->dtype = v->type.dtype;
+        s->rank = v->type.kind == TK_KIND_GVIEW ? v->type.rank : 0;
+        snprintf(s->name, sizeof s->name, "%s", v->name ? v->name : "?");
+        /* Same count as tk_abi_param_slots, without needing the value later. */
+        p->nslots += s->kind == TK_KIND_GVIEW ? 1 + 2 * s->rank : 1;
+    }
+}
+
+tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, tk_program **out, char *err,
+                         size_t errn)
+{
+    *out = NULL;
+    tk_program *p = calloc(1, sizeof *p);
+    if (!p || !(p->name = strdup(k->name ? k->name : ""))) {
+        free(p);
+        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+    }
+    atomic_init(&p->refs, 1);
+    atomic_init(&p->origin, TK_FROM_COMPILE);
+    p->ctx = ctx;
+    p->warps = k->warps;
+    p->smem = tk_kernel_smem_bytes(k);
+    tk_program_sig(p, k);
+    tk_status s = tk_grid_build(k, &p->grid, err, errn);
+    if (s != TK_OK) {
+        tk_program_release(p);
+        return s;
+    }
+    *out = p;
+    return TK_OK;
+}
+
+/* Function attributes a launch relies on. */
+static tk_status tk_program_setup_fn(tk_program *p, char *err, size_t errn)
+{
+    const tk_cuda *cu = p->cu;
+    tk_status s = tk_cuda_check(cu, cu->cuModuleGetFunction(&p->fn, p->mod, p->name),
+                                "cuModuleGetFunction", err, errn);
+    if (s != TK_OK || p->smem <= TK_SMEM_DEFAULT_MAX)
+        return s;
+    if (cu->max_smem_optin > 0 && p->smem > (size_t)cu->max_smem_optin)
+        return tk_errf(err, errn, TK_ERR_UNSUPPORTED,
+                       "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
+                       p->name, p->smem, cu->max_smem_optin);
+    return tk_cuda_check(cu,
+                         cu->cuFuncSetAttribute(p->fn,
+                                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                (int)p->smem),
+                         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", err, errn);
+}
+
+tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, char *err, size_t errn)
+{
+    CUmodule mod = NULL;
+    tk_status s = tk_cuda_check(cu, cu->cuModuleLoadData(&mod, cubin), "cuModuleLoadData", err,
+                                errn);
+    if (s != TK_OK)
+        return s;
+    p->cu = tk_cuda_ref(cu);
+    p->mod = mod;
+    s = tk_program_setup_fn(p, err, errn);
+    if (s != TK_OK) { /* leave p without a module, as before */
+        cu->cuModuleUnload(mod);
+        tk_cuda_unref(p->cu);
+        p->cu = NULL;
+        p->mod = NULL;
+        p->fn = NULL;
+    }
+    return s;
+}
+
+tk_program *tk_program_retain(tk_program *p)
+{
+    atomic_fetch_add(&p->refs, 1);
+    return p;
+}
+
+void tk_program_release(tk_program *p)
+{
+    if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
+        return;
+    if (p->mod) {
+        /* The module belongs to the primary context: make it current first
+         * (this thread may never have used the GPU). */
+        char err[256];
+        if (tk_cuda_enter(p->cu, err, sizeof err) == TK_OK)
+            p->cu->cuModuleUnload(p->mod);
+    }
+    tk_cuda_unref(p->cu);
+    tk_grid_free(&p->grid);
+    free(p->name);
+    free(p);
+}
+
+tk_origin tk_program_origin(const tk_program *p)
+{
+    return p ? (tk_origin)atomic_load(&((tk_program *)p)->origin) : TK_FROM_COMPILE;
+}
+
+void *tk_program_retain_v(void *p) { return tk_program_retain(p); }
+void tk_program_release_v(void *p) { tk_program_release(p); }

@@ -1,0 +1,56 @@
+/* A compiled kernel: the loaded module and function, plus what tk_launch
+ * needs of the kernel (signature, grid code, block size, shared memory), so
+ * the kernel itself may be destroyed after tk_compile. */
+#ifndef TK_JIT_PROGRAM_H
+#define TK_JIT_PROGRAM_H
+
+#include <stdatomic.h>
+
+#include "ir/ir.h"
+#include "jit/cache.h"
+#include "jit/cuda.h"
+#include "jit/grid.h"
+
+typedef struct tk_psig {
+    tk_kind kind;     /* TK_KIND_GVIEW or TK_KIND_SCALAR */
+    tk_dtype dtype;
+    int32_t rank;
+    char name[48];    /* for messages (truncated) */
+} tk_psig;
+
+struct tk_program {
+    atomic_int refs;       /* users + the memory cache                       */
+    atomic_int origin;     /* tk_origin of the latest tk_compile             */
+    tk_ctx *ctx;           /* where launch errors are reported (not owned)   */
+    tk_cuda *cu;           /* a reference, once a module is loaded           */
+    CUmodule mod;
+    CUfunction fn;
+    char *name;            /* kernel (= PTX entry) name                      */
+    int32_t warps;
+    size_t smem;           /* dynamic shared memory bytes per block          */
+    int32_t nparams, nslots;
+    tk_psig params[TK_MAX_PARAMS];
+    tk_grid_prog grid;
+};
+
+/* Signature, grid and sizes of a finished kernel; no module yet (tests use
+ * such programs to exercise argument checking without a GPU). ctx may be
+ * NULL (then launch errors are only returned). */
+tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, tk_program **out, char *err,
+                         size_t errn);
+/* Loads a cubin into p (context current), finds the entry, raises the
+ * dynamic shared memory limit when above the 48 KB default. */
+tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, char *err, size_t errn);
+tk_program *tk_program_retain(tk_program *p);
+/* Arguments against the signature; TK_ERR_LAUNCH with a precise message. */
+tk_status tk_program_check_args(const tk_program *p, int nargs, const tk_arg *args, char *err,
+                                size_t errn);
+/* Grid for checked args. */
+tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[3], char *err,
+                          size_t errn);
+
+/* Memory-cache hooks. */
+void *tk_program_retain_v(void *p);
+void tk_program_release_v(void *p);
+
+#endif

@@ -1,0 +1,251 @@
+/* Attention forward, the FlashAttention-2 algorithm (see tk/tk_kernels.h for
+ * the contract).
+ *
+ * Block = 128 query rows of one (batch, head): 8 warps of R = 16 rows for
+ * D = 128, 4 warps of R = 32 rows for D = 64 (see "Shape" below). Each warp
+ * keeps its rows' state in registers for the whole kernel:
+ *   Q  D/16 tiles R x 16 (bf16/f16)
+ *   O  D/16 tiles R x 16 (f32)
+ *   m, l  running max (log2 units) and sum, one per row
+ * The block walks the keys in tiles of 64: K_j and V_j land in shared memory
+ * (two stages each, cp.async). Per tile, each warp computes
+ *   S  = Q·K_jᵀ  (R x 64, f32)         from D/16 ldmatrix'd 64x16 K slices
+ *   S *= scale·log2(e)                 so exp() becomes one exp2 (ex2.approx)
+ *   mask ragged keys / causal          only on tiles that need it
+ *   m' = max(m, rowmax S); P = exp2(S - m'); α = exp2(m - m')
+ *   l  = α·l + rowsum P; O = α·O + P·V_j   (P as R x 64 bf16, V as 64x16 COL
+ *                                          slices: ldmatrix.trans)
+ * and at the end O /= l, L = (m + log2 l)·ln 2 (natural log of Σ exp(s)).
+ * Q and O are split in 16-column tiles because register tiles cannot be
+ * sliced: S needs Q by 16 columns of D, and O accumulates P·V by 16 columns
+ * of D, each from one small ldmatrix'd slice of K or V (16 regs) instead of a
+ * whole 64xD tile (128 regs).
+ *
+ * Shape. Every K/V element a warp reads from shared memory serves its R
+ * query rows, so R sets the ratio of shared-memory traffic to mma work; with
+ * R = 16 the loop is bound by shared-memory bandwidth. R = 32 halves that
+ * traffic but doubles the per-thread state:
+ *   D = 64,  R = 32: Q 32 + O 64 + S 64 + P 32 registers (+ addresses): fits
+ *   D = 128, R = 32: Q 64 + O 128 + S 64 + P 32: spills; R = 16 instead
+ *                    (Q 32 + O 64 + S 32 + P 16), ~255 registers in total.
+ * For D = 128, 8 warps per block (one block per SM at 255 registers) share
+ * each K/V tile between twice the rows of 4 warps, halving L2->shared
+ * traffic. Measured on an H200 (bf16, B4 H16 N3072 / B1 H16 N16384):
+ *   D=128: 4 warps x 16 rows 204-229 TFLOP/s, 8 x 16: 227-235, 4 x 32: 138
+ *   D=64:  4 x 16: 136, 4 x 32: 212-224, 8 x 32: 216-225 (causal 155 vs 178)
+ * Key tiles of 128 measured slower for both head dims.
+ *
+ * Pipeline per key tile j (commit groups: K0 | V0 K1 | V1 K2 | ...):
+ *   copy V_j; commit; wait(1): K_j landed; barrier
+ *   S = Q·K_jᵀ
+ *   copy K_{j+1} (other stage: its last reader, tile j-1, passed the barrier)
+ *   softmax update; wait(1): V_j landed; barrier; O += P·V_j
+ * so the V copy overlaps Q·Kᵀ and the next K copy overlaps softmax and P·V.
+ * V_j overwrites the stage V_{j-2} used: every warp left tile j-2 before
+ * passing tile j-1's first barrier.
+ *
+ * No NaN: m starts at -FLT_MAX, not -inf, so m - m' and S - m' never compute
+ * -inf - (-inf), even for rows whose keys are all masked so far (there
+ * exp2(-inf - m') = 0 and α = 1). A row that attends no key at all ends with
+ * l = 0, O = 0 (divided by max(l, tiny)) and L = -inf. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "ir/ctx.h"
+#include "tk/tk_kernels.h"
+
+#define BQ 128 /* query rows per block */
+#define BKV 64 /* keys per tile        */
+
+typedef struct attn {
+    tk_kernel *k;
+    tk_dtype dt;
+    int D, causal;
+    int warps, wrows;     /* warps per block, query rows per warp             */
+    tk_value *Q, *K, *V, *O, *L;
+    tk_value *b, *h, *hk; /* batch, query head, kv head                      */
+    tk_value *sK, *sV;    /* 2-stage shared rings                              */
+} attn;
+
+static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
+static tk_value *dim32(tk_kernel *k, tk_value *view, int d) {
+    return tk_cvt(k, tk_dim(k, view, d), TK_I32);
+}
+
+/* cp.async of the key tile starting at key kv0 of K or V into stage `st`
+ * of `ring`; keys past Nkv are zero-filled. */
+static void copy_kv(attn *a, tk_value *ring, tk_value *st, tk_value *view, tk_value *kv0) {
+    tk_kernel *k = a->k;
+    tk_value *idx[4] = {a->b, a->hk, kv0, i32c(k, 0)};
+    tk_copy_to_shared(k, tk_stage(k, ring, st), view, idx, 0.0f, 1);
+}
+
+static void build(attn *a) {
+    tk_kernel *k = a->k;
+    const int D = a->D, ND = a->D / 16, WROWS = a->wrows;
+    tk_dtype dt = a->dt;
+    tk_value *Q = a->Q = tk_param_tensor(k, "Q", dt, 4);
+    tk_value *K = a->K = tk_param_tensor(k, "K", dt, 4);
+    tk_value *V = a->V = tk_param_tensor(k, "V", dt, 4);
+    tk_value *O = a->O = tk_param_tensor(k, "O", dt, 4);
+    tk_value *L = a->L = tk_param_tensor(k, "L", TK_F32, 3);
+    tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_spec(k, "head_dim", D);
+    tk_spec(k, "causal", a->causal);
+
+    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
+    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ));
+    tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
+
+    /* Causal blocks near the end of the sequence do the most work: run them
+     * first so the short ones fill the tail of the grid. */
+    tk_value *qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
+    a->h = tk_block_id(k, 1);
+    a->b = tk_block_id(k, 2);
+    tk_value *group = tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1));
+    a->hk = tk_div(k, a->h, group);
+    tk_value *q0 = tk_mul(k, qt, i32c(k, BQ));
+    tk_value *qw = tk_add(k, q0, tk_mul(k, tk_warp_id(k), i32c(k, WROWS)));
+    /* Row i attends keys j <= i + diag (bottom-right aligned causal mask). */
+    tk_value *diag = tk_sub(k, Nkv, Nq);
+
+    /* Q straight to registers: each warp reads its own rows once (32-byte
+     * row segments per quad, full sectors). Rows past Nq read 0. */
+    tk_value *q[8];
+    tk_type q_t = tk_tile_type(dt, WROWS, 16, TK_WARP, TK_ROW);
+    for (int d = 0; d < ND; d++) {
+        tk_value *idx[4] = {a->b, a->h, qw, i32c(k, 16 * d)};
+        q[d] = tk_load(k, q_t, Q, idx, 0.0f);
+    }
+
+    a->sK = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
+    a->sV = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
+
+    /* Key tiles to visit; causal stops after the tile holding the last key
+     * the block's last valid row attends (possibly none). */
+    tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, BKV));
+    if (a->causal) {
+        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, BQ)), Nq), diag);
+        kend = tk_max(k, kend, i32c(k, 0));
+        ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
+    }
+    tk_value *scale2 = tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)); /* log2(e) */
+
+    tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
+    copy_kv(a, a->sK, i32c(k, 0), K, i32c(k, 0));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+
+    /* Loop-carried state: m, l, O[0..ND). */
+    tk_type vrow = tk_vec_type(TK_F32, WROWS, TK_PER_ROW, TK_WARP, TK_ROW);
+    tk_type o_t = tk_tile_type(TK_F32, WROWS, 16, TK_WARP, TK_ROW);
+    tk_value *init[2 + 8], *cur[2 + 8], *next[2 + 8], *fin[2 + 8];
+    init[0] = tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX));
+    init[1] = tk_zeros(k, vrow);
+    for (int d = 0; d < ND; d++) init[2 + d] = tk_zeros(k, o_t);
+    tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), 2 + ND, init, cur);
+    {
+        tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, BKV));
+        copy_kv(a, a->sV, st, V, kv0);
+        tk_async_commit(k);
+        tk_async_wait(k, 1); /* K_j has landed (V_j may still be in flight) */
+        tk_barrier(k);
+
+        /* S = Q·K_jᵀ, accumulated over D in 16-column slices. */
+        tk_value *kst = tk_stage(k, a->sK, st), *s = NULL;
+        tk_type kslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_ROW);
+        for (int d = 0; d < ND; d++) {
+            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * d)};
+            s = tk_mma(k, TK_MMA_ABT, q[d], tk_load(k, kslice, kst, idx, 0.0f), s);
+        }
+
+        /* Prefetch K_{j+1} while this tile's softmax and P·V run. */
+        tk_value *j1 = tk_add(k, j, i32c(k, 1));
+        tk_if_begin(k, tk_lt(k, j1, ntiles));
+        copy_kv(a, a->sK, tk_sub(k, i32c(k, 1), st), K, tk_add(k, kv0, i32c(k, BKV)));
+        tk_if_end(k, 0, NULL, NULL);
+        tk_async_commit(k);
+
+        s = tk_mul(k, s, scale2);
+        /* Masks cost a compare per element: only the last (ragged) tile and,
+         * when causal, tiles crossing the diagonal of this block need one. */
+        tk_value *edge = tk_gt(k, tk_add(k, kv0, i32c(k, BKV)), Nkv);
+        if (a->causal)
+            edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, BKV - 1)),
+                                        tk_add(k, q0, diag)));
+        tk_if_begin(k, edge);
+        tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, Nkv, -INFINITY);
+        if (a->causal) sm = tk_mask(k, sm, TK_MASK_CAUSAL, tk_add(k, qw, diag), kv0, -INFINITY);
+        tk_else(k, 1, &sm);
+        tk_value *unmasked = s;
+        tk_if_end(k, 1, &unmasked, &s);
+
+        /* Online softmax in log2 units. */
+        tk_value *m = tk_max(k, cur[0], tk_row_max(k, s));
+        tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], m));
+        tk_value *p = tk_exp2(k, tk_sub(k, s, m));
+        next[0] = m;
+        next[1] = tk_add(k, tk_mul(k, cur[1], alpha), tk_row_sum(k, p));
+        tk_value *pb = tk_cvt(k, p, dt);
+
+        tk_async_wait(k, 1); /* V_j has landed (K_{j+1} may be in flight) */
+        tk_barrier(k);
+        tk_value *vst = tk_stage(k, a->sV, st);
+        tk_type vslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_COL);
+        for (int d = 0; d < ND; d++) {
+            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * d)};
+            tk_value *o = tk_mul(k, cur[2 + d], alpha);
+            next[2 + d] = tk_mma(k, TK_MMA_AB, pb, tk_load(k, vslice, vst, idx, 0.0f), o);
+        }
+    }
+    tk_for_end(k, 2 + ND, next, fin);
+
+    /* O = O / l (a row without keys has l = O = 0: divide by a tiny number
+     * instead, giving 0); L = ln Σ exp(s) = (m + log2 l) · ln 2. */
+    tk_value *inv_l = tk_div(k, tk_const_f32(k, 1.0f),
+                             tk_max(k, fin[1], tk_const_f32(k, FLT_MIN)));
+    for (int d = 0; d < ND; d++) {
+        tk_value *idx[4] = {a->b, a->h, qw, i32c(k, 16 * d)};
+        tk_store(k, O, idx, tk_cvt(k, tk_mul(k, fin[2 + d], inv_l), dt));
+    }
+    tk_value *lse = tk_mul(k, tk_add(k, fin[0], tk_log2(k, fin[1])),
+                           tk_const_f32(k, 0.6931471805599453f)); /* ln 2 */
+    tk_value *il[3] = {a->b, a->h, qw};
+    tk_store(k, L, il, lse);
+}
+
+tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk_kernel **out) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!out || !cfg)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: %s is NULL",
+                           out ? "cfg" : "out");
+    *out = NULL;
+    if (cfg->dtype != TK_BF16 && cfg->dtype != TK_F16)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: dtype is %s; "
+                           "expected bf16 or f16", tk_dtype_name(cfg->dtype));
+    if (cfg->head_dim != 64 && cfg->head_dim != 128)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: head_dim is %d; "
+                           "expected 64 or 128", cfg->head_dim);
+    if (cfg->causal != 0 && cfg->causal != 1)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: causal is %d; "
+                           "expected 0 or 1", cfg->causal);
+    char name[64];
+    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d%s", tk_dtype_name(cfg->dtype),
+             cfg->head_dim, cfg->causal ? "_causal" : "");
+    tk_kernel *k;
+    int warps = cfg->head_dim == 64 ? 4 : 8; /* see "Shape" above */
+    tk_status s = tk_kernel_create(ctx, name, warps, &k);
+    if (s) return s;
+    attn a = {.k = k, .dt = cfg->dtype, .D = cfg->head_dim, .causal = cfg->causal,
+              .warps = warps, .wrows = BQ / warps};
+    build(&a);
+    if ((s = tk_kernel_finish(k))) {
+        tk_ctx_fail(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));
+        tk_kernel_destroy(k);
+        return s;
+    }
+    *out = k;
+    return TK_OK;
+}

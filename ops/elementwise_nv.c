@@ -1,0 +1,160 @@
+/* Lowering of elementwise ops (rules: ops/elementwise.c).
+ *
+ * Elementwise ops never talk across lanes: result element i is computed from
+ * operand element i of the same thread. Scalars are splat; a tile∘vec
+ * broadcast picks, for tile element i, the vector slot holding the same row
+ * (PER_ROW) or column (PER_COL) - tk_frag_vec_index (jit/lower_frag.c).
+ *
+ * Precision: float math runs in f32 and rounds once to the result dtype
+ * (bf16/f16 tiles), like the interpreter. exp2/log2/rsqrt use the SFU
+ * approximations (ex2.approx, lg2.approx, rsqrt.approx); exp(x) =
+ * ex2(x*log2 e), log(x) = lg2(x)*ln 2; sqrt is IEEE (llvm.sqrt). */
+#include "ops/lower.h"
+
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+
+/* Compute dtype: f32 for any float, the int dtype otherwise. */
+static tk_dtype compute_dt(tk_dtype dt) { return tk_dtype_is_float(dt) ? TK_F32 : dt; }
+
+/* Operand v's value for result element idx of type rt, in dtype `cdt`. */
+static LLVMValueRef elem(tk_lower *L, const tk_value *v, const tk_lv *lv, const tk_type *rt,
+                         int idx, tk_dtype cdt) {
+    const tk_type *t = &v->type;
+    int slot = idx;
+    if (t->kind == TK_KIND_SCALAR)
+        slot = 0;
+    else if (t->kind == TK_KIND_VEC && rt->kind == TK_KIND_TILE)
+        slot = tk_frag_vec_index(rt, t->axis, idx);
+    return tk_lw_cvt(L, lv->v[slot], t->dtype, cdt);
+}
+
+static LLVMValueRef fbin(tk_lower *L, tk_opcode opc, LLVMValueRef a, LLVMValueRef b) {
+    LLVMBuilderRef B = L->b;
+    LLVMValueRef ab[2] = {a, b};
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    switch (opc) {
+    case TK_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
+    case TK_OP_SUB: return LLVMBuildFSub(B, a, b, "");
+    case TK_OP_MUL: return LLVMBuildFMul(B, a, b, "");
+    case TK_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+    case TK_OP_MAX: return tk_lw_intrin(L, "llvm.maxnum", &ty, 1, ab, 2); /* fmaxf */
+    default: return tk_lw_intrin(L, "llvm.minnum", &ty, 1, ab, 2);
+    }
+}
+
+static LLVMValueRef ibin(tk_lower *L, tk_opcode opc, LLVMValueRef a, LLVMValueRef b) {
+    LLVMBuilderRef B = L->b;
+    LLVMValueRef ab[2] = {a, b};
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    switch (opc) {
+    case TK_OP_ADD: return LLVMBuildAdd(B, a, b, "");
+    case TK_OP_SUB: return LLVMBuildSub(B, a, b, "");
+    case TK_OP_MUL: return LLVMBuildMul(B, a, b, "");
+    case TK_OP_DIV: return LLVMBuildSDiv(B, a, b, "");
+    case TK_OP_MAX: return tk_lw_intrin(L, "llvm.smax", &ty, 1, ab, 2);
+    default: return tk_lw_intrin(L, "llvm.smin", &ty, 1, ab, 2);
+    }
+}
+
+static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
+    LLVMBuilderRef B = L->b;
+    LLVMTypeRef f = L->f32;
+    switch (opc) {
+    case TK_OP_NEG: return LLVMBuildFNeg(B, x, "");
+    case TK_OP_ABS: return tk_lw_intrin(L, "llvm.fabs", &f, 1, &x, 1);
+    case TK_OP_EXP:
+        x = LLVMBuildFMul(B, x, LLVMConstReal(f, LOG2E), "");
+        return tk_lw_intrin(L, "llvm.nvvm.ex2.approx", &f, 1, &x, 1);
+    case TK_OP_EXP2: return tk_lw_intrin(L, "llvm.nvvm.ex2.approx", &f, 1, &x, 1);
+    case TK_OP_LOG:
+        x = tk_lw_intrin(L, "llvm.nvvm.lg2.approx.f", NULL, 0, &x, 1);
+        return LLVMBuildFMul(B, x, LLVMConstReal(f, LN2), "");
+    case TK_OP_LOG2: return tk_lw_intrin(L, "llvm.nvvm.lg2.approx.f", NULL, 0, &x, 1);
+    case TK_OP_SQRT: return tk_lw_intrin(L, "llvm.sqrt", &f, 1, &x, 1);
+    default: return tk_lw_intrin(L, "llvm.nvvm.rsqrt.approx.f", NULL, 0, &x, 1);
+    }
+}
+
+static LLVMValueRef iun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
+    if (opc == TK_OP_NEG)
+        return LLVMBuildNeg(L->b, x, "");
+    LLVMValueRef a[2] = {x, LLVMConstInt(L->i1, 0, 0)}; /* abs(INT_MIN) wraps */
+    LLVMTypeRef ty = LLVMTypeOf(x);
+    return tk_lw_intrin(L, "llvm.abs", &ty, 1, a, 2);
+}
+
+/* Rounds f32 results to a 16-bit result dtype two at a time: one
+ * cvt.rn.{bf16,f16}x2.f32 per pair (llvm.nvvm.ff2*x2.rn; a plain vector
+ * fptrunc is split into two scalar cvts for sm_80), so a tile's 16-bit values
+ * travel packed in 32-bit registers, as mma and 32-bit stores want them, and
+ * an element is unpacked only where it is used alone. The instruction puts
+ * its first operand in the upper half: (x[i+1], x[i]) gives element i low. */
+static void round_pairs(tk_lower *L, LLVMValueRef *v, int n, tk_dtype from, tk_dtype to) {
+    bool half = to == TK_BF16 || to == TK_F16;
+    int i = 0;
+    if (half && from == TK_F32) {
+        const char *name = to == TK_BF16 ? "llvm.nvvm.ff2bf16x2.rn" : "llvm.nvvm.ff2f16x2.rn";
+        for (; i + 1 < n; i += 2) {
+            LLVMValueRef hl[2] = {v[i + 1], v[i]};
+            LLVMValueRef p = tk_lw_intrin(L, name, NULL, 0, hl, 2);
+            v[i] = LLVMBuildExtractElement(L->b, p, tk_lw_i32c(L, 0), "");
+            v[i + 1] = LLVMBuildExtractElement(L->b, p, tk_lw_i32c(L, 1), "");
+        }
+    }
+    for (; i < n; i++)
+        v[i] = tk_lw_cvt(L, v[i], from, to);
+}
+
+static tk_status lower_binary(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
+    tk_lv *a = tk_lw_get(L, op->opnds[0]), *b = tk_lw_get(L, op->opnds[1]);
+    if (!a || !b)
+        return L->st;
+    tk_dtype cdt = compute_dt(rt->dtype);
+    for (int i = 0; i < r->n; i++) {
+        LLVMValueRef x = elem(L, op->opnds[0], a, rt, i, cdt);
+        LLVMValueRef y = elem(L, op->opnds[1], b, rt, i, cdt);
+        r->v[i] = tk_dtype_is_float(cdt) ? fbin(L, op->opc, x, y) : ibin(L, op->opc, x, y);
+    }
+    round_pairs(L, r->v, r->n, cdt, rt->dtype);
+    return TK_OK;
+}
+
+static tk_status lower_unary(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
+    const tk_value *in = op->opnds[0];
+    tk_lv *a = tk_lw_get(L, in);
+    if (!a)
+        return L->st;
+    if (op->opc == TK_OP_FILL) { /* one conversion, repeated */
+        LLVMValueRef x = tk_lw_cvt(L, a->v[0], in->type.dtype, rt->dtype);
+        for (int i = 0; i < r->n; i++)
+            r->v[i] = x;
+        return TK_OK;
+    }
+    if (op->opc == TK_OP_CVT) {
+        tk_dtype from = in->type.dtype;
+        for (int i = 0; i < r->n; i++) /* bf16 <-> f16 goes through f32 */
+            r->v[i] = tk_lw_cvt(L, a->v[i], from, compute_dt(from));
+        round_pairs(L, r->v, r->n, compute_dt(from), rt->dtype);
+        return TK_OK;
+    }
+    tk_dtype cdt = compute_dt(rt->dtype);
+    for (int i = 0; i < r->n; i++) {
+        LLVMValueRef x = tk_lw_cvt(L, a->v[in->type.kind == TK_KIND_SCALAR ? 0 : i], in->type.dtype,
+                                   cdt);
+        r->v[i] = tk_dtype_is_float(cdt) ? fun(L, op->opc, x) : iun(L, op->opc, x);
+    }
+    round_pairs(L, r->v, r->n, cdt, rt->dtype);
+    return TK_OK;
+}
+
+tk_status tk_lower_elementwise(tk_lower *L, const tk_op *op) {
+    const tk_type *rt = &op->res[0]->type;
+    tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(rt));
+    if (!r)
+        return L->st;
+    /* FILL/CVT results repeat or convert their single operand. */
+    if (op->nopnds == 2)
+        return lower_binary(L, op, rt, r);
+    return lower_unary(L, op, rt, r);
+}

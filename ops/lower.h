@@ -1,0 +1,205 @@
+/* Lowering of tile IR to per-thread LLVM IR for NVPTX: the context shared by
+ * jit/lower*.c and the per-family lowerings ops/<family>_nv.c.
+ *
+ * Representation (docs/LOWERING.md is the full contract):
+ *  - every IR value becomes a tk_lv, a flat array of LLVM values:
+ *      scalar       1 value (i1 for bool, i32, i64, float)
+ *      tile / vec   one scalar per element the thread holds, in fragment
+ *                   order (tk_frag_* below): bfloat / half / float / i32
+ *      smem         1 value: `ptr addrspace(3)` to stage 0 (or to the stage)
+ *      gview        1 + 2*rank values: ptr addrspace(1), dims (i64), strides (i64)
+ *  - loop-carried and if-yielded values get one phi per slot.
+ * Ops are lowered by tk_lower_<family>(L, op) in ops/<family>_nv.c. */
+#ifndef TK_OPS_LOWER_H
+#define TK_OPS_LOWER_H
+
+#include <llvm-c/Core.h>
+#include <stdbool.h>
+
+#include "ir/ir.h"
+
+/* ---- Targets: every per-target choice is a field here (table in jit/lower.c) */
+typedef struct tk_target {
+    const char *arch;     /* what callers pass, also the LLVM CPU name          */
+    const char *features; /* PTX ISA version LLVM emits                          */
+    int sm;               /* 80, 86, 89, 90                                      */
+    bool arch_specific;   /* sm_90a: wgmma, setmaxnreg                           */
+    bool stmatrix;        /* stmatrix.sync.aligned (sm_90+)                      */
+} tk_target;
+
+/* The lookup; NULL for an unknown arch. */
+const tk_target *tk_target_find(const char *arch);
+
+/* ---- Lowered values ----------------------------------------------------- */
+typedef struct tk_lv {
+    int32_t n;
+    LLVMValueRef *v;
+} tk_lv;
+
+typedef struct tk_lower_mem tk_lower_mem; /* allocations, freed at the end */
+
+typedef struct tk_lower {
+    const tk_kernel *k;
+    const tk_target *tgt;
+    LLVMContextRef c;
+    LLVMModuleRef m;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;
+    LLVMTypeRef i1, i8, i16, i32, i64, f32, bf16, f16, vd, pg, ps; /* pg/ps: global/shared ptr */
+    LLVMValueRef smem;  /* dynamic shared memory base (ptr addrspace(3))        */
+    LLVMValueRef sink;  /* 16-byte global scratch: masked loads/stores go here  */
+    /* Per-thread ids, computed once in the entry block (i32). */
+    LLVMValueRef tid, lane, warp, g, t, wg_warp;
+    tk_lv *vals;        /* indexed by tk_value id                              */
+    uint32_t nvals;
+    tk_lower_mem *mem;
+    const tk_op *cur;   /* op being lowered, for messages                      */
+    tk_status st;
+    char *err;
+    size_t errn;
+} tk_lower;
+
+/* ---- Context helpers (jit/lower_util.c) --------------------------------- */
+/* Records the first failure in L->err; returns s. */
+tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void *tk_lw_alloc(tk_lower *L, size_t n); /* zeroed, freed with L */
+/* The lowered form of an already-lowered value (NULL + failure if missing). */
+tk_lv *tk_lw_get(tk_lower *L, const tk_value *v);
+/* Defines v with n (still empty) slots. */
+tk_lv *tk_lw_def(tk_lower *L, const tk_value *v, int n);
+/* Lowers every op of a region in order (jit/lower.c). */
+tk_status tk_lower_region(tk_lower *L, const tk_region *r);
+
+/* Types and constants. */
+LLVMTypeRef tk_lw_type(tk_lower *L, tk_dtype dt); /* element type in registers */
+LLVMValueRef tk_lw_i32c(tk_lower *L, int64_t v);
+LLVMValueRef tk_lw_i64c(tk_lower *L, int64_t v);
+LLVMValueRef tk_lw_constf(tk_lower *L, tk_dtype dt, double v); /* any dtype */
+/* Numeric conversion with the interpreter's meaning (C casts, RNE rounding). */
+LLVMValueRef tk_lw_cvt(tk_lower *L, LLVMValueRef v, tk_dtype from, tk_dtype to);
+LLVMValueRef tk_lw_to_i64(tk_lower *L, LLVMValueRef v); /* sign-extends ints */
+LLVMValueRef tk_lw_to_i32(tk_lower *L, LLVMValueRef v);
+/* Integer/float helpers used by several families. */
+LLVMValueRef tk_lw_add(tk_lower *L, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef tk_lw_mul(tk_lower *L, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef tk_lw_and(tk_lower *L, LLVMValueRef a, LLVMValueRef b);
+
+/* Intrinsic call by name ("llvm.nvvm.ex2.approx"); ov: overload types. The
+ * call's argument types are taken from the declaration. */
+LLVMValueRef tk_lw_intrin(tk_lower *L, const char *name, LLVMTypeRef *ov, unsigned nov,
+                          LLVMValueRef *args, unsigned nargs);
+/* Inline PTX: only for instructions LLVM has no intrinsic for. */
+LLVMValueRef tk_lw_asm(tk_lower *L, LLVMTypeRef ret, const char *text, const char *cons,
+                       LLVMValueRef *args, unsigned nargs, bool side_effects);
+
+/* Control-flow helpers for the lowering's own code (not IR FOR/IF). */
+LLVMBasicBlockRef tk_lw_block(tk_lower *L, const char *name);
+/* A counted loop `for (iv = start; iv < end; iv += step)` over i32, emitted
+ * as real IR (slow paths stay compact). */
+typedef struct tk_lw_loop {
+    LLVMBasicBlockRef head, body, exit;
+    LLVMValueRef iv, step;
+    bool rolled; /* set before tk_lw_loop_end: forbid unrolling (slow paths,
+                    whose unrolled invariants LICM would keep in registers) */
+} tk_lw_loop;
+LLVMValueRef tk_lw_loop_begin(tk_lower *L, tk_lw_loop *lp, LLVMValueRef start,
+                              LLVMValueRef end, LLVMValueRef step);
+void tk_lw_loop_end(tk_lower *L, tk_lw_loop *lp);
+
+/* if (cond) fast(...) else slow(...): each path computes n values into its
+ * array; out[i] receives their merge (a phi). Used for uniform fast/slow
+ * splits such as "whole tile in bounds and aligned". */
+typedef void (*tk_lw_path)(tk_lower *L, void *ctx, LLVMValueRef *out);
+void tk_lw_branch2(tk_lower *L, LLVMValueRef cond, tk_lw_path fast, tk_lw_path slow, void *ctx,
+                   int n, LLVMValueRef *out);
+
+/* Memory helpers. Masked accesses are branch-free: a masked-off load reads
+ * L->sink and its result is replaced by `fill`; a masked-off store writes
+ * L->sink (a per-module scratch nobody reads). */
+LLVMValueRef tk_lw_load(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr, unsigned align);
+void tk_lw_store(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, unsigned align);
+LLVMValueRef tk_lw_load_masked(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr,
+                               LLVMValueRef ok, LLVMValueRef fill, unsigned align);
+void tk_lw_store_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok,
+                        unsigned align);
+LLVMValueRef tk_lw_sink(tk_lower *L); /* the scratch, a valid dummy address */
+LLVMValueRef tk_lw_gep(tk_lower *L, LLVMValueRef ptr, LLVMValueRef byte_off);
+
+/* ---- Fragments (jit/lower_frag.c): which elements a thread holds ---------
+ * A tile's elements are ordered (I, J, e): I = local row subtile, J = col
+ * subtile, e = 0..7, index (I * C/16 + J) * 8 + e. The element's position is
+ * a compile-time part (row_c, col_c) plus a per-thread lane part
+ * (tk_frag_lane_row/col). Vectors: see tk_vec_pos. */
+int tk_frag_count(const tk_type *t);         /* elements per thread (tile or vec) */
+void tk_frag_pos(const tk_type *t, int idx, int *row_c, int *col_c);
+LLVMValueRef tk_frag_lane_row(tk_lower *L, const tk_type *t); /* i32 */
+LLVMValueRef tk_frag_lane_col(tk_lower *L, const tk_type *t); /* i32 */
+/* Local subtile grid of a tile: rows (per warp) and cols of 16x16 subtiles. */
+int tk_frag_subrows(const tk_type *t);
+int tk_frag_subcols(const tk_type *t);
+/* Vector element idx sits at position pos_c + tk_vec_lane(L, vt). */
+int tk_vec_pos(const tk_type *vt, int idx);
+LLVMValueRef tk_vec_lane(tk_lower *L, const tk_type *vt);
+/* Vector slots per subtile (2 or 4). */
+int tk_vec_per_sub(const tk_type *vt);
+/* The index in a vector along `axis` (paired with tile t) of tile element idx. */
+int tk_frag_vec_index(const tk_type *t, tk_axis axis, int idx);
+/* Whether this thread is the one lane (and warp) that stores vector slot
+ * values: several lanes hold copies of each vector element. */
+LLVMValueRef tk_vec_writer(tk_lower *L, const tk_type *vt);
+
+/* ---- Memory addressing (jit/lower_mem.c) ---------------------------------- */
+/* Address of element (row, col) (i32, tile-relative) of one stage of a shared
+ * tile at `base`, honouring its layout (PLAIN / PAD / SWIZZLE). */
+LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base,
+                          LLVMValueRef row, LLVMValueRef col);
+/* Byte offset of (row, col) in a shared tile (i32). */
+LLVMValueRef tk_smem_off(tk_lower *L, const tk_type *st, LLVMValueRef row, LLVMValueRef col);
+/* Bytes per row of one stage (padding included). */
+int32_t tk_smem_row_bytes(const tk_type *st);
+/* Whether moving `drows` rows down adds exactly drows * row bytes to every
+ * offset (always for PLAIN/PAD; for SWIZZLE when drows is a multiple of the
+ * swizzle period), so such moves become constant address offsets. */
+bool tk_smem_row_shift_ok(const tk_type *st, int drows);
+
+/* A global view opened for addressing a 2-D window at (row0, col0) with the
+ * leading indices fixed. All values i64. */
+typedef struct tk_gwin {
+    LLVMValueRef ptr;            /* view base pointer                          */
+    LLVMValueRef base_off;       /* element offset of (lead..., 0, 0)          */
+    LLVMValueRef lead_ok;        /* leading indices in range (i1)              */
+    LLVMValueRef row0, col0;     /* window origin (i64)                        */
+    LLVMValueRef rows, cols;     /* view dims of the last two axes             */
+    LLVMValueRef srow, scol;     /* strides (elements) of the last two axes     */
+    tk_dtype dt;
+    int rank;
+} tk_gwin;
+/* idx: the op's rank index operands. wdims = 2: the last two index the
+ * window's (row0, col0) (tiles, copies); wdims = 1 (vectors, rank-1 views):
+ * only the last one does (col0) and the window has one row. */
+void tk_gwin_open(tk_lower *L, tk_gwin *w, const tk_value *view, tk_value *const *idx,
+                  int wdims);
+/* Pointer to window element (r, c) (i64 offsets from row0/col0) and whether
+ * it is inside the view. */
+LLVMValueRef tk_gwin_addr(tk_lower *L, const tk_gwin *w, LLVMValueRef r, LLVMValueRef c);
+LLVMValueRef tk_gwin_inb(tk_lower *L, const tk_gwin *w, LLVMValueRef r, LLVMValueRef c);
+/* Whole window rows x cols inside the view (i1). */
+LLVMValueRef tk_gwin_all_inb(tk_lower *L, const tk_gwin *w, int rows, int cols);
+/* Window rows start `bytes`-aligned and are contiguous (unit col stride). */
+LLVMValueRef tk_gwin_aligned(tk_lower *L, const tk_gwin *w, int bytes);
+
+/* Block-wide copies between global and shared memory (jit/lower_copy.c). */
+tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op);
+tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op);
+
+/* ---- Family entry points (ops/<family>_nv.c) ---------------------------- */
+tk_status tk_lower_ids(tk_lower *L, const tk_op *op);
+tk_status tk_lower_elementwise(tk_lower *L, const tk_op *op);
+tk_status tk_lower_scalar(tk_lower *L, const tk_op *op);
+tk_status tk_lower_mma(tk_lower *L, const tk_op *op);
+tk_status tk_lower_reduce(tk_lower *L, const tk_op *op);
+tk_status tk_lower_memory(tk_lower *L, const tk_op *op);
+tk_status tk_lower_control(tk_lower *L, const tk_op *op);
+
+#endif

@@ -1,0 +1,261 @@
+/* Interpreter semantics of the memory ops (ops/memory.c).
+ *
+ * Global views are host buffers addressed by the argument's dims/strides
+ * (checked at run start so no in-range offset overflows); an element is in
+ * range when every coordinate is, else loads read `fill` (rounded to the
+ * dtype) and stores skip it. Shared memory holds logical elements as floats;
+ * a shared handle is the float offset of its stage 0, and STAGE i adds
+ * i*rows*cols after checking i at run time.
+ * Async copies (COPY_G2S attr[0]=1) snapshot the source when issued and land
+ * in shared memory only when ASYNC_WAIT retires their group (or the block
+ * ends). Groups count like cp.async groups: every ASYNC_COMMIT closes one,
+ * even an empty one; ASYNC_WAIT n retires the oldest until at most n are
+ * pending; copies not yet committed wait for a later commit + wait. The
+ * model is per block: the verifier keeps these ops block-uniform. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/interp.h"
+
+/* ---- global views ------------------------------------------------------- */
+/* A rows×cols window of a view (a vector is one row of the last dim). */
+typedef struct window {
+    const tk_arg *a;
+    bool none;            /* a leading index is out of range            */
+    int64_t base;         /* offset of the leading indices              */
+    int64_t r0, c0, rdim, cdim, rs, cs;
+    int rows, cols;
+} window;
+
+static bool in_range(int64_t start, int i, int64_t dim) {
+    return start >= -(int64_t)i && start < dim - i; /* 0 <= start+i < dim */
+}
+
+/* View operand `vi`, its indices following it, as seen by thread th. */
+static window window_at(tk_interp *I, const tk_op *op, int vi, int th, bool tile, int rows,
+                        int cols) {
+    const tk_arg *a = &I->args[tk_interp_sv(I, op->opnds[vi])[th].i];
+    int rank = a->rank, lead = tile ? rank - 2 : rank - 1;
+    window w = {.a = a, .rows = tile ? rows : 1, .cols = cols, .rdim = 1};
+    for (int d = 0; d < rank; d++) {
+        int64_t x = tk_interp_sv(I, op->opnds[vi + 1 + d])[th].i;
+        if (d < lead) {
+            w.none |= x < 0 || x >= a->dims[d];
+            if (!w.none) w.base += x * a->strides[d];
+        } else if (d == rank - 1) {
+            w.c0 = x;
+            w.cdim = a->dims[d];
+            w.cs = a->strides[d];
+        } else {
+            w.r0 = x;
+            w.rdim = a->dims[d];
+            w.rs = a->strides[d];
+        }
+    }
+    return w;
+}
+
+static float mem_read(const tk_arg *a, int64_t off) {
+    switch (a->dtype) {
+    case TK_F32: return ((const float *)a->data)[off];
+    case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)a->data)[off]);
+    case TK_F16: return tk_f16_to_f32(((const uint16_t *)a->data)[off]);
+    case TK_I32: return (float)((const int32_t *)a->data)[off];
+    case TK_I64: return (float)((const int64_t *)a->data)[off];
+    default: return 0.0f; /* no rule lets other dtypes meet a float tile */
+    }
+}
+
+static void mem_write(const tk_arg *a, int64_t off, float v) {
+    switch (a->dtype) {
+    case TK_F32: ((float *)a->data)[off] = v; break;
+    case TK_BF16: ((uint16_t *)a->data)[off] = tk_f32_to_bf16(v); break;
+    case TK_F16: ((uint16_t *)a->data)[off] = tk_f32_to_f16(v); break;
+    default: break; /* the rules only pair float tiles with float views */
+    }
+}
+
+/* Offset of window element (i, j), or -1 when it is out of range. */
+static int64_t window_off(const window *w, int i, int j) {
+    if (w->none || !in_range(w->r0, i, w->rdim) || !in_range(w->c0, j, w->cdim)) return -1;
+    return w->base + (w->r0 + i) * w->rs + (w->c0 + j) * w->cs;
+}
+
+static void gather(const window *w, float fill, float *dst) {
+    for (int i = 0; i < w->rows; i++)
+        for (int j = 0; j < w->cols; j++) {
+            int64_t off = window_off(w, i, j);
+            dst[(size_t)i * (size_t)w->cols + (size_t)j] = off < 0 ? fill : mem_read(w->a, off);
+        }
+}
+
+static void scatter(const window *w, const float *src) {
+    for (int i = 0; i < w->rows; i++)
+        for (int j = 0; j < w->cols; j++) {
+            int64_t off = window_off(w, i, j);
+            if (off >= 0) mem_write(w->a, off, src[(size_t)i * (size_t)w->cols + (size_t)j]);
+        }
+}
+
+/* ---- register <-> global ------------------------------------------------ */
+static tk_status global_reg(tk_interp *I, const tk_op *op) {
+    bool load = op->opc == TK_OP_LOAD_G2R;
+    const tk_value *reg = load ? op->res[0] : op->opnds[op->nopnds - 1];
+    const tk_type *t = &reg->type;
+    bool tile = t->kind == TK_KIND_TILE;
+    float fill = tk_interp_round(t->dtype, (float)op->fattr);
+    for (int i = 0; i < tk_interp_ninst(I, t->owner); i++) {
+        if (!tk_interp_inst_active(I, t->owner, i)) continue;
+        int th = tk_interp_inst_thread(I, t->owner, i);
+        window w = window_at(I, op, 0, th, tile, t->rows, tile ? t->cols : t->rows);
+        if (load) gather(&w, fill, tk_interp_tile(I, reg, i));
+        else scatter(&w, tk_interp_tile(I, reg, i));
+    }
+    return TK_OK;
+}
+
+/* ---- shared memory ------------------------------------------------------ */
+/* The shared tile a handle names; handles are made by SHARED/STAGE, so a
+ * bad one means a broken kernel, reported rather than trusted. */
+static tk_status smem_at(tk_interp *I, const tk_op *op, int warp, int64_t off,
+                         const tk_type *t, float **out) {
+    size_t n = (size_t)t->rows * (size_t)t->cols;
+    if (off < 0 || (size_t)off > I->smem_n || I->smem_n - (size_t)off < n)
+        return tk_interp_fail(I, op, warp, TK_ERR_RUNTIME, "shared handle at float offset %lld "
+                              "lies outside the block's shared memory", (long long)off);
+    *out = I->smem + off;
+    return TK_OK;
+}
+
+static tk_status shared_reg(tk_interp *I, const tk_op *op) {
+    bool load = op->opc == TK_OP_LOAD_S2R;
+    const tk_value *reg = load ? op->res[0] : op->opnds[3];
+    const tk_type *t = &reg->type, *st = &op->opnds[0]->type;
+    for (int i = 0; i < tk_interp_ninst(I, t->owner); i++) {
+        if (!tk_interp_inst_active(I, t->owner, i)) continue;
+        int th = tk_interp_inst_thread(I, t->owner, i);
+        int64_t r0 = tk_interp_sv(I, op->opnds[1])[th].i, c0 = tk_interp_sv(I, op->opnds[2])[th].i;
+        float *sm = NULL;
+        tk_status s = smem_at(I, op, th / 32, tk_interp_sv(I, op->opnds[0])[th].i, st, &sm);
+        if (s) return s;
+        if (r0 < 0 || c0 < 0 || r0 > st->rows - t->rows || c0 > st->cols - t->cols)
+            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "a %dx%d tile at (%lld, %lld) "
+                                  "does not lie inside the %dx%d shared tile", t->rows, t->cols,
+                                  (long long)r0, (long long)c0, st->rows, st->cols);
+        float *reg_p = tk_interp_tile(I, reg, i);
+        for (int r = 0; r < t->rows; r++) {
+            float *row = sm + (size_t)(r0 + r) * (size_t)st->cols + (size_t)c0;
+            float *rr = reg_p + (size_t)r * (size_t)t->cols;
+            memcpy(load ? rr : row, load ? row : rr, (size_t)t->cols * sizeof(float));
+        }
+    }
+    return TK_OK;
+}
+
+static tk_status stage(tk_interp *I, const tk_op *op) {
+    const tk_type *t = &op->opnds[0]->type;
+    const tk_sv *base = tk_interp_sv(I, op->opnds[0]), *idx = tk_interp_sv(I, op->opnds[1]);
+    tk_sv *r = tk_interp_sv(I, op->res[0]);
+    for (int th = 0; th < I->nthreads; th++) {
+        if (!tk_interp_warp_active(I, th / 32)) continue;
+        if (idx[th].i < 0 || idx[th].i >= t->count)
+            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "stage index %lld is out of "
+                                  "range for a %d-stage shared tile (lane %d)",
+                                  (long long)idx[th].i, t->count, th % 32);
+        r[th].i = base[th].i + idx[th].i * t->rows * t->cols;
+    }
+    return TK_OK;
+}
+
+static tk_status shared_alloc(tk_interp *I, const tk_op *op) {
+    const tk_type *t = &op->res[0]->type;
+    size_t n = (size_t)t->rows * (size_t)t->cols * (size_t)t->count;
+    if (I->smem_n - I->smem_top < n)
+        return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "shared memory exhausted (a SHARED op "
+                              "outside the kernel's top level?)");
+    tk_sv *r = tk_interp_sv(I, op->res[0]);
+    for (int th = 0; th < I->nthreads; th++) r[th].i = (int64_t)I->smem_top;
+    I->smem_top += n;
+    return TK_OK;
+}
+
+/* ---- block copies ------------------------------------------------------- */
+static tk_status push_pending(tk_interp *I, const tk_op *op, size_t dst, float *data,
+                              size_t n) {
+    if (I->npend == I->cappend) {
+        size_t cap = I->cappend ? 2 * I->cappend : 16;
+        tk_pending *p = realloc(I->pend, cap * sizeof *p);
+        if (!p) {
+            free(data);
+            return tk_interp_fail(I, op, -1, TK_ERR_NO_MEMORY, "out of memory");
+        }
+        I->pend = p;
+        I->cappend = cap;
+    }
+    I->pend[I->npend++] = (tk_pending){.group = 0, .dst = dst, .n = n, .data = data};
+    return TK_OK;
+}
+
+static tk_status copy(tk_interp *I, const tk_op *op) {
+    bool g2s = op->opc == TK_OP_COPY_G2S;
+    int th = tk_interp_block_thread(I), sm_i = g2s ? 0 : op->nopnds - 1, vi = g2s ? 1 : 0;
+    const tk_type *st = &op->opnds[sm_i]->type;
+    float *sm = NULL;
+    tk_status s = smem_at(I, op, -1, tk_interp_sv(I, op->opnds[sm_i])[th].i, st, &sm);
+    if (s) return s;
+    window w = window_at(I, op, vi, th, true, st->rows, st->cols);
+    if (!g2s) {
+        scatter(&w, sm);
+        return TK_OK;
+    }
+    float fill = tk_interp_round(st->dtype, (float)op->fattr);
+    if (!op->attr[0]) {
+        gather(&w, fill, sm);
+        return TK_OK;
+    }
+    size_t n = (size_t)st->rows * (size_t)st->cols;
+    float *snap = malloc(n * sizeof(float));
+    if (!snap) return tk_interp_fail(I, op, -1, TK_ERR_NO_MEMORY, "out of memory");
+    gather(&w, fill, snap);
+    return push_pending(I, op, (size_t)(sm - I->smem), snap, n);
+}
+
+void tk_interp_async_apply(tk_interp *I, int64_t upto) {
+    size_t done = 0;
+    for (; done < I->npend; done++) {
+        tk_pending *p = &I->pend[done];
+        if (upto != INT64_MAX && (p->group == 0 || p->group > upto)) break;
+        memcpy(I->smem + p->dst, p->data, p->n * sizeof(float));
+        free(p->data);
+    }
+    if (!done) return;
+    memmove(I->pend, I->pend + done, (I->npend - done) * sizeof *I->pend);
+    I->npend -= done;
+}
+
+static void async_commit(tk_interp *I) {
+    I->groups_committed++;
+    for (size_t i = 0; i < I->npend; i++)
+        if (!I->pend[i].group) I->pend[i].group = I->groups_committed;
+}
+
+static void async_wait(tk_interp *I, int64_t pending) {
+    int64_t target = I->groups_committed - pending;
+    if (target <= I->groups_applied) return;
+    tk_interp_async_apply(I, target);
+    I->groups_applied = target;
+}
+
+tk_status tk_interp_memory(tk_interp *I, const tk_op *op) {
+    switch (op->opc) {
+    case TK_OP_SHARED: return shared_alloc(I, op);
+    case TK_OP_STAGE: return stage(I, op);
+    case TK_OP_LOAD_G2R: case TK_OP_STORE_R2G: return global_reg(I, op);
+    case TK_OP_LOAD_S2R: case TK_OP_STORE_R2S: return shared_reg(I, op);
+    case TK_OP_COPY_G2S: case TK_OP_COPY_S2G: return copy(I, op);
+    case TK_OP_ASYNC_COMMIT: async_commit(I); return TK_OK;
+    case TK_OP_ASYNC_WAIT: async_wait(I, op->attr[0]); return TK_OK;
+    case TK_OP_BARRIER: return TK_OK; /* lockstep execution: see ir/interp.c */
+    default: return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "not a memory op");
+    }
+}

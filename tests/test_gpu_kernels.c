@@ -1,0 +1,307 @@
+/* The ready-made kernels through their public entry points (tk_run.h):
+ * - argument validation (runs everywhere: bad input never reaches a launch);
+ * - on a GPU: GEMM at 24 shapes and attention at 32 shapes against float64
+ *   CPU references, outputs NaN-poisoned first, ragged shapes included;
+ * - shape polymorphism: 20 (B, H, N) triples compile nothing after the first
+ *   call, and a second process loads the kernel from the disk cache.
+ * GPU parts skip with one line where there is no GPU. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tk/tk_run.h"
+#include "util/harness.h"
+
+static tk_ctx *ctx;
+static char cache_dir[64];
+
+static void setup(void) {
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/tk-gpu-kernels-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(cache_dir));
+    ck_assert_int_eq(tk_cache_set_dir(ctx, cache_dir), TK_OK);
+}
+
+static void teardown(void) {
+    tk_ctx_destroy(ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cache_dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- validation ---------------------------------------------------------- */
+static tk_attention_params good_attention(void) {
+    static char dummy[64];
+    return (tk_attention_params){.dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 4,
+                                 .heads_kv = 2, .seq_q = 8, .seq_kv = 8, .q = dummy,
+                                 .k = dummy, .v = dummy, .o = dummy, .lse = (float *)dummy};
+}
+
+static void expect_attention_error(tk_attention_params p, tk_status want, const char *frag) {
+    tk_status s = tk_attention_forward(ctx, &p, NULL);
+    ck_assert_msg(s == want, "got %s (%s), want %s", tk_status_name(s), tk_ctx_error(ctx),
+                  tk_status_name(want));
+    ck_assert_msg(strstr(tk_ctx_error(ctx), frag), "'%s' lacks '%s'", tk_ctx_error(ctx), frag);
+}
+
+START_TEST(attention_rejects_bad_params) {
+    tk_attention_params p = good_attention();
+    ck_assert_int_eq(tk_attention_forward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_attention_forward(NULL, &p, NULL), TK_ERR_INVALID_ARG);
+    p.q = NULL;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "q is NULL");
+    p = good_attention(), p.lse = NULL;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "lse is NULL");
+    p = good_attention(), p.heads_q = 3;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "not a multiple of heads_kv");
+    p = good_attention(), p.head_dim = 96;
+    expect_attention_error(p, TK_ERR_UNSUPPORTED, "head_dim 96");
+    p = good_attention(), p.seq_q = 0;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "seq_q is 0");
+    p = good_attention(), p.batch = -2;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "batch is -2");
+    p = good_attention(), p.dtype = TK_F32;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "dtype is f32");
+    p = good_attention(), p.causal = 2;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "causal is 2");
+    p = good_attention(), p.scale = NAN;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "scale");
+    p = good_attention(), p.k_strides[0] = 64, p.k_strides[3] = 2;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "k_strides[3] is 2");
+}
+END_TEST
+
+START_TEST(gemm_rejects_bad_params) {
+    static char dummy[64];
+    tk_gemm_params g = {.in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 4, .n = 4, .k = 4,
+                        .a = dummy, .b = dummy, .c = dummy};
+    tk_gemm_params b = g;
+    b.k = 0;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "each must be >= 1"));
+    b = g, b.c = NULL;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "c is NULL"));
+    b = g, b.in_dtype = TK_I32;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    b = g, b.lda = 2;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "leading dimension"));
+    ck_assert_int_eq(tk_gemm(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* ---- GEMM on the GPU ------------------------------------------------------ */
+static const int64_t gemm_shapes[][3] = {
+    {1, 1, 1}, {17, 33, 65}, {100, 200, 300}, {128, 128, 128}, {255, 257, 129},
+    {64, 1000, 40}, {1000, 64, 72}, {513, 1, 256}, {1, 513, 64}, {300, 300, 17},
+    {256, 384, 512}, {1024, 1024, 1024}, {777, 555, 333}, {130, 130, 1000},
+    {2048, 256, 64}, {96, 96, 4096}, {1023, 1025, 64}, {33, 2000, 128},
+    {512, 512, 7}, {640, 320, 160}, {129, 127, 255}, {2000, 48, 96},
+    {4096, 128, 256}, {200, 1500, 64},
+};
+
+static double tol(tk_dtype out) { return out == TK_F32 ? 2e-3 : out == TK_F16 ? 3e-3 : 1e-2; }
+
+START_TEST(gemm_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    const int64_t *sh = gemm_shapes[_i];
+    int64_t M = sh[0], N = sh[1], K = sh[2];
+    tk_dtype in = _i % 2 ? TK_F16 : TK_BF16;
+    tk_dtype out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[_i % 3];
+    int tb = (_i / 2) % 2;
+    int64_t ad[2] = {M, K}, bd[2] = {tb ? N : K, tb ? K : N}, cd[2] = {M, N};
+    ref_tensor A = ref_tensor_new(in, 2, ad), B = ref_tensor_new(in, 2, bd);
+    ref_tensor C = ref_tensor_new(out, 2, cd);
+    ref_tensor_random(&A, -1, 1);
+    ref_tensor_random(&B, -1, 1);
+    ref_tensor_fill_all(&C, NAN);
+    void *da = th_upload(ctx, &A), *db = th_upload(ctx, &B), *dc = th_upload(ctx, &C);
+    ck_assert(da && db && dc);
+    tk_gemm_params p = {.in_dtype = in, .out_dtype = out, .transpose_b = tb, .m = M, .n = N,
+                        .k = K, .a = da, .b = db, .c = dc};
+    tk_status s = tk_gemm(ctx, &p, NULL);
+    ck_assert_msg(s == TK_OK, "tk_gemm: %s", tk_ctx_error(ctx));
+    ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
+    ck_assert_int_eq(tk_gpu_download(ctx, C.data, dc, (size_t)C.elems * tk_dtype_size(out)),
+                     TK_OK);
+    double *a = ref_tensor_to_f64(&A), *b = ref_tensor_to_f64(&B), *c = ref_tensor_to_f64(&C);
+    double *r = malloc(sizeof(double) * (size_t)(M * N));
+    ref_gemm(a, b, r, M, N, K, tb);
+    double e = ref_rel_err(c, r, M * N);
+    printf("gpu gemm %5lldx%5lldx%5lld %s %s->%s  rel err %.2e\n", (long long)M, (long long)N,
+           (long long)K, tb ? "A·Bᵀ" : "A·B ", tk_dtype_name(in), tk_dtype_name(out), e);
+    ck_assert_msg(e <= tol(out), "rel err %g", e);
+    free(a), free(b), free(c), free(r);
+    tk_gpu_free(ctx, da), tk_gpu_free(ctx, db), tk_gpu_free(ctx, dc);
+    ref_tensor_free(&A), ref_tensor_free(&B), ref_tensor_free(&C);
+}
+END_TEST
+
+/* ---- attention on the GPU ------------------------------------------------- */
+typedef struct acase {
+    int64_t b, hq, hkv, nq, nkv;
+    int d, causal, bnhd;
+    tk_dtype dt;
+} acase;
+
+static const acase attn_cases[] = {
+    {1, 1, 1, 1, 1, 64, 0, 0, TK_BF16},       {1, 2, 2, 17, 17, 64, 1, 0, TK_BF16},
+    {2, 2, 1, 63, 63, 128, 0, 0, TK_F16},      {1, 4, 4, 64, 64, 128, 1, 1, TK_BF16},
+    {2, 3, 3, 65, 65, 64, 0, 1, TK_F16},       {1, 2, 2, 1000, 1000, 128, 1, 0, TK_BF16},
+    {1, 1, 1, 4097, 4097, 64, 0, 0, TK_BF16},  {1, 1, 1, 4097, 4097, 128, 1, 1, TK_F16},
+    {1, 2, 2, 100, 300, 64, 0, 0, TK_BF16},    {1, 2, 2, 100, 300, 64, 1, 0, TK_BF16},
+    {1, 2, 2, 300, 100, 128, 1, 0, TK_F16},    {1, 2, 2, 300, 100, 128, 0, 1, TK_BF16},
+    {2, 8, 2, 129, 129, 64, 1, 0, TK_BF16},    {1, 8, 1, 77, 200, 128, 0, 1, TK_F16},
+    {3, 4, 2, 33, 1, 64, 0, 0, TK_BF16},       {1, 4, 2, 1, 33, 128, 1, 0, TK_BF16},
+    {1, 6, 3, 250, 250, 64, 1, 1, TK_F16},     {2, 2, 2, 512, 512, 128, 0, 0, TK_BF16},
+    {1, 1, 1, 2048, 31, 64, 1, 0, TK_BF16},    {1, 1, 1, 31, 2048, 64, 1, 0, TK_F16},
+    {4, 4, 4, 128, 128, 128, 1, 1, TK_BF16},   {1, 16, 4, 96, 96, 64, 0, 0, TK_BF16},
+    {2, 2, 1, 192, 191, 128, 0, 0, TK_F16},    {1, 3, 1, 1500, 700, 64, 1, 0, TK_BF16},
+    {1, 2, 2, 700, 1500, 128, 1, 1, TK_BF16},  {1, 1, 1, 16, 4097, 128, 0, 0, TK_BF16},
+    {2, 4, 4, 200, 200, 64, 1, 0, TK_F16},     {1, 2, 1, 333, 333, 128, 1, 0, TK_BF16},
+    {1, 2, 2, 64, 1, 64, 1, 0, TK_BF16},       {5, 1, 1, 40, 40, 128, 0, 1, TK_F16},
+    {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16},  {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16},
+};
+
+static ref_tensor qkv(const acase *c, int64_t h, int64_t n, int poison) {
+    int64_t d[4] = {c->b, h, n, c->d};
+    static const int bnhd[4] = {0, 2, 1, 3};
+    ref_tensor t = ref_tensor_new_layout(c->dt, 4, d, c->bnhd ? bnhd : NULL, 0);
+    if (poison) ref_tensor_fill_all(&t, NAN);
+    else ref_tensor_random(&t, -2, 2);
+    return t;
+}
+
+static void copy_strides(int64_t *dst, const ref_tensor *t) {
+    for (int i = 0; i < t->rank; i++) dst[i] = t->strides[i];
+}
+
+START_TEST(attention_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    const acase *c = &attn_cases[_i];
+    ref_tensor Q = qkv(c, c->hq, c->nq, 0), K = qkv(c, c->hkv, c->nkv, 0);
+    ref_tensor V = qkv(c, c->hkv, c->nkv, 0), O = qkv(c, c->hq, c->nq, 1);
+    int64_t ld[3] = {c->b, c->hq, c->nq};
+    ref_tensor L = ref_tensor_new(TK_F32, 3, ld);
+    ref_tensor_fill_all(&L, NAN);
+    void *dq = th_upload(ctx, &Q), *dk = th_upload(ctx, &K), *dv = th_upload(ctx, &V);
+    void *dO = th_upload(ctx, &O), *dl = th_upload(ctx, &L);
+    ck_assert(dq && dk && dv && dO && dl);
+    tk_attention_params p = {.dtype = c->dt, .head_dim = c->d, .causal = c->causal,
+                             .batch = c->b, .heads_q = c->hq, .heads_kv = c->hkv,
+                             .seq_q = c->nq, .seq_kv = c->nkv, .q = dq, .k = dk, .v = dv,
+                             .o = dO, .lse = dl};
+    copy_strides(p.q_strides, &Q), copy_strides(p.k_strides, &K);
+    copy_strides(p.v_strides, &V), copy_strides(p.o_strides, &O);
+    copy_strides(p.lse_strides, &L);
+    tk_status s = tk_attention_forward(ctx, &p, NULL);
+    ck_assert_msg(s == TK_OK, "tk_attention_forward: %s", tk_ctx_error(ctx));
+    ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
+    ck_assert_int_eq(tk_gpu_download(ctx, O.data, dO, (size_t)O.elems * 2), TK_OK);
+    ck_assert_int_eq(tk_gpu_download(ctx, L.data, dl, (size_t)L.elems * 4), TK_OK);
+    double *q = ref_tensor_to_f64(&Q), *k = ref_tensor_to_f64(&K), *v = ref_tensor_to_f64(&V);
+    double *o = ref_tensor_to_f64(&O), *l = ref_tensor_to_f64(&L);
+    int64_t no = ref_tensor_count(&O), nl = ref_tensor_count(&L);
+    double *ro = malloc(sizeof(double) * (size_t)no), *rl = malloc(sizeof(double) * (size_t)nl);
+    ref_attention(q, k, v, ro, rl, c->b, c->hq, c->hkv, c->nq, c->nkv, c->d,
+                  1.0 / sqrt((double)c->d), c->causal);
+    double eo = ref_rel_err(o, ro, no), el = ref_rel_err(l, rl, nl);
+    printf("gpu attn B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%d causal%d %s %s  O %.2e  L %.2e\n",
+           (long long)c->b, (long long)c->hq, (long long)c->hkv, (long long)c->nq,
+           (long long)c->nkv, c->d, c->causal, c->bnhd ? "bnhd" : "bhnd", tk_dtype_name(c->dt),
+           eo, el);
+    ck_assert_msg(eo <= 1e-2, "O rel err %g", eo);
+    ck_assert_msg(el <= 1e-3, "L rel err %g", el);
+    free(q), free(k), free(v), free(o), free(l), free(ro), free(rl);
+    void *dev[5] = {dq, dk, dv, dO, dl};
+    for (int i = 0; i < 5; i++) tk_gpu_free(ctx, dev[i]);
+    ref_tensor_free(&Q), ref_tensor_free(&K), ref_tensor_free(&V), ref_tensor_free(&O);
+    ref_tensor_free(&L);
+}
+END_TEST
+
+/* ---- shape polymorphism and the disk cache -------------------------------- */
+/* Runs 20 (B, H, N) triples through one context; returns compiles seen. */
+static uint64_t run_triples(tk_ctx *c, tk_origin *first) {
+    tk_cache_stats before, after;
+    tk_cache_stats_get(c, &before);
+    void *buf = NULL;
+    size_t bytes = (size_t)4 * 8 * 300 * 64 * 2;
+    ck_assert_int_eq(tk_gpu_alloc(c, bytes, &buf), TK_OK);
+    for (int i = 0; i < 20; i++) {
+        int64_t b = 1 + i % 4, h = 1 + (i * 7) % 8, n = 1 + (i * 37) % 300;
+        tk_attention_params p = {.dtype = TK_BF16, .head_dim = 64, .causal = 0,
+                                 .batch = b, .heads_q = h, .heads_kv = h, .seq_q = n,
+                                 .seq_kv = n, .q = buf, .k = buf, .v = buf, .o = buf,
+                                 .lse = buf};
+        if (i == 0) {
+            tk_prepare_info info;
+            ck_assert_int_eq(tk_attention_prepare(c, &p, &info), TK_OK);
+            *first = info.origin;
+            printf("first call: %s in %.1f ms (%s)\n", info.origin == TK_FROM_COMPILE ? "compiled"
+                   : info.origin == TK_FROM_DISK ? "loaded from the disk cache" : "memory hit",
+                   info.ms, info.arch);
+        }
+        ck_assert_msg(tk_attention_forward(c, &p, NULL) == TK_OK, "%s", tk_ctx_error(c));
+    }
+    ck_assert_int_eq(tk_gpu_sync(c), TK_OK);
+    tk_gpu_free(c, buf);
+    tk_cache_stats_get(c, &after);
+    return (after.misses - before.misses) + (after.disk_hits - before.disk_hits);
+}
+
+START_TEST(one_kernel_serves_all_shapes) {
+    if (th_gpu_or_skip(ctx)) return;
+    tk_origin first;
+    uint64_t builds = run_triples(ctx, &first);
+    ck_assert_int_eq(first, TK_FROM_COMPILE);
+    ck_assert_msg(builds == 1, "%llu compiles/loads for 20 shapes", (unsigned long long)builds);
+    fflush(stdout);
+    /* A second process (exec'ed: CUDA does not survive fork), same cache. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_gpu_kernels", "--second-process", cache_dir, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "second process did not load from disk");
+}
+END_TEST
+
+/* The second process of one_kernel_serves_all_shapes. */
+static int second_process(const char *dir) {
+    tk_ctx *c;
+    tk_origin o = TK_FROM_COMPILE;
+    int ok = tk_ctx_create(&c) == TK_OK && tk_cache_set_dir(c, dir) == TK_OK &&
+             run_triples(c, &o) == 1 && o == TK_FROM_DISK;
+    tk_ctx_destroy(c);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--second-process")) return second_process(argv[2]);
+    Suite *s = suite_create("gpu_kernels");
+    TCase *tv = tcase_create("validation");
+    tcase_add_checked_fixture(tv, setup, teardown);
+    tcase_add_test(tv, attention_rejects_bad_params);
+    tcase_add_test(tv, gemm_rejects_bad_params);
+    suite_add_tcase(s, tv);
+    TCase *tg = tcase_create("gpu");
+    tcase_add_checked_fixture(tg, setup, teardown);
+    tcase_set_timeout(tg, 900);
+    tcase_add_loop_test(tg, gemm_on_gpu, 0, (int)(sizeof gemm_shapes / sizeof *gemm_shapes));
+    tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
+    tcase_add_test(tg, one_kernel_serves_all_shapes);
+    suite_add_tcase(s, tg);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,321 @@
+/* The ready-made kernels (kernels/gemm.c, kernels/attention.c) on the CPU
+ * interpreter against float64 references.
+ *
+ * Every run draws fresh random inputs (the seed is printed; TK_TEST_SEED
+ * repeats it). Outputs start NaN-poisoned, so an element the kernel never
+ * writes fails the comparison; output buffers carry gaps (padded rows) that
+ * must stay untouched. Shapes stay small: the interpreter is slow and this
+ * file also runs under ASan. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk/tk_kernels.h"
+#include "util/ref.h"
+
+static tk_ctx *ctx;
+
+static void setup(void) {
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    ref_seed();
+}
+
+static void teardown(void) {
+    tk_ctx_destroy(ctx);
+    ctx = NULL;
+}
+
+/* ---- GEMM ------------------------------------------------------------------ */
+/* Configurations: the default one and a few others covering other warp grids
+ * (2x2 of 32x32, 4x2, 1x1, 1x2) and pipeline depths. */
+static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
+    tk_gemm_config c = tk_gemm_default_config(in, out, tb);
+    switch (which) {
+    case 1: c.block_m = 64; c.block_n = 64; c.block_k = 32; c.warps = 4; c.stages = 2; break;
+    case 2: c.block_m = 128; c.block_n = 64; c.block_k = 64; c.warps = 8; c.stages = 3; break;
+    case 3: c.block_m = 32; c.block_n = 32; c.block_k = 16; c.warps = 1; c.stages = 2; break;
+    case 4: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 3; break;
+    default: break;
+    }
+    return c;
+}
+
+typedef struct gemm_case {
+    int64_t M, N, K;
+    int tb;
+    tk_dtype in, out;
+    int cfg;
+} gemm_case;
+
+static const gemm_case gemm_cases[] = {
+    {1, 1, 1, 0, TK_BF16, TK_F32, 0},
+    {17, 33, 100, 0, TK_BF16, TK_BF16, 0},
+    {64, 64, 64, 1, TK_F16, TK_F32, 0},
+    {130, 70, 48, 1, TK_BF16, TK_BF16, 0},
+    {100, 17, 130, 0, TK_F16, TK_F16, 1},
+    {128, 128, 32, 0, TK_BF16, TK_F32, 0},
+    {1, 200, 17, 1, TK_BF16, TK_F32, 2},
+    {33, 1, 64, 0, TK_F16, TK_BF16, 3},
+    {150, 140, 96, 1, TK_F16, TK_F32, 4},
+    {5, 64, 300, 0, TK_BF16, TK_BF16, 2},
+    {70, 130, 1, 1, TK_BF16, TK_F16, 1},
+    {96, 48, 200, 1, TK_F16, TK_F16, 3},
+};
+#define N_GEMM (int)(sizeof gemm_cases / sizeof gemm_cases[0])
+
+static double out_tol(tk_dtype dt) { return dt == TK_F32 ? 1e-4 : dt == TK_F16 ? 3e-3 : 1e-2; }
+
+static void check_gemm(const gemm_case *g) {
+    tk_gemm_config cfg = gemm_cfg(g->cfg, g->in, g->out, g->tb);
+    tk_kernel *k = NULL;
+    tk_status s = tk_gemm_build(ctx, &cfg, &k);
+    ck_assert_msg(s == TK_OK, "gemm build: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
+
+    int64_t da[2] = {g->M, g->K}, db[2] = {g->K, g->N}, dc[2] = {g->M, g->N};
+    if (g->tb) { db[0] = g->N; db[1] = g->K; }
+    /* A with padded rows (an unaligned leading dimension), C with gaps. */
+    ref_tensor A = ref_tensor_new_layout(g->in, 2, da, NULL, 3);
+    ref_tensor B = ref_tensor_new(g->in, 2, db);
+    ref_tensor C = ref_tensor_new_layout(g->out, 2, dc, NULL, 5);
+    ref_tensor_random(&A, -1, 1);
+    ref_tensor_random(&B, -1, 1);
+    ref_tensor_fill_all(&C, NAN);
+    void *before = ref_tensor_snapshot(&C);
+
+    tk_arg args[3] = {ref_tensor_arg(&A), ref_tensor_arg(&B), ref_tensor_arg(&C)};
+    int64_t grid[3];
+    ck_assert_int_eq(tk_kernel_grid(k, 3, args, grid), TK_OK);
+    ck_assert_int_eq(grid[0], (g->N + cfg.block_n - 1) / cfg.block_n);
+    ck_assert_int_eq(grid[1], (g->M + cfg.block_m - 1) / cfg.block_m);
+    ck_assert_int_eq(grid[2], 1);
+    s = tk_interp_run(k, 3, args);
+    ck_assert_msg(s == TK_OK, "gemm run: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
+
+    double *a = ref_tensor_to_f64(&A), *b = ref_tensor_to_f64(&B), *c = ref_tensor_to_f64(&C);
+    double *want = malloc(sizeof(double) * (size_t)(g->M * g->N));
+    ck_assert_ptr_nonnull(want);
+    ref_gemm(a, b, want, g->M, g->N, g->K, g->tb);
+    int64_t n = g->M * g->N, nan = ref_count_nan(c, n), stray = ref_tensor_stray_writes(&C, before);
+    double err = ref_rel_err(c, want, n);
+    printf("gemm %3lldx%3lldx%3lld %s %s->%s cfg %d (%s): rel err %.2e\n", (long long)g->M,
+           (long long)g->N, (long long)g->K, g->tb ? "A*B^T" : "A*B  ", tk_dtype_name(g->in),
+           tk_dtype_name(g->out), g->cfg, tk_kernel_name(k), err);
+    ck_assert_msg(nan == 0, "%lld of %lld outputs not written", (long long)nan, (long long)n);
+    ck_assert_msg(stray == 0, "%lld writes outside C", (long long)stray);
+    ck_assert_msg(err <= out_tol(g->out), "rel err %g > %g", err, out_tol(g->out));
+
+    free(a); free(b); free(c); free(want); free(before);
+    ref_tensor_free(&A); ref_tensor_free(&B); ref_tensor_free(&C);
+    tk_kernel_destroy(k);
+}
+
+START_TEST(test_gemm) { check_gemm(&gemm_cases[_i]); }
+END_TEST
+
+/* Fresh random shapes and configurations each run. */
+START_TEST(test_gemm_random) {
+    static const tk_dtype in[2] = {TK_BF16, TK_F16}, out[3] = {TK_BF16, TK_F16, TK_F32};
+    gemm_case g = {.M = ref_randint(1, 300), .N = ref_randint(1, 300), .K = ref_randint(1, 300),
+                   .tb = (int)ref_randint(0, 1), .in = in[ref_randint(0, 1)],
+                   .out = out[ref_randint(0, 2)], .cfg = (int)ref_randint(0, 4)};
+    check_gemm(&g);
+}
+END_TEST
+
+START_TEST(test_gemm_config_errors) {
+    tk_kernel *k = (tk_kernel *)&k;
+    tk_gemm_config c = tk_gemm_default_config(TK_F32, TK_F32, 0);
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_null(k);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "in_dtype"));
+    c = tk_gemm_default_config(TK_BF16, TK_I32, 0);
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    c.block_k = 24;
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    c.warps = 3; /* 128x128 has no 3-warp split into multiples of 16 */
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "warps"));
+    c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    c.stages = 1;
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    c.block_m = c.block_n = 256; c.block_k = 128; c.stages = 8; /* > 227 KiB of shared */
+    ck_assert_int_ne(tk_gemm_build(ctx, &c, &k), TK_OK);
+    ck_assert_ptr_null(k);
+    ck_assert_int_eq(tk_gemm_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, NULL), TK_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* ---- Attention --------------------------------------------------------------- */
+typedef struct attn_case {
+    int64_t B, Hq, Hkv, Nq, Nkv;
+    int D, causal;
+    tk_dtype dt;
+    int bnhd; /* Q, K, V, O stored as [B, N, H, D] */
+} attn_case;
+
+static const attn_case attn_cases[] = {
+    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0},
+    {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0},
+    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0},   /* GQA 2:1 */
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0},
+    {1, 1, 1, 100, 100, 64, 1, TK_F16, 1}, /* [B,N,H,D] */
+    {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0}, /* Nq < Nkv, GQA */
+    {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0}, /* Nq > Nkv causal: rows without keys */
+    {1, 1, 1, 65, 130, 128, 1, TK_F16, 0}, /* Nq < Nkv causal */
+    {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1},
+    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0},   /* one key: only the last row sees it */
+    {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1},
+    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0},   /* decode-like: one query, GQA 4:1 */
+    {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1}, /* two query blocks of 128, Nq > Nkv */
+};
+#define N_ATTN (int)(sizeof attn_cases / sizeof attn_cases[0])
+
+static void check_attention(const attn_case *a) {
+    tk_attention_config cfg = {.dtype = a->dt, .head_dim = a->D, .causal = a->causal};
+    tk_kernel *k = NULL;
+    tk_status s = tk_attention_fwd_build(ctx, &cfg, &k);
+    ck_assert_msg(s == TK_OK, "attention build: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
+
+    static const int perm_bnhd[4] = {0, 2, 1, 3};
+    const int *perm = a->bnhd ? perm_bnhd : NULL;
+    int64_t dq[4] = {a->B, a->Hq, a->Nq, a->D}, dk[4] = {a->B, a->Hkv, a->Nkv, a->D};
+    int64_t dl[3] = {a->B, a->Hq, a->Nq};
+    ref_tensor Q = ref_tensor_new_layout(a->dt, 4, dq, perm, 0);
+    ref_tensor K = ref_tensor_new_layout(a->dt, 4, dk, perm, 0);
+    ref_tensor V = ref_tensor_new_layout(a->dt, 4, dk, perm, 0);
+    ref_tensor O = ref_tensor_new_layout(a->dt, 4, dq, perm, a->bnhd ? 0 : 8);
+    ref_tensor L = ref_tensor_new_layout(TK_F32, 3, dl, NULL, 2);
+    /* Scores of a few units: softmax neither flat nor one-hot. */
+    ref_tensor_random(&Q, -2, 2);
+    ref_tensor_random(&K, -2, 2);
+    ref_tensor_random(&V, -1, 1);
+    ref_tensor_fill_all(&O, NAN);
+    ref_tensor_fill_all(&L, NAN);
+    void *o_before = ref_tensor_snapshot(&O), *l_before = ref_tensor_snapshot(&L);
+    float scale = (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)a->D));
+
+    tk_arg args[6] = {ref_tensor_arg(&Q), ref_tensor_arg(&K), ref_tensor_arg(&V),
+                      ref_tensor_arg(&O), ref_tensor_arg(&L), tk_arg_f32(scale)};
+    int64_t grid[3];
+    ck_assert_int_eq(tk_kernel_grid(k, 6, args, grid), TK_OK);
+    ck_assert_int_eq(grid[0], (a->Nq + 127) / 128); /* 128 query rows per block */
+    ck_assert_int_eq(grid[1], a->Hq);
+    ck_assert_int_eq(grid[2], a->B);
+    s = tk_interp_run(k, 6, args);
+    ck_assert_msg(s == TK_OK, "attention run: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
+
+    double *q = ref_tensor_to_f64(&Q), *kk = ref_tensor_to_f64(&K), *v = ref_tensor_to_f64(&V);
+    double *o = ref_tensor_to_f64(&O), *l = ref_tensor_to_f64(&L);
+    int64_t no = ref_tensor_count(&O), nl = ref_tensor_count(&L);
+    double *o_ref = malloc(sizeof(double) * (size_t)no), *l_ref = malloc(sizeof(double) * (size_t)nl);
+    ck_assert(o_ref && l_ref);
+    ref_attention(q, kk, v, o_ref, l_ref, a->B, a->Hq, a->Hkv, a->Nq, a->Nkv, a->D, scale,
+                  a->causal);
+    double eo = ref_rel_err(o, o_ref, no), el = ref_rel_err(l, l_ref, nl);
+    int64_t nan_o = ref_count_nan(o, no), nan_l = ref_count_nan(l, nl);
+    int64_t stray = ref_tensor_stray_writes(&O, o_before) + ref_tensor_stray_writes(&L, l_before);
+    printf("attn B%lld Hq%lld Hkv%lld Nq%3lld Nkv%3lld D%3d %s %s%s: rel err O %.2e L %.2e\n",
+           (long long)a->B, (long long)a->Hq, (long long)a->Hkv, (long long)a->Nq,
+           (long long)a->Nkv, a->D, tk_dtype_name(a->dt), a->causal ? "causal" : "full  ",
+           a->bnhd ? " bnhd" : "", eo, el);
+    ck_assert_msg(nan_o == 0 && nan_l == 0, "%lld O and %lld L elements not written (or NaN)",
+                  (long long)nan_o, (long long)nan_l);
+    ck_assert_msg(stray == 0, "%lld writes outside O / L", (long long)stray);
+    ck_assert_msg(eo <= 1e-2, "O rel err %g > 1e-2", eo);
+    ck_assert_msg(el <= 1e-3, "L rel err %g > 1e-3", el);
+
+    free(q); free(kk); free(v); free(o); free(l); free(o_ref); free(l_ref);
+    free(o_before); free(l_before);
+    ref_tensor_free(&Q); ref_tensor_free(&K); ref_tensor_free(&V);
+    ref_tensor_free(&O); ref_tensor_free(&L);
+    tk_kernel_destroy(k);
+}
+
+START_TEST(test_attention) { check_attention(&attn_cases[_i]); }
+END_TEST
+
+START_TEST(test_attention_random) {
+    attn_case a = {.B = ref_randint(1, 2), .Hkv = ref_randint(1, 2), .Nq = ref_randint(1, 200),
+                   .Nkv = ref_randint(1, 200), .D = ref_randint(0, 1) ? 128 : 64,
+                   .causal = (int)ref_randint(0, 1), .dt = ref_randint(0, 1) ? TK_BF16 : TK_F16,
+                   .bnhd = (int)ref_randint(0, 1)};
+    a.Hq = a.Hkv * ref_randint(1, 3);
+    if (ref_randint(0, 2) == 0) a.Nkv = a.Nq; /* the usual self-attention shape */
+    check_attention(&a);
+}
+END_TEST
+
+START_TEST(test_attention_config_errors) {
+    tk_kernel *k = (tk_kernel *)&k;
+    tk_attention_config c = {.dtype = TK_F32, .head_dim = 64, .causal = 0};
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_null(k);
+    c.dtype = TK_BF16;
+    c.head_dim = 96;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "head_dim"));
+    c.head_dim = 64;
+    c.causal = 2;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, NULL), TK_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* The kernels' identity: specialization constants and names. */
+START_TEST(test_kernel_shape) {
+    tk_kernel *k;
+    tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128, .causal = 1};
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_int_eq(tk_kernel_warps(k), 8);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d128_causal");
+    ck_assert_uint_eq(tk_kernel_smem_bytes(k), 4 * 64 * 128 * 2); /* K, V: 2 stages each */
+    tk_kernel_destroy(k);
+    c.head_dim = 64;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_int_eq(tk_kernel_warps(k), 4);
+    tk_kernel_destroy(k);
+    tk_gemm_config g = tk_gemm_default_config(TK_BF16, TK_BF16, 1);
+    ck_assert_int_eq(tk_gemm_build(ctx, &g, &k), TK_OK);
+    ck_assert_int_eq(tk_kernel_warps(k), 4);
+    ck_assert_uint_eq(tk_kernel_smem_bytes(k), 3 * (128 * 64 + 128 * 64) * 2);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
+static Suite *kernels_suite(void) {
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("build");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_gemm_config_errors);
+    tcase_add_test(tc, test_attention_config_errors);
+    tcase_add_test(tc, test_kernel_shape);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gemm");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_gemm, 0, N_GEMM);
+    tcase_add_loop_test(tc, test_gemm_random, 0, 16);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("attention");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_attention, 0, N_ATTN);
+    tcase_add_loop_test(tc, test_attention_random, 0, 12);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(kernels_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
