@@ -1,137 +1,170 @@
-/* TileKittens' main example: build the FlashAttention-2 forward kernel, look
- * at it, run it, and check it against a plain C reference.
+/* TileKittens' main example: attention forward from C.
  *
- *   ./attention            runs on the CPU interpreter (B=1, H=2, N=100, D=64)
+ * With a GPU: prepares the kernel through tk_attention_prepare (saying
+ * whether it was compiled, or came from the disk cache, and how long that
+ * took), runs tk_attention_forward at a few (B, H, N) shapes — one compiled
+ * kernel serves them all — and checks each against a float64 CPU reference.
+ * Without a GPU: builds the same kernel and runs it on the CPU interpreter
+ * at a small shape, against the same reference.
  *
- * The run is one call, run_kernel(), so another backend (the GPU through
- * tk_compile / tk_launch) slots in next to the interpreter. */
+ *   ./attention        (run it twice: the second run loads from the disk cache) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tk/tk.h"
+#include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
+#include "tk/tk_run.h"
 
-enum { B = 1, H = 2, N = 100, D = 64 };
+typedef struct shape { int64_t b, h, n, d; } shape;
 
-typedef enum backend { ON_INTERPRETER, ON_GPU } backend;
+typedef struct problem {
+    shape s;
+    size_t n;          /* elements of Q (= K, V, O)        */
+    uint16_t *q, *k, *v, *o;
+    float *lse;
+} problem;
 
-/* Runs k over its grid with args (host buffers). */
-static tk_status run_kernel(tk_ctx *ctx, backend where, tk_kernel *k, int nargs, tk_arg *args) {
-    switch (where) {
-    case ON_INTERPRETER: return tk_interp_run(k, nargs, args);
-    case ON_GPU: /* run_on_gpu(ctx, k, nargs, args): upload, tk_compile, tk_launch, download */
-        fprintf(stderr, "the GPU path is not wired into this example yet\n");
-        return TK_ERR_UNSUPPORTED;
-    }
-    (void)ctx;
-    return TK_ERR_INVALID_ARG;
+static problem make_problem(shape s) {
+    problem p = {.s = s, .n = (size_t)(s.b * s.h * s.n * s.d)};
+    p.q = malloc(p.n * 2), p.k = malloc(p.n * 2), p.v = malloc(p.n * 2), p.o = malloc(p.n * 2);
+    p.lse = malloc(sizeof(float) * (size_t)(s.b * s.h * s.n));
+    if (!p.q || !p.k || !p.v || !p.o || !p.lse) exit(1);
+    uint16_t *in[3] = {p.q, p.k, p.v};
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < p.n; i++)
+            in[t][i] = tk_f32_to_bf16(4.0f * (float)rand() / (float)RAND_MAX - 2.0f);
+    memset(p.o, 0xff, p.n * 2); /* NaN: an element the kernel misses shows up */
+    memset(p.lse, 0xff, sizeof(float) * (size_t)(s.b * s.h * s.n));
+    return p;
 }
 
-/* Plain softmax(scale·Q·Kᵀ)·V and log-sum-exp, in double. */
-static void reference(const float *q, const float *k, const float *v, double scale, double *o,
-                      double *lse) {
-    double s[N];
-    for (int h = 0; h < H; h++)
-        for (int i = 0; i < N; i++) {
-            const float *qi = q + ((size_t)h * N + i) * D;
+static void free_problem(problem *p) {
+    free(p->q), free(p->k), free(p->v), free(p->o), free(p->lse);
+}
+
+/* ‖O − ref‖/‖ref‖ and the same for L, against softmax(Q·Kᵀ/√D)·V in double. */
+static void check(const problem *p, double *eo, double *el) {
+    int64_t N = p->s.n, D = p->s.d, rows = p->s.b * p->s.h;
+    double so = 0, no = 0, sl = 0, nl = 0, scale = 1.0 / sqrt((double)D);
+    double *s = malloc(sizeof(double) * (size_t)N), *acc = malloc(sizeof(double) * (size_t)D);
+    for (int64_t bh = 0; bh < rows; bh++)
+        for (int64_t i = 0; i < N; i++) {
+            const uint16_t *qi = p->q + (bh * N + i) * D;
             double m = -INFINITY, l = 0;
-            for (int j = 0; j < N; j++) {
+            for (int64_t j = 0; j < N; j++) {
+                const uint16_t *kj = p->k + (bh * N + j) * D;
                 double dot = 0;
-                for (int d = 0; d < D; d++) dot += (double)qi[d] * k[((size_t)h * N + j) * D + d];
-                s[j] = scale * dot;
+                for (int64_t d = 0; d < D; d++) dot += tk_bf16_to_f32(qi[d]) * tk_bf16_to_f32(kj[d]);
+                s[j] = dot * scale;
                 m = fmax(m, s[j]);
             }
-            double *oi = o + ((size_t)h * N + i) * D;
-            memset(oi, 0, sizeof(double) * D);
-            for (int j = 0; j < N; j++) {
-                double p = exp(s[j] - m);
-                l += p;
-                for (int d = 0; d < D; d++) oi[d] += p * v[((size_t)h * N + j) * D + d];
+            memset(acc, 0, sizeof(double) * (size_t)D);
+            for (int64_t j = 0; j < N; j++) {
+                double e = exp(s[j] - m);
+                l += e;
+                for (int64_t d = 0; d < D; d++) acc[d] += e * tk_bf16_to_f32(p->v[(bh * N + j) * D + d]);
             }
-            for (int d = 0; d < D; d++) oi[d] /= l;
-            lse[h * N + i] = m + log(l);
+            for (int64_t d = 0; d < D; d++) {
+                double ref = acc[d] / l, got = tk_bf16_to_f32(p->o[(bh * N + i) * D + d]);
+                so += (got - ref) * (got - ref), no += ref * ref;
+            }
+            double lref = m + log(l), lgot = p->lse[bh * N + i];
+            sl += (lgot - lref) * (lgot - lref), nl += lref * lref;
         }
+    free(s), free(acc);
+    *eo = sqrt(so / no), *el = sqrt(sl / nl); /* NaN anywhere makes these NaN */
+}
+
+static int report(const problem *p, const char *where) {
+    double eo, el;
+    check(p, &eo, &el);
+    int ok = eo <= 1e-2 && el <= 1e-3; /* NaN fails both */
+    printf("  %s B=%lld H=%lld N=%lld D=%lld: rel err O %.2e, L %.2e  %s\n", where,
+           (long long)p->s.b, (long long)p->s.h, (long long)p->s.n, (long long)p->s.d, eo, el,
+           ok ? "PASS" : "FAIL");
+    return ok;
+}
+
+/* ---- GPU: the public entry point, one kernel for every shape ------------- */
+static int run_gpu(tk_ctx *ctx, const shape *shapes, int nshapes) {
+    int ok = 1;
+    for (int i = 0; i < nshapes && ok; i++) {
+        problem p = make_problem(shapes[i]);
+        size_t bytes = p.n * 2, lbytes = sizeof(float) * (size_t)(p.s.b * p.s.h * p.s.n);
+        void *d[5] = {0};
+        tk_status s = TK_OK;
+        for (int t = 0; t < 5 && !s; t++) s = tk_gpu_alloc(ctx, t < 4 ? bytes : lbytes, &d[t]);
+        const void *host[5] = {p.q, p.k, p.v, p.o, p.lse};
+        for (int t = 0; t < 5 && !s; t++) s = tk_gpu_upload(ctx, d[t], host[t], t < 4 ? bytes : lbytes);
+        tk_attention_params a = {.dtype = TK_BF16, .head_dim = (int32_t)p.s.d, .batch = p.s.b,
+                                 .heads_q = p.s.h, .heads_kv = p.s.h, .seq_q = p.s.n,
+                                 .seq_kv = p.s.n, .q = d[0], .k = d[1], .v = d[2], .o = d[3],
+                                 .lse = d[4]};
+        if (!s && i == 0) {
+            tk_prepare_info info;
+            if (!(s = tk_attention_prepare(ctx, &a, &info)))
+                printf("kernel for bf16, D=%lld, non-causal on %s: %s in %.1f ms\n",
+                       (long long)p.s.d, info.arch,
+                       info.origin == TK_FROM_COMPILE ? "compiled (LLVM NVPTX + driver JIT)"
+                       : info.origin == TK_FROM_DISK ? "loaded from the disk cache"
+                       : "found in memory", info.ms);
+        }
+        if (!s) s = tk_attention_forward(ctx, &a, NULL);
+        if (!s) s = tk_gpu_sync(ctx);
+        if (!s) s = tk_gpu_download(ctx, p.o, d[3], bytes);
+        if (!s) s = tk_gpu_download(ctx, p.lse, d[4], lbytes);
+        if (s) fprintf(stderr, "GPU run failed: %s: %s\n", tk_status_name(s), tk_ctx_error(ctx));
+        ok = !s && report(&p, "GPU");
+        for (int t = 0; t < 5; t++)
+            if (d[t]) tk_gpu_free(ctx, d[t]);
+        free_problem(&p);
+    }
+    tk_cache_stats st;
+    tk_cache_stats_get(ctx, &st);
+    printf("cache: %llu compiled, %llu from disk, %llu memory hits (dir %s)\n",
+           (unsigned long long)st.misses, (unsigned long long)st.disk_hits,
+           (unsigned long long)st.memory_hits, tk_cache_dir(ctx) ? tk_cache_dir(ctx) : "off");
+    return ok;
+}
+
+/* ---- CPU interpreter: the same kernel, a small shape ------------------------ */
+static int run_interpreter(tk_ctx *ctx, shape s) {
+    tk_attention_config cfg = {.dtype = TK_BF16, .head_dim = (int)s.d, .causal = 0};
+    tk_kernel *k;
+    if (tk_attention_fwd_build(ctx, &cfg, &k)) {
+        fprintf(stderr, "build failed: %s\n", tk_ctx_error(ctx));
+        return 0;
+    }
+    printf("kernel %s: %d warps, %zu bytes of shared memory\n", tk_kernel_name(k),
+           tk_kernel_warps(k), tk_kernel_smem_bytes(k));
+    problem p = make_problem(s);
+    int64_t d4[4] = {s.b, s.h, s.n, s.d}, d3[3] = {s.b, s.h, s.n};
+    tk_arg args[6] = {tk_arg_tensor(p.q, TK_BF16, 4, d4), tk_arg_tensor(p.k, TK_BF16, 4, d4),
+                      tk_arg_tensor(p.v, TK_BF16, 4, d4), tk_arg_tensor(p.o, TK_BF16, 4, d4),
+                      tk_arg_tensor(p.lse, TK_F32, 3, d3), tk_arg_f32(1.0f / sqrtf((float)s.d))};
+    tk_status st = tk_interp_run(k, 6, args);
+    if (st) fprintf(stderr, "interpreter: %s: %s\n", tk_status_name(st), tk_ctx_error(ctx));
+    int ok = !st && report(&p, "interpreter");
+    free_problem(&p);
+    tk_kernel_destroy(k);
+    return ok;
 }
 
 int main(void) {
     tk_ctx *ctx;
     if (tk_ctx_create(&ctx)) return 1;
-
-    /* 1. Build: bf16, head dim 64, not causal. */
-    tk_attention_config cfg = {.dtype = TK_BF16, .head_dim = D, .causal = 0};
-    tk_kernel *k;
-    if (tk_attention_fwd_build(ctx, &cfg, &k)) {
-        fprintf(stderr, "build failed: %s\n", tk_ctx_error(ctx));
-        tk_ctx_destroy(ctx);
-        return 1;
-    }
-    char *ir = NULL;
-    if (tk_kernel_print(k, &ir) == TK_OK) {
-        int lines = 0;
-        for (const char *c = ir; *c; c++) lines += *c == '\n';
-        printf("kernel %s: %d warps, %zu bytes of shared memory, IR %d lines (%zu bytes)\n",
-               tk_kernel_name(k), tk_kernel_warps(k), tk_kernel_smem_bytes(k), lines, strlen(ir));
-        tk_free(ir);
-    }
-
-    /* 2. Inputs: random bf16 values (the reference reads the same rounded values). */
-    size_t n = (size_t)B * H * N * D;
-    uint16_t *q = malloc(n * 2), *kk = malloc(n * 2), *v = malloc(n * 2), *o = malloc(n * 2);
-    float *qf = malloc(n * 4), *kf = malloc(n * 4), *vf = malloc(n * 4);
-    float *lse = malloc(sizeof(float) * B * H * N);
-    double *o_ref = malloc(n * sizeof(double)), *l_ref = malloc(sizeof(double) * B * H * N);
-    if (!q || !kk || !v || !o || !qf || !kf || !vf || !lse || !o_ref || !l_ref) return 1;
     srand(1234);
-    uint16_t *bufs[3] = {q, kk, v};
-    float *fl[3] = {qf, kf, vf};
-    for (int t = 0; t < 3; t++)
-        for (size_t i = 0; i < n; i++) {
-            bufs[t][i] = tk_f32_to_bf16(2.0f * rand() / (float)RAND_MAX - 1.0f);
-            fl[t][i] = tk_bf16_to_f32(bufs[t][i]);
-        }
-    float scale = 1.0f / sqrtf((float)D);
-    memset(o, 0xff, n * 2); /* NaN: an element the kernel misses shows up */
-    memset(lse, 0xff, sizeof(float) * B * H * N);
-
-    /* 3. Run: Q, K, V, O are [B, H, N, D], L is [B, H, N], then the scale. */
-    int64_t d4[4] = {B, H, N, D}, d3[3] = {B, H, N};
-    tk_arg args[6] = {tk_arg_tensor(q, TK_BF16, 4, d4), tk_arg_tensor(kk, TK_BF16, 4, d4),
-                      tk_arg_tensor(v, TK_BF16, 4, d4), tk_arg_tensor(o, TK_BF16, 4, d4),
-                      tk_arg_tensor(lse, TK_F32, 3, d3), tk_arg_f32(scale)};
-    int64_t grid[3] = {0, 0, 0};
-    tk_kernel_grid(k, 6, args, grid);
-    printf("grid %lld x %lld x %lld blocks\n", (long long)grid[0], (long long)grid[1],
-           (long long)grid[2]);
-    tk_status s = run_kernel(ctx, ON_INTERPRETER, k, 6, args);
-    if (s) {
-        fprintf(stderr, "run failed: %s: %s\n", tk_status_name(s), tk_ctx_error(ctx));
-        return 1;
+    int ok;
+    if (tk_gpu_init(ctx) == TK_OK) {
+        static const shape shapes[] = {{2, 8, 1000, 128}, {1, 16, 257, 128}, {4, 2, 64, 128}};
+        ok = run_gpu(ctx, shapes, 3);
+    } else {
+        printf("no GPU (%s): running on the CPU interpreter\n", tk_ctx_error(ctx));
+        ok = run_interpreter(ctx, (shape){1, 2, 100, 64});
     }
-
-    /* 4. Check: relative L2 error of O and of the log-sum-exp L. */
-    reference(qf, kf, vf, scale, o_ref, l_ref);
-    double no = 0, eo = 0, nl = 0, el = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = tk_bf16_to_f32(o[i]) - o_ref[i];
-        eo += d * d;
-        no += o_ref[i] * o_ref[i];
-    }
-    for (size_t i = 0; i < (size_t)B * H * N; i++) {
-        double d = lse[i] - l_ref[i];
-        el += d * d;
-        nl += l_ref[i] * l_ref[i];
-    }
-    eo = sqrt(eo / no);
-    el = sqrt(el / nl);
-    int ok = eo <= 1e-2 && el <= 1e-3; /* NaN fails both */
-    printf("B=%d H=%d N=%d D=%d: rel err O %.3e, L %.3e: %s\n", B, H, N, D, eo, el,
-           ok ? "PASS" : "FAIL");
-
-    free(q); free(kk); free(v); free(o); free(qf); free(kf); free(vf); free(lse);
-    free(o_ref); free(l_ref);
-    tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
     return ok ? 0 : 1;
 }

@@ -53,7 +53,7 @@ static void affine_init(tk_lower *L, copy *c) {
     c->gstep = rowstep;
 }
 
-/* Chunk of round k (an i32 value: the unrolled constant or a loop iv). */
+/* Chunk of round k (an i32 value: the loop iv). */
 static void chunk_at(tk_lower *L, copy *c, LLVMValueRef k, chunk *ch) {
     LLVMBuilderRef b = L->b;
     if (c->dr) {
@@ -81,9 +81,10 @@ static void chunk_at(tk_lower *L, copy *c, LLVMValueRef k, chunk *ch) {
 
 typedef void (*chunk_fn)(tk_lower *L, copy *c, const chunk *ch);
 
-/* for (k = 0; k < rounds; k++) fn(chunk tid + k*NT): a constant trip count
- * that O3 unrolls for usual tiles; rounds that would run past the tile are
- * guarded when NT does not divide the chunk count. */
+/* for (k = 0; k < rounds; k++) fn(chunk tid + k*NT), kept rolled: unrolled,
+ * LICM would keep every round's addresses live across an enclosing k-loop.
+ * Rounds that would run past the tile are guarded when NT does not divide
+ * the chunk count. */
 static void for_chunks(tk_lower *L, copy *c, chunk_fn fn) {
     LLVMBuilderRef b = L->b;
     tk_lw_loop lp = {.rolled = true};

@@ -10,7 +10,7 @@
  *            consecutive rows then put a given logical chunk in 8 different
  *            16-byte bank groups, so ldmatrix (8 row addresses per phase, .trans
  *            too), cp.async 16-byte writes (8 consecutive chunks per phase) and
- *            register pair stores (rows g = 0..7) are free of bank conflicts
+ *            16-bit register pair stores (rows g = 0..7) are free of bank conflicts
  *            whenever n is a power of two; a 16-byte chunk never straddles
  *            rows or gets split, so vector accesses stay contiguous.
  * Global views: a window (row0, col0) over the last two dims (or the last

@@ -1,12 +1,15 @@
 /* Lowering of memory ops (rules: ops/memory.c); block-wide copies are in
- * jit/lower_copy.c, addressing in jit/lower_mem.c.
+ * jit/lower_copy.c, addressing in jit/lower_mem.c, the contract in
+ * docs/LOWERING.md.
  *
- * Register <-> global (each thread moves the elements it holds):
- *   fast path when the whole tile is inside the view (and, for ROW tiles,
- *   rows are unit-stride and pair-aligned): ROW tiles move (e, e+1) pairs as
- *   one 2-element vector access, COL tiles move single elements, no checks;
- *   otherwise every element is masked (out of range: load `fill`, skip the
- *   store). The test is uniform over the owner, so the branch never diverges.
+ * Register <-> global (each thread moves the elements it holds), three
+ * paths picked by tests that are uniform over the owner (no divergence):
+ *   1. whole tile inside the view and, for ROW tiles, unit column stride and
+ *      pair alignment: (e, e+1) pairs as one 2-element access (ROW), single
+ *      elements (COL), no checks;
+ *   2. unit column stride: every element masked (loads read `fill`, stores
+ *      are skipped), column offsets are immediates;
+ *   3. any stride: the same, stores in a rolled loop over columns.
  *   Vectors always take the masked path; one lane (tk_vec_writer) stores.
  * Register <-> shared, 16-bit dtypes: ldmatrix.x4 per 16x16 subtile (.trans
  *   for COL tiles); stores: stmatrix.x4 on sm_90+, else pair stores. f32:
@@ -40,7 +43,9 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
 static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     LLVMValueRef n = tk_lw_i32c(L, op->attr[0]);
     switch (op->opc) {
-    case TK_OP_ASYNC_COMMIT: tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0); break;
+    case TK_OP_ASYNC_COMMIT:
+        tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
+        break;
     case TK_OP_ASYNC_WAIT: tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1); break;
     default: /* bar.sync 0: every thread of the block */
         n = tk_lw_i32c(L, 0);
@@ -206,8 +211,64 @@ static void g2r_masked(tk_lower *L, void *ctx, LLVMValueRef *out) {
                   out);
 }
 
+/* Any column stride: a rolled loop over the tile's distinct columns; each
+ * trip picks the column's values with selects and stores one per distinct
+ * row. Unrolled, ptxas would precompute every element's 64-bit address at
+ * once (if-converted predicated stores) and spill next to a live 64x64
+ * accumulator; rolled, one column's offset is live at a time. */
+static LLVMValueRef pick(tk_lower *L, LLVMValueRef ci, const LLVMValueRef *v, int n) {
+    LLVMValueRef r = v[n - 1];
+    for (int k = n - 2; k >= 0; k--)
+        r = LLVMBuildSelect(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, ci, tk_lw_i32c(L, k), ""), v[k],
+                            r, "");
+    return r;
+}
+
+/* Distinct values of `x` (first-seen order) and the index of x[i] in them. */
+static int distinct(const int *x, int n, int *vals, int *idx) {
+    int nv = 0;
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < nv && vals[k] != x[i])
+            k++;
+        if (k == nv)
+            vals[nv++] = x[i];
+        idx[i] = k;
+    }
+    return nv;
+}
+
+static void r2g_strided(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    gio *g = ctx;
+    int n = tk_frag_count(g->t), *m = tk_lw_alloc(L, sizeof(int) * 6 * (size_t)n);
+    LLVMValueRef *grid = tk_lw_alloc(L, sizeof *grid * (size_t)n);
+    LLVMValueRef *cv = tk_lw_alloc(L, sizeof *cv * (size_t)n);
+    (void)out;
+    if (!m || !grid || !cv)
+        return;
+    int *rc = m, *cc = m + n, *rows = m + 2 * n, *cols = m + 3 * n, *ri = m + 4 * n, *ci = m + 5 * n;
+    for (int i = 0; i < n; i++)
+        tk_frag_pos(g->t, i, &rc[i], &cc[i]);
+    int nr = distinct(rc, n, rows, ri), nc = distinct(cc, n, cols, ci);
+    for (int i = 0; i < n; i++) /* a tile's elements form a full rows x cols grid */
+        grid[ri[i] * nc + ci[i]] = g->val->v[i];
+    for (int b = 0; b < nc; b++)
+        cv[b] = tk_lw_i32c(L, cols[b]);
+    tk_lw_loop lp = {.rolled = true};
+    LLVMValueRef k = tk_lw_loop_begin(L, &lp, tk_lw_i32c(L, 0), tk_lw_i32c(L, nc),
+                                      tk_lw_i32c(L, 1));
+    LLVMValueRef c = LLVMBuildAdd(L->b, g->lcol, pick(L, k, cv, nc), "");
+    for (int a = 0; a < nr; a++) {
+        LLVMValueRef r = LLVMBuildAdd(L->b, g->lrow, tk_lw_i32c(L, rows[a]), "");
+        LLVMValueRef v = pick(L, k, grid + a * nc, nc);
+        tk_lw_store_masked(L, v, tk_gwin_addr(L, &g->w, r, c), tk_gwin_inb(L, &g->w, r, c),
+                           g->esz);
+    }
+    tk_lw_loop_end(L, &lp);
+}
+
 static void r2g_masked(tk_lower *L, void *ctx, LLVMValueRef *out) {
-    tk_lw_branch2(L, unit_stride(L, ctx), r2g_unit, r2g_slow, ctx, 0, out);
+    tk_lw_branch2(L, unit_stride(L, ctx), r2g_unit, r2g_strided, ctx, 0, out);
 }
 
 static LLVMValueRef gio_fast(tk_lower *L, gio *g) {
@@ -257,8 +318,9 @@ typedef struct sio {
 static LLVMValueRef sio_addr(tk_lower *L, const sio *s, int i) {
     int rc, cc;
     tk_frag_pos(s->t, i, &rc, &cc);
-    LLVMValueRef r = LLVMBuildAdd(L->b, s->row0, LLVMBuildAdd(L->b, s->lrow, tk_lw_i32c(L, rc), ""), "");
-    LLVMValueRef c = LLVMBuildAdd(L->b, s->col0, LLVMBuildAdd(L->b, s->lcol, tk_lw_i32c(L, cc), ""), "");
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef r = LLVMBuildAdd(b, s->row0, LLVMBuildAdd(b, s->lrow, tk_lw_i32c(L, rc), ""), "");
+    LLVMValueRef c = LLVMBuildAdd(b, s->col0, LLVMBuildAdd(b, s->lcol, tk_lw_i32c(L, cc), ""), "");
     return tk_smem_addr(L, s->st, s->base, r, c);
 }
 
@@ -309,8 +371,9 @@ static LLVMValueRef pack2(tk_lower *L, LLVMValueRef x, LLVMValueRef y) {
 }
 
 static void s2r_ldmatrix(tk_lower *L, sio *s, LLVMValueRef *out) {
-    const char *name = s->t->layout == TK_COL ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
-                                              : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16";
+    const char *name = s->t->layout == TK_COL
+                           ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
+                           : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16";
     for (int J = 0; J < tk_frag_subcols(s->t); J++) {
         LLVMValueRef a0 = matrix_addr0(L, s, J);
         for (int I = 0; I < tk_frag_subrows(s->t); I++) {
@@ -324,8 +387,9 @@ static void s2r_ldmatrix(tk_lower *L, sio *s, LLVMValueRef *out) {
 }
 
 static void r2s_stmatrix(tk_lower *L, sio *s) {
-    const char *name = s->t->layout == TK_COL ? "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.trans.b16"
-                                              : "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.b16";
+    const char *name = s->t->layout == TK_COL
+                           ? "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.trans.b16"
+                           : "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.b16";
     for (int J = 0; J < tk_frag_subcols(s->t); J++) {
         LLVMValueRef a0 = matrix_addr0(L, s, J);
         for (int I = 0; I < tk_frag_subrows(s->t); I++) {

@@ -1,0 +1,59 @@
+/* tk_dump: print a built-in kernel at any stage, to read what the compiler
+ * makes of it (the brief's "compile it in your head", checked).
+ *
+ *   tk_dump gemm|attention [ir|llvm|ptx] [arch] [options]
+ *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1
+ *     attention options: dtype=bf16|f16 d=64|128 causal=0|1
+ *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_kernels.h"
+
+static const char *opt(int argc, char **argv, const char *key, const char *dflt) {
+    size_t n = strlen(key);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], key, n) && argv[i][n] == '=') return argv[i] + n + 1;
+    return dflt;
+}
+
+static tk_dtype dtype(const char *s) {
+    return !strcmp(s, "f16") ? TK_F16 : !strcmp(s, "f32") ? TK_F32 : TK_BF16;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || (strcmp(argv[1], "gemm") && strcmp(argv[1], "attention"))) {
+        fprintf(stderr, "usage: tk_dump gemm|attention [ir|llvm|ptx] [arch] [key=value...]\n");
+        return 2;
+    }
+    const char *stage = argc > 2 && !strchr(argv[2], '=') ? argv[2] : "ir";
+    const char *arch = argc > 3 && !strchr(argv[3], '=') ? argv[3] : "sm_90a";
+    tk_ctx *ctx;
+    tk_kernel *k = NULL;
+    if (tk_ctx_create(&ctx)) return 1;
+    tk_status s;
+    if (!strcmp(argv[1], "gemm")) {
+        tk_gemm_config c = tk_gemm_default_config(dtype(opt(argc, argv, "in", "bf16")),
+                                                  dtype(opt(argc, argv, "out", "bf16")),
+                                                  atoi(opt(argc, argv, "tb", "0")));
+        s = tk_gemm_build(ctx, &c, &k);
+    } else {
+        tk_attention_config c = {dtype(opt(argc, argv, "dtype", "bf16")),
+                                 atoi(opt(argc, argv, "d", "128")),
+                                 atoi(opt(argc, argv, "causal", "0"))};
+        s = tk_attention_fwd_build(ctx, &c, &k);
+    }
+    char *text = NULL;
+    if (!s) s = !strcmp(stage, "ptx") ? tk_emit_ptx(ctx, k, arch, &text)
+              : !strcmp(stage, "llvm") ? tk_emit_llvm(ctx, k, arch, &text)
+              : tk_kernel_print(k, &text);
+    if (s) fprintf(stderr, "tk_dump: %s: %s\n", tk_status_name(s), tk_ctx_error(ctx));
+    else fputs(text, stdout);
+    tk_free(text);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+    return s ? 1 : 0;
+}

@@ -1,0 +1,628 @@
+/* Lowering tests (jit/lower.h): every op family and every ready-made kernel
+ * lowers to a module that LLVM verifies, to PTX for sm_80 and sm_90a that
+ * ptxas assembles, and the GEMM without spills. On a GPU machine the op
+ * kernels also run against the interpreter (memory paths: every shared
+ * layout, sync/async copies, strided and ragged views; control flow).
+ * Without ptxas or a GPU those parts skip with one line. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jit/lower.h"
+#include "tk/tk.h"
+#include "tk/tk_kernels.h"
+#include "util/harness.h"
+
+static const char *const archs[2] = {"sm_80", "sm_90a"};
+
+/* ---- ptxas --------------------------------------------------------------- */
+static const char *ptxas_path(void) {
+    static char path[512];
+    const char *env = getenv("TK_PTXAS");
+    const char *cands[2] = {env, "/usr/local/cuda/bin/ptxas"};
+    for (int i = 0; i < 2; i++)
+        if (cands[i] && access(cands[i], X_OK) == 0) {
+            snprintf(path, sizeof path, "%s", cands[i]);
+            return path;
+        }
+    static int said;
+    if (!said++)
+        printf("ptxas checks skipped: no ptxas (set TK_PTXAS or install CUDA)\n");
+    return NULL;
+}
+
+/* Assembles ptx with `ptxas -v`; returns its exit status (-1: skipped) and
+ * the spill bytes (stores + loads) it reported. */
+static int run_ptxas(const char *ptx, const char *arch, long *spills, char *log, size_t logn) {
+    const char *px = ptxas_path();
+    *spills = 0;
+    log[0] = 0;
+    if (!px)
+        return -1;
+    char file[] = "/tmp/tk_lower_XXXXXX";
+    int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    size_t len = strlen(ptx);
+    ck_assert_int_eq((long)write(fd, ptx, len), (long)len);
+    close(fd);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s -arch=%s -v %s -o /dev/null 2>&1", px, arch, file);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t used = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, p)) {
+        long st, ld;
+        const char *sp = strstr(line, "bytes spill stores");
+        if (sp) {
+            while (sp > line && sp[-1] == ' ') sp--;
+            while (sp > line && sp[-1] >= '0' && sp[-1] <= '9') sp--;
+            if (sscanf(sp, "%ld bytes spill stores, %ld bytes spill loads", &st, &ld) == 2)
+                *spills += st + ld;
+        }
+        used += (size_t)snprintf(log + used, used < logn ? logn - used : 0, "%s", line);
+        if (used >= logn) used = logn - 1;
+    }
+    int rc = pclose(p);
+    unlink(file);
+    return rc;
+}
+
+/* Lowers k for both archs: IR verifies, PTX assembles. Returns the spill
+ * bytes of the worse arch (0 when ptxas is missing). */
+static long check_lowers(const tk_kernel *k) {
+    char err[2048], log[8192];
+    long worst = 0;
+    ck_assert_msg(tk_kernel_status(k) == TK_OK, "build: %s", tk_kernel_error(k));
+    for (int a = 0; a < 2; a++) {
+        char *text = NULL, *ptx = NULL;
+        tk_status s = tk_lower_llvm_text(k, archs[a], &text, err, sizeof err);
+        ck_assert_msg(s == TK_OK, "%s %s: %s", tk_kernel_name(k), archs[a], err);
+        ck_assert_ptr_nonnull(strstr(text, "ptx_kernel"));
+        free(text);
+        s = tk_lower_ptx(k, archs[a], &ptx, err, sizeof err);
+        ck_assert_msg(s == TK_OK, "%s %s: %s", tk_kernel_name(k), archs[a], err);
+        ck_assert_ptr_nonnull(strstr(ptx, ".entry"));
+        long spills;
+        int rc = run_ptxas(ptx, archs[a], &spills, log, sizeof log);
+        ck_assert_msg(rc <= 0, "ptxas %s rejected %s:\n%s", archs[a], tk_kernel_name(k), log);
+        if (spills > worst) worst = spills;
+        free(ptx);
+    }
+    return worst;
+}
+
+/* ---- op kernels ------------------------------------------------------------ */
+static tk_value *c64(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
+static tk_value *c32(tk_kernel *k, int32_t v) { return tk_const_i32(k, v); }
+static tk_value *f32c(tk_kernel *k, float v) { return tk_const_f32(k, v); }
+
+static tk_value *i64(tk_kernel *k, tk_value *v) { return tk_cvt(k, v, TK_I64); }
+
+/* The origin row of this warp's band: block * rows_per_block + warp * rows_per_warp. */
+static tk_value *band(tk_kernel *k, int rows_per_block, int rows_per_warp) {
+    tk_value *b = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, rows_per_block));
+    return tk_add(k, b, tk_mul(k, i64(k, tk_warp_id(k)), c64(k, rows_per_warp)));
+}
+
+static tk_kernel *finish(tk_kernel *k) {
+    tk_kernel_finish(k);
+    return k;
+}
+
+static ref_tensor tensor(tk_dtype dt, int rank, const int64_t *dims, int poison) {
+    ref_tensor t = ref_tensor_new(dt, rank, dims);
+    if (poison) ref_tensor_fill_all(&t, NAN);
+    else ref_tensor_random(&t, -1.0, 1.0);
+    return t;
+}
+
+typedef tk_kernel *(*build_fn)(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
+
+/* ids, constants, dims, scalar ops, scalar conversions, spec constants. */
+static tk_kernel *k_ids(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_ids", 8, &k);
+    tk_value *X = tk_param_tensor(k, "X", TK_F32, 2);
+    tk_value *np = tk_param_scalar(k, "n", TK_I32), *f = tk_param_scalar(k, "f", TK_F32);
+    tk_value *flag = tk_param_scalar(k, "flag", TK_BOOL), *big = tk_param_scalar(k, "big", TK_I64);
+    tk_value *sp = tk_spec(k, "sp", 3);
+    tk_value *s = tk_add(k, tk_block_id(k, 0), tk_mul(k, tk_block_id(k, 1), c32(k, 2)));
+    s = tk_add(k, s, tk_mul(k, tk_block_id(k, 2), c32(k, 3)));
+    s = tk_rem(k, tk_add(k, s, tk_warp_id(k)), np);
+    tk_value *cd = tk_ceil_div(k, s, c32(k, 4));
+    tk_value *c1 = tk_lt(k, s, cd), *c2 = tk_ge(k, f, f32c(k, 0.5f));
+    tk_value *c3 = tk_and(k, tk_or(k, c1, c2), tk_or(k, flag, tk_le(k, s, c32(k, 2))));
+    tk_value *c4 = tk_and(k, tk_ne(k, i64(k, s), big), tk_eq(k, tk_gt(k, f, f32c(k, 0)), c2));
+    tk_value *v = tk_select(k, c3, tk_cvt(k, cd, TK_F32), f);
+    v = tk_add(k, v, tk_select(k, c4, f32c(k, 10), f32c(k, -10)));
+    v = tk_add(k, v, tk_mul(k, tk_cvt(k, tk_warpgroup_id(k), TK_F32), f32c(k, 100)));
+    v = tk_add(k, v, tk_cvt(k, tk_add(k, tk_dim(k, X, 0), sp), TK_F32));
+    v = tk_add(k, v, tk_cvt(k, tk_add(k, tk_cvt(k, c3, TK_I32), tk_cvt(k, f, TK_I32)), TK_F32));
+    tk_value *lane = tk_lane_id(k); /* per-thread: used only as a scalar */
+    (void)tk_add(k, lane, c32(k, 1));
+    tk_value *tile = tk_fill(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW), v);
+    tk_value *blk = tk_add(k, tk_mul(k, tk_add(k, tk_mul(k, tk_block_id(k, 2), c32(k, 2)),
+                                               tk_block_id(k, 1)), c32(k, 2)), tk_block_id(k, 0));
+    tk_value *row = tk_add(k, tk_mul(k, i64(k, blk), c64(k, 128)),
+                           tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16)));
+    tk_value *idx[2] = {row, c64(k, 0)};
+    tk_store(k, X, idx, tile);
+    tk_set_grid(k, c64(k, 2), c32(k, 2), c32(k, 2));
+    (void)dt;
+    int64_t d[2] = {1024, 16};
+    ts[0] = tensor(TK_F32, 2, d, 1);
+    sc[1] = tk_arg_i32(5), sc[2] = tk_arg_f32(0.75f), sc[3] = tk_arg_i32(1), sc[4] = tk_arg_i64(2);
+    sc[3].dtype = TK_BOOL; /* bool travels as an i32 */
+    ts[1] = ts[2] = ts[3] = ts[4] = (ref_tensor){0};
+    *n = 5;
+    return finish(k);
+}
+
+/* Elementwise ops: every shape combination, ROW and COL layouts, warp and
+ * warpgroup tiles, 16-bit arithmetic and conversions. */
+static tk_kernel *k_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_ew", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *O2 = tk_param_tensor(k, "O2", dt, 2), *V = tk_param_tensor(k, "V", TK_F32, 1);
+    tk_value *P = tk_param_tensor(k, "P", TK_F32, 2), *s = tk_param_scalar(k, "s", TK_F32);
+    tk_value *row = band(k, 64, 16), *idx[2] = {row, c64(k, 0)};
+    tk_value *x = tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW), X, idx, 0.5f);
+    tk_value *xc = tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_COL), X, idx, -0.5f);
+    tk_value *a = tk_cvt(k, x, TK_F32);
+    a = tk_add(k, tk_mul(k, a, a), tk_sub(k, s, a));
+    a = tk_div(k, a, tk_add(k, tk_abs(k, a), s));
+    a = tk_max(k, tk_min(k, a, s), tk_neg(k, tk_exp(k, a)));
+    a = tk_add(k, a, tk_mul(k, tk_log(k, tk_add(k, tk_abs(k, a), s)), tk_exp2(k, a)));
+    a = tk_add(k, a, tk_mul(k, tk_sqrt(k, tk_abs(k, a)), tk_rsqrt(k, tk_add(k, tk_abs(k, a), s))));
+    a = tk_add(k, a, tk_log2(k, tk_add(k, tk_abs(k, a), s)));
+    tk_value *rm = tk_row_max(k, a), *cs = tk_col_sum(k, a);
+    a = tk_add(k, tk_sub(k, a, rm), cs);
+    a = tk_mul(k, cs, tk_sub(k, rm, a)); /* vec∘tile */
+    tk_value *vv = tk_max(k, tk_mul(k, tk_add(k, rm, rm), s), tk_sub(k, s, rm));
+    tk_value *hb = tk_add(k, tk_mul(k, x, x), s);               /* 16-bit tile ∘ f32 scalar */
+    hb = tk_cvt(k, tk_cvt(k, hb, dt == TK_BF16 ? TK_F16 : TK_BF16), dt);
+    a = tk_add(k, a, tk_cvt(k, hb, TK_F32));
+    a = tk_add(k, a, tk_fill(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), s));
+    tk_store(k, O, idx, a);
+    tk_value *vi = row;
+    tk_store(k, V, &vi, vv);
+    tk_value *ac = tk_mul(k, tk_cvt(k, xc, TK_F32), s);         /* COL layout */
+    ac = tk_sub(k, ac, tk_row_sum(k, ac));
+    ac = tk_mul(k, ac, tk_col_max(k, ac));
+    tk_store(k, O2, idx, tk_cvt(k, ac, dt));
+    tk_value *widx[2] = {tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 64)), c64(k, 0)};
+    tk_value *w = tk_cvt(k, tk_load(k, tk_tile_type(dt, 64, 64, TK_WARPGROUP, TK_ROW), X, widx,
+                                    0.0f), TK_F32);
+    w = tk_sub(k, w, tk_row_max(k, w));
+    tk_store(k, P, widx, tk_exp(k, w));
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 64)), NULL, NULL);
+    int64_t d[2] = {90, 60}, dv[1] = {90};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = tensor(TK_F32, 2, d, 1);
+    ts[2] = tensor(dt, 2, d, 1);
+    ts[3] = tensor(TK_F32, 1, dv, 1);
+    ts[4] = tensor(TK_F32, 2, d, 1);
+    ts[5] = (ref_tensor){0};
+    sc[5] = tk_arg_f32(1.25f);
+    *n = 6;
+    return finish(k);
+}
+
+/* Reductions of both layouts, masks, vector loads/stores of both axes. */
+static tk_kernel *k_reduce(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_red", 2, &k);
+    tk_value *X = tk_param_tensor(k, "X", dt, 3), *R = tk_param_tensor(k, "R", TK_F32, 3);
+    tk_value *C = tk_param_tensor(k, "C", TK_F32, 3), *M = tk_param_tensor(k, "M", TK_F32, 3);
+    tk_value *b = i64(k, tk_block_id(k, 1)), *row = band(k, 64, 32);
+    tk_value *idx[3] = {b, row, c64(k, 0)};
+    tk_value *x = tk_cvt(k, tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_ROW), X, idx, 0.0f),
+                         TK_F32);
+    tk_value *xc = tk_cvt(k, tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_COL), X, idx, 0.0f),
+                          TK_F32);
+    tk_value *r0[3] = {b, c64(k, 0), row}, *r1[3] = {b, c64(k, 1), row};
+    tk_store(k, R, r0, tk_add(k, tk_row_max(k, x), tk_row_sum(k, x)));
+    tk_store(k, R, r1, tk_sub(k, tk_row_max(k, xc), tk_row_sum(k, xc)));
+    tk_value *crow = tk_add(k, tk_mul(k, b, c64(k, 8)), tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 2)));
+    crow = tk_add(k, crow, i64(k, tk_warp_id(k)));
+    tk_value *c0[3] = {c64(k, 0), crow, c64(k, 0)}, *c1[3] = {c64(k, 1), crow, c64(k, 0)};
+    tk_value *cv = tk_add(k, tk_col_max(k, x), tk_col_sum(k, x));
+    tk_value *cv2 = tk_load(k, tk_vec_type(TK_F32, 48, TK_PER_COL, TK_WARP, TK_ROW), C, c0, 1.0f);
+    tk_store(k, C, c0, tk_sub(k, cv, cv2));
+    tk_store(k, C, c1, tk_mul(k, tk_col_max(k, xc), tk_col_sum(k, xc)));
+    tk_value *m = tk_mask(k, x, TK_MASK_CAUSAL, row, c64(k, 3), -INFINITY);
+    m = tk_mask(k, m, TK_MASK_COLS, c32(k, 5), c32(k, 40), -2.0f);
+    m = tk_mask(k, m, TK_MASK_ROWS, row, tk_sub(k, tk_dim(k, X, 1), c64(k, 2)), 7.0f);
+    tk_value *mc = tk_mask(k, xc, TK_MASK_CAUSAL, row, c64(k, 0), -3.0f);
+    mc = tk_mask(k, mc, TK_MASK_ROWS, c32(k, 1), i64(k, tk_const_i32(k, 60)), 4.0f);
+    tk_store(k, M, idx, tk_exp2(k, m));
+    tk_value *mi[3] = {tk_add(k, b, c64(k, 2)), row, c64(k, 0)};
+    tk_store(k, M, mi, tk_cvt(k, tk_cvt(k, mc, dt), TK_F32));
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 1), c64(k, 64)), tk_cvt(k, tk_dim(k, X, 0), TK_I32),
+                NULL);
+    int64_t d[3] = {2, 70, 48}, r3[3] = {2, 2, 70}, c3[3] = {2, 24, 48}, m3[3] = {4, 70, 48};
+    ts[0] = tensor(dt, 3, d, 0);
+    ts[1] = tensor(TK_F32, 3, r3, 1);
+    ts[2] = tensor(TK_F32, 3, c3, 0);
+    ts[3] = tensor(TK_F32, 3, m3, 1);
+    (void)sc;
+    *n = 4;
+    return finish(k);
+}
+
+/* All four mma kinds, warp and warpgroup A. */
+static tk_kernel *k_mma(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_mma", 4, &k);
+    tk_value *A = tk_param_tensor(k, "A", dt, 2), *B = tk_param_tensor(k, "B", dt, 2);
+    tk_value *O = tk_param_tensor(k, "O", TK_F32, 2), *W = tk_param_tensor(k, "W", TK_F32, 2);
+    tk_value *z[2] = {c64(k, 0), c64(k, 0)};
+    tk_value *ar = tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_ROW), A, z, 0.0f);
+    tk_value *ac = tk_load(k, tk_tile_type(dt, 48, 32, TK_WARP, TK_COL), A, z, 0.0f);
+    tk_value *br = tk_load(k, tk_tile_type(dt, 64, 48, TK_WARP, TK_ROW), B, z, 0.0f);
+    tk_value *bc = tk_load(k, tk_tile_type(dt, 48, 64, TK_WARP, TK_COL), B, z, 0.0f);
+    tk_value *c = tk_mma(k, TK_MMA_AB, ar, bc, tk_mma(k, TK_MMA_ABT, ar, br, NULL));
+    tk_value *d = tk_mma(k, TK_MMA_ATBT, ac, br, tk_mma(k, TK_MMA_ATB, ac, bc, NULL));
+    tk_store(k, O, z, tk_sub(k, c, tk_mul(k, d, f32c(k, 0.5f))));
+    tk_value *aw = tk_load(k, tk_tile_type(dt, 64, 48, TK_WARPGROUP, TK_ROW), A, z, 0.0f);
+    tk_store(k, W, z, tk_mma(k, TK_MMA_AB, aw, bc, NULL));
+    int64_t da[2] = {48, 48}, db[2] = {64, 64}, dout[2] = {32, 64}, dw[2] = {48, 64};
+    ts[0] = tensor(dt, 2, da, 0);
+    ts[1] = tensor(dt, 2, db, 0);
+    ts[2] = tensor(TK_F32, 2, dout, 1);
+    ts[3] = tensor(TK_F32, 2, dw, 1);
+    (void)sc;
+    *n = 4;
+    return finish(k);
+}
+
+/* Global -> shared (async and sync, every layout, 16-bit and f32, stages,
+ * ragged edges) -> registers (ROW and COL, aligned and not) -> shared ->
+ * global, and register stores to global. */
+static tk_kernel *k_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_mem", 4, &k);
+    tk_value *A = tk_param_tensor(k, "A", dt, 2), *B = tk_param_tensor(k, "B", TK_F32, 2);
+    tk_value *O = tk_param_tensor(k, "O", dt, 2), *P = tk_param_tensor(k, "P", TK_F32, 2);
+    tk_value *Q = tk_param_tensor(k, "Q", TK_F32, 2);
+    tk_value *sw = tk_shared(k, dt, 64, 64, TK_SMEM_SWIZZLE, 2);
+    tk_value *pad = tk_shared(k, dt, 64, 64, TK_SMEM_PAD, 1);
+    tk_value *pl = tk_shared(k, dt, 64, 64, TK_SMEM_PLAIN, 1);
+    tk_value *fs = tk_shared(k, TK_F32, 64, 32, TK_SMEM_SWIZZLE, 1);
+    tk_value *fp = tk_shared(k, TK_F32, 64, 32, TK_SMEM_PAD, 1);
+    tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 64));
+    tk_value *wr = tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16));
+    tk_value *g0[2] = {row0, c64(k, 0)}, *g1[2] = {row0, c64(k, 64)};
+    tk_value *st0 = tk_stage(k, sw, c32(k, 0)), *st1 = tk_stage(k, sw, c32(k, 1));
+    tk_copy_to_shared(k, st0, A, g0, 0.0f, 1);
+    tk_async_commit(k);
+    tk_copy_to_shared(k, st1, A, g1, 0.0f, 1);
+    tk_async_commit(k);
+    tk_copy_to_shared(k, pad, A, g1, -1.0f, 0);
+    tk_copy_to_shared(k, pl, A, g0, 2.0f, 0);
+    tk_copy_to_shared(k, fs, B, g0, 0.5f, 0);
+    tk_copy_to_shared(k, fp, B, g0, 0.0f, 1);
+    tk_async_commit(k);
+    tk_async_wait(k, 1);
+    tk_async_wait(k, 0);
+    tk_barrier(k);
+    tk_value *si[2] = {wr, c64(k, 0)}, *su[2] = {wr, c64(k, 4)};
+    tk_type r64 = tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW);
+    tk_type c64t = tk_tile_type(dt, 16, 64, TK_WARP, TK_COL);
+    tk_value *a = tk_load(k, r64, st0, si, 0), *b = tk_load(k, c64t, pad, si, 0);
+    tk_value *c = tk_load(k, r64, pl, si, 0), *d = tk_load(k, c64t, st1, si, 0);
+    tk_value *e = tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW), fs, si, 0);
+    tk_value *f = tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_COL), fp, si, 0);
+    tk_value *u = tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), pl, su, 0);
+    tk_value *uc = tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_COL), st1, su, 0);
+    tk_barrier(k);
+    tk_store(k, pl, si, tk_cvt(k, tk_add(k, tk_cvt(k, a, TK_F32), tk_cvt(k, c, TK_F32)), dt));
+    tk_store(k, pad, si, tk_cvt(k, tk_add(k, tk_cvt(k, b, TK_F32), tk_cvt(k, d, TK_F32)), dt));
+    tk_store(k, fs, si, tk_mul(k, e, f32c(k, 2)));
+    tk_store(k, fp, si, tk_add(k, f, f32c(k, 1)));
+    tk_store(k, st0, su, u);
+    tk_store(k, st1, su, uc);
+    tk_barrier(k);
+    tk_copy_to_global(k, O, g0, pl);
+    tk_copy_to_global(k, P, g0, fs);
+    tk_value *rw = tk_add(k, row0, wr);
+    tk_value *q[4][2] = {{rw, c64(k, 0)}, {rw, c64(k, 64)}, {rw, c64(k, 96)}, {rw, c64(k, 160)}};
+    tk_store(k, Q, q[0], tk_cvt(k, tk_load(k, c64t, pad, si, 0), TK_F32));
+    tk_store(k, Q, q[1], tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_COL), fp, si, 0));
+    tk_store(k, Q, q[2], tk_cvt(k, tk_load(k, r64, st0, si, 0), TK_F32));
+    tk_store(k, Q, q[3], tk_cvt(k, tk_load(k, c64t, st1, si, 0), TK_F32));
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, A, 0), c64(k, 64)), NULL, NULL);
+    int64_t da[2] = {100, 120}, db[2] = {100, 40}, dout[2] = {100, 64}, dp[2] = {100, 30},
+            dq[2] = {100, 224};
+    ts[0] = tensor(dt, 2, da, 0);
+    ts[1] = tensor(TK_F32, 2, db, 0);
+    ts[2] = tensor(dt, 2, dout, 1);
+    ts[3] = tensor(TK_F32, 2, dp, 1);
+    ts[4] = tensor(TK_F32, 2, dq, 1);
+    (void)sc;
+    *n = 5;
+    return finish(k);
+}
+
+/* Views that defeat every fast path: column-major (non-unit column
+ * stride), and rows padded to a misaligned pitch. */
+static tk_kernel *k_strided(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_strided", 2, &k);
+    tk_value *A = tk_param_tensor(k, "A", dt, 2), *O = tk_param_tensor(k, "O", dt, 2);
+    tk_value *P = tk_param_tensor(k, "P", dt, 2), *Q = tk_param_tensor(k, "Q", dt, 2);
+    tk_value *sm = tk_shared(k, dt, 32, 32, TK_SMEM_SWIZZLE, 1);
+    tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 32));
+    tk_value *g[2] = {row0, c64(k, 16)};
+    tk_copy_to_shared(k, sm, A, g, 0.0f, 1);
+    tk_async_commit(k);
+    tk_async_wait(k, 0);
+    tk_barrier(k);
+    tk_copy_to_global(k, O, g, sm);
+    tk_value *r[2] = {tk_add(k, row0, tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16))), c64(k, 8)};
+    tk_value *x = tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), A, r, 3.0f);
+    tk_store(k, P, r, x);
+    tk_store(k, Q, r, tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_COL), P, r, 0.0f));
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, A, 0), c64(k, 32)), NULL, NULL);
+    int64_t d[2] = {50, 40};
+    int colmajor[2] = {1, 0}, rowmajor[2] = {0, 1};
+    ts[0] = ref_tensor_new_layout(dt, 2, d, colmajor, 0);
+    ref_tensor_random(&ts[0], -1.0, 1.0);
+    ts[1] = ref_tensor_new_layout(dt, 2, d, colmajor, 0);
+    ts[2] = ref_tensor_new_layout(dt, 2, d, rowmajor, 3);
+    ts[3] = ref_tensor_new_layout(dt, 2, d, colmajor, 1);
+    for (int i = 1; i < 4; i++) ref_tensor_fill_all(&ts[i], NAN);
+    (void)sc;
+    *n = 4;
+    return finish(k);
+}
+
+/* Loops carrying tiles, vectors and scalars; if/else with yields; an if
+ * without else; nesting. */
+static tk_kernel *k_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_ctl", 2, &k);
+    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *V = tk_param_tensor(k, "V", TK_F32, 1), *E = tk_param_tensor(k, "E", TK_F32, 2);
+    tk_value *trips = tk_param_scalar(k, "trips", TK_I32);
+    tk_value *row = band(k, 32, 16), *idx[2] = {row, c64(k, 0)};
+    tk_type t = tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW);
+    tk_value *x = tk_cvt(k, tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), X, idx, 0), TK_F32);
+    tk_value *init[3] = {tk_zeros(k, t), tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP,
+                                                                 TK_ROW)), f32c(k, 0)};
+    tk_value *cur[3], *next[3], *fin[3];
+    tk_value *i = tk_for_begin(k, c32(k, 0), trips, c32(k, 1), 3, init, cur);
+    tk_value *xi = tk_mul(k, x, tk_cvt(k, tk_add(k, i, c32(k, 1)), TK_F32)), *y;
+    tk_if_begin(k, tk_lt(k, i, c32(k, 2)));
+    tk_value *y1 = tk_add(k, xi, f32c(k, 1));
+    tk_else(k, 1, &y1);
+    tk_value *y2 = tk_sub(k, xi, tk_row_max(k, xi));
+    tk_if_end(k, 1, &y2, &y);
+    tk_if_begin(k, tk_eq(k, tk_rem(k, i, c32(k, 2)), c32(k, 0)));
+    tk_store(k, E, idx, y);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_value *s0 = cur[2], *sc_cur, *sc_fin;
+    tk_value *j = tk_for_begin(k, c64(k, 0), c64(k, 3), c64(k, 1), 1, &s0, &sc_cur);
+    tk_value *sn = tk_add(k, sc_cur, tk_cvt(k, j, TK_F32));
+    tk_for_end(k, 1, &sn, &sc_fin);
+    next[0] = tk_add(k, cur[0], y);
+    next[1] = tk_add(k, cur[1], tk_row_sum(k, y));
+    next[2] = sc_fin;
+    tk_for_end(k, 3, next, fin);
+    tk_store(k, O, idx, tk_add(k, fin[0], fin[2]));
+    tk_store(k, V, &row, fin[1]);
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 32)), NULL, NULL);
+    int64_t d[2] = {40, 32}, dv[1] = {40};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = tensor(TK_F32, 2, d, 1);
+    ts[2] = tensor(TK_F32, 1, dv, 1);
+    ts[3] = tensor(TK_F32, 2, d, 1);
+    ts[4] = (ref_tensor){0};
+    sc[4] = tk_arg_i32(5);
+    *n = 5;
+    return finish(k);
+}
+
+typedef struct ocase {
+    const char *name;
+    build_fn build;
+    double tol;
+} ocase;
+
+static const ocase ops[] = {
+    {"ids", k_ids, 1e-6},           {"elementwise", k_elementwise, 2e-2},
+    {"reduce", k_reduce, 1e-3},     {"mma", k_mma, 1e-3},
+    {"memory", k_memory, 1e-2},     {"strided", k_strided, 1e-6},
+    {"control", k_control, 1e-3},
+};
+#define NOPS ((int)(sizeof ops / sizeof ops[0]))
+
+static void free_tensors(ref_tensor *ts, int n) {
+    for (int i = 0; i < n; i++)
+        if (ts[i].rank) ref_tensor_free(&ts[i]);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+START_TEST(op_lowers) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    const ocase *c = &ops[_i / 2];
+    ref_tensor ts[8] = {0};
+    tk_arg sc[8];
+    int n = 0;
+    tk_kernel *k = c->build(ctx, _i % 2 ? TK_F16 : TK_BF16, ts, sc, &n);
+    check_lowers(k);
+    free_tensors(ts, n);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(op_matches_interpreter_on_gpu) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    if (th_gpu_or_skip(ctx) == TK_OK) {
+        const ocase *c = &ops[_i / 2];
+        tk_dtype dt = _i % 2 ? TK_F16 : TK_BF16;
+        ref_tensor ts[8] = {0};
+        tk_arg sc[8];
+        int n = 0;
+        tk_kernel *k = c->build(ctx, dt, ts, sc, &n);
+        ck_assert_msg(tk_kernel_status(k) == TK_OK, "%s: %s", c->name, tk_kernel_error(k));
+        double worst = 0;
+        tk_status s = th_compare(ctx, k, n, ts, sc, &worst);
+        printf("lower gpu %-12s %-4s rel err %.3g\n", c->name, tk_dtype_name(dt), worst);
+        free_tensors(ts, n);
+        tk_kernel_destroy(k);
+        ck_assert_msg(s == TK_OK, "%s: %s", c->name, tk_ctx_error(ctx));
+        ck_assert_msg(worst <= c->tol, "%s %s: rel err %g", c->name, tk_dtype_name(dt), worst);
+    }
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(bad_arch_and_kernel) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    char err[512], *out = (char *)1;
+    ref_tensor ts[8] = {0};
+    tk_arg sc[8];
+    int n = 0;
+    tk_kernel *k = k_ids(ctx, TK_BF16, ts, sc, &n);
+    free_tensors(ts, n);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_75", &out, err, sizeof err), TK_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(out);
+    ck_assert_ptr_nonnull(strstr(err, "sm_75"));
+    ck_assert_int_eq(tk_lower_ptx(k, NULL, &out, err, sizeof err), TK_ERR_UNSUPPORTED);
+    ck_assert_int_eq(tk_lower_ptx(NULL, "sm_90a", &out, err, sizeof err), TK_ERR_INVALID_ARG);
+    tk_kernel_destroy(k);
+    tk_kernel *open;
+    ck_assert_int_eq(tk_kernel_create(ctx, "open", 1, &open), TK_OK);
+    ck_assert_int_eq(tk_lower_llvm_text(open, "sm_80", &out, err, sizeof err), TK_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(err, "not finished"));
+    tk_kernel_destroy(open);
+    /* Every supported arch, and the tk_jit.h wrapper. */
+    k = k_ids(ctx, TK_BF16, ts, sc, &n);
+    free_tensors(ts, n);
+    const char *all[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(tk_emit_ptx(ctx, k, all[i], &out), TK_OK);
+        char want[32];
+        snprintf(want, sizeof want, ".target %s", all[i]);
+        ck_assert_ptr_nonnull(strstr(out, want));
+        tk_free(out);
+    }
+    ck_assert_int_eq(tk_emit_llvm(ctx, k, "sm_80", &out), TK_OK);
+    ck_assert_ptr_nonnull(strstr(out, "ptx_kernel void @t_ids"));
+    tk_free(out);
+    ck_assert_int_eq(tk_emit_ptx(ctx, k, "sm_100", &out), TK_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "sm_100"));
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The instructions the representation promises show up in the PTX. */
+START_TEST(ptx_uses_the_intended_instructions) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_gemm_config cfg = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
+    tk_kernel *k;
+    ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
+    char err[1024], *ptx;
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, err, sizeof err), TK_OK);
+    const char *want[] = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                          "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                          "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+                          "cp.async.cg.shared.global", "cp.async.commit_group",
+                          "cp.async.wait_group", "bar.sync", ".reqntid 128"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(ptx, want[i]), "GEMM PTX lacks %s", want[i]);
+    free(ptx);
+    tk_kernel_destroy(k);
+    ref_tensor ts[8] = {0};
+    tk_arg sc[8];
+    int n = 0;
+    k = k_memory(ctx, TK_F16, ts, sc, &n);
+    free_tensors(ts, n);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_ptr_nonnull(strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+    free(ptx);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, err, sizeof err), TK_OK);
+    ck_assert_ptr_null(strstr(ptx, "stmatrix"));
+    free(ptx);
+    tk_kernel_destroy(k);
+    k = k_elementwise(ctx, TK_BF16, ts, sc, &n);
+    free_tensors(ts, n);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_ptr_nonnull(strstr(ptx, "ex2.approx"));
+    ck_assert_ptr_nonnull(strstr(ptx, "lg2.approx"));
+    ck_assert_ptr_nonnull(strstr(ptx, "shfl.sync.bfly.b32"));
+    ck_assert_ptr_nonnull(strstr(ptx, "cvt.rn.bf16x2.f32"));
+    free(ptx);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(gemm_lowers_without_spills) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    static const int shapes[][5] = {{0}, {128, 128, 32, 4, 4}, {64, 64, 32, 4, 3},
+                                    {128, 256, 32, 8, 3}};
+    for (int t = 0; t < 4; t++) {
+        tk_dtype in = t % 2 ? TK_F16 : TK_BF16, out = t < 2 ? in : TK_F32;
+        tk_gemm_config cfg = tk_gemm_default_config(in, out, t % 2);
+        const int *sh = shapes[_i];
+        if (sh[0])
+            cfg.block_m = sh[0], cfg.block_n = sh[1], cfg.block_k = sh[2], cfg.warps = sh[3],
+            cfg.stages = sh[4];
+        tk_kernel *k;
+        ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
+        long spills = check_lowers(k);
+        ck_assert_msg(spills == 0, "%s: %ld bytes of spills", tk_kernel_name(k), spills);
+        tk_kernel_destroy(k);
+    }
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(attention_lowers) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_attention_config cfg = {_i % 2 ? TK_F16 : TK_BF16, _i / 4 ? 128 : 64, (_i / 2) % 2};
+    tk_kernel *k;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &cfg, &k), TK_OK);
+    long spills = check_lowers(k);
+    if (spills)
+        printf("note: %s spills %ld bytes on one arch\n", tk_kernel_name(k), spills);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("lower");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, op_lowers, 0, 2 * NOPS);
+    tcase_add_test(tc, bad_arch_and_kernel);
+    tcase_add_test(tc, ptx_uses_the_intended_instructions);
+    tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 4);
+    tcase_add_loop_test(tc, attention_lowers, 0, 8);
+    suite_add_tcase(s, tc);
+    TCase *tg = tcase_create("gpu");
+    tcase_set_timeout(tg, 600);
+    tcase_add_loop_test(tg, op_matches_interpreter_on_gpu, 0, 2 * NOPS);
+    suite_add_tcase(s, tg);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
