@@ -7,6 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 export TK_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1
 what=${*:-tests bench}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
@@ -29,8 +30,8 @@ if [[ $what == *tests* ]]; then
 fi
 if [[ $what == *bench* ]]; then
   echo "== bench"
-  (cd bench && python3 bench_gemm.py ../build-device 2>&1 | tee "../$out/bench_gemm.md") || rc=1
-  (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "../$out/bench_attention.md") || rc=1
+  (cd bench && python3 bench_gemm.py ../build-device 2>&1 | tee "$out/bench_gemm.md") || rc=1
+  (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "$out/bench_attention.md") || rc=1
   ./build-device/bench_jit 2>&1 | tee "$out/bench_jit.txt" || true
 fi
 exit $rc
