@@ -236,6 +236,32 @@ static void free_mem(tk_lower *L) {
     L->mem = NULL;
 }
 
+/* ---- Use pre-pass ---------------------------------------------------------- */
+static void note_uses(tk_lower *L, const tk_region *r) {
+    if (!r)
+        return;
+    TK_FOREACH_OP(r, op) {
+        for (int i = 0; i < op->nopnds; i++) {
+            uint32_t id = op->opnds[i] ? op->opnds[i]->id : 0;
+            if (id == 0 || id >= L->nvals)
+                continue;
+            bool mma = op->opc == TK_OP_MMA && i < 2;
+            L->use[id] |= !mma ? TK_USE_OTHER : i == 0 ? TK_USE_MMA_A : TK_USE_MMA_B;
+        }
+        for (int i = 0; i < 2; i++) {
+            const tk_region *sub = op->regions[i];
+            note_uses(L, sub);
+            for (int y = 0; sub && y < sub->nyield; y++) /* yielded: any use */
+                if (sub->yield[y] && sub->yield[y]->id < L->nvals)
+                    L->use[sub->yield[y]->id] |= TK_USE_OTHER;
+        }
+    }
+}
+
+bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v) {
+    return L->use && v && v->id < L->nvals && L->use[v->id] == TK_USE_MMA_B;
+}
+
 /* ---- Driver ------------------------------------------------------------- */
 static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch) {
     if (!k)
@@ -310,8 +336,10 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     LLVMSetTarget(L->m, TRIPLE);
     L->nvals = L->k->nvalues + 1;
     L->vals = tk_lw_alloc(L, L->nvals * sizeof *L->vals);
-    if (!L->vals)
+    L->use = tk_lw_alloc(L, L->nvals);
+    if (!L->vals || !L->use)
         return L->st;
+    note_uses(L, L->k->body);
     if (build_entry(L) != TK_OK || tk_lower_region(L, L->k->body) != TK_OK)
         return L->st;
     LLVMBuildRetVoid(L->b);

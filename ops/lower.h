@@ -52,12 +52,21 @@ typedef struct tk_lower {
     LLVMValueRef tid, lane, warp, g, t, wg_warp;
     tk_lv *vals;        /* indexed by tk_value id                              */
     uint32_t nvals;
+    uint8_t *use;       /* per value id: TK_USE_* bits (jit/lower.c, pre-pass)  */
     tk_lower_mem *mem;
     const tk_op *cur;   /* op being lowered, for messages                      */
     tk_status st;
     char *err;
     size_t errn;
 } tk_lower;
+
+/* How a value is used, found by a walk over the kernel before lowering: a
+ * 16-bit tile that only ever feeds MMA as its B operand is loaded by
+ * ldmatrix in the matrix order that puts each n-half's two B registers next
+ * to each other (ops/memory_nv.c), so mma.sync reads them in place. */
+enum { TK_USE_MMA_A = 1, TK_USE_MMA_B = 2, TK_USE_OTHER = 4 };
+/* Whether v is used as an MMA B operand and in no other way. */
+bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v);
 
 /* ---- Context helpers (jit/lower_util.c) --------------------------------- */
 /* Records the first failure in L->err; returns s. */

@@ -313,6 +313,7 @@ typedef struct sio {
     tk_lv *val;
     LLVMTypeRef ety;
     unsigned esz;
+    bool border; /* ldmatrix in mma-B register order (see matrix_addr0) */
 } sio;
 
 static LLVMValueRef sio_addr(tk_lower *L, const sio *s, int i) {
@@ -329,6 +330,13 @@ static LLVMValueRef sio_addr(tk_lower *L, const sio *s, int i) {
  * (no .trans) order the matrices (rows 0-7, cols 0-7), (8-15, 0-7),
  * (0-7, 8-15), (8-15, 8-15); COL tiles (.trans) (0-7, 0-7), (0-7, 8-15),
  * (8-15, 0-7), (8-15, 8-15) - i.e. registers (e0,e1) .. (e6,e7).
+ * B order (s->border, tiles that only feed mma as B): register k holds pair
+ * (0, 2, 1, 3)[k] instead, i.e. (e0,e1) (e4,e5) (e2,e3) (e6,e7), so the
+ * two registers of each mma n-half are adjacent in ldmatrix's 4-register
+ * result; in the A order ptxas must copy them into a fresh pair before
+ * every mma (4 moves per 2 mma). The matrix of pair p sits at rows
+ * 8*(p&1), cols 8*(p>>1) of the subtile (ROW) or the transpose (COL), so
+ * the B order just swaps which bit of m selects rows and which cols.
  * Subtile rows below the first are a constant offset away whenever the
  * layout allows (tk_smem_row_shift_ok): one address per column subtile
  * stays live instead of one per subtile. */
@@ -338,7 +346,7 @@ static LLVMValueRef matrix_addr0(tk_lower *L, const sio *s, int J) {
     LLVMValueRef rr = LLVMBuildAnd(b, L->lane, tk_lw_i32c(L, 7), "");
     LLVMValueRef one = tk_lw_i32c(L, 1), three = tk_lw_i32c(L, 3);
     LLVMValueRef lo = LLVMBuildAnd(b, m, one, ""), hi = LLVMBuildLShr(b, m, one, "");
-    bool col = s->t->layout == TK_COL;
+    bool col = (s->t->layout == TK_COL) != s->border;
     LLVMValueRef r = LLVMBuildAdd(b, rr, LLVMBuildShl(b, col ? hi : lo, three, ""), "");
     LLVMValueRef c = LLVMBuildShl(b, col ? lo : hi, three, "");
     if (s->t->owner == TK_WARPGROUP) /* the warp's 16-row band */
@@ -380,8 +388,10 @@ static void s2r_ldmatrix(tk_lower *L, sio *s, LLVMValueRef *out) {
             LLVMValueRef p = matrix_addr(L, s, a0, I, J);
             LLVMValueRef r = tk_lw_intrin(L, name, &L->ps, 1, &p, 1);
             int base = (I * tk_frag_subcols(s->t) + J) * 8;
-            for (unsigned k = 0; k < 4; k++)
-                unpack2(L, LLVMBuildExtractValue(L->b, r, k, ""), s->ety, out + base + 2 * k);
+            for (unsigned k = 0; k < 4; k++) {
+                unsigned pr = s->border ? (k >> 1) | ((k & 1) << 1) : k; /* pair in reg k */
+                unpack2(L, LLVMBuildExtractValue(L->b, r, k, ""), s->ety, out + base + 2 * pr);
+            }
         }
     }
 }
@@ -473,6 +483,7 @@ static tk_status lower_s2r(tk_lower *L, const tk_op *op) {
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
     if (!r || !sio_open(L, &s, op, t))
         return L->st;
+    s.border = tk_lw_mma_b_only(L, op->res[0]);
     tk_lw_branch2(L, sio_fast(L, &s), s2r_fast, s2r_slow, &s, r->n, r->v);
     return L->st;
 }

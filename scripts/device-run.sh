@@ -16,7 +16,13 @@ if [[ $what == *tests* ]]; then
   for t in test_gpu_ops test_gpu_kernels test_jit test_lower; do
     echo "== $t"
     ./build-device/$t >"$out/$t.log" 2>&1 || rc=1
-    grep -E "^gpu|skipped|Checks|Failure|Error|first call" "$out/$t.log" | tail -80
+    grep -E "^gpu|skipped|Checks|Failure|Error|first call|second process" "$out/$t.log" | tail -80
+  done
+  echo "== test_gpu_kernels twice over one kept disk cache (second run: every kernel from disk)"
+  rm -rf /tmp/tk-kept && mkdir -p /tmp/tk-kept
+  for run in 1 2; do
+    TK_TEST_CACHE_DIR=/tmp/tk-kept ./build-device/test_gpu_kernels >"$out/kept$run.log" 2>&1 || rc=1
+    echo "run $run: $(grep -c 'kernel.*compiled' "$out/kept$run.log") compiled, $(grep -c 'from the disk cache' "$out/kept$run.log") from disk; $(grep Checks "$out/kept$run.log")"
   done
   echo "== example (first run compiles, second loads from disk)"
   rm -rf "$TK_CACHE_DIR"
@@ -34,4 +40,7 @@ if [[ $what == *bench* ]]; then
   (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "$out/bench_attention.md") || rc=1
   ./build-device/bench_jit 2>&1 | tee "$out/bench_jit.txt" || true
 fi
+# The device tool returns at most 8 files: keep the tables, pack the logs.
+(cd "$out" && tar czf logs.tgz --exclude=logs.tgz --exclude='bench_*' . && \
+  find . -maxdepth 1 -type f ! -name logs.tgz ! -name 'bench_*' -delete)
 exit $rc
