@@ -34,7 +34,7 @@ def bench_one(tk, stream, d, b, h, n, causal):
     ref = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
     err = ((o.float() - ref.float()).norm() / ref.float().norm()).item()
     flops = 4 * b * h * n * n * d / (2 if causal else 1)
-    t = lambda f: flops / do_bench(f, warmup=50, rep=300, return_mode="median") / 1e9
+    t = lambda f: flops / do_bench(f, warmup=40, rep=200, return_mode="median") / 1e9
     ours = t(lambda: tk.attention(p, stream))
     fa2 = t(lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal))
     try:

@@ -25,9 +25,9 @@ def main():
             tk.gemm(p, stream)
             ref = a @ (b.t() if tb else b)
             err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
-            ours = do_bench(lambda: tk.gemm(p, stream), warmup=100, rep=500, return_mode="median")
+            ours = do_bench(lambda: tk.gemm(p, stream), warmup=50, rep=250, return_mode="median")
             bb = b.t() if tb else b
-            peer = do_bench(lambda: torch.matmul(a, bb), warmup=100, rep=500, return_mode="median")
+            peer = do_bench(lambda: torch.matmul(a, bb), warmup=50, rep=250, return_mode="median")
             fl = 2 * n ** 3
             rows.append((n, "A·Bᵀ" if tb else "A·B", fl / ours / 1e9, fl / peer / 1e9, err))
     print("| M=N=K | op | TileKittens TFLOP/s | cuBLAS TFLOP/s | ratio | rel err |")

@@ -2,7 +2,8 @@
  * makes of it (the brief's "compile it in your head", checked).
  *
  *   tk_dump gemm|attention [ir|llvm|ptx] [arch] [options]
- *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1
+ *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
+ *                        stages= to override the default block shape
  *     attention options: dtype=bf16|f16 d=64|128 causal=0|1
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
@@ -39,6 +40,11 @@ int main(int argc, char **argv) {
         tk_gemm_config c = tk_gemm_default_config(dtype(opt(argc, argv, "in", "bf16")),
                                                   dtype(opt(argc, argv, "out", "bf16")),
                                                   atoi(opt(argc, argv, "tb", "0")));
+        c.block_m = atoi(opt(argc, argv, "bm", "128"));
+        c.block_n = atoi(opt(argc, argv, "bn", "128"));
+        c.block_k = atoi(opt(argc, argv, "bk", "64"));
+        c.warps = atoi(opt(argc, argv, "warps", "4"));
+        c.stages = atoi(opt(argc, argv, "stages", "3"));
         s = tk_gemm_build(ctx, &c, &k);
     } else {
         tk_attention_config c = {dtype(opt(argc, argv, "dtype", "bf16")),

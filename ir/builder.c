@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ctx.h"
 #include "ir/abi.h"
+#include "ir/ctx.h"
+#include "ir/grid.h"
 
 /* ---- kernel lifetime ---------------------------------------------------- */
 /* Kernel, parameter and spec names are C identifiers (they name PTX symbols
@@ -344,11 +345,23 @@ tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value) {
                  TK_MAX_SPECS);
         return NULL;
     }
-    k->specs[k->nspecs].name = tk_arena_strdup(k->arena, name);
-    k->specs[k->nspecs++].value = value;
+    /* Like parameters, specs are part of the kernel's signature: a value
+     * defined inside a region could not be seen by code after it closes. */
+    if (k->nopen) {
+        tk_kfail(k, TK_ERR_STATE, "tk_spec: '%s' declared inside a for/if region; declare "
+                 "specialization constants at the top level", name);
+        return NULL;
+    }
+    /* Built first, recorded after: a failed call leaves the spec list alone. */
     tk_op *op = tk_build_op_attr(k, TK_OP_CONST, 0, NULL, value, TK_I64, (double)value);
-    if (!op) return NULL;
-    op->res[0]->name = k->specs[k->nspecs - 1].name;
+    const char *copy = op ? tk_arena_strdup(k->arena, name) : NULL;
+    if (!copy) {
+        if (op) tk_kfail(k, TK_ERR_NO_MEMORY, "tk_spec: out of memory");
+        return NULL;
+    }
+    k->specs[k->nspecs].name = copy;
+    k->specs[k->nspecs++].value = value;
+    op->res[0]->name = copy;
     return op->res[0];
 }
 
@@ -368,6 +381,14 @@ void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z) {
         if (g[i]->home != k->body) {
             tk_kfail(k, TK_ERR_STATE, "tk_set_grid: dimension %d is computed inside a region; "
                      "the grid must come from top-level values", i);
+            return;
+        }
+        /* Reported here, where the user can still see the call, rather than
+         * at tk_kernel_finish (which checks again, for IR edited by hand). */
+        char err[256];
+        tk_status s = tk_grid_check(g[i], err, sizeof err);
+        if (s) {
+            tk_kfail(k, s, "tk_set_grid: dimension %d: %s", i, err);
             return;
         }
     }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir/ctx.h"
+#include "ir/grid.h"
 #include "ir/interp.h"
 #include "ir/sig.h"
 
@@ -31,7 +32,6 @@ _Static_assert(0
 #undef X
 
 #define GRID_MAX_BLOCKS (INT64_C(1) << 31)
-#define GRID_MAX_DEPTH 1000
 
 /* ---- errors ------------------------------------------------------------- */
 tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s,
@@ -209,69 +209,28 @@ static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const cha
     return TK_OK;
 }
 
-typedef struct grid_eval {
-    const tk_kernel *k;
-    const tk_arg *args;
-    tk_sv *memo;
-    uint8_t *done;
-    const char *fn;
-    int dim;
-} grid_eval;
-
-static tk_status grid_value(grid_eval *G, const tk_value *v, int depth, tk_sv *out);
-
-static tk_status grid_op(grid_eval *G, const tk_op *op, int depth, tk_sv *out) {
-    const char *fam = tk_op_infos[op->opc].family, *why = "";
-    tk_sv x[3] = {{0}};
-    if (op->opc == TK_OP_CONST) {
-        *out = tk_interp_const(op);
-        return TK_OK;
+/* The grid through ir/grid.c (the program tk_launch evaluates), then the
+ * interpreter's own limits: every dimension >= 1, at most 2^31 blocks. */
+static tk_status eval_grid(const tk_kernel *k, const tk_arg *args, int64_t grid[3],
+                           const char *fn) {
+    tk_grid_prog g;
+    char err[512];
+    tk_status s = tk_grid_build(k, &g, err, sizeof err);
+    if (!s) s = tk_grid_eval(&g, args, grid, fn, err, sizeof err);
+    tk_grid_free(&g);
+    if (s) return tk_ctx_fail(k->ctx, s, "%s", err);
+    int64_t total = 1;
+    for (int d = 0; d < 3; d++) {
+        if (grid[d] < 1)
+            return tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d is %lld; every grid "
+                               "dimension must be >= 1", fn, d, (long long)grid[d]);
+        if (grid[d] > GRID_MAX_BLOCKS / total) /* i.e. total * grid[d] > 2^31, unoverflowed */
+            return tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: the grid (%lld x %lld x %lld) has "
+                               "more than 2^31 blocks", fn, (long long)grid[0],
+                               (long long)(d > 0 ? grid[1] : 1), (long long)(d > 1 ? grid[2] : 1));
+        total *= grid[d];
     }
-    if (op->opc == TK_OP_DIM && !op->opnds[0]->def && !op->opnds[0]->region_arg) {
-        out->i = G->args[op->opnds[0]->index].dims[op->attr[0]];
-        return TK_OK;
-    }
-    bool scalar_op = (!strcmp(fam, "elementwise") || !strcmp(fam, "scalar")) &&
-                     op->opc != TK_OP_FILL && op->res[0]->type.kind == TK_KIND_SCALAR;
-    if (!scalar_op)
-        return tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d uses op #%u (%s), "
-                           "which the host cannot evaluate", G->fn, G->dim, op->id,
-                           tk_op_infos[op->opc].name);
-    for (int i = 0; i < op->nopnds; i++) {
-        tk_status s = grid_value(G, op->opnds[i], depth + 1, &x[i]);
-        if (s) return s;
-    }
-    tk_status s = !strcmp(fam, "scalar") ? tk_interp_eval_scalar(op, x, out, &why)
-                                         : tk_interp_eval_elementwise(op, x, out, &why);
-    if (s)
-        return tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d: op #%u (%s): %s",
-                           G->fn, G->dim, op->id, tk_op_infos[op->opc].name, why);
     return TK_OK;
-}
-
-static tk_status grid_value(grid_eval *G, const tk_value *v, int depth, tk_sv *out) {
-    if (G->done[v->id]) {
-        *out = G->memo[v->id];
-        return TK_OK;
-    }
-    if (depth > GRID_MAX_DEPTH)
-        return tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d nests deeper than "
-                           "%d ops", G->fn, G->dim, GRID_MAX_DEPTH);
-    tk_status s = TK_OK;
-    if (v->def) {
-        s = grid_op(G, v->def, depth, out);
-    } else if (!v->region_arg && v->type.kind == TK_KIND_SCALAR) {
-        *out = tk_interp_arg_sv(&G->args[v->index]);
-    } else {
-        s = tk_ctx_fail(G->k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d uses value %%%u, which "
-                        "is neither a parameter nor computed from parameters", G->fn, G->dim,
-                        v->id);
-    }
-    if (!s) {
-        G->memo[v->id] = *out;
-        G->done[v->id] = 1;
-    }
-    return s;
 }
 
 /* Checks the kernel and args, then evaluates the grid. */
@@ -287,28 +246,7 @@ static tk_status prepare(const tk_kernel *k, int nargs, const tk_arg *args, int6
     tk_status s = tk_sig_check(sig, k->nparams, nargs, args, fn, err, sizeof err);
     if (s) return tk_ctx_fail(k->ctx, s, "%s", err);
     if ((s = check_extents(k, args, fn))) return s;
-    grid_eval G = {.k = k, .args = args, .fn = fn};
-    G.memo = calloc((size_t)k->nvalues + 1, sizeof *G.memo);
-    G.done = calloc((size_t)k->nvalues + 1, 1);
-    if (!G.memo || !G.done) s = tk_ctx_fail(k->ctx, TK_ERR_NO_MEMORY, "%s: out of memory", fn);
-    int64_t total = 1;
-    for (int d = 0; d < 3 && !s; d++) {
-        tk_sv v = {.i = 1};
-        G.dim = d;
-        if (k->grid[d]) s = grid_value(&G, k->grid[d], 0, &v);
-        grid[d] = v.i;
-        if (!s && v.i < 1)
-            s = tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d is %lld; every grid "
-                            "dimension must be >= 1", fn, d, (long long)v.i);
-        if (!s && v.i > GRID_MAX_BLOCKS / total) /* i.e. total * v.i > 2^31, unoverflowed */
-            s = tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: the grid (%lld x %lld x %lld) has more "
-                            "than 2^31 blocks", fn, (long long)grid[0],
-                            (long long)(d > 0 ? grid[1] : 1), (long long)(d > 1 ? grid[2] : 1));
-        if (!s) total *= v.i;
-    }
-    free(G.memo);
-    free(G.done);
-    return s;
+    return eval_grid(k, args, grid, fn);
 }
 
 tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]) {

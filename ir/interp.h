@@ -141,11 +141,17 @@ static inline float tk_interp_sv_float(tk_dtype dt, tk_sv v) {
 }
 
 /* Pure scalar evaluation, shared by the per-thread interpreter and the host
- * grid evaluation. x[] = operand values; on failure returns a status and
- * sets *why to a short reason. */
-tk_status tk_interp_eval_elementwise(const tk_op *op, const tk_sv *x, tk_sv *r, const char **why);
-tk_status tk_interp_eval_scalar(const tk_op *op, const tk_sv *x, tk_sv *r, const char **why);
-tk_sv tk_interp_const(const tk_op *op);
+ * grid evaluation (ir/grid.c), so both compute exactly the same values. They
+ * take no tk_op because the grid program outlives the kernel: opc, the dtype
+ * of operand 0 (what the op computes in) and, for CVT, attr = the target
+ * dtype. x[] = operand values; on failure returns a status and sets *why to
+ * a short reason. */
+tk_status tk_interp_eval_elementwise(tk_opcode opc, tk_dtype dt, int64_t attr, const tk_sv *x,
+                                     tk_sv *r, const char **why);
+tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_sv *r,
+                                const char **why);
+/* A CONST op's value (dtype attr[1], integer attr[0], float fattr). */
+tk_sv tk_interp_const(tk_dtype dt, int64_t i, double f);
 /* A scalar kernel argument as the kernel sees it. */
 tk_sv tk_interp_arg_sv(const tk_arg *a);
 

@@ -15,9 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/grid.h"
 #include "ir/ir.h"
 
-enum { V_UNSEEN = 0, V_LIVE = 1, V_DEAD = 2, V_LIFE = 3, V_GRID = 4 };
+enum { V_UNSEEN = 0, V_LIVE = 1, V_DEAD = 2, V_LIFE = 3 };
 
 typedef struct vctx {
     tk_kernel *k;
@@ -420,54 +421,25 @@ static tk_status check_params(vctx *c) {
     return TK_OK;
 }
 
-/* The ops jit/grid.c evaluates on the host. */
-#define G(o) (UINT64_C(1) << TK_OP_##o)
-static const uint64_t grid_ops = G(CONST) | G(DIM) | G(ADD) | G(SUB) | G(MUL) | G(DIV) | G(MIN) |
-    G(MAX) | G(NEG) | G(ABS) | G(CVT) | G(REM) | G(CEIL_DIV) | G(LT) | G(LE) | G(GT) | G(GE) |
-    G(EQ) | G(NE) | G(AND) | G(OR) | G(SELECT);
-#undef G
-_Static_assert(TK_OP_COUNT <= 64, "grid_ops needs a wider mask");
-
-/* One value a grid dimension depends on; pushes its inputs on `stack`. */
-static tk_status grid_value(vctx *c, const tk_value *v, const tk_value **stack, int *n) {
-    char b[32];
-    const tk_op *op = v->def;
-    if (!op) /* a parameter, or (never at the top level) a loop variable */
-        return !v->region_arg ? TK_OK : fail(c, TK_ERR_SCOPE, NULL, "the grid depends on %s, a "
-                                             "loop variable", vname(v, b, sizeof b));
-    if (v->type.kind != TK_KIND_SCALAR || !(grid_ops >> op->opc & 1))
-        return fail(c, TK_ERR_SCOPE, NULL, "the grid depends on op #%u (%s), which the host "
-                    "cannot evaluate", op->id, opname(op));
-    for (int i = 0; i < op->nopnds && op->opc != TK_OP_DIM; i++) {
-        const tk_value *o = op->opnds[i];
-        if (c->state[o->id] & V_GRID) continue;
-        c->state[o->id] |= V_GRID;
-        stack[(*n)++] = o;
-    }
-    return TK_OK;
-}
-
+/* Each grid dimension: a top-level integer scalar that ir/grid.c can turn
+ * into host code (the same check tk_set_grid makes; this is the backstop for
+ * IR changed behind the builder's back). */
 static tk_status check_grid(vctx *c) {
     tk_kernel *k = c->k;
-    const tk_value **stack = malloc(sizeof *stack * (k->nvalues + 1));
-    if (!stack) return tk_kfail(k, TK_ERR_NO_MEMORY, "tk_kernel_finish: out of memory");
-    tk_status s = TK_OK;
-    for (int d = 0; d < 3 && !s; d++) {
+    for (int d = 0; d < 3; d++) {
         const tk_value *g = k->grid[d];
-        char b[32];
+        char b[32], err[256];
         if (!g) continue;
         if (!id_ok(c, g) || (c->state[g->id] & V_LIFE) != V_LIVE)
-            s = fail(c, TK_ERR_STATE, NULL, "grid dimension %d is not a top-level value of this "
-                     "kernel", d);
-        else if (g->type.kind != TK_KIND_SCALAR || !tk_dtype_is_int(g->type.dtype))
-            s = fail(c, TK_ERR_TYPE, NULL, "grid dimension %d (%s) is not an i32/i64 scalar", d,
-                     vname(g, b, sizeof b));
-        int n = 0;
-        stack[n++] = g;
-        while (!s && n) s = grid_value(c, stack[--n], stack, &n);
+            return fail(c, TK_ERR_STATE, NULL, "grid dimension %d is not a top-level value of "
+                        "this kernel", d);
+        if (g->type.kind != TK_KIND_SCALAR || !tk_dtype_is_int(g->type.dtype))
+            return fail(c, TK_ERR_TYPE, NULL, "grid dimension %d (%s) is not an i32/i64 scalar",
+                        d, vname(g, b, sizeof b));
+        tk_status s = tk_grid_check(g, err, sizeof err);
+        if (s) return fail(c, s, NULL, "%s", err);
     }
-    free(stack);
-    return s;
+    return TK_OK;
 }
 
 static tk_status verify_kernel(vctx *c) {

@@ -99,7 +99,7 @@ tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[
                           size_t errn)
 {
     static const int64_t max[3] = { INT32_MAX, 65535, 65535 };
-    tk_status s = tk_grid_eval(&p->grid, args, grid, err, errn);
+    tk_status s = tk_grid_eval(&p->grid, args, grid, "tk_launch", err, errn);
     for (int d = 0; s == TK_OK && d < 3; d++)
         if (grid[d] < 0 || grid[d] > max[d])
             s = tk_errf(err, errn, TK_ERR_LAUNCH,

@@ -10,11 +10,19 @@
  * constant (shared) or one run-time stride (global), which keeps the
  * per-thread state that LLVM hoists out of loops small.
  *
- * Fast paths (chosen by one uniform run-time test per copy):
- *   G2S async: rows 16-byte aligned, unit column stride, col0 >= 0: one
- *     cp.async.cg 16-byte per chunk, src-size = the chunk's bytes inside the
- *     view (0 for rows / leading indices out of range, partial at the right
- *     edge); cp.async zero-fills the rest, the required fill.
+ * Fast paths (chosen by uniform run-time tests per copy):
+ *   G2S async, whole tile inside the view and 16-byte aligned rows with unit
+ *     column stride (the steady state of every k-loop): the rounds are
+ *     unrolled into plain cp.async.cg 16-byte copies with no per-chunk tests.
+ *     The thread's offsets (global i64, shared i32) are computed once from
+ *     tid and the row stride, which do not change inside a kernel, so LLVM
+ *     hoists them out of loops; per round the global address steps by one
+ *     run-time stride and the shared one by a constant (an immediate offset).
+ *   G2S async otherwise, rows 16-byte aligned, unit column stride, col0 >= 0:
+ *     one cp.async.cg 16-byte per chunk in a rolled loop, src-size = the
+ *     chunk's bytes inside the view (0 for rows / leading indices out of
+ *     range, partial at the right edge); cp.async zero-fills the rest, the
+ *     required fill.
  *   G2S sync / S2G: aligned and the whole tile inside the view: one 16-byte
  *     vector load + store per chunk.
  * Slow path, same chunks: each element is loaded (masked: `fill` outside the
@@ -167,6 +175,68 @@ static void s2g_elem_chunk(tk_lower *L, copy *c, const chunk *ch) {
     tk_lw_loop_end(L, &lp);
 }
 
+/* ---- G2S async, whole tile inside the view ---------------------------------
+ * Unrolled: `rounds` is a compile-time constant (8 per 128x64 bf16 tile and
+ * 128 threads). Addresses are split into a per-thread part that only depends
+ * on tid and the view's row stride (loop-invariant: hoisted, a few registers)
+ * and a block-uniform part (the tile origin), so nothing per round stays
+ * live across an enclosing loop: round k's global address is round k-1's
+ * plus one stride step, its shared address a constant offset from round 0's. */
+static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    copy *c = ctx;
+    LLVMBuilderRef b = L->b;
+    (void)out;
+    /* unit column stride on this path: elements = row * srow + col */
+    LLVMValueRef esz = tk_lw_i64c(L, c->esz);
+    LLVMValueRef org = LLVMBuildAdd(b, c->w.base_off, LLVMBuildMul(b, c->w.row0, c->w.srow, ""),
+                                    "");
+    org = LLVMBuildMul(b, LLVMBuildAdd(b, org, c->w.col0, ""), esz, "");
+    LLVMValueRef tile = tk_lw_gep(L, c->w.ptr, org); /* block-uniform */
+    LLVMValueRef g = NULL, s0 = NULL;
+    if (c->dr) {
+        LLVMValueRef th = LLVMBuildMul(b, tk_lw_to_i64(L, c->r0), c->w.srow, "");
+        th = LLVMBuildMul(b, LLVMBuildAdd(b, th, tk_lw_to_i64(L, c->c0), ""), esz, "");
+        g = tk_lw_gep(L, tile, th);
+        s0 = c->s0;
+    }
+    bool shift = c->dr && tk_smem_row_shift_ok(c->st, c->dr);
+    for (int k = 0; k < c->rounds; k++) {
+        LLVMBasicBlockRef cont = NULL;
+        if ((k + 1) * c->nt > c->total) { /* the last, partial round */
+            LLVMBasicBlockRef doit = tk_lw_block(L, "chunk");
+            cont = tk_lw_block(L, "chunk.next");
+            LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, L->tid,
+                                            i32c(L, c->total - (int64_t)k * c->nt), "");
+            LLVMBuildCondBr(b, in, doit, cont);
+            LLVMPositionBuilderAtEnd(b, doit);
+        }
+        LLVMValueRef gk, sk;
+        if (c->dr) {
+            if (k)
+                g = tk_lw_gep(L, g, c->gstep);
+            gk = g;
+            LLVMValueRef r = LLVMBuildAdd(b, c->r0, i32c(L, (int64_t)k * c->dr), "");
+            sk = shift ? tk_lw_gep(L, s0, i32c(L, (int64_t)k * c->dr * tk_smem_row_bytes(c->st)))
+                       : tk_smem_addr(L, c->st, c->base, r, c->c0);
+        } else { /* chunks do not keep their column between rounds */
+            LLVMValueRef id = LLVMBuildAdd(b, L->tid, i32c(L, (int64_t)k * c->nt), "");
+            LLVMValueRef r = LLVMBuildUDiv(b, id, i32c(L, c->cpr), "");
+            LLVMValueRef col = LLVMBuildMul(b, LLVMBuildURem(b, id, i32c(L, c->cpr), ""),
+                                            i32c(L, c->ce), "");
+            LLVMValueRef th = LLVMBuildMul(b, tk_lw_to_i64(L, r), c->w.srow, "");
+            th = LLVMBuildMul(b, LLVMBuildAdd(b, th, tk_lw_to_i64(L, col), ""), esz, "");
+            gk = tk_lw_gep(L, tile, th);
+            sk = tk_smem_addr(L, c->st, c->base, r, col);
+        }
+        LLVMValueRef a[2] = {sk, gk};
+        tk_lw_intrin(L, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, 0, a, 2);
+        if (cont) {
+            LLVMBuildBr(b, cont);
+            LLVMPositionBuilderAtEnd(b, cont);
+        }
+    }
+}
+
 /* ---- the two ops ----------------------------------------------------------- */
 static void g2s_async(tk_lower *L, void *ctx, LLVMValueRef *out) {
     (void)out;
@@ -179,6 +249,15 @@ static void g2s_vec(tk_lower *L, void *ctx, LLVMValueRef *out) {
 static void g2s_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
     (void)out;
     for_chunks(L, ctx, g2s_elem_chunk);
+}
+/* The tile crosses an edge of the view (or is misaligned): per-chunk
+ * src-size when the rows are aligned and col0 >= 0, else element by element. */
+static void g2s_async_edge(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    copy *c = ctx;
+    LLVMValueRef ok = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c->w, 16),
+                                   LLVMBuildICmp(L->b, LLVMIntSGE, c->w.col0, tk_lw_i64c(L, 0), ""),
+                                   "");
+    tk_lw_branch2(L, ok, g2s_async, g2s_slow, c, 0, out);
 }
 static void s2g_vec(tk_lower *L, void *ctx, LLVMValueRef *out) {
     (void)out;
@@ -218,9 +297,9 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
         return L->st;
     LLVMValueRef aligned = tk_gwin_aligned(L, &c.w, 16);
     if (op->attr[0]) {
-        LLVMValueRef col_nonneg = LLVMBuildICmp(L->b, LLVMIntSGE, c.w.col0, tk_lw_i64c(L, 0), "");
-        tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, col_nonneg, ""), g2s_async, g2s_slow, &c, 0,
-                      NULL);
+        LLVMValueRef inb = tk_gwin_all_inb(L, &c.w, c.rows, c.cols);
+        tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, inb, ""), g2s_async_full, g2s_async_edge,
+                      &c, 0, NULL);
     } else {
         LLVMValueRef inb = tk_gwin_all_inb(L, &c.w, c.rows, c.cols);
         tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, inb, ""), g2s_vec, g2s_slow, &c, 0, NULL);

@@ -138,20 +138,23 @@ LLVMValueRef tk_gwin_all_inb(tk_lower *L, const tk_gwin *w, int rows, int cols) 
     return LLVMBuildAnd(L->b, ok, w->lead_ok, "");
 }
 
-/* (x % bytes == 0) for a power-of-two `bytes` */
-static LLVMValueRef multiple(tk_lower *L, LLVMValueRef x, int bytes) {
-    LLVMValueRef lowbits = LLVMBuildAnd(L->b, x, tk_lw_i64c(L, bytes - 1), "");
-    return LLVMBuildICmp(L->b, LLVMIntEQ, lowbits, tk_lw_i64c(L, 0), "");
-}
-
+/* Rows start on `bytes` boundaries: unit column stride and every term of
+ * the start address ptr + (base_off + row0*srow + col0)*size a multiple of
+ * `bytes` (a power of two), the row pitch included. Testing the terms one by
+ * one is (slightly) stricter than testing their sum, but all terms except
+ * col0 depend only on the view and the leading indices, so LICM hoists their
+ * test out of a k-loop and a copy per trip costs one and + compare. */
 LLVMValueRef tk_gwin_aligned(tk_lower *L, const tk_gwin *w, int bytes) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef s = tk_lw_i64c(L, (int64_t)tk_dtype_size(w->dt));
     LLVMValueRef unit = LLVMBuildICmp(b, LLVMIntEQ, w->scol, tk_lw_i64c(L, 1), "");
-    LLVMValueRef start = LLVMBuildAdd(b, w->base_off, LLVMBuildMul(b, w->row0, w->srow, ""), "");
-    start = LLVMBuildMul(b, LLVMBuildAdd(b, start, w->col0, ""), s, "");
-    start = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, w->ptr, L->i64, ""), start, "");
-    LLVMValueRef pitch = LLVMBuildMul(b, w->srow, s, "");
-    LLVMValueRef ok = LLVMBuildAnd(b, multiple(L, start, bytes), multiple(L, pitch, bytes), "");
-    return LLVMBuildAnd(b, ok, unit, "");
+    LLVMValueRef inv = LLVMBuildOr(b, LLVMBuildPtrToInt(b, w->ptr, L->i64, ""),
+                                   LLVMBuildMul(b, w->srow, s, ""), "");
+    inv = LLVMBuildOr(b, inv, LLVMBuildMul(b, w->base_off, s, ""), "");
+    LLVMValueRef mask = tk_lw_i64c(L, bytes - 1), zero = tk_lw_i64c(L, 0);
+    LLVMValueRef inv_ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, inv, mask, ""), zero, "");
+    LLVMValueRef col = LLVMBuildAnd(b, LLVMBuildMul(b, w->col0, s, ""), mask, "");
+    LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildAnd(b, inv_ok, unit, ""),
+                                   LLVMBuildICmp(b, LLVMIntEQ, col, zero, ""), "");
+    return ok;
 }

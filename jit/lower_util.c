@@ -278,6 +278,19 @@ static void merge(tk_lower *L, LLVMValueRef *fv, LLVMBasicBlockRef fe, LLVMValue
     }
 }
 
+/* !prof !{"branch_weights", 2000, 1} on a conditional branch: the fast path
+ * is the steady state, so block placement makes it the fall-through chain
+ * and keeps the slow code out of the loop's straight line. */
+static void likely_true(tk_lower *L, LLVMValueRef br) {
+    LLVMMetadataRef ops[3] = {
+        LLVMMDStringInContext2(L->c, "branch_weights", 14),
+        LLVMValueAsMetadata(LLVMConstInt(L->i32, 2000, 0)),
+        LLVMValueAsMetadata(LLVMConstInt(L->i32, 1, 0)),
+    };
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(L->c, "prof", 4),
+                    LLVMMetadataAsValue(L->c, LLVMMDNodeInContext2(L->c, ops, 3)));
+}
+
 void tk_lw_branch2(tk_lower *L, LLVMValueRef cond, tk_lw_path fast, tk_lw_path slow, void *ctx,
                    int n, LLVMValueRef *out) {
     LLVMBasicBlockRef fb = tk_lw_block(L, "fast"), sb = tk_lw_block(L, "slow"),
@@ -286,7 +299,7 @@ void tk_lw_branch2(tk_lower *L, LLVMValueRef cond, tk_lw_path fast, tk_lw_path s
     LLVMValueRef *sv = tk_lw_alloc(L, sizeof *sv * (size_t)(n + 1));
     if (!fv || !sv)
         return;
-    LLVMBuildCondBr(L->b, cond, fb, sb);
+    likely_true(L, LLVMBuildCondBr(L->b, cond, fb, sb));
     LLVMPositionBuilderAtEnd(L->b, fb);
     fast(L, ctx, fv);
     LLVMBasicBlockRef fe = LLVMGetInsertBlock(L->b);

@@ -9,7 +9,7 @@
 #include "ir/ir.h"
 #include "jit/cache.h"
 #include "jit/cuda.h"
-#include "jit/grid.h"
+#include "ir/grid.h"
 
 typedef struct tk_psig {
     tk_kind kind;     /* TK_KIND_GVIEW or TK_KIND_SCALAR */

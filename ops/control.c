@@ -106,6 +106,15 @@ static bool check_yield(tk_kernel *k, tk_op *op, const char *fn, int n, tk_value
     }
     for (int i = 0; i < n; i++) {
         if (!tk_check_operand(k, tk_op_infos[op->opc].name, i, vals[i])) return false;
+        tk_kind kd = vals[i]->type.kind;
+        /* The rule loop-carried values follow (tk_rule_control) and the
+         * verifier enforces at finish; checked here so the error names the
+         * call that made it. */
+        if (kd == TK_KIND_SMEM || kd == TK_KIND_GVIEW) {
+            tk_kfail(k, TK_ERR_TYPE, "%s: value %d (%%%u) is a memory handle; only scalars, "
+                     "tiles and vectors can be yielded", fn, i, vals[i]->id);
+            return false;
+        }
         if (want && !tk_type_eq(&vals[i]->type, &want[i]->type)) {
             char a[64], b[64];
             tk_type_str(&vals[i]->type, a, sizeof a);

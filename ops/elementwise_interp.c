@@ -93,19 +93,19 @@ static tk_sv cvt_scalar(tk_sv x, tk_dtype from, tk_dtype to) {
     return r;
 }
 
-tk_status tk_interp_eval_elementwise(const tk_op *op, const tk_sv *x, tk_sv *r, const char **why) {
-    tk_dtype dt = op->opnds[0]->type.dtype;
+tk_status tk_interp_eval_elementwise(tk_opcode opc, tk_dtype dt, int64_t attr, const tk_sv *x,
+                                     tk_sv *r, const char **why) {
     bool fl = tk_dtype_is_float(dt);
-    if (op->opc == TK_OP_CVT) {
-        *r = cvt_scalar(x[0], dt, (tk_dtype)op->attr[0]);
+    if (opc == TK_OP_CVT) {
+        *r = cvt_scalar(x[0], dt, (tk_dtype)attr);
         return TK_OK;
     }
-    if (op->nopnds == 2) {
+    if (tk_op_infos[opc].min_opnds == 2) {
         if (fl) {
-            r->f = tk_interp_round(dt, binary_fn(op->opc)(x[0].f, x[1].f));
+            r->f = tk_interp_round(dt, binary_fn(opc)(x[0].f, x[1].f));
             return TK_OK;
         }
-        if (!int_binary(op->opc, x[0].i, x[1].i, &r->i)) {
+        if (!int_binary(opc, x[0].i, x[1].i, &r->i)) {
             *why = "division by zero";
             return TK_ERR_RUNTIME;
         }
@@ -113,12 +113,12 @@ tk_status tk_interp_eval_elementwise(const tk_op *op, const tk_sv *x, tk_sv *r, 
         return TK_OK;
     }
     if (fl) {
-        r->f = tk_interp_round(dt, unary_fn(op->opc)(x[0].f));
+        r->f = tk_interp_round(dt, unary_fn(opc)(x[0].f));
         return TK_OK;
     }
     /* integer NEG / ABS (the rule admits no other unary op on integers) */
     uint64_t u = (uint64_t)x[0].i;
-    r->i = tk_interp_wrap(dt, op->opc == TK_OP_ABS && x[0].i >= 0 ? x[0].i : (int64_t)(0 - u));
+    r->i = tk_interp_wrap(dt, opc == TK_OP_ABS && x[0].i >= 0 ? x[0].i : (int64_t)(0 - u));
     return TK_OK;
 }
 
@@ -131,7 +131,8 @@ static tk_status run_scalar(tk_interp *I, const tk_op *op) {
         for (int t = 32 * w; t < 32 * w + 32; t++) {
             tk_sv x[2] = {a[t], b ? b[t] : a[t]};
             const char *why = "";
-            tk_status s = tk_interp_eval_elementwise(op, x, &r[t], &why);
+            tk_status s = tk_interp_eval_elementwise(op->opc, op->opnds[0]->type.dtype,
+                                                     op->attr[0], x, &r[t], &why);
             if (s) return tk_interp_fail(I, op, w, s, "%s (lane %d)", why, t % 32);
         }
     }

@@ -8,7 +8,12 @@
  * Precision: float math runs in f32 and rounds once to the result dtype
  * (bf16/f16 tiles), like the interpreter. exp2/log2/rsqrt use the SFU
  * approximations (ex2.approx, lg2.approx, rsqrt.approx); exp(x) =
- * ex2(x*log2 e), log(x) = lg2(x)*ln 2; sqrt is IEEE (llvm.sqrt). */
+ * ex2(x*log2 e), log(x) = lg2(x)*ln 2; sqrt is IEEE (llvm.sqrt).
+ * ex2 is the .ftz form: results below 2^-126 become 0 (an absolute error
+ * under 1.2e-38). Without .ftz, ptxas wraps every MUFU.EX2 in a range test
+ * and two conditional multiplies to produce denormals - 4 instructions
+ * instead of 1, which in attention's softmax (one exp2 per score) costs
+ * more issue slots than the mma.sync themselves. */
 #include "ops/lower.h"
 
 #define LOG2E 1.4426950408889634
@@ -65,8 +70,8 @@ static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
     case TK_OP_ABS: return tk_lw_intrin(L, "llvm.fabs", &f, 1, &x, 1);
     case TK_OP_EXP:
         x = LLVMBuildFMul(B, x, LLVMConstReal(f, LOG2E), "");
-        return tk_lw_intrin(L, "llvm.nvvm.ex2.approx", &f, 1, &x, 1);
-    case TK_OP_EXP2: return tk_lw_intrin(L, "llvm.nvvm.ex2.approx", &f, 1, &x, 1);
+        return tk_lw_intrin(L, "llvm.nvvm.ex2.approx.ftz", &f, 1, &x, 1);
+    case TK_OP_EXP2: return tk_lw_intrin(L, "llvm.nvvm.ex2.approx.ftz", &f, 1, &x, 1);
     case TK_OP_LOG:
         x = tk_lw_intrin(L, "llvm.nvvm.lg2.approx.f", NULL, 0, &x, 1);
         return LLVMBuildFMul(B, x, LLVMConstReal(f, LN2), "");

@@ -2,11 +2,10 @@
  * All are per-thread values; only LANE_ID actually differs inside a warp. */
 #include "ir/interp.h"
 
-tk_sv tk_interp_const(const tk_op *op) {
+tk_sv tk_interp_const(tk_dtype dt, int64_t i, double f) {
     tk_sv v = {.i = 0};
-    tk_dtype dt = (tk_dtype)op->attr[1];
-    if (dt == TK_F32) v.f = (float)op->fattr;
-    else v.i = tk_interp_wrap(dt, op->attr[0]);
+    if (dt == TK_F32) v.f = (float)f;
+    else v.i = tk_interp_wrap(dt, i);
     return v;
 }
 
@@ -25,7 +24,7 @@ static tk_sv id_value(const tk_interp *I, const tk_op *op, const tk_sv *opnd, in
     case TK_OP_WARP_ID: v.i = t / 32; break;
     case TK_OP_WARPGROUP_ID: v.i = t / 128; break;
     case TK_OP_LANE_ID: v.i = t % 32; break;
-    case TK_OP_CONST: v = tk_interp_const(op); break;
+    case TK_OP_CONST: v = tk_interp_const((tk_dtype)op->attr[1], op->attr[0], op->fattr); break;
     case TK_OP_DIM: v.i = I->args[opnd[t].i].dims[op->attr[0]]; break;
     default: break;
     }

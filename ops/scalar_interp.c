@@ -1,11 +1,12 @@
 /* Interpreter semantics of the scalar-only ops (ops/scalar.c), per thread.
  *
  * REM: C remainder (sign of the dividend). CEIL_DIV: the quotient rounded
- * toward +infinity (for the usual non-negative operands that is
- * (a + b - 1) / b, without its overflow); both match the host grid
- * evaluation in jit/grid.c. A zero divisor is TK_ERR_RUNTIME; the one
- * overflowing quotient (MIN / -1) wraps like the GPU's. Comparisons follow C
- * (a NaN compares unequal to everything). */
+ * toward +infinity for every sign (for non-negative operands that is
+ * (a + b - 1) / b, without its overflow). A zero divisor is TK_ERR_RUNTIME;
+ * the one overflowing quotient (MIN / -1) wraps. ops/scalar_nv.c lowers the
+ * same values, and the host evaluates grid expressions with these very
+ * functions (ir/grid.c). Comparisons follow C (a NaN compares unequal to
+ * everything). */
 #include "ir/interp.h"
 
 /* Integer quotient/remainder; false on a zero divisor. */
@@ -35,11 +36,11 @@ static bool compare(tk_opcode opc, tk_dtype dt, tk_sv a, tk_sv b) {
     }
 }
 
-tk_status tk_interp_eval_scalar(const tk_op *op, const tk_sv *x, tk_sv *r, const char **why) {
-    tk_dtype dt = op->opnds[0]->type.dtype;
-    switch (op->opc) {
+tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_sv *r,
+                                const char **why) {
+    switch (opc) {
     case TK_OP_REM: case TK_OP_CEIL_DIV:
-        if (!int_div(op->opc, x[0].i, x[1].i, &r->i)) {
+        if (!int_div(opc, x[0].i, x[1].i, &r->i)) {
             *why = "division by zero";
             return TK_ERR_RUNTIME;
         }
@@ -49,13 +50,14 @@ tk_status tk_interp_eval_scalar(const tk_op *op, const tk_sv *x, tk_sv *r, const
     case TK_OP_OR: r->i = x[0].i || x[1].i; return TK_OK;
     case TK_OP_SELECT: *r = x[0].i ? x[1] : x[2]; return TK_OK;
     default:
-        r->i = compare(op->opc, dt, x[0], x[1]);
+        r->i = compare(opc, dt, x[0], x[1]);
         return TK_OK;
     }
 }
 
 tk_status tk_interp_scalar(tk_interp *I, const tk_op *op) {
     const tk_sv *in[3] = {NULL, NULL, NULL};
+    tk_dtype dt = op->opnds[0]->type.dtype;
     for (int i = 0; i < op->nopnds && i < 3; i++) in[i] = tk_interp_sv(I, op->opnds[i]);
     tk_sv *r = tk_interp_sv(I, op->res[0]);
     for (int w = 0; w < I->warps; w++) {
@@ -64,7 +66,7 @@ tk_status tk_interp_scalar(tk_interp *I, const tk_op *op) {
             tk_sv x[3] = {{0}};
             const char *why = "";
             for (int i = 0; i < op->nopnds && i < 3; i++) x[i] = in[i][t];
-            tk_status s = tk_interp_eval_scalar(op, x, &r[t], &why);
+            tk_status s = tk_interp_eval_scalar(op->opc, dt, x, &r[t], &why);
             if (s) return tk_interp_fail(I, op, w, s, "%s (lane %d)", why, t % 32);
         }
     }

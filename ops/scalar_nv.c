@@ -3,11 +3,34 @@
  * (floats: false when either side is NaN). */
 #include "ops/lower.h"
 
-/* ceil(a / b) for b > 0 as (a + b - 1) / b, rounding toward zero. */
+/* A divisor sdiv/srem may take: x / -1 and x % -1 are immediate UB in LLVM
+ * (for x = MIN), so -1 becomes 1 and the callers patch the result. */
+static LLVMValueRef safe_divisor(tk_lower *L, LLVMValueRef b, LLVMValueRef *is_m1) {
+    LLVMTypeRef t = LLVMTypeOf(b);
+    *is_m1 = LLVMBuildICmp(L->b, LLVMIntEQ, b, LLVMConstAllOnes(t), "");
+    return LLVMBuildSelect(L->b, *is_m1, LLVMConstInt(t, 1, 0), b, "");
+}
+
+/* C remainder; x % -1 is 0, as x % 1 already gives. */
+static LLVMValueRef rem(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
+    LLVMValueRef m1;
+    return LLVMBuildSRem(L->b, a, safe_divisor(L, b, &m1), "");
+}
+
+/* The true ceiling, as the interpreter and the host grid compute it
+ * (ops/scalar_interp.c): q = a / b rounded toward zero, plus one when the
+ * division is inexact and the exact quotient is positive. (a + b - 1) / b is
+ * only right for a >= 0, b > 0. a / -1 is -a, wrapping for MIN. */
 static LLVMValueRef ceil_div(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
-    LLVMValueRef one = LLVMConstInt(LLVMTypeOf(a), 1, 0);
-    LLVMValueRef n = LLVMBuildSub(L->b, LLVMBuildAdd(L->b, a, b, ""), one, "");
-    return LLVMBuildSDiv(L->b, n, b, "");
+    LLVMBuilderRef B = L->b;
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef m1, zero = LLVMConstNull(t), d = safe_divisor(L, b, &m1);
+    LLVMValueRef q = LLVMBuildSDiv(B, a, d, ""), r = LLVMBuildSRem(B, a, d, "");
+    LLVMValueRef same = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""),
+                                      LLVMBuildICmp(B, LLVMIntSLT, b, zero, ""), "");
+    LLVMValueRef up = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntNE, r, zero, ""), same, "");
+    q = LLVMBuildAdd(B, q, LLVMBuildZExt(B, up, t, ""), "");
+    return LLVMBuildSelect(B, m1, LLVMBuildNeg(B, a, ""), q, "");
 }
 
 static LLVMValueRef compare(tk_lower *L, tk_opcode opc, tk_dtype dt, LLVMValueRef a,
@@ -37,7 +60,7 @@ tk_status tk_lower_scalar(tk_lower *L, const tk_op *op) {
     }
     LLVMValueRef r;
     switch (op->opc) {
-    case TK_OP_REM: r = LLVMBuildSRem(L->b, in[0], in[1], ""); break;
+    case TK_OP_REM: r = rem(L, in[0], in[1]); break;
     case TK_OP_CEIL_DIV: r = ceil_div(L, in[0], in[1]); break;
     case TK_OP_LT: case TK_OP_LE: case TK_OP_GT: case TK_OP_GE: case TK_OP_EQ: case TK_OP_NE:
         r = compare(L, op->opc, op->opnds[0]->type.dtype, in[0], in[1]);

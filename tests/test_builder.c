@@ -194,6 +194,23 @@ START_TEST(spec_duplicate) {
 }
 END_TEST
 
+/* Specs are signature, like parameters: only at the top level. */
+START_TEST(spec_in_for) {
+    tk_for_begin(k, ci(0), ci(4), ci(1), 0, NULL, NULL);
+    ck_assert_ptr_null(tk_spec(k, "BM", 64));
+    EXPECT(TK_ERR_STATE, "tk_spec: 'BM' declared inside a for/if region; declare specialization "
+                         "constants at the top level");
+    ck_assert_int_eq(k->nspecs, 0); /* nothing half-recorded */
+}
+END_TEST
+
+START_TEST(spec_in_if) {
+    tk_if_begin(k, tk_const_bool(k, 1));
+    ck_assert_ptr_null(tk_spec(k, "BN", 64));
+    EXPECT(TK_ERR_STATE, "tk_spec: 'BN' declared inside a for/if region");
+}
+END_TEST
+
 START_TEST(spec_bad_ident) {
     ck_assert_ptr_null(tk_spec(k, "B M", 64));
     EXPECT(TK_ERR_INVALID_ARG, "tk_spec: name 'B M' is not a C identifier");
@@ -1011,18 +1028,20 @@ START_TEST(warpgroup_needs_4_warps) {
 END_TEST
 
 /* ---- grid --------------------------------------------------------------------- */
+/* tk_set_grid rejects what the host cannot evaluate at the call itself. */
 START_TEST(grid_block_id) {
     tk_value *b = tk_block_id(k, 0);
     tk_set_grid(k, tk_add(k, b, ci(1)), NULL, NULL);
-    EXPECT_FINISH(TK_ERR_SCOPE, "the grid depends on op #1 (block_id), which the host cannot "
-                                "evaluate");
+    EXPECT(TK_ERR_SCOPE, "tk_set_grid: dimension 0: the grid depends on op #1 (block_id), which "
+                         "the host cannot evaluate");
+    ck_assert_ptr_null(k->grid[0]);
 }
 END_TEST
 
 START_TEST(grid_lane) {
     tk_value *n = tk_param_scalar(k, "n", TK_I32);
     tk_set_grid(k, n, tk_max(k, n, tk_lane_id(k)), NULL);
-    EXPECT_FINISH(TK_ERR_SCOPE, "the grid depends on op #1 (lane_id)");
+    EXPECT(TK_ERR_SCOPE, "tk_set_grid: dimension 1: the grid depends on op #1 (lane_id)");
 }
 END_TEST
 
@@ -1032,7 +1051,18 @@ START_TEST(grid_loop_result) {
     tk_value *next = tk_mul(k, c, ci(2));
     tk_for_end(k, 1, &next, &r);
     tk_set_grid(k, r, NULL, NULL);
-    EXPECT_FINISH(TK_ERR_SCOPE, "(for), which the host cannot evaluate");
+    EXPECT(TK_ERR_SCOPE, "(for), which the host cannot evaluate");
+}
+END_TEST
+
+/* Deep in the chain, and behind a dim: only parameters, constants and dims
+ * of tensor parameters are leaves. */
+START_TEST(grid_deep_exp) {
+    tk_value *n = tk_param_scalar(k, "n", TK_I32);
+    tk_value *e = tk_cvt(k, tk_exp(k, tk_cvt(k, n, TK_F32)), TK_I32);
+    tk_set_grid(k, tk_add(k, tk_mul(k, n, ci(2)), e), NULL, NULL);
+    EXPECT(TK_ERR_SCOPE, "tk_set_grid: dimension 0: the grid depends on op #2 (exp), which the "
+                         "host cannot evaluate");
 }
 END_TEST
 
@@ -1322,12 +1352,44 @@ START_TEST(corrupt_if_region) {
 }
 END_TEST
 
+/* Memory handles cannot be yielded: rejected by tk_else / tk_if_end. */
 START_TEST(if_yields_memory) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1), *r;
     tk_if_begin(k, tk_const_bool(k, 1));
     tk_else(k, 1, &s);
+    EXPECT(TK_ERR_TYPE, "tk_else: value 0 (%1) is a memory handle; only scalars, tiles and "
+                        "vectors can be yielded");
     tk_if_end(k, 1, &s, &r);
-    EXPECT_FINISH(TK_ERR_TYPE, "tk_if (op #3) yields a memory handle");
+    ck_assert_int_eq(k->nopen, 1); /* the error stuck: nothing closed */
+}
+END_TEST
+
+START_TEST(if_end_yields_tensor) {
+    tk_value *T = tk_param_tensor(k, "T", TK_F32, 2), *x = ci(1), *r;
+    tk_if_begin(k, tk_const_bool(k, 1));
+    tk_else(k, 1, &x);
+    tk_if_end(k, 1, &T, &r);
+    EXPECT(TK_ERR_TYPE, "tk_if_end: value 0 (%1) is a memory handle");
+}
+END_TEST
+
+/* The verifier still catches a handle yielded behind the builder's back. */
+START_TEST(corrupt_if_yields_memory) {
+    tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1), *x = ci(1), *r;
+    tk_if_begin(k, tk_const_bool(k, 1));
+    tk_else(k, 1, &x);
+    tk_if_end(k, 1, &x, &r);
+    r->type = s->type;
+    EXPECT_FINISH(TK_ERR_TYPE, "tk_if (op #4) yields a memory handle");
+}
+END_TEST
+
+/* ... and a grid set behind tk_set_grid's back. */
+START_TEST(corrupt_grid_lane) {
+    tk_value *n = tk_param_scalar(k, "n", TK_I32);
+    k->grid[1] = tk_max(k, n, tk_lane_id(k));
+    EXPECT_FINISH(TK_ERR_SCOPE, "tk_kernel_finish: the grid depends on op #1 (lane_id), which "
+                                "the host cannot evaluate");
 }
 END_TEST
 
@@ -1339,7 +1401,7 @@ static Suite *builder_suite(void) {
     const TTest *tests[] = {
         create_null_ctx, create_null_out, create_null_name, null_kernel_calls, param_bad_ident,
         param_null_name, param_duplicate, param_in_region, param_tensor_dtype, param_scalar_dtype,
-        spec_duplicate, spec_bad_ident, null_operand, foreign_operand, closed_region_value,
+        spec_duplicate, spec_in_for, spec_in_if, spec_bad_ident, null_operand, foreign_operand, closed_region_value,
         else_sees_no_then_value, block_id_dim, dim_not_view, dim_out_of_rank, add_tile_shapes,
         add_scalar_dtypes, add_bool_scalars, tile_int_scalar, broadcast_length,
         broadcast_layout, exp_int, add_smem, neg_view, cvt_tile_to_int, cvt_scalar_to_bf16,
@@ -1360,8 +1422,9 @@ static Suite *builder_suite(void) {
         finish_open_for, if_cond_int, if_lane_cond, if_no_else_yield, if_else_type,
         if_else_count, double_else, barrier_divergent_if, barrier_nested_divergent_if,
         copy_in_divergent_for, barrier_under_loop_result, warpgroup_needs_4_warps,
-        grid_block_id, grid_lane, grid_loop_result, grid_float, grid_in_region,
-        ops_after_finish, param_after_finish, sticky_first_error, if_yields_memory, cvt_smem,
+        grid_block_id, grid_lane, grid_loop_result, grid_deep_exp, grid_float, grid_in_region,
+        ops_after_finish, param_after_finish, sticky_first_error, if_yields_memory, if_end_yields_tensor,
+        cvt_smem,
         dim_negative, stage_not_smem, load_s2r_dtype, load_bad_type, store_dtype,
         store_null_dst, copy_rank1, grid_foreign, for_too_many_carried,
     };
@@ -1384,7 +1447,8 @@ static Suite *builder_suite(void) {
         corrupt_result_type, corrupt_use_before_def, corrupt_operand_type, corrupt_closed_use,
         corrupt_yield_type, corrupt_yield_later, corrupt_shared_offset, corrupt_smem_total,
         corrupt_scope, corrupt_uniformity, corrupt_operand_count, corrupt_opcode,
-        corrupt_cycle, corrupt_grid_inner, corrupt_if_region,
+        corrupt_cycle, corrupt_grid_inner, corrupt_if_region, corrupt_if_yields_memory,
+        corrupt_grid_lane,
     };
     for (size_t i = 0; i < sizeof corrupt / sizeof *corrupt; i++) tcase_add_test(bad, corrupt[i]);
     suite_add_tcase(s, bad);

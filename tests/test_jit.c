@@ -539,6 +539,42 @@ START_TEST(test_launch_checks)
 }
 END_TEST
 
+/* The launch's grid and the interpreter's come from one evaluator: they agree
+ * where separate code used to differ (a negative ceil_div; float->i32
+ * saturating rather than wrapping), and a zero divisor says where. */
+START_TEST(test_grid_one_evaluator)
+{
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_kernel *k;
+    ck_assert_int_eq(tk_kernel_create(ctx, "tk_test_grid", 1, &k), TK_OK);
+    tk_value *n = tk_param_scalar(k, "n", TK_I32), *s = tk_param_scalar(k, "s", TK_F32);
+    tk_value *d = tk_param_scalar(k, "d", TK_I32);
+    tk_value *gx = tk_ceil_div(k, tk_neg(k, n), d);
+    tk_value *big = tk_cvt(k, tk_mul(k, s, tk_const_f32(k, 1e10f)), TK_I32);
+    tk_value *gy = tk_add(k, tk_rem(k, big, tk_const_i32(k, 7)), tk_const_i32(k, 1));
+    tk_set_grid(k, gx, gy, tk_max(k, tk_cvt(k, tk_mul(k, s, tk_const_f32(k, 10)), TK_I32),
+                                 tk_const_i32(k, 1)));
+    ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
+    tk_program *p;
+    char err[TK_ERRN];
+    ck_assert_msg(tk_program_new(ctx, k, &p, err, sizeof err) == TK_OK, "%s", err);
+    tk_arg args[3] = { tk_arg_i32(8), tk_arg_f32(0.3f), tk_arg_i32(-3) };
+    int64_t want[3] = { 3, 2, 3 }, gi[3], gp[3]; /* ceil(8/3); INT32_MAX % 7 + 1; 3 */
+    ck_assert_msg(tk_kernel_grid(k, 3, args, gi) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(tk_program_grid(p, args, gp, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_mem_eq(gi, want, sizeof want);
+    ck_assert_mem_eq(gp, want, sizeof want);
+    args[2] = tk_arg_i32(0);
+    ck_assert_int_eq(tk_program_grid(p, args, gp, err, sizeof err), TK_ERR_LAUNCH);
+    ck_assert_msg(strstr(err, "tk_launch: grid dimension 0: op #2 (ceil_div): division by zero"),
+                  "%s", err);
+    tk_program_release(p);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* ---- GPU: load a ptxas-built cubin and launch it through tk_launch ----------- */
 START_TEST(test_gpu_launch)
 {
@@ -746,6 +782,7 @@ int main(void)
     tcase_add_test(tc, test_disk_evict);
     tcase_add_test(tc, test_memory_table);
     tcase_add_test(tc, test_launch_checks);
+    tcase_add_test(tc, test_grid_one_evaluator);
     tcase_add_test(tc, test_gpu_launch);
     tcase_add_test(tc, test_gpu_compile_seeded);
     tcase_add_test(tc, test_precompile_and_compile);

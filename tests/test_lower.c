@@ -142,6 +142,13 @@ static tk_kernel *k_ids(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, in
     v = tk_add(k, v, tk_mul(k, tk_cvt(k, tk_warpgroup_id(k), TK_F32), f32c(k, 100)));
     v = tk_add(k, v, tk_cvt(k, tk_add(k, tk_dim(k, X, 0), sp), TK_F32));
     v = tk_add(k, v, tk_cvt(k, tk_add(k, tk_cvt(k, c3, TK_I32), tk_cvt(k, f, TK_I32)), TK_F32));
+    /* ceil_div and rem for every sign: dividends 2, -1, ..., -10; divisors 4, -3, -1. */
+    tk_value *neg = tk_sub(k, c32(k, 2), tk_mul(k, s, c32(k, 3)));
+    tk_value *q = tk_add(k, tk_ceil_div(k, neg, c32(k, 4)),
+                         tk_mul(k, tk_ceil_div(k, neg, c32(k, -3)), c32(k, 16)));
+    tk_value *q2 = tk_add(k, tk_ceil_div(k, neg, c32(k, -1)), tk_rem(k, neg, c32(k, -3)));
+    q = tk_add(k, q, tk_mul(k, q2, c32(k, 256)));
+    v = tk_add(k, v, tk_cvt(k, q, TK_F32));
     tk_value *lane = tk_lane_id(k); /* per-thread: used only as a scalar */
     (void)tk_add(k, lane, c32(k, 1));
     tk_value *tile = tk_fill(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW), v);

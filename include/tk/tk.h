@@ -138,10 +138,13 @@ size_t tk_kernel_smem_bytes(const tk_kernel *k);
 tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank);
 tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt);
 /* A specialization constant: part of the kernel's identity (printed, hashed
- * into the cache key); an i64 constant inside the kernel. */
+ * into the cache key); an i64 constant inside the kernel. Top level only,
+ * like parameters (TK_ERR_STATE inside a for/if). */
 tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value);
 /* Grid = (x, y, z) blocks, from values computed from parameters and
- * constants only (the host evaluates them at launch). NULL means 1. */
+ * constants only (the host evaluates them at launch). NULL means 1. A value
+ * depending on anything else (ids, loop results, exp/log/...) is rejected
+ * here with TK_ERR_SCOPE. */
 void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z);
 
 /* ---- Ids and scalars ---------------------------------------------------- */
@@ -254,7 +257,8 @@ void tk_for_end(tk_kernel *k, int n, tk_value *const *next, tk_value **results);
 void tk_if_begin(tk_kernel *k, tk_value *cond);
 void tk_else(tk_kernel *k, int n, tk_value *const *then_yield);
 /* n, yield: the else branch's (or, with no tk_else, the then branch's; an
- * if without else yields nothing). */
+ * if without else yields nothing). Yields are scalars, tiles or vectors: a
+ * shared tile or tensor is TK_ERR_TYPE (here and in tk_else). */
 void tk_if_end(tk_kernel *k, int n, tk_value *const *yield, tk_value **results);
 
 /* ---- Arguments and the CPU interpreter ---------------------------------- */
