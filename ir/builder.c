@@ -153,7 +153,7 @@ bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v
 
 /* An op runs at the scope of the owner of its tile/vector operands or
  * results; otherwise at the table's scope. */
-static tk_scope resolve_scope(const tk_op *op) {
+tk_scope tk_op_scope(const tk_op *op) {
     int16_t s = tk_op_infos[op->opc].scope;
     if (s != TK_SCOPE_OWNER) return (tk_scope)s;
     tk_owner o = TK_OWNER_NONE;
@@ -247,7 +247,7 @@ tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *cons
         res[i]->index = i;
     }
     if (info->rule(k, op) != TK_OK) return NULL;
-    op->scope = resolve_scope(op);
+    op->scope = tk_op_scope(op);
     if (!check_uniform_operands(k, op)) return NULL;
     for (int i = 0; i < nres; i++) res[i]->uni = result_uniformity(op);
     op->id = ++k->nops;

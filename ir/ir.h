@@ -169,6 +169,8 @@ bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v
 /* The same, with the result type the caller asks for (FILL, loads, SHARED). */
 tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
                          tk_type want, int64_t a0, int64_t a1, double f);
+/* The scope op runs at: the table's, or for tile ops their owner's. */
+tk_scope tk_op_scope(const tk_op *op);
 /* Result i of op as a value (the rule has set its type). */
 tk_value *tk_op_result(tk_op *op, int i);
 tk_value *tk_new_value(tk_kernel *k, tk_type type);

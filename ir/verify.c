@@ -243,17 +243,8 @@ static tk_status rerun_rule(vctx *c, tk_op *op) {
 }
 
 /* ---- scopes and uniformity ---------------------------------------------- */
-static tk_scope expected_scope(const tk_op *op) {
-    int16_t s = tk_op_infos[op->opc].scope;
-    if (s != TK_SCOPE_OWNER) return (tk_scope)s;
-    tk_owner o = TK_OWNER_NONE;
-    for (int i = 0; i < op->nres && !o; i++) o = op->res[i]->type.owner;
-    for (int i = 0; i < op->nopnds && !o; i++) o = op->opnds[i]->type.owner;
-    return o == TK_WARPGROUP ? TK_SCOPE_WARPGROUP : o == TK_WARP ? TK_SCOPE_WARP : TK_SCOPE_THREAD;
-}
-
 static tk_status check_scope(vctx *c, const tk_op *op) {
-    tk_scope want = expected_scope(op);
+    tk_scope want = tk_op_scope(op);
     if (op->scope != want)
         return fail(c, TK_ERR_SCOPE, op, "records scope %s, but its table row and operands give "
                     "%s", (unsigned)op->scope <= TK_SCOPE_BLOCK ? scope_name[op->scope] : "?",

@@ -14,14 +14,14 @@ export TK_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1
 what=${*:-tests bench}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
-summary() { grep -E "^gpu|skipped|Checks|Failure|Error|first call|second process|kernel .*:" "$1" | tail -100; }
+summary() { grep -E "^gpu|^lower gpu|skipped|Checks|Failure|Error|first call|second process|kernel .*:" "$1" | tail -100; }
 kernels_run() { # $1: run number; the disk cache in /tmp/tk-kept is kept between runs
   TK_TEST_CACHE_DIR=/tmp/tk-kept ./build-device/test_gpu_kernels >"$out/kernels$1.log" 2>&1 || rc=1
   echo "run $1: $(grep -c ': compiled' "$out/kernels$1.log") kernels compiled, $(grep -c 'from the disk cache' "$out/kernels$1.log") loaded from disk; $(grep Checks "$out/kernels$1.log")"
 }
 if [[ $what == *tests* ]]; then
-  echo "== test_gpu_ops"
-  ./build-device/test_gpu_ops >"$out/ops.log" 2>&1 || rc=1
+  echo "== test_lower (every op family: GPU vs interpreter)"
+  ./build-device/test_lower >"$out/ops.log" 2>&1 || rc=1
   summary "$out/ops.log"
   echo "== test_gpu_kernels (run 1: compiles)"
   rm -rf /tmp/tk-kept && mkdir -p /tmp/tk-kept
