@@ -1,0 +1,89 @@
+/* Separate contexts from separate threads: no global mutable state means
+ * threads that each own a context can build, verify, print, interpret and
+ * lower kernels at the same time and get exactly what one thread alone
+ * gets. */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_kernels.h"
+
+enum { THREADS = 4, M = 40, N = 48, K = 72 };
+
+typedef struct job {
+    int transpose_b;
+    uint16_t a[M * K], b[K * N];
+    float c[M * N];
+    char *text, *ptx;
+    tk_status status;
+} job;
+
+static void *work(void *arg) {
+    job *j = arg;
+    tk_ctx *ctx = NULL;
+    tk_kernel *k = NULL;
+    tk_status s = tk_ctx_create(&ctx);
+    tk_gemm_config cfg = tk_gemm_default_config(TK_BF16, TK_F32, j->transpose_b);
+    cfg.block_m = cfg.block_n = 64, cfg.block_k = 32, cfg.warps = 4, cfg.stages = 2;
+    if (!s) s = tk_gemm_build(ctx, &cfg, &k);
+    if (!s) s = tk_kernel_print(k, &j->text);
+    int64_t da[2] = {M, K}, db[2] = {j->transpose_b ? N : K, j->transpose_b ? K : N};
+    int64_t dc[2] = {M, N};
+    tk_arg args[3] = {tk_arg_tensor(j->a, TK_BF16, 2, da), tk_arg_tensor(j->b, TK_BF16, 2, db),
+                      tk_arg_tensor(j->c, TK_F32, 2, dc)};
+    if (!s) s = tk_interp_run(k, 3, args);
+    if (!s) s = tk_emit_ptx(ctx, k, "sm_80", &j->ptx);
+    j->status = s;
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+    return NULL;
+}
+
+static void fill(job *j, int transpose_b) {
+    memset(j, 0, sizeof *j);
+    j->transpose_b = transpose_b;
+    for (int i = 0; i < M * K; i++) j->a[i] = tk_f32_to_bf16((float)((i * 7) % 13) / 13.0f);
+    for (int i = 0; i < K * N; i++) j->b[i] = tk_f32_to_bf16((float)((i * 5) % 11) / 11.0f);
+}
+
+START_TEST(contexts_in_parallel_match_one_thread) {
+    static job solo[2], par[THREADS];
+    for (int t = 0; t < 2; t++) {
+        fill(&solo[t], t);
+        work(&solo[t]);
+        ck_assert_msg(solo[t].status == TK_OK, "status %s", tk_status_name(solo[t].status));
+    }
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        fill(&par[i], i % 2);
+        ck_assert_int_eq(pthread_create(&th[i], NULL, work, &par[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < THREADS; i++) {
+        const job *want = &solo[i % 2];
+        ck_assert_int_eq(par[i].status, TK_OK);
+        ck_assert_str_eq(par[i].text, want->text);
+        ck_assert_str_eq(par[i].ptx, want->ptx);
+        ck_assert_int_eq(memcmp(par[i].c, want->c, sizeof want->c), 0);
+        tk_free(par[i].text);
+        tk_free(par[i].ptx);
+    }
+    for (int t = 0; t < 2; t++) tk_free(solo[t].text), tk_free(solo[t].ptx);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("threads");
+    TCase *tc = tcase_create("contexts");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, contexts_in_parallel_match_one_thread);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
