@@ -149,22 +149,25 @@ static tk_arg attn_tensor(const void *data, tk_dtype dt, int rank, const int64_t
                  : tk_arg_strided((void *)data, dt, rank, dims, strides);
 }
 
-tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info) {
+/* The checked parameters' program (built and compiled on first use). */
+static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *p, tk_program **prog,
+                                   tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = check_attention(ctx, p);
     if (s) return s;
     const int key[4] = {p->dtype, p->head_dim, p->causal, 0};
+    return get_program(ctx, 1, key, build_attention, prog, info);
+}
+
+tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info) {
     tk_program *prog;
-    return get_program(ctx, 1, key, build_attention, &prog, info);
+    return attention_program(ctx, p, &prog, info);
 }
 
 tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream) {
-    if (!ctx) return TK_ERR_INVALID_ARG;
-    tk_status s = check_attention(ctx, p);
-    if (s) return s;
-    const int key[4] = {p->dtype, p->head_dim, p->causal, 0};
     tk_program *prog;
-    if ((s = get_program(ctx, 1, key, build_attention, &prog, NULL))) return s;
+    tk_status s = attention_program(ctx, p, &prog, NULL);
+    if (s) return s;
     int64_t D = p->head_dim;
     int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, D};
     int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, D};
@@ -214,22 +217,24 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
     return TK_OK;
 }
 
-tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info) {
+static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program **prog,
+                              tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = check_gemm(ctx, p);
     if (s) return s;
     const int key[4] = {p->in_dtype, p->out_dtype, p->transpose_b, 0};
+    return get_program(ctx, 2, key, build_gemm, prog, info);
+}
+
+tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info) {
     tk_program *prog;
-    return get_program(ctx, 2, key, build_gemm, &prog, info);
+    return gemm_program(ctx, p, &prog, info);
 }
 
 tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream) {
-    if (!ctx) return TK_ERR_INVALID_ARG;
-    tk_status s = check_gemm(ctx, p);
-    if (s) return s;
-    const int key[4] = {p->in_dtype, p->out_dtype, p->transpose_b, 0};
     tk_program *prog;
-    if ((s = get_program(ctx, 2, key, build_gemm, &prog, NULL))) return s;
+    tk_status s = gemm_program(ctx, p, &prog, NULL);
+    if (s) return s;
     int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;
     int64_t ad[2] = {p->m, p->k}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};
     int64_t as[2] = {p->lda ? p->lda : p->k, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
