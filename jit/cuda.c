@@ -116,7 +116,7 @@ tk_status tk_cuda_open(tk_cuda **out, char *err, size_t errn)
     cu->dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cu->dl) {
         const char *why = dlerror();
-        tk_errf(err, errn, TK_ERR_NO_DRIVER, "no CUDA driver (libcuda.so.1: %s)",
+        tk_errf(err, errn, TK_ERR_NO_DRIVER, "no CUDA driver (%s)",
                 why ? why : "not found");
         free(cu);
         return TK_ERR_NO_DRIVER;

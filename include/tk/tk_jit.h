@@ -65,6 +65,8 @@ void tk_cache_stats_get(const tk_ctx *ctx, tk_cache_stats *out);
 /* Disk cache directory: TK_CACHE_DIR, else $XDG_CACHE_HOME/tilekittens,
  * else ~/.cache/tilekittens. Overridable per context; NULL disables disk. */
 tk_status tk_cache_set_dir(tk_ctx *ctx, const char *dir);
+/* The directory in use (NULL: disk cache off); the string stays valid until
+ * the next tk_cache_set_dir on this context or tk_ctx_destroy. */
 const char *tk_cache_dir(const tk_ctx *ctx);
 /* Upper bound of the disk cache in bytes (default 1 GiB); older entries
  * (least recently used) are evicted past it. */
