@@ -27,6 +27,7 @@
  * op does not use is printed too (a0=, a1=, f=) when it is not zero, so the
  * text never hides a difference. Floats print with %.9g when they are exact
  * f32 values, otherwise as hex floats (%a); NaNs with their bits. */
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,6 +80,15 @@ static void fmt_float(double d, char *buf, size_t n) {
         snprintf(buf, n, "%.9g", d);
     } else {
         snprintf(buf, n, "%a", d);
+    }
+    /* The text is a cache key: it must not change with the host program's
+     * LC_NUMERIC, so whatever decimal separator printf used becomes '.'. */
+    const char *dp = localeconv()->decimal_point;
+    size_t dl = strlen(dp);
+    char *at = dl && strcmp(dp, ".") ? strstr(buf, dp) : NULL;
+    if (at) {
+        *at = '.';
+        memmove(at + 1, at + dl, strlen(at + dl) + 1);
     }
 }
 

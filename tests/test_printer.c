@@ -5,6 +5,7 @@
  * Goldens live in tests/golden/<name>.txt. After an intended change of the
  * printed form, rewrite them with TK_UPDATE_GOLDEN=1 and review the diff. */
 #include <check.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,6 +394,23 @@ START_TEST(float_forms) {
 }
 END_TEST
 
+/* The text is a cache key: a host program's LC_NUMERIC must not change it.
+ * Needs a locale with a decimal comma (de_DE.UTF-8); skipped without one. */
+START_TEST(locale_independent) {
+    char *c_text = print_consts(0.1f);
+    char *h_text = print(build_softmax(-1e30f));
+    if (!setlocale(LC_NUMERIC, "de_DE.UTF-8") && !setlocale(LC_NUMERIC, "de_DE.utf8")) {
+        printf("locale test skipped: no de_DE.UTF-8 locale\n");
+        return;
+    }
+    char *d_text = print_consts(0.1f);
+    char *dh_text = print(build_softmax(-1e30f));
+    setlocale(LC_NUMERIC, "C");
+    ck_assert_str_eq(d_text, c_text);
+    ck_assert_str_eq(dh_text, h_text);
+}
+END_TEST
+
 /* Fields an op does not normally use still show when set (hand-made IR),
  * and a double that is not an f32 prints exactly, as a hex float. */
 START_TEST(unused_attrs_shown) {
@@ -429,8 +447,8 @@ static Suite *printer_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     const TTest *tests[] = {golden_gemm, golden_softmax, golden_memory, golden_control,
                             golden_mma, deterministic, spec_changes_text, attr_changes_text,
-                            header_changes_text, float_forms, unused_attrs_shown,
-                            partial_kernels_print};
+                            header_changes_text, float_forms, locale_independent,
+                            unused_attrs_shown, partial_kernels_print};
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
     return s;
