@@ -10,6 +10,7 @@
 
 #include "ir/ir.h"
 #include "tk/tk.h"
+#include "util/gemm_ir.h"
 #include "util/build.h"
 
 /* ---- kernel creation (context errors) ------------------------------------- */
@@ -533,37 +534,8 @@ START_TEST(sticky_first_error) {
 END_TEST
 
 /* ---- valid kernels -------------------------------------------------------------- */
-/* A pipelined bf16 GEMM: 2-stage shared ring, cp.async, mma, f32 out. */
-static void build_gemm(void) {
-    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *B = tk_param_tensor(k, "B", TK_BF16, 2);
-    tk_value *C = tk_param_tensor(k, "C", TK_F32, 2);
-    tk_value *BM = tk_spec(k, "BM", 64), *BN = tk_spec(k, "BN", 64), *BK = tk_spec(k, "BK", 32);
-    tk_value *sA = tk_shared(k, TK_BF16, 64, 32, TK_SMEM_SWIZZLE, 2);
-    tk_value *sB = tk_shared(k, TK_BF16, 32, 64, TK_SMEM_SWIZZLE, 2);
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, C, 1), BN), tk_ceil_div(k, tk_dim(k, C, 0), BM), NULL);
-    tk_value *row = tk_mul(k, tk_cvt(k, tk_block_id(k, 1), TK_I64), BM);
-    tk_value *col = tk_mul(k, tk_cvt(k, tk_block_id(k, 0), TK_I64), BN);
-    tk_value *wr = tk_mul(k, tk_cvt(k, tk_warp_id(k), TK_I64), tk_const_i64(k, 16));
-    tk_value *z = tk_const_i64(k, 0), *one = tk_const_i64(k, 1), *two = tk_const_i64(k, 2);
-    tk_value *acc0 = tk_zeros(k, wtile(TK_F32, 16, 64, TK_ROW)), *acc, *res;
-    tk_value *kt = tk_for_begin(k, z, tk_ceil_div(k, tk_dim(k, A, 1), BK), one, 1, &acc0, &acc);
-    tk_value *st = tk_rem(k, kt, two), *k0 = tk_mul(k, kt, BK);
-    tk_value *a = tk_stage(k, sA, st), *b = tk_stage(k, sB, st);
-    tk_copy_to_shared(k, a, A, (tk_value *[]){row, k0}, 0, 1);
-    tk_copy_to_shared(k, b, B, (tk_value *[]){k0, col}, 0, 1);
-    tk_async_commit(k);
-    tk_async_wait(k, 0);
-    tk_barrier(k);
-    tk_value *ta = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), a, (tk_value *[]){wr, z}, 0);
-    tk_value *tb = tk_load(k, wtile(TK_BF16, 32, 64, TK_COL), b, (tk_value *[]){z, z}, 0);
-    tk_value *next = tk_mma(k, TK_MMA_AB, ta, tb, acc);
-    tk_barrier(k);
-    tk_for_end(k, 1, &next, &res);
-    tk_store(k, C, (tk_value *[]){tk_add(k, row, wr), col}, res);
-}
-
 START_TEST(valid_gemm) {
-    build_gemm();
+    tu_build_gemm(k, 64);
     OK_FINISH();
     ck_assert_uint_eq(tk_kernel_smem_bytes(k), 2 * 4096 + 2 * 4096);
     ck_assert_str_eq(tk_kernel_name(k), "t");

@@ -13,6 +13,7 @@
 
 #include "ir/ir.h"
 #include "tk/tk.h"
+#include "util/gemm_ir.h"
 
 #ifndef TK_SOURCE_DIR
 #define TK_SOURCE_DIR "."
@@ -132,36 +133,7 @@ static void check_golden(const char *name, tk_kernel *k) {
 /* A pipelined bf16 GEMM; `bm` is the BM spec. */
 static tk_kernel *build_gemm(int bm) {
     tk_kernel *k = new_kernel("gemm", 4);
-    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *B = tk_param_tensor(k, "B", TK_BF16, 2);
-    tk_value *C = tk_param_tensor(k, "C", TK_F32, 2);
-    tk_value *BM = tk_spec(k, "BM", bm), *BN = tk_spec(k, "BN", 64), *BK = tk_spec(k, "BK", 32);
-    tk_value *sA = tk_shared(k, TK_BF16, 64, 32, TK_SMEM_SWIZZLE, 2);
-    tk_value *sB = tk_shared(k, TK_BF16, 32, 64, TK_SMEM_SWIZZLE, 2);
-    tk_value *gx = tk_ceil_div(k, tk_dim(k, C, 1), BN);
-    tk_value *gy = tk_ceil_div(k, tk_dim(k, C, 0), BM);
-    tk_set_grid(k, gx, gy, NULL);
-    tk_value *row = tk_mul(k, tk_cvt(k, tk_block_id(k, 1), TK_I64), BM);
-    tk_value *col = tk_mul(k, tk_cvt(k, tk_block_id(k, 0), TK_I64), BN);
-    tk_value *w = tk_cvt(k, tk_warp_id(k), TK_I64);
-    tk_value *wr = tk_mul(k, w, tk_const_i64(k, 16));
-    tk_value *z = tk_const_i64(k, 0), *one = tk_const_i64(k, 1), *two = tk_const_i64(k, 2);
-    tk_value *acc0 = tk_zeros(k, wtile(TK_F32, 16, 64, TK_ROW)), *acc, *res;
-    tk_value *nk = tk_ceil_div(k, tk_dim(k, A, 1), BK);
-    tk_value *kt = tk_for_begin(k, z, nk, one, 1, &acc0, &acc);
-    tk_value *st = tk_rem(k, kt, two), *k0 = tk_mul(k, kt, BK);
-    tk_value *a = tk_stage(k, sA, st), *b = tk_stage(k, sB, st);
-    tk_copy_to_shared(k, a, A, (tk_value *[]){row, k0}, 0, 1);
-    tk_copy_to_shared(k, b, B, (tk_value *[]){k0, col}, 0, 1);
-    tk_async_commit(k);
-    tk_async_wait(k, 0);
-    tk_barrier(k);
-    tk_value *ta = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), a, (tk_value *[]){wr, z}, 0);
-    tk_value *tb = tk_load(k, wtile(TK_BF16, 32, 64, TK_COL), b, (tk_value *[]){z, z}, 0);
-    tk_value *next = tk_mma(k, TK_MMA_AB, ta, tb, acc);
-    tk_barrier(k);
-    tk_for_end(k, 1, &next, &res);
-    tk_value *r = tk_add(k, row, wr);
-    tk_store(k, C, (tk_value *[]){r, col}, res);
+    tu_build_gemm(k, bm);
     finish(k);
     return k;
 }
