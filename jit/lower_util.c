@@ -161,6 +161,18 @@ LLVMValueRef tk_lw_and(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
     return LLVMBuildAnd(L->b, a, b, "");
 }
 
+/* LLVM's x / 0 and MIN / -1 are immediate UB (the optimizer may assume they
+ * never happen), so 0 and -1 become 1 and the callers patch the result
+ * (*is_m1: b was -1). A zero divisor is an error in the interpreter; on the
+ * GPU its result is unspecified but defined. */
+LLVMValueRef tk_lw_safe_divisor(tk_lower *L, LLVMValueRef b, LLVMValueRef *is_m1) {
+    LLVMTypeRef t = LLVMTypeOf(b);
+    *is_m1 = LLVMBuildICmp(L->b, LLVMIntEQ, b, LLVMConstAllOnes(t), "");
+    LLVMValueRef zero = LLVMBuildICmp(L->b, LLVMIntEQ, b, LLVMConstNull(t), "");
+    return LLVMBuildSelect(L->b, LLVMBuildOr(L->b, *is_m1, zero, ""), LLVMConstInt(t, 1, 0), b,
+                           "");
+}
+
 /* ---- Calls ---------------------------------------------------------------- */
 LLVMValueRef tk_lw_intrin(tk_lower *L, const char *name, LLVMTypeRef *ov, unsigned nov,
                           LLVMValueRef *args, unsigned nargs) {

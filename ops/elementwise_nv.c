@@ -38,14 +38,20 @@ static LLVMValueRef fbin(tk_lower *L, tk_opcode opc, LLVMValueRef a, LLVMValueRe
     LLVMBuilderRef B = L->b;
     LLVMValueRef ab[2] = {a, b};
     LLVMTypeRef ty = LLVMTypeOf(a);
+    LLVMValueRef r;
     switch (opc) {
-    case TK_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
-    case TK_OP_SUB: return LLVMBuildFSub(B, a, b, "");
-    case TK_OP_MUL: return LLVMBuildFMul(B, a, b, "");
+    case TK_OP_ADD: r = LLVMBuildFAdd(B, a, b, ""); break;
+    case TK_OP_SUB: r = LLVMBuildFSub(B, a, b, ""); break;
+    case TK_OP_MUL: r = LLVMBuildFMul(B, a, b, ""); break;
     case TK_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
     case TK_OP_MAX: return tk_lw_intrin(L, "llvm.maxnum", &ty, 1, ab, 2); /* fmaxf */
     default: return tk_lw_intrin(L, "llvm.minnum", &ty, 1, ab, 2);
     }
+    /* A product feeding a sum may become one fma (as nvcc's default
+     * -fmad=true): attention's exp2(s·scale - m) is one FFMA per score.
+     * The interpreter rounds twice; the difference is one rounding. */
+    if (LLVMIsAInstruction(r)) LLVMSetFastMathFlags(r, LLVMFastMathAllowContract);
+    return r;
 }
 
 static LLVMValueRef ibin(tk_lower *L, tk_opcode opc, LLVMValueRef a, LLVMValueRef b) {
@@ -56,7 +62,10 @@ static LLVMValueRef ibin(tk_lower *L, tk_opcode opc, LLVMValueRef a, LLVMValueRe
     case TK_OP_ADD: return LLVMBuildAdd(B, a, b, "");
     case TK_OP_SUB: return LLVMBuildSub(B, a, b, "");
     case TK_OP_MUL: return LLVMBuildMul(B, a, b, "");
-    case TK_OP_DIV: return LLVMBuildSDiv(B, a, b, "");
+    case TK_OP_DIV: { /* truncating; MIN / -1 wraps to MIN, as -MIN does */
+        LLVMValueRef m1, q = LLVMBuildSDiv(B, a, tk_lw_safe_divisor(L, b, &m1), "");
+        return LLVMBuildSelect(B, m1, LLVMBuildNeg(B, a, ""), q, "");
+    }
     case TK_OP_MAX: return tk_lw_intrin(L, "llvm.smax", &ty, 1, ab, 2);
     default: return tk_lw_intrin(L, "llvm.smin", &ty, 1, ab, 2);
     }

@@ -93,6 +93,8 @@ LLVMValueRef tk_lw_to_i32(tk_lower *L, LLVMValueRef v);
 LLVMValueRef tk_lw_add(tk_lower *L, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef tk_lw_mul(tk_lower *L, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef tk_lw_and(tk_lower *L, LLVMValueRef a, LLVMValueRef b);
+/* b as an sdiv/srem divisor free of UB: 0 and -1 become 1 (*is_m1: b == -1). */
+LLVMValueRef tk_lw_safe_divisor(tk_lower *L, LLVMValueRef b, LLVMValueRef *is_m1);
 
 /* Intrinsic call by name ("llvm.nvvm.ex2.approx"); ov: overload types. The
  * call's argument types are taken from the declaration. */
@@ -163,6 +165,11 @@ LLVMValueRef tk_vec_writer(tk_lower *L, const tk_type *vt);
  * tile at `base`, honouring its layout (PLAIN / PAD / SWIZZLE). */
 LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base,
                           LLVMValueRef row, LLVMValueRef col);
+/* The same for (row + row_c, col + col_c) with row_c, col_c compile-time
+ * constants, arranged so the run-time part is independent of them where the
+ * swizzle allows (jit/lower_mem.c): loop-invariant lane addresses. */
+LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, LLVMValueRef row,
+                            int64_t row_c, LLVMValueRef col, int64_t col_c);
 /* Byte offset of (row, col) in a shared tile (i32). */
 LLVMValueRef tk_smem_off(tk_lower *L, const tk_type *st, LLVMValueRef row, LLVMValueRef col);
 /* Bytes per row of one stage (padding included). */

@@ -2,6 +2,9 @@
  *
  * ROW_MAX, ROW_SUM: tile R×C -> PER_ROW vector of length R (tile dtype)
  * COL_MAX, COL_SUM: tile R×C -> PER_COL vector of length C
+ * MAX_ALL: warp tile or vector -> f32 scalar, the max of all its elements,
+ *   the same in every lane (warp-uniform: it can steer an if, e.g. skip
+ *   work no row of the warp needs)
  * MASK attr[0] = tk_mask_kind, fattr = fill; operands tile, a, b (i32/i64):
  *   CAUSAL drops (i,j) with b + j > a + i; COLS drops a + j >= b;
  *   ROWS drops a + i >= b. Result: the tile's type.
@@ -11,9 +14,12 @@
 static tk_status need_tile(tk_kernel *k, tk_op *op) {
     const tk_type *t = &op->opnds[0]->type;
     if (t->kind == TK_KIND_TILE && tk_dtype_is_float(t->dtype)) return TK_OK;
+    if (op->opc == TK_OP_MAX_ALL && t->kind == TK_KIND_VEC && tk_dtype_is_float(t->dtype))
+        return TK_OK;
     char b[64];
     tk_type_str(t, b, sizeof b);
-    return tk_opfail(k, op, TK_ERR_TYPE, "operand is a %s; expected a register tile", b);
+    return tk_opfail(k, op, TK_ERR_TYPE, "operand is a %s; expected a register tile%s", b,
+                     op->opc == TK_OP_MAX_ALL ? " or vector" : "");
 }
 
 tk_status tk_rule_reduce(tk_kernel *k, tk_op *op) {
@@ -28,6 +34,12 @@ tk_status tk_rule_reduce(tk_kernel *k, tk_op *op) {
             return tk_opfail(k, op, TK_ERR_TYPE, "column reductions of warpgroup tiles would "
                              "cross warps; reduce warp tiles");
         op->res[0]->type = tk_vec_type(t->dtype, t->cols, TK_PER_COL, t->owner, t->layout);
+        return TK_OK;
+    case TK_OP_MAX_ALL:
+        if (t->owner != TK_WARP)
+            return tk_opfail(k, op, TK_ERR_TYPE, "the max of a warpgroup's elements would "
+                             "cross warps; reduce warp tiles or vectors");
+        op->res[0]->type = tk_scalar_type(TK_F32);
         return TK_OK;
     case TK_OP_MASK:
         if (op->attr[0] < TK_MASK_CAUSAL || op->attr[0] > TK_MASK_ROWS)
@@ -58,6 +70,7 @@ tk_value *tk_row_max(tk_kernel *k, tk_value *t) { return red(k, TK_OP_ROW_MAX, t
 tk_value *tk_row_sum(tk_kernel *k, tk_value *t) { return red(k, TK_OP_ROW_SUM, t); }
 tk_value *tk_col_max(tk_kernel *k, tk_value *t) { return red(k, TK_OP_COL_MAX, t); }
 tk_value *tk_col_sum(tk_kernel *k, tk_value *t) { return red(k, TK_OP_COL_SUM, t); }
+tk_value *tk_max_all(tk_kernel *k, tk_value *x) { return red(k, TK_OP_MAX_ALL, x); }
 
 tk_value *tk_mask(tk_kernel *k, tk_value *tile, tk_mask_kind kind, tk_value *a, tk_value *b,
                   float fill) {

@@ -3,7 +3,8 @@
  * ROW_* fold each row over its columns, COL_* each column over its rows, in
  * ascending index order, accumulating in float; the result is rounded to the
  * tile's dtype once (the lowering must likewise accumulate bf16/f16 tiles in
- * f32). MAX ignores NaN elements like fmaxf / PTX max.f32.
+ * f32). MAX ignores NaN elements like fmaxf / PTX max.f32. MAX_ALL folds the
+ * whole tile or vector and gives every lane of the warp the f32 result.
  * MASK replaces dropped elements by `fill` rounded to the tile's dtype; row
  * and column indices are those of the owner's whole tile (for a warpgroup
  * tile, rows 0..R-1 of the group). */
@@ -54,11 +55,22 @@ static void mask_instance(tk_interp *I, const tk_op *op, int inst) {
         }
 }
 
+static void max_all_instance(tk_interp *I, const tk_op *op, int warp) {
+    const float *x = tk_interp_tile(I, op->opnds[0], warp);
+    size_t n = tk_interp_elems(&op->opnds[0]->type);
+    float acc = x[0];
+    for (size_t e = 1; e < n; e++) acc = fmaxf(acc, x[e]);
+    tk_sv *r = tk_interp_sv(I, op->res[0]);
+    for (int lane = 0; lane < 32; lane++) r[32 * warp + lane].f = acc;
+}
+
 tk_status tk_interp_reduce(tk_interp *I, const tk_op *op) {
     const tk_type *t = &op->opnds[0]->type;
     for (int i = 0; i < tk_interp_ninst(I, t->owner); i++) {
         if (!tk_interp_inst_active(I, t->owner, i)) continue;
-        if (op->opc == TK_OP_MASK)
+        if (op->opc == TK_OP_MAX_ALL)
+            max_all_instance(I, op, i);
+        else if (op->opc == TK_OP_MASK)
             mask_instance(I, op, i);
         else
             reduce_instance(op, tk_interp_tile(I, op->opnds[0], i), t->rows, t->cols,

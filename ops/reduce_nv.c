@@ -8,6 +8,9 @@
  * lane holding the slot has the full result. Warpgroup tiles only reduce
  * rows (rule), which never cross warps.
  *
+ * MAX_ALL combines all of the thread's elements, then all 32 lanes (masks
+ * 1..16), so every lane holds the warp's maximum.
+ *
  * MASK compares each element's (row, col) - tk_frag_pos plus the lane part -
  * in i64 with the op's a and b. */
 #include "ops/lower.h"
@@ -51,6 +54,21 @@ static tk_status lower_reduction(tk_lower *L, const tk_op *op) {
     return TK_OK;
 }
 
+static tk_status lower_max_all(tk_lower *L, const tk_op *op) {
+    const tk_type *t = &op->opnds[0]->type;
+    tk_lv *x = tk_lw_get(L, op->opnds[0]);
+    tk_lv *r = tk_lw_def(L, op->res[0], 1);
+    if (!x || !r)
+        return L->st;
+    LLVMValueRef m = NULL;
+    for (int i = 0; i < x->n; i++)
+        m = combine(L, true, m, tk_lw_cvt(L, x->v[i], t->dtype, TK_F32));
+    for (int lanes = 1; lanes <= 16; lanes *= 2)
+        m = combine(L, true, m, shuffle_xor(L, m, lanes));
+    r->v[0] = m;
+    return TK_OK;
+}
+
 /* Whether element (row, col) is dropped (i1); a, b, row, col are i64. */
 static LLVMValueRef dropped(tk_lower *L, int64_t kind, LLVMValueRef a, LLVMValueRef b,
                             LLVMValueRef row, LLVMValueRef col) {
@@ -91,5 +109,7 @@ static tk_status lower_mask(tk_lower *L, const tk_op *op) {
 tk_status tk_lower_reduce(tk_lower *L, const tk_op *op) {
     if (op->opc == TK_OP_MASK)
         return lower_mask(L, op);
+    if (op->opc == TK_OP_MAX_ALL)
+        return lower_max_all(L, op);
     return lower_reduction(L, op);
 }

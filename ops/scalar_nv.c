@@ -3,18 +3,11 @@
  * (floats: false when either side is NaN). */
 #include "ops/lower.h"
 
-/* A divisor sdiv/srem may take: x / -1 and x % -1 are immediate UB in LLVM
- * (for x = MIN), so -1 becomes 1 and the callers patch the result. */
-static LLVMValueRef safe_divisor(tk_lower *L, LLVMValueRef b, LLVMValueRef *is_m1) {
-    LLVMTypeRef t = LLVMTypeOf(b);
-    *is_m1 = LLVMBuildICmp(L->b, LLVMIntEQ, b, LLVMConstAllOnes(t), "");
-    return LLVMBuildSelect(L->b, *is_m1, LLVMConstInt(t, 1, 0), b, "");
-}
-
-/* C remainder; x % -1 is 0, as x % 1 already gives. */
+/* C remainder; x % -1 is 0, as x % 1 already gives (divisor: see
+ * tk_lw_safe_divisor). */
 static LLVMValueRef rem(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
     LLVMValueRef m1;
-    return LLVMBuildSRem(L->b, a, safe_divisor(L, b, &m1), "");
+    return LLVMBuildSRem(L->b, a, tk_lw_safe_divisor(L, b, &m1), "");
 }
 
 /* The true ceiling, as the interpreter and the host grid compute it
@@ -24,7 +17,7 @@ static LLVMValueRef rem(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
 static LLVMValueRef ceil_div(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
     LLVMBuilderRef B = L->b;
     LLVMTypeRef t = LLVMTypeOf(a);
-    LLVMValueRef m1, zero = LLVMConstNull(t), d = safe_divisor(L, b, &m1);
+    LLVMValueRef m1, zero = LLVMConstNull(t), d = tk_lw_safe_divisor(L, b, &m1);
     LLVMValueRef q = LLVMBuildSDiv(B, a, d, ""), r = LLVMBuildSRem(B, a, d, "");
     LLVMValueRef same = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""),
                                       LLVMBuildICmp(B, LLVMIntSLT, b, zero, ""), "");

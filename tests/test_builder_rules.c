@@ -275,6 +275,18 @@ START_TEST(col_max_warpgroup) {
 }
 END_TEST
 
+START_TEST(max_all_scalar) {
+    ck_assert_ptr_null(tk_max_all(k, cf(1)));
+    EXPECT(TK_ERR_TYPE, "tk_max_all: operand is a f32; expected a register tile or vector");
+}
+END_TEST
+
+START_TEST(max_all_warpgroup) {
+    ck_assert_ptr_null(tk_max_all(k, wgtile(TK_F32, 64, 16)));
+    EXPECT(TK_ERR_TYPE, "the max of a warpgroup's elements would cross warps");
+}
+END_TEST
+
 START_TEST(mask_kind) {
     ck_assert_ptr_null(tk_mask(k, f32t(16, 16), (tk_mask_kind)7, ci(0), ci(0), -INFINITY));
     EXPECT(TK_ERR_INVALID_ARG, "tk_mask: kind is 7; expected a tk_mask_kind");
@@ -553,6 +565,7 @@ static Suite *rules_suite(void) {
         ceil_div_mixed, lt_bool, and_ints, select_cond, select_branches, scalar_op_tile, mma_inner,
         mma_layout, mma_layout_atb, mma_f32_inputs, mma_mixed_inputs, mma_b_warpgroup, mma_c_shape,
         mma_c_dtype, mma_not_tiles, mma_bad_kind, row_max_vec, row_sum_scalar, col_max_warpgroup,
+        max_all_scalar, max_all_warpgroup,
         mask_kind, mask_float_bound, mask_lane_bound, load_null_idx, load_missing_index,
         load_index_dtype, load_dtype, load_tile_rank1, load_s2r_too_big, load_multistage,
         load_from_tile, load_lane_index, store_vec_smem, store_scalar, smem_overflow,

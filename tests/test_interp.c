@@ -240,6 +240,53 @@ START_TEST(reductions) {
 }
 END_TEST
 
+/* max_all of a tile and of a vector: one value per warp, in every lane; it
+ * steers a warp-uniform if (warp 1's tile is all below zero). */
+START_TEST(max_all) {
+    rng r = rng_for(__func__);
+    tk_kernel *k = kern("max_all", 2);
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *w = tk_warp_id(k), *z = c32(k, 0);
+    tk_value *t = tk_cvt(k, ld2(k, wtile(TK_BF16, 16, 32), A, tk_mul(k, w, c32(k, 16)), z, 0),
+                         TK_F32);
+    tk_value *mt = tk_max_all(k, t), *mv = tk_max_all(k, tk_row_sum(k, t));
+    tk_if_begin(k, tk_gt(k, mt, tk_const_f32(k, 0.0f)));
+    tk_value *pos = tk_add(k, mv, tk_const_f32(k, 1000.0f));
+    tk_else(k, 1, &pos);
+    tk_value *neg = mv, *res;
+    tk_if_end(k, 1, &neg, &res);
+    tk_value *row = tk_fill(k, tk_vec_type(TK_F32, 32, TK_PER_COL, TK_WARP, TK_ROW), mt);
+    tk_value *o0[2] = {w, z}, *o1[2] = {w, c32(k, 32)};
+    tk_store(k, O, o0, row);
+    tk_store(k, O, o1, tk_fill(k, tk_vec_type(TK_F32, 32, TK_PER_COL, TK_WARP, TK_ROW), res));
+    finish(k);
+    hbuf hA = hb(TK_BF16, 1024), hO = hb(TK_F32, 128);
+    hrand(&hA, &r, -8, 8);
+    for (int i = 512; i < 1024; i++) hset(&hA, (size_t)i, -fabsf(hget(&hA, (size_t)i)) - 0.5f);
+    tk_arg args[2] = {targ(&hA, 2, 32, 32, 0, 0), targ(&hO, 2, 2, 64, 0, 0)};
+    run_ok(k, 2, args);
+    for (int wi = 0; wi < 2; wi++) {
+        float mx = -INFINITY, ms = -INFINITY;
+        for (int i = 16 * wi; i < 16 * wi + 16; i++) {
+            float sum = 0;
+            for (int j = 0; j < 32; j++) {
+                float a = hget(&hA, (size_t)i * 32 + j);
+                mx = fmaxf(mx, a), sum += a;
+            }
+            ms = fmaxf(ms, sum);
+        }
+        float want = mx > 0 ? ms + 1000.0f : ms;
+        for (int j = 0; j < 32; j++) {
+            EXPECT_F("max_all of the tile", wi * 64 + j, hget(&hO, (size_t)(wi * 64 + j)), mx);
+            EXPECT_F("max_all steering an if", wi * 64 + 32 + j,
+                     hget(&hO, (size_t)(wi * 64 + 32 + j)), want);
+        }
+    }
+    hfree(&hA), hfree(&hO);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 /* Row sum of a warpgroup tile: rows 0..63 of the group. */
 START_TEST(reduction_warpgroup) {
     rng r = rng_for(__func__);
@@ -401,7 +448,7 @@ END_TEST
 int main(void) {
     const interp_test tests[] = {
         {"elementwise", elementwise_binary}, {"elementwise", elementwise_unary},
-        {"scalar", scalar_ops}, {"reduce", reductions}, {"reduce", reduction_warpgroup},
+        {"scalar", scalar_ops}, {"reduce", reductions}, {"reduce", max_all}, {"reduce", reduction_warpgroup},
         {"reduce", masks}, {"mma", mma_warp}, {"mma", mma_warpgroup}};
     return interp_run("test_interp", "interp", tests, sizeof tests / sizeof tests[0]);
 }

@@ -208,6 +208,10 @@ tk_value *tk_row_max(tk_kernel *k, tk_value *tile); /* -> PER_ROW vec */
 tk_value *tk_row_sum(tk_kernel *k, tk_value *tile);
 tk_value *tk_col_max(tk_kernel *k, tk_value *tile); /* -> PER_COL vec */
 tk_value *tk_col_sum(tk_kernel *k, tk_value *tile);
+/* The max of all elements of a warp's tile or vector: an f32 scalar, the
+ * same in every lane, so it may steer an if (e.g. skip a rescale that no
+ * row of the warp needs). */
+tk_value *tk_max_all(tk_kernel *k, tk_value *x);
 
 typedef enum tk_mask_kind {
     TK_MASK_CAUSAL = 0,  /* drop (i,j) where b + j > a + i   (a=row0, b=col0) */
