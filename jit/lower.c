@@ -237,25 +237,63 @@ static void free_mem(tk_lower *L) {
 }
 
 /* ---- Use pre-pass ---------------------------------------------------------- */
+/* Whether operand i of op is a FOR's initial carried value (its uses are
+ * those of the loop's region argument and result: carry_uses). */
+static bool is_init(const tk_op *op, int i) { return op->opc == TK_OP_FOR && i >= 3; }
+
 static void note_uses(tk_lower *L, const tk_region *r) {
     if (!r)
         return;
     TK_FOREACH_OP(r, op) {
         for (int i = 0; i < op->nopnds; i++) {
             uint32_t id = op->opnds[i] ? op->opnds[i]->id : 0;
-            if (id == 0 || id >= L->nvals)
+            if (id == 0 || id >= L->nvals || is_init(op, i))
                 continue;
             bool mma = op->opc == TK_OP_MMA && i < 2;
             L->use[id] |= !mma ? TK_USE_OTHER : i == 0 ? TK_USE_MMA_A : TK_USE_MMA_B;
         }
+        for (int i = 0; i < 2; i++)
+            note_uses(L, op->regions[i]);
+    }
+}
+
+static bool or_use(tk_lower *L, const tk_value *v, uint8_t u) {
+    if (!v || v->id == 0 || v->id >= L->nvals || (L->use[v->id] | u) == L->use[v->id])
+        return false;
+    L->use[v->id] |= u;
+    return true;
+}
+
+/* A value yielded by a FOR body or IF branch (or passed as a FOR's initial
+ * value) is used the way the result and, for FOR, the next trip's region
+ * argument are: a fragment carried through a k-loop into mma's B operand
+ * keeps the B register order (no copies at the back edge). Returns whether
+ * anything changed (nested regions need another round). */
+static bool carry_uses(tk_lower *L, const tk_region *r) {
+    bool changed = false;
+    if (!r)
+        return false;
+    TK_FOREACH_OP(r, op) {
         for (int i = 0; i < 2; i++) {
             const tk_region *sub = op->regions[i];
-            note_uses(L, sub);
-            for (int y = 0; sub && y < sub->nyield; y++) /* yielded: any use */
-                if (sub->yield[y] && sub->yield[y]->id < L->nvals)
-                    L->use[sub->yield[y]->id] |= TK_USE_OTHER;
+            if (!sub)
+                continue;
+            changed |= carry_uses(L, sub);
+            bool loop = op->opc == TK_OP_FOR;
+            for (int y = 0; y < sub->nyield; y++) {
+                uint8_t u = y < op->nres && op->res[y] && op->res[y]->id < L->nvals
+                                ? L->use[op->res[y]->id] : TK_USE_OTHER;
+                if (loop && 1 + y < sub->nargs && sub->args[1 + y]->id < L->nvals)
+                    u |= L->use[sub->args[1 + y]->id];
+                else if (loop)
+                    u = TK_USE_OTHER;
+                changed |= or_use(L, sub->yield[y], u);
+                if (loop && 3 + y < op->nopnds)
+                    changed |= or_use(L, op->opnds[3 + y], u);
+            }
         }
     }
+    return changed;
 }
 
 bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v) {
@@ -340,6 +378,8 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     if (!L->vals || !L->use)
         return L->st;
     note_uses(L, L->k->body);
+    while (carry_uses(L, L->k->body)) {
+    }
     if (build_entry(L) != TK_OK || tk_lower_region(L, L->k->body) != TK_OK)
         return L->st;
     LLVMBuildRetVoid(L->b);

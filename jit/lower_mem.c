@@ -67,6 +67,44 @@ LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base, LLV
     return tk_lw_gep(L, base, tk_smem_off(L, st, row, col));
 }
 
+/* Address of (row + row_c, col + col_c), row_c / col_c compile-time, in a
+ * form whose run-time part does not depend on them: with G = 16 * m (the
+ * bytes the swizzle permutes within), the column bytes K = col_c * size
+ * split into Kh = K - K % G and Kl = K % G, and when
+ *   row_c % (m << q) == 0   the swizzle term of row + row_c is that of row,
+ *   (col * size) & Kl == 0  adding Kl to the column bytes carries nothing,
+ * the offset is off(row, col) ^ Kl + row_c * row_bytes + Kh (row_bytes is a
+ * multiple of G, so the xor only touches the in-row chunk bits). For
+ * ldmatrix in a k-loop, row and col are the lane's part plus the warp's
+ * corner (loop-invariant) and row_c / col_c the k-step and subtile: each
+ * (lane, k-step) address is one loop-invariant value plus the stage base
+ * and an immediate, instead of the swizzle recomputed per k-tile. The
+ * carry test is per lane; LLVM folds it from known bits when the corner is
+ * aligned (a select against the plain form otherwise). */
+LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, LLVMValueRef row,
+                            int64_t row_c, LLVMValueRef col, int64_t col_c) {
+    LLVMBuilderRef b = L->b;
+    int qshift, m;
+    swizzle_params(st, &qshift, &m);
+    int64_t s = (int64_t)tk_dtype_size(st->dtype), g = 16 * (int64_t)m;
+    row = tk_lw_to_i32(L, row);
+    col = tk_lw_to_i32(L, col);
+    LLVMValueRef plain = tk_smem_addr(L, st, base, LLVMBuildAdd(b, row, tk_lw_i32c(L, row_c), ""),
+                                      LLVMBuildAdd(b, col, tk_lw_i32c(L, col_c), ""));
+    if (m == 1 || row_c % ((int64_t)m << qshift))
+        return plain;
+    int64_t kl = (col_c * s) % g, kh = col_c * s - kl;
+    LLVMValueRef off = LLVMBuildXor(b, tk_smem_off(L, st, row, col), tk_lw_i32c(L, kl), "");
+    off = LLVMBuildAdd(b, off, tk_lw_i32c(L, row_c * tk_smem_row_bytes(st) + kh), "");
+    LLVMValueRef split = tk_lw_gep(L, base, off);
+    if (!kl)
+        return split;
+    LLVMValueRef cb = LLVMBuildMul(b, col, tk_lw_i32c(L, s), "");
+    LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, cb, tk_lw_i32c(L, kl), ""),
+                                    tk_lw_i32c(L, 0), "");
+    return LLVMBuildSelect(b, ok, split, plain, "");
+}
+
 /* ---- Global windows ------------------------------------------------------- */
 /* 0 <= v < n as one unsigned compare. */
 static LLVMValueRef in_range(tk_lower *L, LLVMValueRef v, LLVMValueRef n) {

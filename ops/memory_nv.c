@@ -351,9 +351,19 @@ static LLVMValueRef matrix_addr0(tk_lower *L, const sio *s, int J) {
     LLVMValueRef c = LLVMBuildShl(b, col ? lo : hi, three, "");
     if (s->t->owner == TK_WARPGROUP) /* the warp's 16-row band */
         r = LLVMBuildAdd(b, r, LLVMBuildShl(b, L->wg_warp, tk_lw_i32c(L, 4), ""), "");
-    r = LLVMBuildAdd(b, s->row0, r, "");
-    c = LLVMBuildAdd(b, s->col0, LLVMBuildAdd(b, c, tk_lw_i32c(L, 16 * J), ""), "");
-    return tk_smem_addr(L, s->st, s->base, r, c);
+    /* Compile-time parts of the origin (a k-step, a subtile) are kept apart
+     * from the lane's run-time part (tk_smem_addr_c): the latter is then
+     * loop-invariant in a k-loop. */
+    int64_t rc = 0, cc = 16 * (int64_t)J;
+    if (LLVMIsAConstantInt(s->row0))
+        rc = LLVMConstIntGetSExtValue(s->row0);
+    else
+        r = LLVMBuildAdd(b, s->row0, r, "");
+    if (LLVMIsAConstantInt(s->col0))
+        cc += LLVMConstIntGetSExtValue(s->col0);
+    else
+        c = LLVMBuildAdd(b, s->col0, c, "");
+    return tk_smem_addr_c(L, s->st, s->base, r, rc, c, cc);
 }
 
 static LLVMValueRef matrix_addr(tk_lower *L, const sio *s, LLVMValueRef a0, int I, int J) {
