@@ -4,7 +4,7 @@
  *   tk_dump gemm|attention [ir|llvm|ptx] [arch] [options]
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
  *                        stages= to override the default block shape
- *     attention options: dtype=bf16|f16 d=64|128 causal=0|1
+ *     attention options: dtype=bf16|f16 d=64|128 causal=0|1 warps=4|8
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +49,8 @@ int main(int argc, char **argv) {
     } else {
         tk_attention_config c = {dtype(opt(argc, argv, "dtype", "bf16")),
                                  atoi(opt(argc, argv, "d", "128")),
-                                 atoi(opt(argc, argv, "causal", "0"))};
+                                 atoi(opt(argc, argv, "causal", "0")),
+                                 atoi(opt(argc, argv, "warps", "0"))};
         s = tk_attention_fwd_build(ctx, &c, &k);
     }
     char *text = NULL;

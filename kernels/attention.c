@@ -1,20 +1,23 @@
 /* Attention forward, the FlashAttention-2 algorithm (see tk/tk_kernels.h for
  * the contract).
  *
- * Block = 128 query rows of one (batch, head): 8 warps of R = 16 rows for
- * D = 128, 4 warps of R = 32 rows for D = 64 (see "Shape" below). Each warp
- * keeps its rows' state in registers for the whole kernel:
- *   Q  D/16 tiles R x 16 (bf16/f16)
+ * Block = 128 query rows of one (batch, head): by default 4 warps of R = 32
+ * rows (see "Shape" below). Each warp keeps its rows' state in registers for
+ * the whole kernel:
  *   O  D/16 tiles R x 16 (f32)
- *   m, l  running max (log2 units) and sum, one per row
+ *   m, l  reference max (log2 units) and sum, one per row
+ * and Q either in registers (D/16 tiles R x 16, when R·D <= 2048) or, for
+ * D = 128 with R = 32, in shared memory, re-read by 16-column slices.
  * The block walks the keys in tiles of 64: K_j and V_j land in shared memory
  * (two stages each, cp.async). Per tile, each warp computes
  *   S  = Q·K_jᵀ  (R x 64, f32)         from D/16 ldmatrix'd 64x16 K slices
- *   S *= scale·log2(e)                 so exp() becomes one exp2 (ex2.approx)
  *   mask ragged keys / causal          only on tiles that need it
- *   m' = max(m, rowmax S); P = exp2(S - m'); α = exp2(m - m')
- *   l  = α·l + rowsum P; O = α·O + P·V_j   (P as R x 64 bf16, V as 64x16 COL
- *                                          slices: ldmatrix.trans)
+ *   mx = c·rowmax S                    c = scale·log2(e) > 0
+ *   if some row has mx > m + 8:        lazy rescale (rare after the first
+ *     m' = max(m, mx); α = exp2(m - m'); l, O *= α; m = m'     tiles)
+ *   P = exp2(c·S - m)                  one fma and one exp2 (ex2.approx)
+ *   l += rowsum P; O += P·V_j          (P as R x 64 bf16, V as 64x16 COL
+ *                                      slices: ldmatrix.trans)
  * and at the end O /= l, L = (m + log2 l)·ln 2 (natural log of Σ exp(s)).
  * Q and O are split in 16-column tiles because register tiles cannot be
  * sliced: S needs Q by 16 columns of D, and O accumulates P·V by 16 columns
@@ -22,18 +25,19 @@
  * whole 64xD tile (128 regs).
  *
  * Shape. Every K/V element a warp reads from shared memory serves its R
- * query rows, so R sets the ratio of shared-memory traffic to mma work; with
- * R = 16 the loop is bound by shared-memory bandwidth. R = 32 halves that
- * traffic but doubles the per-thread state:
- *   D = 64,  R = 32: Q 32 + O 64 + S 64 + P 32 registers (+ addresses): fits
- *   D = 128, R = 32: Q 64 + O 128 + S 64 + P 32: spills; R = 16 instead
- *                    (Q 32 + O 64 + S 32 + P 16), ~255 registers in total.
- * For D = 128, 8 warps per block (one block per SM at 255 registers) share
- * each K/V tile between twice the rows of 4 warps, halving L2->shared
- * traffic. Measured on an H200 (bf16, B4 H16 N3072 / B1 H16 N16384):
- *   D=128: 4 warps x 16 rows 204-229 TFLOP/s, 8 x 16: 227-235, 4 x 32: 138
- *   D=64:  4 x 16: 136, 4 x 32: 212-224, 8 x 32: 216-225 (causal 155 vs 178)
- * Key tiles of 128 measured slower for both head dims.
+ * query rows, so R sets the ratio of shared-memory traffic to mma work: per
+ * key tile, 8 warps x 16 rows read 512 ldmatrix.x4 (2048 cycles of shared
+ * bandwidth at 128 B/clock, as long as the tile's 1024 mma); 4 x 32 read 320
+ * (Q slices included). R = 32 doubles the per-thread state:
+ *   D = 64,  R = 32: Q 32 + O 64 + S 64 + P 32 registers: fits
+ *   D = 128, R = 32: O 128 + S 64 + P 32 leaves no room for Q (64): Q is
+ *                    re-read from shared memory (16 more ldmatrix per tile);
+ *                    255 registers, a few spilled values outside the mmas.
+ * Measured on an H200 (bf16, TFLOP/s, bench_attention_configs):
+ *   D=128, 4 x 32, Q in shared: 340-348 non-causal, 312 causal (N 4096)
+ *   D=128, 8 x 16, Q in registers: 295-313, 269 causal
+ *   D=64,  4 x 32: 319-324; 8 x 32: 220 (fewer blocks per SM)
+ * Key tiles of 128 measured slower for both head dims (earlier revision).
  *
  * Pipeline per key tile j (commit groups: K0 | V0 K1 | V1 K2 | ...):
  *   copy V_j; commit; wait(1): K_j landed; barrier
@@ -44,10 +48,12 @@
  * V_j overwrites the stage V_{j-2} used: every warp left tile j-2 before
  * passing tile j-1's first barrier.
  *
- * No NaN: m starts at -FLT_MAX, not -inf, so m - m' and S - m' never compute
- * -inf - (-inf), even for rows whose keys are all masked so far (there
- * exp2(-inf - m') = 0 and α = 1). A row that attends no key at all ends with
- * l = 0, O = 0 (divided by max(l, tiny)) and L = -inf. */
+ * No NaN: m starts at -FLT_MAX, not -inf, so m - m', mx - m and S - m never
+ * compute -inf - (-inf), even for rows whose keys are all masked so far
+ * (there exp2(-inf - m) = 0). The first tile always rescales (mx - m is
+ * huge), which zeroes nothing that matters: l = O = 0 then. A row that
+ * attends no key at all ends with l = 0, O = 0 (divided by max(l, tiny))
+ * and L = -inf. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,12 +63,17 @@
 
 #define BQ 128 /* query rows per block */
 #define BKV 64 /* keys per tile        */
+/* Lazy rescale: how far (log2 units) a row's max may outgrow the reference
+ * m before the warp rescales; P ≤ 2^8 = 256 is exact enough in bf16/f16 and
+ * leaves f32 l and O ample range. */
+#define RESCALE_SLACK 8.0f
 
 typedef struct attn {
     tk_kernel *k;
     tk_dtype dt;
     int D, causal;
     int warps, wrows;     /* warps per block, query rows per warp             */
+    int q_shared;         /* Q re-read from shared memory, not in registers  */
     tk_value *Q, *K, *V, *O, *L;
     tk_value *b, *h, *hk; /* batch, query head, kv head                      */
     tk_value *sK, *sV;    /* 2-stage shared rings                              */
@@ -107,17 +118,27 @@ static void build(attn *a) {
     tk_value *group = tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1));
     a->hk = tk_div(k, a->h, group);
     tk_value *q0 = tk_mul(k, qt, i32c(k, BQ));
-    tk_value *qw = tk_add(k, q0, tk_mul(k, tk_warp_id(k), i32c(k, WROWS)));
+    tk_value *wr0 = tk_mul(k, tk_warp_id(k), i32c(k, WROWS)); /* warp's first row */
+    tk_value *qw = tk_add(k, q0, wr0);
     /* Row i attends keys j <= i + diag (bottom-right aligned causal mask). */
     tk_value *diag = tk_sub(k, Nkv, Nq);
 
-    /* Q straight to registers: each warp reads its own rows once (32-byte
-     * row segments per quad, full sectors). Rows past Nq read 0. */
-    tk_value *q[8];
+    /* Q in registers: each warp reads its own rows once (32-byte row
+     * segments per quad, full sectors). Rows past Nq read 0. Q in shared
+     * memory (when it would not fit in registers): the block's Q tile joins
+     * the first copy group and each warp re-reads its 16-column slices per
+     * key tile. */
+    tk_value *q[8] = {0}, *sQ = NULL;
     tk_type q_t = tk_tile_type(dt, WROWS, 16, TK_WARP, TK_ROW);
-    for (int d = 0; d < ND; d++) {
-        tk_value *idx[4] = {a->b, a->h, qw, i32c(k, 16 * d)};
-        q[d] = tk_load(k, q_t, Q, idx, 0.0f);
+    if (!a->q_shared) {
+        for (int d = 0; d < ND; d++) {
+            tk_value *idx[4] = {a->b, a->h, qw, i32c(k, 16 * d)};
+            q[d] = tk_load(k, q_t, Q, idx, 0.0f);
+        }
+    } else {
+        sQ = tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, 1);
+        tk_value *idx[4] = {a->b, a->h, q0, i32c(k, 0)};
+        tk_copy_to_shared(k, sQ, Q, idx, 0.0f, 1);
     }
 
     a->sK = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
@@ -158,7 +179,12 @@ static void build(attn *a) {
         tk_type kslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_ROW);
         for (int d = 0; d < ND; d++) {
             tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * d)};
-            s = tk_mma(k, TK_MMA_ABT, q[d], tk_load(k, kslice, kst, idx, 0.0f), s);
+            tk_value *qd = q[d];
+            if (sQ) {
+                tk_value *iq[2] = {wr0, i32c(k, 16 * d)};
+                qd = tk_load(k, q_t, sQ, iq, 0.0f);
+            }
+            s = tk_mma(k, TK_MMA_ABT, qd, tk_load(k, kslice, kst, idx, 0.0f), s);
         }
 
         /* Prefetch K_{j+1} while this tile's softmax and P·V run. */
@@ -168,7 +194,6 @@ static void build(attn *a) {
         tk_if_end(k, 0, NULL, NULL);
         tk_async_commit(k);
 
-        s = tk_mul(k, s, scale2);
         /* Masks cost a compare per element: only the last (ragged) tile and,
          * when causal, tiles crossing the diagonal of this block need one. */
         tk_value *edge = tk_gt(k, tk_add(k, kv0, i32c(k, BKV)), Nkv);
@@ -182,12 +207,28 @@ static void build(attn *a) {
         tk_value *unmasked = s;
         tk_if_end(k, 1, &unmasked, &s);
 
-        /* Online softmax in log2 units. */
-        tk_value *m = tk_max(k, cur[0], tk_row_max(k, s));
-        tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], m));
-        tk_value *p = tk_exp2(k, tk_sub(k, s, m));
-        next[0] = m;
-        next[1] = tk_add(k, tk_mul(k, cur[1], alpha), tk_row_sum(k, p));
+        /* Online softmax in log2 units with a lazy rescale: m is a running
+         * reference, at most RESCALE_SLACK below the row max of s·scale2
+         * (scale2 > 0, so that max is scale2 · row max of s). Only when some
+         * row of the warp outgrows its reference by more than the slack do
+         * the warp's m, l and O move to the new max (α = exp2(m - m') ≤ 1);
+         * otherwise P = exp2(s·scale2 - m) stays ≤ 2^slack and O, l go on
+         * unscaled, saving the multiply of every O element per tile. The
+         * result is the same: O and l share the reference, which cancels
+         * in O / l and is added back in L. s·scale2 - m is one fma. */
+        tk_value *mx = tk_mul(k, tk_row_max(k, s), scale2);
+        tk_value *grow = tk_max_all(k, tk_sub(k, mx, cur[0]));
+        tk_if_begin(k, tk_gt(k, grow, tk_const_f32(k, RESCALE_SLACK)));
+        tk_value *up[2 + 8], *kept[2 + 8], *ref[2 + 8];
+        up[0] = tk_max(k, cur[0], mx);
+        tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], up[0]));
+        for (int i = 1; i < 2 + ND; i++) up[i] = tk_mul(k, cur[i], alpha);
+        tk_else(k, 2 + ND, up);
+        for (int i = 0; i < 2 + ND; i++) kept[i] = cur[i];
+        tk_if_end(k, 2 + ND, kept, ref);
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, scale2), ref[0]));
+        next[0] = ref[0];
+        next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
         tk_value *pb = tk_cvt(k, p, dt);
 
         tk_async_wait(k, 1); /* V_j has landed (K_{j+1} may be in flight) */
@@ -196,8 +237,7 @@ static void build(attn *a) {
         tk_type vslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_COL);
         for (int d = 0; d < ND; d++) {
             tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * d)};
-            tk_value *o = tk_mul(k, cur[2 + d], alpha);
-            next[2 + d] = tk_mma(k, TK_MMA_AB, pb, tk_load(k, vslice, vst, idx, 0.0f), o);
+            next[2 + d] = tk_mma(k, TK_MMA_AB, pb, tk_load(k, vslice, vst, idx, 0.0f), ref[2 + d]);
         }
     }
     tk_for_end(k, 2 + ND, next, fin);
@@ -232,14 +272,18 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: causal is %d; "
                            "expected 0 or 1", cfg->causal);
     char name[64];
-    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d%s", tk_dtype_name(cfg->dtype),
-             cfg->head_dim, cfg->causal ? "_causal" : "");
+    int warps = cfg->warps ? cfg->warps : 4; /* see "Shape" */
+    if (warps != 4 && warps != 8)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: warps is %d; "
+                           "expected 0 (default), 4 or 8", cfg->warps);
+    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_w%d%s", tk_dtype_name(cfg->dtype),
+             cfg->head_dim, warps, cfg->causal ? "_causal" : "");
     tk_kernel *k;
-    int warps = cfg->head_dim == 64 ? 4 : 8; /* see "Shape" above */
     tk_status s = tk_kernel_create(ctx, name, warps, &k);
     if (s) return s;
     attn a = {.k = k, .dt = cfg->dtype, .D = cfg->head_dim, .causal = cfg->causal,
-              .warps = warps, .wrows = BQ / warps};
+              .warps = warps, .wrows = BQ / warps,
+              .q_shared = (BQ / warps) * cfg->head_dim > 16 * 128};
     build(&a);
     if ((s = tk_kernel_finish(k))) {
         tk_ctx_fail(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));

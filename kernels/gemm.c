@@ -90,6 +90,8 @@ typedef struct gemm {
     const tk_gemm_config *c;
     tk_value *A, *B, *sA, *sB; /* views and shared rings */
     tk_value *m0, *n0;         /* the block's origin in C (i32) */
+    int wm_rows, wn_cols;      /* the warp tile, WM x WN */
+    tk_value *wr0, *wc0;       /* this warp's corner inside the block tile */
 } gemm;
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
@@ -108,11 +110,12 @@ static void load_tile(gemm *g, tk_value *kt, tk_value *st) {
     tk_copy_to_shared(k, tk_stage(k, g->sB, st), g->B, ib, 0.0f, 1);
 }
 
-/* if (kt < nk) load_tile(kt, kt % stages): no copies past the last k-tile. */
-static void load_tile_if(gemm *g, tk_value *kt, tk_value *nk) {
+/* if (kt < nk) load_tile(kt, st): no copies past the last k-tile. st is
+ * kt % stages (NULL: computed here). */
+static void load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk) {
     tk_kernel *k = g->k;
     tk_if_begin(k, tk_lt(k, kt, nk));
-    load_tile(g, kt, tk_rem(k, kt, i32c(k, g->c->stages)));
+    load_tile(g, kt, st ? st : tk_rem(k, kt, i32c(k, g->c->stages)));
     tk_if_end(k, 0, NULL, NULL);
 }
 
@@ -127,6 +130,21 @@ static void block_coords(tk_kernel *k, tk_value *gx, tk_value *gy, tk_value **bm
     tk_value *in_group = tk_rem(k, pid, per_group);
     *bm = tk_add(k, first, tk_rem(k, in_group, rows));
     *bn = tk_div(k, in_group, rows);
+}
+
+/* One k-step's register fragments: A [WM x 16] and B ([16 x WN] col tile,
+ * or with transpose_b the [WN x 16] row tile of the [N, K] stage). */
+typedef struct frags { tk_value *a, *b; } frags;
+
+static frags load_frags(gemm *g, tk_value *a, tk_value *b, tk_value *kk) {
+    tk_kernel *k = g->k;
+    const tk_gemm_config *c = g->c;
+    tk_type a_t = tk_tile_type(c->in_dtype, g->wm_rows, 16, TK_WARP, TK_ROW);
+    tk_type b_t = c->transpose_b ? tk_tile_type(c->in_dtype, g->wn_cols, 16, TK_WARP, TK_ROW)
+                                 : tk_tile_type(c->in_dtype, 16, g->wn_cols, TK_WARP, TK_COL);
+    tk_value *ia[2] = {g->wr0, kk}, *ib[2] = {kk, g->wc0};
+    if (c->transpose_b) { ib[0] = g->wc0; ib[1] = kk; }
+    return (frags){tk_load(k, a_t, a, ia, 0.0f), tk_load(k, b_t, b, ib, 0.0f)};
 }
 
 static void build(gemm *g, int wm, int wn) {
@@ -153,8 +171,10 @@ static void build(gemm *g, int wm, int wn) {
     g->n0 = tk_mul(k, bn, BN);
     /* This warp's corner inside the block tile. */
     tk_value *warp = tk_warp_id(k);
-    tk_value *wr0 = tk_mul(k, tk_div(k, warp, i32c(k, wn)), i32c(k, WM));
-    tk_value *wc0 = tk_mul(k, tk_rem(k, warp, i32c(k, wn)), i32c(k, WN));
+    tk_value *wr0 = g->wr0 = tk_mul(k, tk_div(k, warp, i32c(k, wn)), i32c(k, WM));
+    tk_value *wc0 = g->wc0 = tk_mul(k, tk_rem(k, warp, i32c(k, wn)), i32c(k, WN));
+    g->wm_rows = WM;
+    g->wn_cols = WN;
 
     /* Swizzled stages: ldmatrix reads 8 rows of one 16-byte column chunk,
      * which the XOR swizzle spreads over all banks. */
@@ -164,42 +184,63 @@ static void build(gemm *g, int wm, int wn) {
                 : tk_shared(k, c->in_dtype, c->block_k, c->block_n, TK_SMEM_SWIZZLE, S);
 
     /* Prologue: k-tiles 0..S-2 in flight, one commit group each (empty
-     * groups past the end keep the group count the wait below relies on). */
+     * groups past the end keep the group count the waits rely on); then
+     * k-tile 0 landed, k-tile S-1 issued (group S-1) and k-step 0's
+     * fragments loaded. */
     tk_value *nk = tk_ceil_div(k, K, BK);
     for (int s = 0; s < S - 1; s++) {
-        load_tile_if(g, i32c(k, s), nk);
+        load_tile_if(g, i32c(k, s), NULL, nk);
         tk_async_commit(k);
     }
+    tk_async_wait(k, S - 2);
+    tk_barrier(k);
+    load_tile_if(g, i32c(k, S - 1), NULL, nk);
+    tk_async_commit(k);
 
+    frags f0 = load_frags(g, tk_stage(k, g->sA, i32c(k, 0)), tk_stage(k, g->sB, i32c(k, 0)),
+                          i32c(k, 0));
     tk_type acc_t = tk_tile_type(TK_F32, WM, WN, TK_WARP, TK_ROW);
-    tk_type a_t = tk_tile_type(c->in_dtype, WM, 16, TK_WARP, TK_ROW);
-    /* B fragments: A·B wants B as a K x N col tile (ldmatrix.trans of the
-     * row-major [K,N] stage); A·Bᵀ wants the N x K row tile of a [N,K] stage. */
-    tk_type b_t = c->transpose_b ? tk_tile_type(c->in_dtype, WN, 16, TK_WARP, TK_ROW)
-                                 : tk_tile_type(c->in_dtype, 16, WN, TK_WARP, TK_COL);
-    tk_value *acc0 = tk_zeros(k, acc_t), *acc, *acc_end;
-    tk_value *kt = tk_for_begin(k, i32c(k, 0), nk, i32c(k, 1), 1, &acc0, &acc);
+    /* Carried: accumulator, k-step 0's fragments, and kt % S (stepped with
+     * a compare instead of a division per trip). */
+    tk_value *init[4] = {tk_zeros(k, acc_t), f0.a, f0.b, i32c(k, 0)}, *cur[4], *next[4], *fin[4];
+    tk_value *kt = tk_for_begin(k, i32c(k, 0), nk, i32c(k, 1), 4, init, cur);
     {
-        /* Groups committed so far: S-1 + kt; k-tile kt is group kt, so at
-         * most S-2 may still be pending. The barrier publishes the stage to
-         * all warps and ends every warp's reads of the stage refilled next. */
-        tk_async_wait(k, S - 2);
-        tk_barrier(k);
-        load_tile_if(g, tk_add(k, kt, i32c(k, S - 1)), nk);
-        tk_async_commit(k);
-
-        tk_value *st = tk_rem(k, kt, i32c(k, S));
+        /* Software pipeline over k-steps: each step loads the next step's
+         * fragments before its own mmas, so ldmatrix latency hides behind
+         * tensor-core work. The last step's "next" is step 0 of k-tile
+         * kt+1, from the next stage: before reading it, wait for that tile
+         * and pass a barrier, which also ends every warp's reads of stage
+         * kt % S (its last fragments are already in registers), the stage
+         * k-tile kt+S refills. Groups committed before the wait: S + kt;
+         * k-tile kt+1 is group kt+1, so S-2 may stay pending. */
+        tk_value *acc = cur[0];
+        frags f = {cur[1], cur[2]};
+        tk_value *st = cur[3], *st1 = tk_add(k, st, i32c(k, 1));
+        st1 = tk_select(k, tk_eq(k, st1, i32c(k, S)), i32c(k, 0), st1); /* (kt + 1) % S */
         tk_value *a = tk_stage(k, g->sA, st), *b = tk_stage(k, g->sB, st);
-        for (int kk = 0; kk < c->block_k; kk += 16) {
-            tk_value *ia[2] = {wr0, i32c(k, kk)};
-            tk_value *af = tk_load(k, a_t, a, ia, 0.0f);
-            tk_value *ib[2] = {i32c(k, kk), wc0};
-            if (c->transpose_b) { ib[0] = wc0; ib[1] = i32c(k, kk); }
-            tk_value *bf = tk_load(k, b_t, b, ib, 0.0f);
-            acc = tk_mma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, af, bf, acc);
+        const int steps = c->block_k / 16;
+        for (int kk = 0; kk < steps; kk++) {
+            frags nf;
+            if (kk + 1 < steps) {
+                nf = load_frags(g, a, b, i32c(k, 16 * (kk + 1)));
+            } else {
+                tk_async_wait(k, S - 2);
+                tk_barrier(k);
+                load_tile_if(g, tk_add(k, kt, i32c(k, S)), st, nk); /* (kt + S) % S */
+                tk_async_commit(k);
+                nf = load_frags(g, tk_stage(k, g->sA, st1), tk_stage(k, g->sB, st1),
+                                i32c(k, 0));
+            }
+            acc = tk_mma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, f.a, f.b, acc);
+            f = nf;
         }
+        next[0] = acc;
+        next[1] = f.a;
+        next[2] = f.b;
+        next[3] = st1;
     }
-    tk_for_end(k, 1, &acc, &acc_end);
+    tk_for_end(k, 4, next, fin);
+    tk_value *acc_end = fin[0];
 
     /* Epilogue: convert and store this warp's tile; rows/cols past M/N are
      * skipped by the store. */

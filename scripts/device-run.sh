@@ -4,7 +4,7 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [bench]   (default: both)
+#   scripts/device-run.sh [tests] [bench] [configs] [ncu]   (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
@@ -19,6 +19,22 @@ kernels_run() { # $1: run number; the disk cache in /tmp/tk-kept is kept between
   TK_TEST_CACHE_DIR=/tmp/tk-kept ./build-device/test_gpu_kernels >"$out/kernels$1.log" 2>&1 || rc=1
   echo "run $1: $(grep -c ': compiled' "$out/kernels$1.log") kernels compiled, $(grep -c 'from the disk cache' "$out/kernels$1.log") loaded from disk; $(grep Checks "$out/kernels$1.log")"
 }
+if [[ $what == *configs* ]]; then
+  echo "== mma.sync ceiling (nvcc)"
+  nvcc -O3 -arch=sm_90 bench/mma_ceiling.cu -o /tmp/mma_ceiling && /tmp/mma_ceiling | tee "$out/mma_ceiling.md"
+  echo "== GEMM block shapes"
+  ./build-device/bench_gemm_configs 4096 2>&1 | tee "$out/gemm_configs.md"
+  echo "== attention block shapes"
+  ./build-device/bench_attention_configs 2>&1 | tee "$out/attention_configs.md"
+fi
+if [[ $what == *ncu* ]]; then # hardware counters of one GEMM and one attention launch
+  sec="--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy"
+  timeout 120 ncu --clock-control none $sec -k regex:tk_gemm --launch-count 1 \
+    ./build-device/bench_gemm_configs 4096 >"$out/ncu_gemm.txt" 2>&1
+  timeout 120 ncu --clock-control none $sec -k regex:tk_attn --launch-skip ${NCU_ATTN_SKIP:-73} \
+    --launch-count 1 ./build-device/bench_attention_configs >"$out/ncu_attn.txt" 2>&1
+  grep -E "stalled|Duration|Throughput|Issue Slots|Warp Cycles|Stall|No Eligible|Eligible Warps|Registers|Achieved Occ|Theoretical Occ|Bank" "$out"/ncu_*.txt | head -80
+fi
 if [[ $what == *tests* ]]; then
   echo "== test_lower (every op family: GPU vs interpreter)"
   ./build-device/test_lower >"$out/ops.log" 2>&1 || rc=1
@@ -52,6 +68,6 @@ if [[ $what == *tests* ]]; then
   done | tee "$out/sass.txt"
 fi
 # The device tool returns at most 8 files: keep the tables, pack the logs.
-(cd "$out" && tar czf logs.tgz --exclude=logs.tgz --exclude='bench_*' . &&
-  find . -maxdepth 1 -type f ! -name logs.tgz ! -name 'bench_*' -delete)
+(cd "$out" && tar czf logs.tgz --exclude=logs.tgz --exclude='bench_*' --exclude='*.md' . &&
+  find . -maxdepth 1 -type f ! -name logs.tgz ! -name 'bench_*' ! -name '*.md' -delete)
 exit $rc

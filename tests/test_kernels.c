@@ -156,28 +156,39 @@ typedef struct attn_case {
     int64_t B, Hq, Hkv, Nq, Nkv;
     int D, causal;
     tk_dtype dt;
-    int bnhd; /* Q, K, V, O stored as [B, N, H, D] */
+    int bnhd;  /* Q, K, V, O stored as [B, N, H, D] */
+    int warps; /* tk_attention_config.warps (0: default) */
+    int ramp;  /* keys grow along the sequence: row maxes keep rising, so
+                  the kernel's lazy rescale fires after the first tile too */
 } attn_case;
 
 static const attn_case attn_cases[] = {
-    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0},
-    {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0},
-    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0},   /* GQA 2:1 */
-    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0},
-    {1, 1, 1, 100, 100, 64, 1, TK_F16, 1}, /* [B,N,H,D] */
-    {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0}, /* Nq < Nkv, GQA */
-    {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0}, /* Nq > Nkv causal: rows without keys */
-    {1, 1, 1, 65, 130, 128, 1, TK_F16, 0}, /* Nq < Nkv causal */
-    {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1},
-    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0},   /* one key: only the last row sees it */
-    {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1},
-    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0},   /* decode-like: one query, GQA 4:1 */
-    {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1}, /* two query blocks of 128, Nq > Nkv */
+    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0},
+    {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0, 0, 0},
+    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0, 0, 0},   /* GQA 2:1 */
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0},
+    {1, 1, 1, 100, 100, 64, 1, TK_F16, 1, 0, 0}, /* [B,N,H,D] */
+    {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0, 0, 0}, /* Nq < Nkv, GQA */
+    {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0, 0, 0}, /* Nq > Nkv causal: rows without keys */
+    {1, 1, 1, 65, 130, 128, 1, TK_F16, 0, 0, 0}, /* Nq < Nkv causal */
+    {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1, 0, 0},
+    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0, 0, 0},   /* one key: only the last row sees it */
+    {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1, 0, 0},
+    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0, 0, 0},   /* decode-like: one query, GQA 4:1 */
+    {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1, 0, 0}, /* two query blocks of 128, Nq > Nkv */
+    /* d=128 on 8 warps of 16 rows (Q in registers); d=64 on 8 warps */
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 8, 0},
+    {1, 2, 1, 150, 140, 128, 0, TK_F16, 1, 8, 0},
+    {1, 1, 1, 1, 130, 128, 1, TK_BF16, 0, 8, 0},
+    {1, 2, 2, 130, 17, 64, 1, TK_BF16, 0, 8, 0},
+    {1, 2, 2, 200, 200, 64, 0, TK_BF16, 0, 0, 1},
+    {1, 1, 1, 130, 250, 128, 1, TK_F16, 1, 0, 1},
 };
 #define N_ATTN (int)(sizeof attn_cases / sizeof attn_cases[0])
 
 static void check_attention(const attn_case *a) {
-    tk_attention_config cfg = {.dtype = a->dt, .head_dim = a->D, .causal = a->causal};
+    tk_attention_config cfg = {.dtype = a->dt, .head_dim = a->D, .causal = a->causal,
+                               .warps = a->warps};
     tk_kernel *k = NULL;
     tk_status s = tk_attention_fwd_build(ctx, &cfg, &k);
     ck_assert_msg(s == TK_OK, "attention build: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
@@ -195,6 +206,10 @@ static void check_attention(const attn_case *a) {
     ref_tensor_random(&Q, -2, 2);
     ref_tensor_random(&K, -2, 2);
     ref_tensor_random(&V, -1, 1);
+    for (int64_t i = 0; a->ramp && i < ref_tensor_count(&K); i++) {
+        int64_t key = i / a->D % a->Nkv;
+        ref_tensor_set(&K, i, ref_tensor_get(&K, i) * (1.0 + (double)key / 16.0));
+    }
     ref_tensor_fill_all(&O, NAN);
     ref_tensor_fill_all(&L, NAN);
     void *o_before = ref_tensor_snapshot(&O), *l_before = ref_tensor_snapshot(&L);
@@ -220,10 +235,10 @@ static void check_attention(const attn_case *a) {
     double eo = ref_rel_err(o, o_ref, no), el = ref_rel_err(l, l_ref, nl);
     int64_t nan_o = ref_count_nan(o, no), nan_l = ref_count_nan(l, nl);
     int64_t stray = ref_tensor_stray_writes(&O, o_before) + ref_tensor_stray_writes(&L, l_before);
-    printf("attn B%lld Hq%lld Hkv%lld Nq%3lld Nkv%3lld D%3d %s %s%s: rel err O %.2e L %.2e\n",
+    printf("attn B%lld Hq%lld Hkv%lld Nq%3lld Nkv%3lld D%3d w%d %s %s%s: rel err O %.2e L %.2e\n",
            (long long)a->B, (long long)a->Hq, (long long)a->Hkv, (long long)a->Nq,
-           (long long)a->Nkv, a->D, tk_dtype_name(a->dt), a->causal ? "causal" : "full  ",
-           a->bnhd ? " bnhd" : "", eo, el);
+           (long long)a->Nkv, a->D, tk_kernel_warps(k), tk_dtype_name(a->dt),
+           a->causal ? "causal" : "full  ", a->bnhd ? " bnhd" : "", eo, el);
     ck_assert_msg(nan_o == 0 && nan_l == 0, "%lld O and %lld L elements not written (or NaN)",
                   (long long)nan_o, (long long)nan_l);
     ck_assert_msg(stray == 0, "%lld writes outside O / L", (long long)stray);
@@ -244,7 +259,7 @@ START_TEST(test_attention_random) {
     attn_case a = {.B = ref_randint(1, 2), .Hkv = ref_randint(1, 2), .Nq = ref_randint(1, 200),
                    .Nkv = ref_randint(1, 200), .D = ref_randint(0, 1) ? 128 : 64,
                    .causal = (int)ref_randint(0, 1), .dt = ref_randint(0, 1) ? TK_BF16 : TK_F16,
-                   .bnhd = (int)ref_randint(0, 1)};
+                   .bnhd = (int)ref_randint(0, 1), .warps = 4 * (int)ref_randint(0, 2)};
     a.Hq = a.Hkv * ref_randint(1, 3);
     if (ref_randint(0, 2) == 0) a.Nkv = a.Nq; /* the usual self-attention shape */
     check_attention(&a);
@@ -263,6 +278,10 @@ START_TEST(test_attention_config_errors) {
     c.head_dim = 64;
     c.causal = 2;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    c.causal = 0;
+    c.warps = 3;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "warps is 3"));
     ck_assert_int_eq(tk_attention_fwd_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, NULL), TK_ERR_INVALID_ARG);
 }
@@ -273,11 +292,18 @@ START_TEST(test_kernel_shape) {
     tk_kernel *k;
     tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128, .causal = 1};
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
-    ck_assert_int_eq(tk_kernel_warps(k), 8);
-    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d128_causal");
-    ck_assert_uint_eq(tk_kernel_smem_bytes(k), 4 * 64 * 128 * 2); /* K, V: 2 stages each */
+    ck_assert_int_eq(tk_kernel_warps(k), 4);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d128_w4_causal");
+    /* Q (32 rows per warp: re-read from shared memory), K, V: 2 stages each */
+    ck_assert_uint_eq(tk_kernel_smem_bytes(k), (128 + 4 * 64) * 128 * 2);
+    tk_kernel_destroy(k);
+    c.warps = 8; /* 16 rows per warp: Q stays in registers */
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d128_w8_causal");
+    ck_assert_uint_eq(tk_kernel_smem_bytes(k), 4 * 64 * 128 * 2);
     tk_kernel_destroy(k);
     c.head_dim = 64;
+    c.warps = 0;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
     ck_assert_int_eq(tk_kernel_warps(k), 4);
     tk_kernel_destroy(k);

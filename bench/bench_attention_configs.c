@@ -1,0 +1,106 @@
+/* Attention block shapes side by side (tk_attention_config.warps): for each
+ * head dim, causal flag and shape, every shape of the kernel is built,
+ * compiled, checked against the default shape's output (itself verified
+ * against float64 in tests/test_gpu_kernels.c) and timed: median over 7
+ * batches of 10 back-to-back launches, host clock around a device sync.
+ *   bench_attention_configs */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_kernels.h"
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct shape { int64_t b, h, n; int d, causal; } shape;
+
+static const shape shapes[] = {
+    {4, 16, 3072, 128, 0}, {4, 16, 4096, 128, 0}, {1, 16, 16384, 128, 0},
+    {4, 16, 4096, 128, 1}, {4, 32, 4096, 64, 0},  {4, 32, 4096, 64, 1},
+};
+
+/* Times one kernel shape; returns TFLOP/s (0 on failure); O lands in `o`. */
+static double run(tk_ctx *ctx, const shape *sh, int warps, void *const dev[5], uint16_t *o) {
+    tk_attention_config c = {.dtype = TK_BF16, .head_dim = sh->d, .causal = sh->causal,
+                             .warps = warps};
+    int64_t dq[4] = {sh->b, sh->h, sh->n, sh->d}, dl[3] = {sh->b, sh->h, sh->n};
+    size_t obytes = (size_t)(sh->b * sh->h * sh->n * sh->d * 2);
+    tk_arg args[6] = {tk_arg_tensor(dev[0], TK_BF16, 4, dq), tk_arg_tensor(dev[1], TK_BF16, 4, dq),
+                      tk_arg_tensor(dev[2], TK_BF16, 4, dq), tk_arg_tensor(dev[3], TK_BF16, 4, dq),
+                      tk_arg_tensor(dev[4], TK_F32, 3, dl),
+                      tk_arg_f32(1.0f / sqrtf((float)sh->d))};
+    tk_kernel *k = NULL;
+    tk_program *p = NULL;
+    tk_status s = tk_attention_fwd_build(ctx, &c, &k);
+    if (!s) s = tk_compile(ctx, k, &p);
+    if (!s) s = tk_gpu_memset(ctx, dev[3], 0xff, obytes); /* NaN poison */
+    for (int i = 0; i < 3 && !s; i++) s = tk_launch(p, 6, args, NULL);
+    if (!s) s = tk_gpu_sync(ctx);
+    if (!s) s = tk_gpu_download(ctx, o, dev[3], obytes);
+    double t[7];
+    for (int r = 0; r < 7 && !s; r++) {
+        double t0 = now_ms();
+        for (int i = 0; i < 10 && !s; i++) s = tk_launch(p, 6, args, NULL);
+        if (!s) s = tk_gpu_sync(ctx);
+        t[r] = (now_ms() - t0) / 10;
+    }
+    if (s) fprintf(stderr, "d%d w%d: %s\n", sh->d, warps, tk_ctx_error(ctx));
+    tk_program_release(p);
+    tk_kernel_destroy(k);
+    if (s) return 0;
+    qsort(t, 7, sizeof *t, cmp);
+    double flops = 4.0 * (double)(sh->b * sh->h) * (double)sh->n * (double)sh->n * sh->d;
+    return flops / (sh->causal ? 2 : 1) / (t[3] * 1e-3) / 1e12;
+}
+
+int main(void) {
+    tk_ctx *ctx;
+    if (tk_ctx_create(&ctx) || tk_gpu_init(ctx)) {
+        printf("bench_attention_configs: no GPU\n");
+        return 0;
+    }
+    size_t most = 4 * 32 * 4096 * 128; /* elements of the largest Q */
+    uint16_t *h = malloc(most * 2), *ref = malloc(most * 2), *got = malloc(most * 2);
+    void *dev[5];
+    srand(11);
+    for (size_t i = 0; i < most; i++) h[i] = tk_f32_to_bf16((float)rand() / RAND_MAX * 2 - 1);
+    for (int i = 0; i < 5; i++)
+        if (tk_gpu_alloc(ctx, most * (i == 4 ? 1 : 2), &dev[i]) ||
+            (i < 3 && tk_gpu_upload(ctx, dev[i], h, most * 2)))
+            return printf("%s\n", tk_ctx_error(ctx)), 1;
+    printf("| shape | causal | TFLOP/s default | TFLOP/s w4 | TFLOP/s w8 | max diff vs default |\n");
+    printf("|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const shape *sh = &shapes[i];
+        size_t n = (size_t)(sh->b * sh->h * sh->n * sh->d);
+        double def = run(ctx, sh, 0, dev, ref);
+        double tf[2] = {0, 0}, diff = 0;
+        for (int w = 0; w < 2; w++) {
+            tf[w] = run(ctx, sh, 4 << w, dev, got);
+            for (size_t e = 0; e < n; e++) {
+                double x = tk_bf16_to_f32(got[e]), y = tk_bf16_to_f32(ref[e]);
+                diff = isnan(x) || isnan(y) ? INFINITY : fmax(diff, fabs(x - y));
+            }
+        }
+        printf("| B%lld H%lld N%lld D%d | %d | %.0f | %.0f | %.0f | %.3g |\n", (long long)sh->b,
+               (long long)sh->h, (long long)sh->n, sh->d, sh->causal, def, tf[0], tf[1], diff);
+        fflush(stdout);
+    }
+    for (int i = 0; i < 5; i++) tk_gpu_free(ctx, dev[i]);
+    free(h), free(ref), free(got);
+    tk_ctx_destroy(ctx);
+    return 0;
+}
