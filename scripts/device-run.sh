@@ -62,12 +62,15 @@ if [[ $what == *tests* ]]; then
   summary "$out/jit.log"
   echo "== SASS"
   for k in "gemm" "attention d=128" "attention d=64"; do
-    ./build-device/tk_dump $k ptx sm_90a >/tmp/k.ptx &&
+    set -- $k # kernel, then its options (after the stage and arch)
+    ./build-device/tk_dump "$1" ptx sm_90a "${@:2}" >/tmp/k.ptx &&
       ptxas -arch=sm_90a -v /tmp/k.ptx -o /tmp/k.cubin 2>&1 | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' '
     echo " $k: HMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HMMA)"
   done | tee "$out/sass.txt"
 fi
-# The device tool returns at most 8 files: keep the tables, pack the logs.
-(cd "$out" && tar czf logs.tgz --exclude=logs.tgz --exclude='bench_*' --exclude='*.md' . &&
-  find . -maxdepth 1 -type f ! -name logs.tgz ! -name 'bench_*' ! -name '*.md' -delete)
+# The device tool returns at most 8 files.
+# Tables (*.md) stay as files; everything else goes into logs.tgz (built
+# outside $out, so a log still being written cannot race the archive).
+(cd "$out" && tar czf /tmp/tk-logs.tgz --exclude='*.md' --exclude=logs.tgz . &&
+  find . -maxdepth 1 -type f ! -name '*.md' -delete && mv /tmp/tk-logs.tgz logs.tgz)
 exit $rc
