@@ -8,22 +8,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 typedef struct shape { int64_t b, h, n; int d, causal; } shape;
 
@@ -52,18 +41,17 @@ static double run(tk_ctx *ctx, const shape *sh, int warps, void *const dev[5], u
     if (!s) s = tk_gpu_download(ctx, o, dev[3], obytes);
     double t[7];
     for (int r = 0; r < 7 && !s; r++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         for (int i = 0; i < 10 && !s; i++) s = tk_launch(p, 6, args, NULL);
         if (!s) s = tk_gpu_sync(ctx);
-        t[r] = (now_ms() - t0) / 10;
+        t[r] = (bench_now_ms() - t0) / 10;
     }
     if (s) fprintf(stderr, "d%d w%d: %s\n", sh->d, warps, tk_ctx_error(ctx));
     tk_program_release(p);
     tk_kernel_destroy(k);
     if (s) return 0;
-    qsort(t, 7, sizeof *t, cmp);
     double flops = 4.0 * (double)(sh->b * sh->h) * (double)sh->n * (double)sh->n * sh->d;
-    return flops / (sh->causal ? 2 : 1) / (t[3] * 1e-3) / 1e12;
+    return flops / (sh->causal ? 2 : 1) / (bench_median(t, 7) * 1e-3) / 1e12;
 }
 
 int main(void) {

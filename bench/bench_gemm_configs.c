@@ -9,22 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 typedef struct cfg { int bm, bn, bk, warps, stages; } cfg;
 
@@ -52,18 +41,17 @@ static double run(tk_ctx *ctx, const cfg *c, int64_t n, void *a, void *b, void *
     if (!s) s = tk_gpu_download(ctx, host_c, dc, (size_t)(n * n * 2));
     double t[7];
     for (int r = 0; r < 7 && !s; r++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         for (int i = 0; i < 20 && !s; i++) s = tk_launch(p, 3, args, NULL);
         if (!s) s = tk_gpu_sync(ctx);
-        t[r] = (now_ms() - t0) / 20;
+        t[r] = (bench_now_ms() - t0) / 20;
     }
     if (s) fprintf(stderr, "%dx%dx%d w%d s%d: %s\n", c->bm, c->bn, c->bk, c->warps, c->stages,
                    tk_ctx_error(ctx));
     tk_program_release(p);
     tk_kernel_destroy(k);
     if (s) return 0;
-    qsort(t, 7, sizeof *t, cmp);
-    return 2.0 * (double)n * (double)n * (double)n / (t[3] * 1e-3) / 1e12;
+    return 2.0 * (double)n * (double)n * (double)n / (bench_median(t, 7) * 1e-3) / 1e12;
 }
 
 int main(int argc, char **argv) {

@@ -6,28 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
+#include "bench_util.h"
 
 static tk_kernel *attention(tk_ctx *ctx) {
     tk_attention_config c = {TK_BF16, 128, 0, 0};
@@ -48,18 +32,18 @@ int main(void) {
     enum { R = 9 };
     double t[2000];
     for (int i = 0; i < R; i++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         tk_kernel *k = attention(ctx);
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
         tk_kernel_destroy(k);
     }
-    double build = median(t, R);
+    double build = bench_median(t, R);
 
     tk_kernel *k = attention(ctx);
     tk_program *p = NULL;
-    double t0 = now_us();
+    double t0 = bench_now_us();
     if (tk_compile(ctx, k, &p)) return printf("%s\n", tk_ctx_error(ctx)), 1;
-    double cold = now_us() - t0;
+    double cold = bench_now_us() - t0;
     tk_cache_stats st;
     tk_cache_stats_get(ctx, &st);
 
@@ -69,23 +53,23 @@ int main(void) {
         tk_ctx_create(&c2);
         tk_cache_set_dir(c2, dir);
         tk_gpu_init(c2);
-        t0 = now_us();
+        t0 = bench_now_us();
         tk_compile(c2, k, &p2);
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
         if (tk_program_origin(p2) != TK_FROM_DISK) printf("warning: not a disk hit\n");
         tk_program_release(p2);
         tk_ctx_destroy(c2);
     }
-    double disk = median(t, R);
+    double disk = bench_median(t, R);
 
     for (int i = 0; i < 1000; i++) {
         tk_program *p3;
-        t0 = now_us();
+        t0 = bench_now_us();
         tk_compile(ctx, k, &p3);
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
         tk_program_release(p3);
     }
-    double mem = median(t, 1000);
+    double mem = bench_median(t, 1000);
 
     /* Host cost of a launch through the public entry point (tiny problem). */
     void *buf;
@@ -96,12 +80,12 @@ int main(void) {
     tk_attention_forward(ctx, &a, NULL);
     tk_gpu_sync(ctx);
     for (int i = 0; i < 2000; i++) {
-        t0 = now_us();
+        t0 = bench_now_us();
         tk_attention_forward(ctx, &a, NULL);
-        t[i] = now_us() - t0;
+        t[i] = bench_now_us() - t0;
         if (i % 64 == 63) tk_gpu_sync(ctx); /* keep the launch queue short */
     }
-    double launch = median(t, 2000);
+    double launch = bench_median(t, 2000);
     tk_gpu_sync(ctx);
     tk_gpu_free(ctx, buf);
 

@@ -32,7 +32,10 @@
  *   D = 64,  R = 32: Q 32 + O 64 + S 64 + P 32 registers: fits
  *   D = 128, R = 32: O 128 + S 64 + P 32 leaves no room for Q (64): Q is
  *                    re-read from shared memory (16 more ldmatrix per tile);
- *                    255 registers, a few spilled values outside the mmas.
+ *                    255 registers; ptxas spills 16 bytes (36 causal): values
+ *                    stored before the key loop and reloaded only on the slow
+ *                    (edge or misaligned tile) copy paths, so the loop's fast
+ *                    path has no local-memory traffic (sm_90a SASS).
  * Measured on an H200 (bf16, TFLOP/s, bench_attention_configs):
  *   D=128, 4 x 32, Q in shared: 340-348 non-causal, 312 causal (N 4096)
  *   D=128, 8 x 16, Q in registers: 295-313, 269 causal
