@@ -55,30 +55,39 @@ static double run(tk_ctx *ctx, const shape *sh, int warps, void *const dev[5], u
 }
 
 int main(void) {
-    tk_ctx *ctx;
+    tk_ctx *ctx = NULL;
     if (tk_ctx_create(&ctx) || tk_gpu_init(ctx)) {
-        printf("bench_attention_configs: no GPU\n");
+        printf("bench_attention_configs: no GPU%s%s\n", ctx ? ": " : "",
+               ctx ? tk_ctx_error(ctx) : "");
+        tk_ctx_destroy(ctx);
         return 0;
     }
     size_t most = 4 * 32 * 4096 * 128; /* elements of the largest Q */
     uint16_t *h = malloc(most * 2), *ref = malloc(most * 2), *got = malloc(most * 2);
-    void *dev[5];
+    void *dev[5] = {0};
+    int rc = 1;
+    if (!h || !ref || !got) {
+        fprintf(stderr, "bench_attention_configs: out of host memory\n");
+        goto done;
+    }
     srand(11);
     for (size_t i = 0; i < most; i++) h[i] = tk_f32_to_bf16((float)rand() / RAND_MAX * 2 - 1);
     for (int i = 0; i < 5; i++)
         if (tk_gpu_alloc(ctx, most * (i == 4 ? 1 : 2), &dev[i]) ||
-            (i < 3 && tk_gpu_upload(ctx, dev[i], h, most * 2)))
-            return printf("%s\n", tk_ctx_error(ctx)), 1;
+            (i < 3 && tk_gpu_upload(ctx, dev[i], h, most * 2))) {
+            fprintf(stderr, "%s\n", tk_ctx_error(ctx));
+            goto done;
+        }
     printf("| shape | causal | TFLOP/s default | TFLOP/s w4 | TFLOP/s w8 | max diff vs default |\n");
     printf("|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const shape *sh = &shapes[i];
         size_t n = (size_t)(sh->b * sh->h * sh->n * sh->d);
         double def = run(ctx, sh, 0, dev, ref);
-        double tf[2] = {0, 0}, diff = 0;
+        double tf[2] = {0, 0}, diff = def > 0 ? 0 : NAN; /* NaN: nothing to compare */
         for (int w = 0; w < 2; w++) {
             tf[w] = run(ctx, sh, 4 << w, dev, got);
-            for (size_t e = 0; e < n; e++) {
+            for (size_t e = 0; tf[w] > 0 && def > 0 && e < n; e++) {
                 double x = tk_bf16_to_f32(got[e]), y = tk_bf16_to_f32(ref[e]);
                 diff = isnan(x) || isnan(y) ? INFINITY : fmax(diff, fabs(x - y));
             }
@@ -87,8 +96,11 @@ int main(void) {
                (long long)sh->h, (long long)sh->n, sh->d, sh->causal, def, tf[0], tf[1], diff);
         fflush(stdout);
     }
-    for (int i = 0; i < 5; i++) tk_gpu_free(ctx, dev[i]);
+    rc = 0;
+done:
+    for (int i = 0; i < 5; i++)
+        if (dev[i]) tk_gpu_free(ctx, dev[i]);
     free(h), free(ref), free(got);
     tk_ctx_destroy(ctx);
-    return 0;
+    return rc;
 }

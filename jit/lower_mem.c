@@ -91,8 +91,8 @@ LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, L
     col = tk_lw_to_i32(L, col);
     LLVMValueRef plain = tk_smem_addr(L, st, base, LLVMBuildAdd(b, row, tk_lw_i32c(L, row_c), ""),
                                       LLVMBuildAdd(b, col, tk_lw_i32c(L, col_c), ""));
-    if (m == 1 || row_c % ((int64_t)m << qshift))
-        return plain;
+    if (m == 1 || col_c < 0 || row_c % ((int64_t)m << qshift))
+        return plain; /* (a negative col_c would make Kl negative) */
     int64_t kl = (col_c * s) % g, kh = col_c * s - kl;
     LLVMValueRef off = LLVMBuildXor(b, tk_smem_off(L, st, row, col), tk_lw_i32c(L, kl), "");
     off = LLVMBuildAdd(b, off, tk_lw_i32c(L, row_c * tk_smem_row_bytes(st) + kh), "");

@@ -36,10 +36,11 @@
  *                    stored before the key loop and reloaded only on the slow
  *                    (edge or misaligned tile) copy paths, so the loop's fast
  *                    path has no local-memory traffic (sm_90a SASS).
- * Measured on an H200 (bf16, TFLOP/s, bench_attention_configs):
- *   D=128, 4 x 32, Q in shared: 340-348 non-causal, 312 causal (N 4096)
- *   D=128, 8 x 16, Q in registers: 295-313, 269 causal
- *   D=64,  4 x 32: 319-324; 8 x 32: 220 (fewer blocks per SM)
+ * Measured on an H200 (bf16, TFLOP/s, bench_attention_configs, with the lazy
+ * rescale; bench/RESULTS.md):
+ *   D=128, 4 x 32, Q in shared: 375-391 non-causal, 303 causal (N 4096)
+ *   D=128, 8 x 16, Q in registers: 279-295, 254 causal
+ *   D=64,  4 x 32: 314-316; 8 x 16: 204-205
  * Key tiles of 128 measured slower for both head dims (earlier revision).
  *
  * Pipeline per key tile j (commit groups: K0 | V0 K1 | V1 K2 | ...):
@@ -53,8 +54,8 @@
  *
  * No NaN: m starts at -FLT_MAX, not -inf, so m - m', mx - m and S - m never
  * compute -inf - (-inf), even for rows whose keys are all masked so far
- * (there exp2(-inf - m) = 0). The first tile always rescales (mx - m is
- * huge), which zeroes nothing that matters: l = O = 0 then. A row that
+ * (there exp2(-inf - m) = 0). The first tile in which a row of the warp
+ * sees a key rescales (mx - m is huge), which scales l = O = 0. A row that
  * attends no key at all ends with l = 0, O = 0 (divided by max(l, tiny))
  * and L = -inf. */
 #include <float.h>
@@ -139,9 +140,7 @@ static void build(attn *a) {
             q[d] = tk_load(k, q_t, Q, idx, 0.0f);
         }
     } else {
-        sQ = tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, 1);
-        tk_value *idx[4] = {a->b, a->h, q0, i32c(k, 0)};
-        tk_copy_to_shared(k, sQ, Q, idx, 0.0f, 1);
+        sQ = tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, 1); /* filled with K_0, below */
     }
 
     a->sK = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
@@ -155,9 +154,20 @@ static void build(attn *a) {
         kend = tk_max(k, kend, i32c(k, 0));
         ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
     }
-    tk_value *scale2 = tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)); /* log2(e) */
+    /* c = scale·log2(e), kept > 0: the row max of c·S is c times that of S,
+     * and a masked -inf score times c stays -inf (0 · -inf would be NaN).
+     * scale <= 0 thus acts as the tiniest positive scale: uniform weights,
+     * the limit of scale -> 0. */
+    tk_value *scale2 = tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)),
+                              tk_const_f32(k, FLT_MIN));
 
+    /* Q (when it lives in shared memory) joins K_0's copy group; a block
+     * without keys to visit copies nothing and ends with nothing in flight. */
     tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
+    if (sQ) {
+        tk_value *idx[4] = {a->b, a->h, q0, i32c(k, 0)};
+        tk_copy_to_shared(k, sQ, Q, idx, 0.0f, 1);
+    }
     copy_kv(a, a->sK, i32c(k, 0), K, i32c(k, 0));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);

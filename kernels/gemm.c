@@ -5,24 +5,28 @@
  *   warps   a warps_m x warps_n grid [2x2]; each warp owns a WM x WN f32
  *           accumulator [64x64: 128 floats per thread]. Per k-step of 16 a
  *           warp loads WM/16 + WN/16 ldmatrix.x4 [4 + 4] and issues
- *           (WM/16)·(WN/8) mma.m16n8k16 [32]: 4 mma per shared-memory load,
- *           so the tensor cores, not shared-memory bandwidth, bound the loop
- *           (a 64x32 warp tile gets 2.7 and measured 20% slower).
+ *           (WM/16)·(WN/8) mma.m16n8k16 [32]: 4 mma per shared-memory load
+ *           (a 64x32 warp tile gets 2.7 and measured 20% slower). Even so,
+ *           shared memory (ldmatrix reads + cp.async writes) is nearly as
+ *           busy as the tensor cores: docs/PERF_NOTES.md, round 3.
  *   k-loop  A [block_m x block_k] and B [block_k x block_n] tiles (Bᵀ:
  *           [block_n x block_k]) stream through `stages` [3] swizzled shared
  *           stages of block_k [64] columns; cp.async keeps stages-1 tiles in
  *           flight while the warps multiply the oldest one. One barrier per
  *           k-tile, so a deeper block_k means fewer barriers per mma.
+ *           Fragments are software-pipelined one k-step ahead (see build).
  *   order   blocks are visited in groups of GROUP_M block rows (pid swizzle)
  *           so that concurrently running blocks share A and B panels in L2.
- * Registers per thread (default): 128 accumulator + 16 A + 16 B fragment
- * registers + copy/ldmatrix addresses; ptxas reports 208-255 (the latter
- * with ~100 bytes of spills) depending on the lowering revision. Measured on
- * an H200 (4096³ bf16, TFLOP/s, ranges over lowering revisions):
- *   128x128x64, 4 warps, 3 stages  262-297 (default; 2 stages the same)
- *   128x128x32, 4 warps, 4 stages  249-276
- *   128x256x64 / 256x128x64, 8 warps of 64x64  264-288
- *   8 warps of 64x32 (128x128 blocks)          188-242
+ * Registers per thread (default): 128 accumulator + 2 x (16 A + 16 B)
+ * fragment registers (this k-step's and the next) + addresses; ptxas: 244,
+ * no spills (sm_90a). Measured on an H200 (4096³ bf16, TFLOP/s, host-timed
+ * back-to-back, bench_gemm_configs; bench/RESULTS.md):
+ *   128x128x64, 4 warps, 3 stages  436-443 (default: 2 blocks per SM)
+ *   128x128x32, 4 warps, 4 stages  398-410
+ *   128x256x64, 8 warps of 64x64   447-449; 256x128x64: 437-441
+ *   8 warps of 64x32 (128x128 blocks): slower (shared-memory bound)
+ * The default stays 128x128: it matches 128x256 within 2% and wastes less
+ * on ragged and small problems.
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
  * nothing to the dot products) and the final store skips rows/cols outside C. */
 #include <stdio.h>

@@ -240,16 +240,16 @@ START_TEST(reductions) {
 }
 END_TEST
 
-/* max_all of a tile and of a vector: one value per warp, in every lane; it
- * steers a warp-uniform if (warp 1's tile is all below zero). */
+/* max_all of a bf16 tile and of an f32 vector: one f32 value per warp, in
+ * every lane; it steers a warp-uniform if (warp 1's tile is all below 0). */
 START_TEST(max_all) {
     rng r = rng_for(__func__);
     tk_kernel *k = kern("max_all", 2);
     tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
     tk_value *w = tk_warp_id(k), *z = c32(k, 0);
-    tk_value *t = tk_cvt(k, ld2(k, wtile(TK_BF16, 16, 32), A, tk_mul(k, w, c32(k, 16)), z, 0),
-                         TK_F32);
-    tk_value *mt = tk_max_all(k, t), *mv = tk_max_all(k, tk_row_sum(k, t));
+    tk_value *tb = ld2(k, wtile(TK_BF16, 16, 32), A, tk_mul(k, w, c32(k, 16)), z, 0);
+    tk_value *t = tk_cvt(k, tb, TK_F32);
+    tk_value *mt = tk_max_all(k, tb), *mv = tk_max_all(k, tk_row_sum(k, t)); /* bf16, f32 */
     tk_if_begin(k, tk_gt(k, mt, tk_const_f32(k, 0.0f)));
     tk_value *pos = tk_add(k, mv, tk_const_f32(k, 1000.0f));
     tk_else(k, 1, &pos);

@@ -29,7 +29,7 @@ static void teardown(void) {
 
 /* ---- GEMM ------------------------------------------------------------------ */
 /* Configurations: the default one and a few others covering other warp grids
- * (2x2 of 32x32, 4x2, 1x1, 1x2) and pipeline depths. */
+ * (2x2 of 32x32, 4x2, 1x1, 1x2) and pipeline depths (2, 3, 6, 8 stages). */
 static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
     tk_gemm_config c = tk_gemm_default_config(in, out, tb);
     switch (which) {
@@ -37,6 +37,8 @@ static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
     case 2: c.block_m = 128; c.block_n = 64; c.block_k = 64; c.warps = 8; c.stages = 3; break;
     case 3: c.block_m = 32; c.block_n = 32; c.block_k = 16; c.warps = 1; c.stages = 2; break;
     case 4: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 3; break;
+    case 5: c.block_m = 64; c.block_n = 64; c.block_k = 16; c.warps = 4; c.stages = 6; break;
+    case 6: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 8; break;
     default: break;
     }
     return c;
@@ -62,6 +64,9 @@ static const gemm_case gemm_cases[] = {
     {5, 64, 300, 0, TK_BF16, TK_BF16, 2},
     {70, 130, 1, 1, TK_BF16, TK_F16, 1},
     {96, 48, 200, 1, TK_F16, TK_F16, 3},
+    {77, 90, 333, 0, TK_BF16, TK_F32, 5}, /* deep pipelines, one k-step per tile */
+    {130, 60, 700, 1, TK_F16, TK_F16, 6},
+    {40, 40, 70, 0, TK_BF16, TK_F32, 6},  /* fewer k-tiles than stages */
 };
 #define N_GEMM (int)(sizeof gemm_cases / sizeof gemm_cases[0])
 
@@ -119,7 +124,7 @@ START_TEST(test_gemm_random) {
     static const tk_dtype in[2] = {TK_BF16, TK_F16}, out[3] = {TK_BF16, TK_F16, TK_F32};
     gemm_case g = {.M = ref_randint(1, 300), .N = ref_randint(1, 300), .K = ref_randint(1, 300),
                    .tb = (int)ref_randint(0, 1), .in = in[ref_randint(0, 1)],
-                   .out = out[ref_randint(0, 2)], .cfg = (int)ref_randint(0, 4)};
+                   .out = out[ref_randint(0, 2)], .cfg = (int)ref_randint(0, 6)};
     check_gemm(&g);
 }
 END_TEST
@@ -160,29 +165,33 @@ typedef struct attn_case {
     int warps; /* tk_attention_config.warps (0: default) */
     int ramp;  /* keys grow along the sequence: row maxes keep rising, so
                   the kernel's lazy rescale fires after the first tile too */
+    int zero_scale; /* scale 0: uniform weights (the kernel's limit case) */
 } attn_case;
 
 static const attn_case attn_cases[] = {
-    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0},
-    {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0, 0, 0},
-    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0, 0, 0},   /* GQA 2:1 */
-    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0},
-    {1, 1, 1, 100, 100, 64, 1, TK_F16, 1, 0, 0}, /* [B,N,H,D] */
-    {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0, 0, 0}, /* Nq < Nkv, GQA */
-    {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0, 0, 0}, /* Nq > Nkv causal: rows without keys */
-    {1, 1, 1, 65, 130, 128, 1, TK_F16, 0, 0, 0}, /* Nq < Nkv causal */
-    {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1, 0, 0},
-    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0, 0, 0},   /* one key: only the last row sees it */
-    {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1, 0, 0},
-    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0, 0, 0},   /* decode-like: one query, GQA 4:1 */
-    {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1, 0, 0}, /* two query blocks of 128, Nq > Nkv */
+    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0, 0},
+    {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0, 0, 0, 0},
+    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0, 0, 0, 0},   /* GQA 2:1 */
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0, 0},
+    {1, 1, 1, 100, 100, 64, 1, TK_F16, 1, 0, 0, 0}, /* [B,N,H,D] */
+    {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0, 0, 0, 0}, /* Nq < Nkv, GQA */
+    {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0, 0, 0, 0}, /* Nq > Nkv causal: rows without keys */
+    {1, 1, 1, 65, 130, 128, 1, TK_F16, 0, 0, 0, 0}, /* Nq < Nkv causal */
+    {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1, 0, 0, 0},
+    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0, 0, 0, 0},   /* one key: only the last row sees it */
+    {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1, 0, 0, 0},
+    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0, 0, 0, 0},   /* decode-like: one query, GQA 4:1 */
+    {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1, 0, 0, 0}, /* two query blocks of 128, Nq > Nkv */
     /* d=128 on 8 warps of 16 rows (Q in registers); d=64 on 8 warps */
-    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 8, 0},
-    {1, 2, 1, 150, 140, 128, 0, TK_F16, 1, 8, 0},
-    {1, 1, 1, 1, 130, 128, 1, TK_BF16, 0, 8, 0},
-    {1, 2, 2, 130, 17, 64, 1, TK_BF16, 0, 8, 0},
-    {1, 2, 2, 200, 200, 64, 0, TK_BF16, 0, 0, 1},
-    {1, 1, 1, 130, 250, 128, 1, TK_F16, 1, 0, 1},
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 8, 0, 0},
+    {1, 2, 1, 150, 140, 128, 0, TK_F16, 1, 8, 0, 0},
+    {1, 1, 1, 1, 130, 128, 1, TK_BF16, 0, 8, 0, 0},
+    {1, 2, 2, 130, 17, 64, 1, TK_BF16, 0, 8, 0, 0},
+    {1, 2, 2, 200, 200, 64, 0, TK_BF16, 0, 0, 1, 0},
+    {1, 1, 1, 130, 250, 128, 1, TK_F16, 1, 0, 1, 0},
+    {1, 1, 1, 300, 100, 128, 1, TK_BF16, 0, 0, 0, 0}, /* d=128: first block has no keys */
+    {1, 2, 1, 70, 90, 128, 1, TK_BF16, 0, 0, 0, 1},   /* scale 0, masked tiles */
+    {1, 1, 1, 33, 65, 64, 0, TK_F16, 1, 8, 0, 1},
 };
 #define N_ATTN (int)(sizeof attn_cases / sizeof attn_cases[0])
 
@@ -213,7 +222,8 @@ static void check_attention(const attn_case *a) {
     ref_tensor_fill_all(&O, NAN);
     ref_tensor_fill_all(&L, NAN);
     void *o_before = ref_tensor_snapshot(&O), *l_before = ref_tensor_snapshot(&L);
-    float scale = (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)a->D));
+    float scale = a->zero_scale ? 0.0f
+                                : (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)a->D));
 
     tk_arg args[6] = {ref_tensor_arg(&Q), ref_tensor_arg(&K), ref_tensor_arg(&V),
                       ref_tensor_arg(&O), ref_tensor_arg(&L), tk_arg_f32(scale)};

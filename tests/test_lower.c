@@ -237,8 +237,8 @@ static tk_kernel *k_reduce(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc,
     tk_value *C = tk_param_tensor(k, "C", TK_F32, 3), *M = tk_param_tensor(k, "M", TK_F32, 3);
     tk_value *b = i64(k, tk_block_id(k, 1)), *row = band(k, 64, 32);
     tk_value *idx[3] = {b, row, c64(k, 0)};
-    tk_value *x = tk_cvt(k, tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_ROW), X, idx, 0.0f),
-                         TK_F32);
+    tk_value *xr = tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_ROW), X, idx, 0.0f);
+    tk_value *x = tk_cvt(k, xr, TK_F32);
     tk_value *xc = tk_cvt(k, tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_COL), X, idx, 0.0f),
                           TK_F32);
     tk_value *r0[3] = {b, c64(k, 0), row}, *r1[3] = {b, c64(k, 1), row};
@@ -256,7 +256,8 @@ static tk_kernel *k_reduce(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc,
     m = tk_mask(k, m, TK_MASK_ROWS, row, tk_sub(k, tk_dim(k, X, 1), c64(k, 2)), 7.0f);
     tk_value *mc = tk_mask(k, xc, TK_MASK_CAUSAL, row, c64(k, 0), -3.0f);
     mc = tk_mask(k, mc, TK_MASK_ROWS, c32(k, 1), i64(k, tk_const_i32(k, 60)), 4.0f);
-    tk_store(k, M, idx, tk_exp2(k, tk_sub(k, m, tk_max_all(k, m)))); /* max_all: tile */
+    m = tk_sub(k, m, tk_max_all(k, m));                 /* max_all: f32 tile */
+    tk_store(k, M, idx, tk_exp2(k, tk_add(k, m, tk_max_all(k, xr)))); /* 16-bit tile */
     tk_value *mi[3] = {tk_add(k, b, c64(k, 2)), row, c64(k, 0)};
     tk_store(k, M, mi, tk_add(k, tk_cvt(k, tk_cvt(k, mc, dt), TK_F32),
                               tk_max_all(k, tk_row_sum(k, xc)))); /* max_all: vector */

@@ -54,7 +54,10 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
  * Parameters, in order:
  *   0 Q [B, Hq,  Nq,  D]  dtype      3 O [B, Hq, Nq, D]  dtype
  *   1 K [B, Hkv, Nkv, D]  dtype      4 L [B, Hq, Nq]     f32
- *   2 V [B, Hkv, Nkv, D]  dtype      5 scale             f32 scalar > 0 (e.g. 1/sqrt(D))
+ *   2 V [B, Hkv, Nkv, D]  dtype      5 scale             f32 scalar (e.g. 1/sqrt(D))
+ * scale must be > 0 (the kernel folds it into exp2 after the row max); a
+ * value <= 0 acts as the smallest positive scale, i.e. uniform weights.
+ * tk_attention_forward (tk/tk_run.h) rejects negative scales.
  * Any strides (a [B, N, H, D] buffer is passed with permuted strides); the
  * last dim of Q, K, V, O must equal head_dim. B, H, N are run-time sizes.
  * Grid: (ceil(Nq/128), Hq, B): each block owns 128 query rows (`warps`
