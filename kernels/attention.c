@@ -32,10 +32,10 @@
  *   D = 64,  R = 32: Q 32 + O 64 + S 64 + P 32 registers: fits
  *   D = 128, R = 32: O 128 + S 64 + P 32 leaves no room for Q (64): Q is
  *                    re-read from shared memory (16 more ldmatrix per tile);
- *                    255 registers; ptxas spills 16 bytes (36 causal): values
- *                    stored before the key loop and reloaded only on the slow
- *                    (edge or misaligned tile) copy paths, so the loop's fast
- *                    path has no local-memory traffic (sm_90a SASS).
+ *                    255 registers; ptxas spills 16 bytes (36 causal):
+ *                    values stored before the key loop and reloaded by the
+ *                    K/V copy code (2 loads per key tile on its fast path,
+ *                    sm_90a SASS), none inside the mma and softmax code.
  * Measured on an H200 (bf16, TFLOP/s, bench_attention_configs, with the lazy
  * rescale; bench/RESULTS.md):
  *   D=128, 4 x 32, Q in shared: 375-391 non-causal, 303 causal (N 4096)
@@ -140,7 +140,9 @@ static void build(attn *a) {
             q[d] = tk_load(k, q_t, Q, idx, 0.0f);
         }
     } else {
-        sQ = tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, 1); /* filled with K_0, below */
+        sQ = tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, 1);
+        tk_value *idx[4] = {a->b, a->h, q0, i32c(k, 0)};
+        tk_copy_to_shared(k, sQ, Q, idx, 0.0f, 1);
     }
 
     a->sK = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
@@ -161,13 +163,7 @@ static void build(attn *a) {
     tk_value *scale2 = tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)),
                               tk_const_f32(k, FLT_MIN));
 
-    /* Q (when it lives in shared memory) joins K_0's copy group; a block
-     * without keys to visit copies nothing and ends with nothing in flight. */
     tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
-    if (sQ) {
-        tk_value *idx[4] = {a->b, a->h, q0, i32c(k, 0)};
-        tk_copy_to_shared(k, sQ, Q, idx, 0.0f, 1);
-    }
     copy_kv(a, a->sK, i32c(k, 0), K, i32c(k, 0));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
@@ -254,6 +250,9 @@ static void build(attn *a) {
         }
     }
     tk_for_end(k, 2 + ND, next, fin);
+    /* A block without keys to visit still has Q's copy in flight (issuing
+     * it only for blocks with keys cost the loop 28 more bytes of spills). */
+    tk_async_wait(k, 0);
 
     /* O = O / l (a row without keys has l = O = 0: divide by a tiny number
      * instead, giving 0); L = ln Σ exp(s) = (m + log2 l) · ln 2. */
