@@ -162,30 +162,30 @@ tk_status tk_jit_check_kernel(tk_ctx *ctx, const char *what, const tk_kernel *k,
     return TK_OK;
 }
 
-tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx)
+/* tk_emit_ptx / tk_emit_llvm: check, lower with `lower`, report as `what`. */
+typedef tk_status (*lower_text_fn)(const tk_kernel *, const char *, char **, char *, size_t);
+
+static tk_status emit_text(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **out,
+                           const char *what, const char *outname, lower_text_fn lower)
 {
     char err[TK_ERRN];
-    if (ptx)
-        *ptx = NULL;
-    tk_status s = tk_jit_check_kernel(ctx, "tk_emit_ptx", k, arch ? arch : "");
+    if (out)
+        *out = NULL;
+    tk_status s = tk_jit_check_kernel(ctx, what, k, arch ? arch : "");
     if (s != TK_OK)
         return s;
-    if (!ptx)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_emit_ptx: ptx is NULL");
-    s = tk_lower_ptx(k, arch, ptx, err, sizeof err);
-    return s == TK_OK ? s : tk_ctx_fail(ctx, s, "tk_emit_ptx: %s", err);
+    if (!out)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", what, outname);
+    s = lower(k, arch, out, err, sizeof err);
+    return s == TK_OK ? s : tk_ctx_fail(ctx, s, "%s: %s", what, err);
+}
+
+tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx)
+{
+    return emit_text(ctx, k, arch, ptx, "tk_emit_ptx", "ptx", tk_lower_ptx);
 }
 
 tk_status tk_emit_llvm(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ir)
 {
-    char err[TK_ERRN];
-    if (ir)
-        *ir = NULL;
-    tk_status s = tk_jit_check_kernel(ctx, "tk_emit_llvm", k, arch ? arch : "");
-    if (s != TK_OK)
-        return s;
-    if (!ir)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_emit_llvm: ir is NULL");
-    s = tk_lower_llvm_text(k, arch, ir, err, sizeof err);
-    return s == TK_OK ? s : tk_ctx_fail(ctx, s, "tk_emit_llvm: %s", err);
+    return emit_text(ctx, k, arch, ir, "tk_emit_llvm", "ir", tk_lower_llvm_text);
 }

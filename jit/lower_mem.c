@@ -67,6 +67,13 @@ LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base, LLV
     return tk_lw_gep(L, base, tk_smem_off(L, st, row, col));
 }
 
+/* (row + row_c, col + col_c) the plain way: the swizzle of the sums. */
+static LLVMValueRef plain_addr(tk_lower *L, const tk_type *st, LLVMValueRef base,
+                               LLVMValueRef row, int64_t row_c, LLVMValueRef col, int64_t col_c) {
+    return tk_smem_addr(L, st, base, LLVMBuildAdd(L->b, row, tk_lw_i32c(L, row_c), ""),
+                        LLVMBuildAdd(L->b, col, tk_lw_i32c(L, col_c), ""));
+}
+
 /* Address of (row + row_c, col + col_c), row_c / col_c compile-time, in a
  * form whose run-time part does not depend on them: with G = 16 * m (the
  * bytes the swizzle permutes within), the column bytes K = col_c * size
@@ -89,10 +96,8 @@ LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, L
     int64_t s = (int64_t)tk_dtype_size(st->dtype), g = 16 * (int64_t)m;
     row = tk_lw_to_i32(L, row);
     col = tk_lw_to_i32(L, col);
-    LLVMValueRef plain = tk_smem_addr(L, st, base, LLVMBuildAdd(b, row, tk_lw_i32c(L, row_c), ""),
-                                      LLVMBuildAdd(b, col, tk_lw_i32c(L, col_c), ""));
-    if (m == 1 || col_c < 0 || row_c % ((int64_t)m << qshift))
-        return plain; /* (a negative col_c would make Kl negative) */
+    if (m == 1 || col_c < 0 || row_c % ((int64_t)m << qshift)) /* col_c < 0: Kl < 0 */
+        return plain_addr(L, st, base, row, row_c, col, col_c);
     int64_t kl = (col_c * s) % g, kh = col_c * s - kl;
     LLVMValueRef off = LLVMBuildXor(b, tk_smem_off(L, st, row, col), tk_lw_i32c(L, kl), "");
     off = LLVMBuildAdd(b, off, tk_lw_i32c(L, row_c * tk_smem_row_bytes(st) + kh), "");
@@ -102,7 +107,7 @@ LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, L
     LLVMValueRef cb = LLVMBuildMul(b, col, tk_lw_i32c(L, s), "");
     LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, cb, tk_lw_i32c(L, kl), ""),
                                     tk_lw_i32c(L, 0), "");
-    return LLVMBuildSelect(b, ok, split, plain, "");
+    return LLVMBuildSelect(b, ok, split, plain_addr(L, st, base, row, row_c, col, col_c), "");
 }
 
 /* ---- Global windows ------------------------------------------------------- */

@@ -76,7 +76,7 @@ typedef struct attn {
     tk_kernel *k;
     tk_dtype dt;
     int D, causal;
-    int warps, wrows;     /* warps per block, query rows per warp             */
+    int wrows;            /* query rows per warp                              */
     int q_shared;         /* Q re-read from shared memory, not in registers  */
     tk_value *Q, *K, *V, *O, *L;
     tk_value *b, *h, *hk; /* batch, query head, kv head                      */
@@ -294,7 +294,7 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
     tk_status s = tk_kernel_create(ctx, name, warps, &k);
     if (s) return s;
     attn a = {.k = k, .dt = cfg->dtype, .D = cfg->head_dim, .causal = cfg->causal,
-              .warps = warps, .wrows = BQ / warps,
+              .wrows = BQ / warps,
               .q_shared = (BQ / warps) * cfg->head_dim > 16 * 128};
     build(&a);
     if ((s = tk_kernel_finish(k))) {

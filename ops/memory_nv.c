@@ -102,12 +102,16 @@ static void g2r_fast(tk_lower *L, void *ctx, LLVMValueRef *out) {
  * (col * stride) is computed once and dies before the next, while the few
  * row offsets stay live; by rows, all column offsets would (a strided view
  * has no immediate offsets), which costs the registers that a 64x64
- * accumulator tile cannot spare. */
-static void col_order(const tk_type *t, int *order, int n) {
+ * accumulator tile cannot spare. Returns the fragment indices in that order
+ * (NULL after an allocation failure, recorded in L) and their count. */
+static int *slow_order(tk_lower *L, const tk_type *t, int *count) {
+    int n = *count = tk_frag_count(t), *order = tk_lw_alloc(L, sizeof *order * (size_t)n);
+    if (!order)
+        return NULL;
     for (int i = 0; i < n; i++)
         order[i] = i;
     if (t->kind != TK_KIND_TILE)
-        return;
+        return order;
     for (int i = 1; i < n; i++) { /* insertion sort by (col, row) */
         int x = order[i], xr, xc, j = i;
         tk_frag_pos(t, x, &xr, &xc);
@@ -120,15 +124,13 @@ static void col_order(const tk_type *t, int *order, int n) {
         }
         order[j] = x;
     }
+    return order;
 }
 
 static void g2r_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
     gio *g = ctx;
-    int n = tk_frag_count(g->t), *order = tk_lw_alloc(L, sizeof *order * (size_t)n);
-    if (!order)
-        return;
-    col_order(g->t, order, n);
-    for (int k = 0; k < n; k++) {
+    int n, *order = slow_order(L, g->t, &n);
+    for (int k = 0; order && k < n; k++) {
         int i = order[k];
         LLVMValueRef r, c;
         gio_pos(L, g, i, &r, &c);
@@ -158,11 +160,8 @@ static void r2g_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
     gio *g = ctx;
     (void)out;
     LLVMValueRef writer = g->t->kind == TK_KIND_VEC ? tk_vec_writer(L, g->t) : NULL;
-    int n = tk_frag_count(g->t), *order = tk_lw_alloc(L, sizeof *order * (size_t)n);
-    if (!order)
-        return;
-    col_order(g->t, order, n);
-    for (int k = 0; k < n; k++) {
+    int n, *order = slow_order(L, g->t, &n);
+    for (int k = 0; order && k < n; k++) {
         int i = order[k];
         LLVMValueRef r, c;
         gio_pos(L, g, i, &r, &c);
