@@ -10,7 +10,7 @@
 
 #include "ir/ir.h"
 #include "tk/tk.h"
-#include "util/gemm_ir.h"
+#include "util/fixture_ir.h"
 #include "util/build.h"
 
 /* ---- kernel creation (context errors) ------------------------------------- */
@@ -545,22 +545,7 @@ END_TEST
 
 /* Softmax-like row ops, masks, broadcasts and an if/else with yields. */
 START_TEST(valid_softmax) {
-    tk_value *X = tk_param_tensor(k, "X", TK_F32, 3), *n = tk_param_scalar(k, "n", TK_I64);
-    tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
-    tk_value *h = tk_cvt(k, tk_block_id(k, 1), TK_I64), *z = tk_const_i64(k, 0);
-    tk_value *r0 = tk_mul(k, tk_cvt(k, tk_warp_id(k), TK_I64), tk_const_i64(k, 16));
-    tk_value *x = tk_load(k, wtile(TK_F32, 16, 64, TK_ROW), X, (tk_value *[]){h, r0, z}, -INFINITY);
-    x = tk_mask(k, tk_mul(k, x, scale), TK_MASK_CAUSAL, r0, z, -INFINITY);
-    x = tk_mask(k, x, TK_MASK_COLS, z, n, -INFINITY);
-    tk_value *m = tk_row_max(k, x), *e = tk_exp2(k, tk_sub(k, x, m));
-    tk_value *y = tk_div(k, e, tk_row_sum(k, e)), *res;
-    tk_if_begin(k, tk_gt(k, n, tk_const_i64(k, 32)));
-    tk_value *t = tk_cvt(k, tk_cvt(k, y, TK_BF16), TK_F32);
-    tk_else(k, 1, &t);
-    tk_value *u = tk_add(k, y, tk_col_sum(k, y));
-    tk_if_end(k, 1, &u, &res);
-    tk_store(k, X, (tk_value *[]){h, r0, z}, res);
-    tk_set_grid(k, NULL, tk_dim(k, X, 0), NULL);
+    tu_build_softmax(k, -INFINITY);
     OK_FINISH();
 }
 END_TEST

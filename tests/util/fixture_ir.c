@@ -1,5 +1,5 @@
-/* See gemm_ir.h. */
-#include "util/gemm_ir.h"
+/* See fixture_ir.h. */
+#include "util/fixture_ir.h"
 
 void tu_build_gemm(tk_kernel *k, int bm) {
     tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *B = tk_param_tensor(k, "B", TK_BF16, 2);
@@ -32,4 +32,27 @@ void tu_build_gemm(tk_kernel *k, int bm) {
     tk_for_end(k, 1, &next, &res);
     tk_value *r = tk_add(k, row, wr);
     tk_store(k, C, (tk_value *[]){r, col}, res);
+}
+
+void tu_build_softmax(tk_kernel *k, float fill) {
+    tk_value *X = tk_param_tensor(k, "X", TK_F32, 3), *n = tk_param_scalar(k, "n", TK_I64);
+    tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_value *h = tk_cvt(k, tk_block_id(k, 1), TK_I64), *z = tk_const_i64(k, 0);
+    tk_value *w = tk_cvt(k, tk_warp_id(k), TK_I64);
+    tk_value *r0 = tk_mul(k, w, tk_const_i64(k, 16));
+    tk_type xt = tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW);
+    tk_value *x = tk_load(k, xt, X, (tk_value *[]){h, r0, z}, fill);
+    x = tk_mul(k, x, scale);
+    x = tk_mask(k, x, TK_MASK_CAUSAL, r0, z, fill);
+    x = tk_mask(k, x, TK_MASK_COLS, z, n, fill);
+    tk_value *m = tk_row_max(k, x);
+    tk_value *e = tk_exp2(k, tk_sub(k, x, m));
+    tk_value *y = tk_div(k, e, tk_row_sum(k, e)), *res;
+    tk_if_begin(k, tk_gt(k, n, tk_const_i64(k, 32)));
+    tk_value *t = tk_cvt(k, tk_cvt(k, y, TK_BF16), TK_F32);
+    tk_else(k, 1, &t);
+    tk_value *u = tk_add(k, y, tk_col_sum(k, y));
+    tk_if_end(k, 1, &u, &res);
+    tk_store(k, X, (tk_value *[]){h, r0, z}, res);
+    tk_set_grid(k, NULL, tk_dim(k, X, 0), NULL);
 }
