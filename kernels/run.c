@@ -15,11 +15,11 @@
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
-enum { TK_RUN_MAX = 64 };
+enum { TK_RUN_MAX = 64, TK_RUN_KEY = 8 };
 
 typedef struct tk_run_entry {
     int kind; /* 1 attention, 2 gemm */
-    int a, b, c, d;
+    int key[TK_RUN_KEY];
     tk_program *prog;
 } tk_run_entry;
 
@@ -52,10 +52,10 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-typedef tk_status (*tk_builder)(tk_ctx *ctx, const int key[4], tk_kernel **out);
+typedef tk_status (*tk_builder)(tk_ctx *ctx, const int key[TK_RUN_KEY], tk_kernel **out);
 
 /* The program for (kind, key): from the table, else built and compiled. */
-static tk_status get_program(tk_ctx *ctx, int kind, const int key[4], tk_builder build,
+static tk_status get_program(tk_ctx *ctx, int kind, const int key[TK_RUN_KEY], tk_builder build,
                              tk_program **out, tk_prepare_info *info) {
     struct tk_runcache *rc = runcache(ctx);
     if (!rc) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "out of memory");
@@ -64,7 +64,8 @@ static tk_status get_program(tk_ctx *ctx, int kind, const int key[4], tk_builder
     pthread_mutex_lock(&rc->mu);
     tk_run_entry *e = NULL;
     for (int i = 0; i < rc->n && !e; i++)
-        if (rc->e[i].kind == kind && !memcmp(&rc->e[i].a, key, 4 * sizeof(int))) e = &rc->e[i];
+        if (rc->e[i].kind == kind && !memcmp(rc->e[i].key, key, sizeof rc->e[i].key))
+            e = &rc->e[i];
     tk_origin origin = TK_FROM_MEMORY;
     if (!e) {
         tk_kernel *k = NULL;
@@ -77,7 +78,9 @@ static tk_status get_program(tk_ctx *ctx, int kind, const int key[4], tk_builder
         tk_kernel_destroy(k);
         if (!s) {
             e = &rc->e[rc->n++];
-            *e = (tk_run_entry){kind, key[0], key[1], key[2], key[3], p};
+            e->kind = kind;
+            memcpy(e->key, key, sizeof e->key);
+            e->prog = p;
             origin = tk_program_origin(p);
         }
     }
@@ -93,7 +96,7 @@ static tk_status get_program(tk_ctx *ctx, int kind, const int key[4], tk_builder
 }
 
 /* ---- attention ---------------------------------------------------------- */
-static tk_status build_attention(tk_ctx *ctx, const int key[4], tk_kernel **out) {
+static tk_status build_attention(tk_ctx *ctx, const int key[TK_RUN_KEY], tk_kernel **out) {
     tk_attention_config cfg = {.dtype = (tk_dtype)key[0], .head_dim = key[1], .causal = key[2]};
     return tk_attention_fwd_build(ctx, &cfg, out);
 }
@@ -155,17 +158,17 @@ static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *p, tk
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = check_attention(ctx, p);
     if (s) return s;
-    const int key[4] = {p->dtype, p->head_dim, p->causal, 0};
+    const int key[TK_RUN_KEY] = {p->dtype, p->head_dim, p->causal};
     return get_program(ctx, 1, key, build_attention, prog, info);
 }
 
 tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info) {
-    tk_program *prog;
+    tk_program *prog = NULL;
     return attention_program(ctx, p, &prog, info);
 }
 
 tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream) {
-    tk_program *prog;
+    tk_program *prog = NULL;
     tk_status s = attention_program(ctx, p, &prog, NULL);
     if (s) return s;
     int64_t D = p->head_dim;
@@ -185,8 +188,10 @@ tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *
 }
 
 /* ---- GEMM --------------------------------------------------------------- */
-static tk_status build_gemm(tk_ctx *ctx, const int key[4], tk_kernel **out) {
-    tk_gemm_config cfg = tk_gemm_default_config((tk_dtype)key[0], (tk_dtype)key[1], key[2]);
+static tk_status build_gemm(tk_ctx *ctx, const int key[TK_RUN_KEY], tk_kernel **out) {
+    tk_gemm_config cfg = {.in_dtype = (tk_dtype)key[0], .out_dtype = (tk_dtype)key[1],
+                          .transpose_b = key[2], .block_m = key[3], .block_n = key[4],
+                          .block_k = key[5], .warps = key[6], .stages = key[7]};
     return tk_gemm_build(ctx, &cfg, out);
 }
 
@@ -222,17 +227,31 @@ static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program *
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = check_gemm(ctx, p);
     if (s) return s;
-    const int key[4] = {p->in_dtype, p->out_dtype, p->transpose_b, 0};
+    tk_gemm_config c = tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n,
+                                          p->k);
+    if (p->config) {
+        if (p->config->in_dtype != c.in_dtype || p->config->out_dtype != c.out_dtype ||
+            (p->config->transpose_b != 0) != c.transpose_b)
+            return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm: config is for %s -> %s%s, the "
+                               "params for %s -> %s%s", tk_dtype_name(p->config->in_dtype),
+                               tk_dtype_name(p->config->out_dtype),
+                               p->config->transpose_b ? " (A·Bᵀ)" : "",
+                               tk_dtype_name(c.in_dtype), tk_dtype_name(c.out_dtype),
+                               c.transpose_b ? " (A·Bᵀ)" : "");
+        c = *p->config;
+    }
+    const int key[TK_RUN_KEY] = {c.in_dtype, c.out_dtype, c.transpose_b, c.block_m,
+                                 c.block_n,  c.block_k,   c.warps,       c.stages};
     return get_program(ctx, 2, key, build_gemm, prog, info);
 }
 
 tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info) {
-    tk_program *prog;
+    tk_program *prog = NULL;
     return gemm_program(ctx, p, &prog, info);
 }
 
 tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream) {
-    tk_program *prog;
+    tk_program *prog = NULL;
     tk_status s = gemm_program(ctx, p, &prog, NULL);
     if (s) return s;
     int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;

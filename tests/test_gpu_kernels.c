@@ -106,6 +106,16 @@ START_TEST(gemm_rejects_bad_params) {
     ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "leading dimension"));
     ck_assert_int_eq(tk_gemm(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
+    tk_gemm_config cfg = tk_gemm_default_config(TK_BF16, TK_BF16, 0); /* C is f32 in g */
+    b = g, b.config = &cfg;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "config is for bf16 -> bf16"));
+    cfg = tk_gemm_default_config(TK_BF16, TK_F32, 0), cfg.warps = 3;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "3 warps cannot split"));
+    cfg.warps = 4, cfg.stages = 9;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "stages is 9"));
 }
 END_TEST
 
@@ -117,17 +127,15 @@ static const int64_t gemm_shapes[][3] = {
     {2048, 256, 64}, {96, 96, 4096}, {1023, 1025, 64}, {33, 2000, 128},
     {512, 512, 7}, {640, 320, 160}, {129, 127, 255}, {2000, 48, 96},
     {4096, 128, 256}, {200, 1500, 64},
+    /* large enough for tk_gemm_config_for's 128x256 blocks (>= 264 of them) */
+    {4200, 2050, 80}, {2304, 4100, 64}, {4160, 2100, 48},
 };
 
 static double tol(tk_dtype out) { return out == TK_F32 ? 2e-3 : out == TK_F16 ? 3e-3 : 1e-2; }
 
-START_TEST(gemm_on_gpu) {
-    if (th_gpu_or_skip(ctx)) return;
-    const int64_t *sh = gemm_shapes[_i];
-    int64_t M = sh[0], N = sh[1], K = sh[2];
-    tk_dtype in = _i % 2 ? TK_F16 : TK_BF16;
-    tk_dtype out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[_i % 3];
-    int tb = (_i / 2) % 2;
+/* One GEMM on the GPU against float64; cfg NULL: the default shape. */
+static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype out, int tb,
+                       const tk_gemm_config *cfg) {
     int64_t ad[2] = {M, K}, bd[2] = {tb ? N : K, tb ? K : N}, cd[2] = {M, N};
     ref_tensor A = ref_tensor_new(in, 2, ad), B = ref_tensor_new(in, 2, bd);
     ref_tensor C = ref_tensor_new(out, 2, cd);
@@ -137,11 +145,17 @@ START_TEST(gemm_on_gpu) {
     void *da = th_upload(ctx, &A), *db = th_upload(ctx, &B), *dc = th_upload(ctx, &C);
     ck_assert(da && db && dc);
     tk_gemm_params p = {.in_dtype = in, .out_dtype = out, .transpose_b = tb, .m = M, .n = N,
-                        .k = K, .a = da, .b = db, .c = dc};
+                        .k = K, .a = da, .b = db, .c = dc, .config = cfg};
+    /* cfg NULL: tk_gemm uses tk_gemm_config_for's choice, named "auto" */
+    tk_gemm_config chosen = tk_gemm_config_for(in, out, tb, M, N, K);
+    const tk_gemm_config *used = cfg ? cfg : &chosen;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d", cfg ? "" : "auto ", used->block_m,
+             used->block_n, used->block_k, used->warps, used->stages);
     tk_prepare_info info;
     ck_assert_msg(tk_gemm_prepare(ctx, &p, &info) == TK_OK, "%s", tk_ctx_error(ctx));
-    printf("gemm kernel %s->%s %s: %s\n", tk_dtype_name(in), tk_dtype_name(out),
-           tb ? "A·Bᵀ" : "A·B", origin_name(info.origin));
+    printf("gemm kernel %s->%s %s %s: %s\n", tk_dtype_name(in), tk_dtype_name(out),
+           tb ? "A·Bᵀ" : "A·B", shape, origin_name(info.origin));
     tk_status s = tk_gemm(ctx, &p, NULL);
     ck_assert_msg(s == TK_OK, "tk_gemm: %s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
@@ -151,12 +165,44 @@ START_TEST(gemm_on_gpu) {
     double *r = malloc(sizeof(double) * (size_t)(M * N));
     ref_gemm(a, b, r, M, N, K, tb);
     double e = ref_rel_err(c, r, M * N);
-    printf("gpu gemm %5lldx%5lldx%5lld %s %s->%s  rel err %.2e\n", (long long)M, (long long)N,
-           (long long)K, tb ? "A·Bᵀ" : "A·B ", tk_dtype_name(in), tk_dtype_name(out), e);
+    printf("gpu gemm %5lldx%5lldx%5lld %s %s->%s %s  rel err %.2e\n", (long long)M,
+           (long long)N, (long long)K, tb ? "A·Bᵀ" : "A·B ", tk_dtype_name(in),
+           tk_dtype_name(out), shape, e);
     ck_assert_msg(e <= tol(out), "rel err %g", e);
     free(a), free(b), free(c), free(r);
     tk_gpu_free(ctx, da), tk_gpu_free(ctx, db), tk_gpu_free(ctx, dc);
     ref_tensor_free(&A), ref_tensor_free(&B), ref_tensor_free(&C);
+}
+
+START_TEST(gemm_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    const int64_t *sh = gemm_shapes[_i];
+    tk_dtype in = _i % 2 ? TK_F16 : TK_BF16;
+    tk_dtype out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[_i % 3];
+    check_gemm(sh[0], sh[1], sh[2], in, out, (_i / 2) % 2, NULL);
+}
+END_TEST
+
+/* The other block shapes a caller can ask for (tk_gemm_params.config), each
+ * on ragged and multi-tile problems, A·B and A·Bᵀ. */
+static const int gemm_alt_shapes[][5] = { /* block m, n, k, warps, stages */
+    {128, 256, 64, 8, 4}, {256, 128, 64, 8, 4}, {128, 256, 64, 8, 3},
+    {256, 128, 64, 8, 3}, {128, 256, 32, 8, 6}, {64, 64, 32, 4, 2},
+};
+static const int64_t gemm_alt_sizes[][3] = {{300, 700, 200}, {1024, 1024, 512}, {257, 129, 1000}};
+
+START_TEST(gemm_configs_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    const int *cs = gemm_alt_shapes[_i];
+    for (int j = 0; j < 3; j++) {
+        int tb = (_i + j) % 2;
+        tk_dtype in = j == 1 ? TK_F16 : TK_BF16, out = j == 2 ? TK_F32 : in;
+        tk_gemm_config cfg = tk_gemm_default_config(in, out, tb);
+        cfg.block_m = cs[0], cfg.block_n = cs[1], cfg.block_k = cs[2];
+        cfg.warps = cs[3], cfg.stages = cs[4];
+        const int64_t *sz = gemm_alt_sizes[j];
+        check_gemm(sz[0], sz[1], sz[2], in, out, tb, &cfg);
+    }
 }
 END_TEST
 
@@ -326,6 +372,8 @@ int main(int argc, char **argv) {
     tcase_add_checked_fixture(tg, setup, teardown);
     tcase_set_timeout(tg, 900);
     tcase_add_loop_test(tg, gemm_on_gpu, 0, (int)(sizeof gemm_shapes / sizeof *gemm_shapes));
+    tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
+                        (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
     tcase_add_test(tg, one_kernel_serves_all_shapes);
     suite_add_tcase(s, tg);

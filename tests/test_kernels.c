@@ -129,6 +129,33 @@ START_TEST(test_gemm_random) {
 }
 END_TEST
 
+/* The size-dependent choice: 128x256 blocks of 8 warps once there are 264
+ * of them, else the default; dtypes and transpose_b pass through. */
+START_TEST(test_gemm_config_for) {
+    tk_gemm_config d = tk_gemm_default_config(TK_F16, TK_F32, 1);
+    tk_gemm_config c = tk_gemm_config_for(TK_F16, TK_F32, 1, 2048, 2048, 4096);
+    ck_assert_mem_eq(&c, &d, sizeof c); /* 16 x 8 = 128 large blocks: too few */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, 64);
+    ck_assert_int_eq(c.block_m, 128);
+    ck_assert_int_eq(c.block_n, 256);
+    ck_assert_int_eq(c.warps, 8);
+    ck_assert_int_eq(c.stages, 3);
+    ck_assert_int_eq(c.in_dtype, TK_F16);
+    ck_assert_int_eq(c.out_dtype, TK_F32);
+    ck_assert_int_eq(c.transpose_b, 1);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128, 8 * 256, 1); /* 264 exactly */
+    ck_assert_int_eq(c.block_n, 256);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128 - 128, 8 * 256, 1);
+    ck_assert_int_eq(c.block_n, 128);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 0, 1 << 20, 1); /* invalid sizes: default */
+    ck_assert_mem_eq(&c, &d, sizeof c);
+    tk_kernel *k = NULL; /* the large configuration builds */
+    c = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 8192, 8192, 8192);
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_OK);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 START_TEST(test_gemm_config_errors) {
     tk_kernel *k = (tk_kernel *)&k;
     tk_gemm_config c = tk_gemm_default_config(TK_F32, TK_F32, 0);
@@ -330,6 +357,7 @@ static Suite *kernels_suite(void) {
     TCase *tc = tcase_create("build");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_gemm_config_errors);
+    tcase_add_test(tc, test_gemm_config_for);
     tcase_add_test(tc, test_attention_config_errors);
     tcase_add_test(tc, test_kernel_shape);
     suite_add_tcase(s, tc);

@@ -3,13 +3,14 @@
  * launches. One compiled kernel per specialization serves every size.
  *
  * Specializations: attention — (dtype, head_dim, causal, arch); GEMM —
- * (input dtype, output dtype, transpose_b, arch). Sizes and strides are
- * run-time values. */
+ * (input dtype, output dtype, transpose_b, block shape, arch). Sizes and
+ * strides are run-time values. */
 #ifndef TK_TK_RUN_H
 #define TK_TK_RUN_H
 
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
+#include "tk/tk_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,6 +66,10 @@ typedef struct tk_gemm_params {
     const void *a, *b;
     void *c;
     int64_t lda, ldb, ldc;
+    /* The kernel's shape (tk_kernels.h); NULL: tk_gemm_config_for's choice.
+     * Its dtypes and transpose_b must match the fields above. Each distinct
+     * configuration is one more compiled specialization. */
+    const tk_gemm_config *config;
 } tk_gemm_params;
 
 tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
