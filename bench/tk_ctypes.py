@@ -23,12 +23,21 @@ class AttentionParams(ctypes.Structure):
     ]
 
 
+class GemmConfig(ctypes.Structure):
+    _fields_ = [
+        ("in_dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("transpose_b", ctypes.c_int),
+        ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("block_k", ctypes.c_int),
+        ("warps", ctypes.c_int), ("stages", ctypes.c_int),
+    ]
+
+
 class GemmParams(ctypes.Structure):
     _fields_ = [
         ("in_dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("transpose_b", ctypes.c_int32),
         ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64),
         ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("c", ctypes.c_void_p),
         ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldc", ctypes.c_int64),
+        ("config", ctypes.POINTER(GemmConfig)),
     ]
 
 
@@ -48,6 +57,9 @@ class TK:
         L.tk_attention_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionParams),
                                            ctypes.POINTER(PrepareInfo)]
         L.tk_gemm.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams), ctypes.c_void_p]
+        L.tk_gemm_config_for.restype = GemmConfig
+        L.tk_gemm_config_for.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
         L.tk_gemm_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams),
                                       ctypes.POINTER(PrepareInfo)]
         self.ctx = ctypes.c_void_p()
@@ -87,7 +99,8 @@ class TK:
         self._check(self.lib.tk_attention_forward(self.ctx, ctypes.byref(p), stream),
                     "tk_attention_forward")
 
-    def gemm_params(self, a, b, c, transpose_b):
+    def gemm_params(self, a, b, c, transpose_b, shape=None):
+        """shape: optional (block_m, block_n, block_k, warps, stages); None = default."""
         p = GemmParams()
         p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
         p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
@@ -97,7 +110,15 @@ class TK:
         p.n = b.shape[0] if transpose_b else b.shape[1]
         p.a, p.b, p.c = a.data_ptr(), b.data_ptr(), c.data_ptr()
         p.lda, p.ldb, p.ldc = a.stride(0), b.stride(0), c.stride(0)
+        if shape is not None:
+            cfg = GemmConfig(p.in_dtype, p.out_dtype, p.transpose_b, *shape)
+            p.config = ctypes.pointer(cfg)  # the pointer keeps cfg alive
         return p
+
+    def gemm_choice(self, p):
+        """The block shape tk_gemm uses for p when p names none, e.g. '128x256 w8'."""
+        c = self.lib.tk_gemm_config_for(p.in_dtype, p.out_dtype, p.transpose_b, p.m, p.n, p.k)
+        return f"{c.block_m}x{c.block_n} w{c.warps}"
 
     def gemm_prepare(self, p):
         info = PrepareInfo()

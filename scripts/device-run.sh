@@ -4,7 +4,7 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [bench] [configs] [ncu]   (default: tests bench)
+#   scripts/device-run.sh [tests] [bench] [configs] [sweep] [ncu]   (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
@@ -27,11 +27,22 @@ if [[ $what == *configs* ]]; then
   echo "== attention block shapes"
   ./build-device/bench_attention_configs 2>&1 | tee "$out/attention_configs.md"
 fi
+if [[ $what == *sweep* ]]; then # GEMM shapes beside cuBLAS with clock and power
+  echo "== mma.sync ceiling, with the SM clock and power while it runs"
+  nvcc -O3 -arch=sm_90 bench/mma_ceiling.cu -o /tmp/mma_ceiling &&
+    { nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader -lms 100 >"$out/ceiling_clocks.log" &
+      smi=$!; /tmp/mma_ceiling 3 | tee "$out/mma_ceiling.md"; kill $smi; }
+  echo "SM clock and power over the last second of the sustained run:"
+  tail -12 "$out/ceiling_clocks.log" | head -10 | tr '\n' ';'; echo
+  for op in ${SWEEP_OPS-ab abt}; do
+    (cd bench && python3 bench_gemm_sweep.py ../build-device 4096 $op 2>&1 | tee "$out/sweep_$op.md") || rc=1
+  done
+fi
 if [[ $what == *ncu* ]]; then # hardware counters of one GEMM and one attention launch
   sec="--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy"
-  timeout 120 ncu --clock-control none $sec -k regex:tk_gemm --launch-count 1 \
+  timeout 120 ncu --clock-control none $sec -k regex:${NCU_GEMM:-tk_gemm} --launch-count 1 \
     ./build-device/bench_gemm_configs 4096 >"$out/ncu_gemm.txt" 2>&1
-  timeout 120 ncu --clock-control none $sec -k regex:tk_attn --launch-skip ${NCU_ATTN_SKIP:-73} \
+  [[ ${NCU_ATTN:-1} == 0 ]] || timeout 120 ncu --clock-control none $sec -k regex:tk_attn --launch-skip ${NCU_ATTN_SKIP:-73} \
     --launch-count 1 ./build-device/bench_attention_configs >"$out/ncu_attn.txt" 2>&1
   grep -E "stalled|Duration|Throughput|Issue Slots|Warp Cycles|Stall|No Eligible|Eligible Warps|Registers|Achieved Occ|Theoretical Occ|Bank" "$out"/ncu_*.txt | head -80
 fi
