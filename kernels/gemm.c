@@ -19,14 +19,21 @@
  *           so that concurrently running blocks share A and B panels in L2.
  * Registers per thread (default): 128 accumulator + 2 x (16 A + 16 B)
  * fragment registers (this k-step's and the next) + addresses; ptxas: 244,
- * no spills (sm_90a). Measured on an H200 (4096³ bf16, TFLOP/s, host-timed
- * back-to-back, bench_gemm_configs; bench/RESULTS.md):
- *   128x128x64, 4 warps, 3 stages  436-443 (default: 2 blocks per SM)
- *   128x128x32, 4 warps, 4 stages  398-410
- *   128x256x64, 8 warps of 64x64   447-449; 256x128x64: 437-441
- *   8 warps of 64x32 (128x128 blocks): slower (shared-memory bound)
- * The default stays 128x128: it matches 128x256 within 2% and wastes less
- * on ragged and small problems.
+ * no spills (sm_90a; 128x256: 242).
+ * Measured on an H200 at 4096³ (bench/RESULTS.md, docs/PERF_NOTES.md round
+ * 4). Sustained GEMMs run at the GPU's power limit (~692 W), so what counts
+ * is work per joule, and the SM clock shows it (randn inputs, sustained):
+ *   128x128x64, 4 warps, 3 stages   388 TFLOP/s at 1.71 GHz
+ *   128x256x64, 8 warps, 3 stages   410 TFLOP/s at 1.78 GHz
+ *   256x128x64, 8 warps, 3 stages   396-401;  128x256x32, 6 stages: 374-383
+ *   cuBLAS (wgmma, TMA)             670 TFLOP/s at 1.52 GHz
+ * (bench_gemm_configs' uniform inputs, A = B, put them within 2% instead.)
+ * 128x256 shares each A tile among twice the warps: a quarter fewer bytes
+ * copied per mma; it is tk_gemm_config_for's choice once a problem has 264
+ * such blocks, and 128x128 (2 blocks per SM) below that, where it wastes
+ * less on ragged edges and fills more SMs. What is left: the cp.async copies
+ * themselves (per-thread LDGSTS beside the ldmatrix traffic) cost ~19%
+ * (round 4's ablations); the Hopper copy engine (TMA) is the next step.
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
  * nothing to the dot products) and the final store skips rows/cols outside C. */
 #include <stdio.h>
@@ -34,7 +41,7 @@
 #include "ir/ctx.h"
 #include "tk/tk_kernels.h"
 
-#define GROUP_M 8 /* block rows per L2 group (4, 16, 32: same speed, session 3) */
+#define GROUP_M 8 /* block rows per L2 group (4, 16 and 32 measured the same) */
 
 tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b) {
     return (tk_gemm_config){.in_dtype = in_dtype, .out_dtype = out_dtype,

@@ -37,14 +37,15 @@ typedef struct tk_gemm_config {
 } tk_gemm_config;
 
 /* 128x128x64 blocks, 4 warps of 64x64 each, 3 stages (96 KiB of shared
- * memory, 2 blocks per SM): the fastest of the shapes measured on an H200. */
+ * memory, 2 blocks per SM): the best shape on an H200 until a problem has
+ * enough 128x256 blocks to fill the GPU (tk_gemm_config_for). */
 tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b);
 /* The configuration for an M x N x K problem (what tk_gemm uses when the
  * caller names none): 128x256x64 blocks of 8 warps (64x64 each, 3 stages,
  * one block per SM) when there are at least 264 of them (two per SM of an
  * H200), else the default. Under the GPU's power limit the larger block,
  * which moves a quarter fewer bytes from L2 into shared memory per mma,
- * runs at a higher clock: bench/RESULTS.md, session 3. */
+ * runs at a higher clock (docs/PERF_NOTES.md, round 4). */
 tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
                                   int64_t m, int64_t n, int64_t k);
 tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);
