@@ -15,7 +15,7 @@ from triton.testing import do_bench
 
 from tk_ctypes import TK
 
-ROUNDS = 3
+ROUNDS = 3  # odd, so that the median is one of the rounds
 
 
 def median(xs):

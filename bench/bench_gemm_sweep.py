@@ -13,6 +13,7 @@ Usage (GPU machine): python3 bench/bench_gemm_sweep.py build-device [n] [ab|abt]
 ("auto": only the library's choice beside cuBLAS)"""
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -27,36 +28,38 @@ SHAPES = [  # (block_m, block_n, block_k, warps, stages); None = the library's c
 
 
 class Sampler:
-    """nvidia-smi in the background; mean of the samples inside a time window."""
+    """nvidia-smi in the background; a reader thread stamps each sample as it
+    arrives, so a window's mean holds the samples taken inside it."""
 
     def __init__(self):
         self.proc = subprocess.Popen(
             ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
-             "--format=csv,noheader,nounits", "-lms", "50"], stdout=subprocess.PIPE, text=True,
-            bufsize=1)
+             "--format=csv,noheader,nounits", "-lms", "50"], stdout=subprocess.PIPE, text=True)
         self.samples = []  # (host time, clock MHz, watts, °C)
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
-    def drain(self):
-        import select
-        while select.select([self.proc.stdout], [], [], 0)[0]:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
+    def _read(self):
+        for line in self.proc.stdout:
             try:
                 c, w, t = (float(x) for x in line.split(","))
-                self.samples.append((time.time(), c, w, t))
             except ValueError:
-                pass
+                continue
+            with self.lock:
+                self.samples.append((time.time(), c, w, t))
 
     def mean(self, t0, t1):
-        self.drain()
-        sel = [s for s in self.samples if t0 <= s[0] <= t1]
+        time.sleep(0.2)  # lets samples taken just before t1 arrive
+        with self.lock:
+            sel = [s for s in self.samples if t0 <= s[0] <= t1]
         if not sel:
             return (float("nan"),) * 3
         return tuple(sum(s[i] for s in sel) / len(sel) for i in (1, 2, 3))
 
     def close(self):
         self.proc.terminate()
+        self.proc.wait()
 
 
 def sustained(fn, seconds, sampler):
@@ -69,10 +72,8 @@ def sustained(fn, seconds, sampler):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     h0 = time.time()
     start.record()
-    for i in range(calls):
+    for _ in range(calls):
         fn()
-        if i % 64 == 0:
-            sampler.drain()
     end.record()
     end.synchronize()
     h1 = time.time()
@@ -114,11 +115,15 @@ def main():
     print("|---|---|---|---|---|---|---|---|")
     for name, _, err in variants:
         r = rows[name]
-        f = lambda i, fmt: " / ".join(fmt % x[i] for x in r)
         ratio = " / ".join("%.2f" % (x[0] / pe) for x, pe in zip(r, peer))
         e = "—" if err is None else "%.1e" % err
-        print(f"| {name} | {e} | {f(0, '%.0f')} | {ratio} | {f(1, '%.0f')} | {f(2, '%.0f')} | "
-              f"{f(3, '%.0f')} | {f(4, '%.0f')} |")
+        print(f"| {name} | {e} | {cell(r, 0, '%.0f')} | {ratio} | {cell(r, 1, '%.0f')} | "
+              f"{cell(r, 2, '%.0f')} | {cell(r, 3, '%.0f')} | {cell(r, 4, '%.0f')} |")
+
+
+def cell(rounds, i, fmt):
+    """'round 1 / round 2' of column i."""
+    return " / ".join(fmt % x[i] for x in rounds)
 
 
 if __name__ == "__main__":

@@ -58,10 +58,8 @@ static void sustained(int sms, double seconds, float *out) {
     const int iters = 1 << 14, threads = 128, blocks = sms * 2;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);
-    mma_random<<<blocks, threads>>>(out, iters);
-    cudaEventRecord(e0);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
+    mma_random<<<blocks, threads>>>(out, iters); /* warm-up */
+    cudaDeviceSynchronize();
     float ms = 0;
     int launches = 0;
     cudaEventRecord(e0);
@@ -72,6 +70,7 @@ static void sustained(int sms, double seconds, float *out) {
         cudaEventSynchronize(e1);
         cudaEventElapsedTime(&ms, e0, e1);
     }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
     double flops = 2.0 * 16 * 8 * 16 * 16 * (double)iters * blocks * (threads / 32) * launches;
     printf("sustained %.1f s, 8 warps per SM, random operands: %.0f TFLOP/s\n", ms / 1e3,
            flops / (ms * 1e-3) / 1e12);
@@ -93,6 +92,7 @@ static void run(int sms, int warps_per_sm, float *out) {
         cudaEventElapsedTime(&ms, e0, e1);
         best = ms < best ? ms : best;
     }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
     double flops = 2.0 * 16 * 8 * 16 * CHAINS * (double)iters * blocks * (threads / 32);
     printf("| %d | %d | %.0f |\n", warps_per_sm, CHAINS, flops / (best * 1e-3) / 1e12);
 }

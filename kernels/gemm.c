@@ -23,20 +23,21 @@
  * Measured on an H200 at 4096³ (bench/RESULTS.md, docs/PERF_NOTES.md round
  * 4). Sustained GEMMs run at the GPU's power limit (~692 W), so what counts
  * is work per joule, and the SM clock shows it (randn inputs, sustained):
- *   128x128x64, 4 warps, 3 stages   388 TFLOP/s at 1.71 GHz
- *   128x256x64, 8 warps, 3 stages   410 TFLOP/s at 1.78 GHz
+ *   128x128x64, 4 warps, 3 stages   380-392 TFLOP/s at 1.65-1.72 GHz
+ *   128x256x64, 8 warps, 3 stages   402-414 TFLOP/s at 1.75-1.80 GHz
  *   256x128x64, 8 warps, 3 stages   396-401;  128x256x32, 6 stages: 374-383
- *   cuBLAS (wgmma, TMA)             670 TFLOP/s at 1.52 GHz
+ *   cuBLAS (wgmma, TMA)             653-680 TFLOP/s at 1.48-1.58 GHz
  * (bench_gemm_configs' uniform inputs, A = B, put them within 2% instead.)
  * 128x256 shares each A tile among twice the warps: a quarter fewer bytes
- * copied per mma; it is tk_gemm_config_for's choice once a problem has 264
- * such blocks, and 128x128 (2 blocks per SM) below that, where it wastes
- * less on ragged edges and fills more SMs. What is left: the cp.async copies
+ * copied per mma; it is tk_gemm_config_for's choice on sm_90 once a problem
+ * has 264 such blocks (two waves), and 128x128 (2 blocks per SM) below that,
+ * where it wastes less on ragged edges and fills more SMs. What is left: the cp.async copies
  * themselves (per-thread LDGSTS beside the ldmatrix traffic) cost ~19%
  * (round 4's ablations); the Hopper copy engine (TMA) is the next step.
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
  * nothing to the dot products) and the final store skips rows/cols outside C. */
 #include <stdio.h>
+#include <string.h>
 
 #include "ir/ctx.h"
 #include "tk/tk_kernels.h"
@@ -50,10 +51,13 @@ tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int
 }
 
 tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
-                                  int64_t m, int64_t n, int64_t k) {
-    (void)k;
+                                  int64_t m, int64_t n, const char *arch) {
     tk_gemm_config c = tk_gemm_default_config(in_dtype, out_dtype, transpose_b);
-    if (m > 0 && n > 0 && ((m + 127) / 128) * ((n + 255) / 256) >= 264) {
+    if (!arch || strncmp(arch, "sm_90", 5) || m <= 0 || n <= 0) return c;
+    /* ceil(m/128) * ceil(n/256) >= 264 without overflow: the product is only
+     * formed when both factors are below 264. */
+    int64_t bm = (m - 1) / 128 + 1, bn = (n - 1) / 256 + 1;
+    if (bm >= 264 || bn >= 264 || bm * bn >= 264) {
         c.block_n = 256;
         c.warps = 8;
     }
@@ -96,6 +100,9 @@ static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int
     if (c->warps < 1 || c->warps > 16)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: warps is %d; expected 1..16",
                            c->warps);
+    if (c->transpose_b != 0 && c->transpose_b != 1)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: transpose_b is %d; expected "
+                           "0 or 1", c->transpose_b);
     if (c->stages < 2 || c->stages > 8)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: stages is %d; expected 2..8",
                            c->stages);

@@ -222,24 +222,35 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
     return TK_OK;
 }
 
+/* The configuration of a call: the caller's, if it names one for the same
+ * dtypes and transposition, else the library's choice for the size and GPU. */
+static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c) {
+    const tk_gemm_config *g = p->config;
+    if (!g) {
+        char arch[16];
+        bool known = tk_gpu_arch(ctx, arch, sizeof arch) == TK_OK;
+        *c = tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n,
+                                known ? arch : NULL);
+        return TK_OK;
+    }
+    if (g->in_dtype != p->in_dtype || g->out_dtype != p->out_dtype ||
+        g->transpose_b != p->transpose_b)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm: config is for %s -> %s, "
+                           "transpose_b %d; the params for %s -> %s, transpose_b %d",
+                           tk_dtype_name(g->in_dtype), tk_dtype_name(g->out_dtype),
+                           g->transpose_b, tk_dtype_name(p->in_dtype),
+                           tk_dtype_name(p->out_dtype), p->transpose_b);
+    *c = *g;
+    return TK_OK;
+}
+
 static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program **prog,
                               tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_gemm_config c = {0};
     tk_status s = check_gemm(ctx, p);
+    if (!s) s = gemm_choose(ctx, p, &c);
     if (s) return s;
-    tk_gemm_config c = tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n,
-                                          p->k);
-    if (p->config) {
-        if (p->config->in_dtype != c.in_dtype || p->config->out_dtype != c.out_dtype ||
-            (p->config->transpose_b != 0) != c.transpose_b)
-            return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm: config is for %s -> %s%s, the "
-                               "params for %s -> %s%s", tk_dtype_name(p->config->in_dtype),
-                               tk_dtype_name(p->config->out_dtype),
-                               p->config->transpose_b ? " (A·Bᵀ)" : "",
-                               tk_dtype_name(c.in_dtype), tk_dtype_name(c.out_dtype),
-                               c.transpose_b ? " (A·Bᵀ)" : "");
-        c = *p->config;
-    }
     const int key[TK_RUN_KEY] = {c.in_dtype, c.out_dtype, c.transpose_b, c.block_m,
                                  c.block_n,  c.block_k,   c.warps,       c.stages};
     return get_program(ctx, 2, key, build_gemm, prog, info);

@@ -29,11 +29,16 @@ if [[ $what == *configs* ]]; then
 fi
 if [[ $what == *sweep* ]]; then # GEMM shapes beside cuBLAS with clock and power
   echo "== mma.sync ceiling, with the SM clock and power while it runs"
-  nvcc -O3 -arch=sm_90 bench/mma_ceiling.cu -o /tmp/mma_ceiling &&
-    { nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader -lms 100 >"$out/ceiling_clocks.log" &
-      smi=$!; /tmp/mma_ceiling 3 | tee "$out/mma_ceiling.md"; kill $smi; }
-  echo "SM clock and power over the last second of the sustained run:"
-  tail -12 "$out/ceiling_clocks.log" | head -10 | tr '\n' ';'; echo
+  if nvcc -O3 -arch=sm_90 bench/mma_ceiling.cu -o /tmp/mma_ceiling; then
+    nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader -lms 100 >"$out/ceiling_clocks.log" &
+    smi=$!
+    /tmp/mma_ceiling 3 | tee "$out/mma_ceiling.md" || rc=1
+    kill $smi
+    echo "SM clock and power over the last second of the sustained run:"
+    tail -12 "$out/ceiling_clocks.log" | head -10 | tr '\n' ';'; echo
+  else
+    rc=1
+  fi
   for op in ${SWEEP_OPS-ab abt}; do
     (cd bench && python3 bench_gemm_sweep.py ../build-device 4096 $op 2>&1 | tee "$out/sweep_$op.md") || rc=1
   done

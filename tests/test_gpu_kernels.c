@@ -1,7 +1,9 @@
 /* The ready-made kernels through their public entry points (tk_run.h):
  * - argument validation (runs everywhere: bad input never reaches a launch);
- * - on a GPU: GEMM at 24 shapes and attention at 32 shapes against float64
- *   CPU references, outputs NaN-poisoned first, ragged shapes included;
+ * - on a GPU: GEMM at 27 shapes with the library's block shape and 6 other
+ *   shapes at 3 sizes each, attention at 32 shapes, all against float64 CPU
+ *   references, outputs NaN-poisoned first, ragged shapes included; tk_gemm
+ *   keys its kernels on the block shape it picks;
  * - shape polymorphism: 20 (B, H, N) triples compile nothing after the first
  *   call, and a second process loads the kernel from the disk cache.
  * GPU parts skip with one line where there is no GPU. */
@@ -110,6 +112,15 @@ START_TEST(gemm_rejects_bad_params) {
     b = g, b.config = &cfg;
     ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "config is for bf16 -> bf16"));
+    cfg = tk_gemm_default_config(TK_F16, TK_F32, 0); /* A and B are bf16 in g */
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "config is for f16 -> f32"));
+    cfg = tk_gemm_default_config(TK_BF16, TK_F32, 1); /* g is A·B */
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "transpose_b 1"));
+    cfg.transpose_b = 2;
+    ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "transpose_b 2"));
     cfg = tk_gemm_default_config(TK_BF16, TK_F32, 0), cfg.warps = 3;
     ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "3 warps cannot split"));
@@ -133,7 +144,7 @@ static const int64_t gemm_shapes[][3] = {
 
 static double tol(tk_dtype out) { return out == TK_F32 ? 2e-3 : out == TK_F16 ? 3e-3 : 1e-2; }
 
-/* One GEMM on the GPU against float64; cfg NULL: the default shape. */
+/* One GEMM on the GPU against float64; cfg NULL: the library's choice. */
 static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype out, int tb,
                        const tk_gemm_config *cfg) {
     int64_t ad[2] = {M, K}, bd[2] = {tb ? N : K, tb ? K : N}, cd[2] = {M, N};
@@ -147,7 +158,9 @@ static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype ou
     tk_gemm_params p = {.in_dtype = in, .out_dtype = out, .transpose_b = tb, .m = M, .n = N,
                         .k = K, .a = da, .b = db, .c = dc, .config = cfg};
     /* cfg NULL: tk_gemm uses tk_gemm_config_for's choice, named "auto" */
-    tk_gemm_config chosen = tk_gemm_config_for(in, out, tb, M, N, K);
+    char arch[16];
+    ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
+    tk_gemm_config chosen = tk_gemm_config_for(in, out, tb, M, N, arch);
     const tk_gemm_config *used = cfg ? cfg : &chosen;
     char shape[64];
     snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d", cfg ? "" : "auto ", used->block_m,
@@ -203,6 +216,36 @@ START_TEST(gemm_configs_on_gpu) {
         const int64_t *sz = gemm_alt_sizes[j];
         check_gemm(sz[0], sz[1], sz[2], in, out, tb, &cfg);
     }
+}
+END_TEST
+
+/* tk_gemm's kernel table keys on the block shape: the automatic choice for a
+ * large problem is the same kernel as naming that configuration, a
+ * different one from the default shape, which small problems share. */
+START_TEST(gemm_choice_is_keyed) {
+    if (th_gpu_or_skip(ctx)) return;
+    static char dummy[64]; /* prepare checks and compiles; it launches nothing */
+    char arch[16];
+    ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
+    tk_gemm_params p = {.in_dtype = TK_BF16, .out_dtype = TK_BF16, .m = 8192, .n = 8192,
+                        .k = 64, .a = dummy, .b = dummy, .c = dummy};
+    tk_gemm_config big = tk_gemm_config_for(TK_BF16, TK_BF16, 0, p.m, p.n, arch);
+    tk_gemm_config dflt = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
+    tk_prepare_info info;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_ne(info.origin, TK_FROM_MEMORY);
+    p.config = &big;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    p.config = &dflt;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    if (memcmp(&big, &dflt, sizeof big)) /* sm_90: two shapes, two kernels */
+        ck_assert_int_ne(info.origin, TK_FROM_MEMORY);
+    else
+        ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    p.config = NULL, p.m = p.n = 512;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
 }
 END_TEST
 
@@ -372,6 +415,7 @@ int main(int argc, char **argv) {
     tcase_add_checked_fixture(tg, setup, teardown);
     tcase_set_timeout(tg, 900);
     tcase_add_loop_test(tg, gemm_on_gpu, 0, (int)(sizeof gemm_shapes / sizeof *gemm_shapes));
+    tcase_add_test(tg, gemm_choice_is_keyed);
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));

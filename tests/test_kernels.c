@@ -29,7 +29,7 @@ static void teardown(void) {
 
 /* ---- GEMM ------------------------------------------------------------------ */
 /* Configurations: the default one and a few others covering other warp grids
- * (2x2 of 32x32, 4x2, 1x1, 1x2) and pipeline depths (2, 3, 6, 8 stages). */
+ * (2x2 of 32x32, 4x2, 1x1, 1x2, 2x4) and pipeline depths (2, 3, 6, 8 stages). */
 static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
     tk_gemm_config c = tk_gemm_default_config(in, out, tb);
     switch (which) {
@@ -39,6 +39,7 @@ static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
     case 4: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 3; break;
     case 5: c.block_m = 64; c.block_n = 64; c.block_k = 16; c.warps = 4; c.stages = 6; break;
     case 6: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 8; break;
+    case 7: c.block_n = 256; c.warps = 8; break; /* tk_gemm_config_for's large shape */
     default: break;
     }
     return c;
@@ -67,6 +68,8 @@ static const gemm_case gemm_cases[] = {
     {77, 90, 333, 0, TK_BF16, TK_F32, 5}, /* deep pipelines, one k-step per tile */
     {130, 60, 700, 1, TK_F16, TK_F16, 6},
     {40, 40, 70, 0, TK_BF16, TK_F32, 6},  /* fewer k-tiles than stages */
+    {150, 300, 200, 0, TK_BF16, TK_BF16, 7},
+    {130, 260, 70, 1, TK_F16, TK_F32, 7},
 };
 #define N_GEMM (int)(sizeof gemm_cases / sizeof gemm_cases[0])
 
@@ -124,33 +127,50 @@ START_TEST(test_gemm_random) {
     static const tk_dtype in[2] = {TK_BF16, TK_F16}, out[3] = {TK_BF16, TK_F16, TK_F32};
     gemm_case g = {.M = ref_randint(1, 300), .N = ref_randint(1, 300), .K = ref_randint(1, 300),
                    .tb = (int)ref_randint(0, 1), .in = in[ref_randint(0, 1)],
-                   .out = out[ref_randint(0, 2)], .cfg = (int)ref_randint(0, 6)};
+                   .out = out[ref_randint(0, 2)], .cfg = (int)ref_randint(0, 7)};
     check_gemm(&g);
 }
 END_TEST
 
-/* The size-dependent choice: 128x256 blocks of 8 warps once there are 264
- * of them, else the default; dtypes and transpose_b pass through. */
+/* The size- and GPU-dependent choice: on sm_90, 128x256 blocks of 8 warps
+ * once there are 264 of them (sizes rounded up to whole blocks), else the
+ * default; dtypes and transpose_b pass through. */
 START_TEST(test_gemm_config_for) {
-    tk_gemm_config d = tk_gemm_default_config(TK_F16, TK_F32, 1);
-    tk_gemm_config c = tk_gemm_config_for(TK_F16, TK_F32, 1, 2048, 2048, 4096);
+    tk_gemm_config d = tk_gemm_default_config(TK_F16, TK_F32, 1), c;
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 2048, 2048, "sm_90a");
     ck_assert_mem_eq(&c, &d, sizeof c); /* 16 x 8 = 128 large blocks: too few */
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, 64);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90a");
     ck_assert_int_eq(c.block_m, 128);
     ck_assert_int_eq(c.block_n, 256);
+    ck_assert_int_eq(c.block_k, 64);
     ck_assert_int_eq(c.warps, 8);
     ck_assert_int_eq(c.stages, 3);
     ck_assert_int_eq(c.in_dtype, TK_F16);
     ck_assert_int_eq(c.out_dtype, TK_F32);
     ck_assert_int_eq(c.transpose_b, 1);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128, 8 * 256, 1); /* 264 exactly */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90");
     ck_assert_int_eq(c.block_n, 256);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128 - 128, 8 * 256, 1);
-    ck_assert_int_eq(c.block_n, 128);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 0, 1 << 20, 1); /* invalid sizes: default */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128, 8 * 256, "sm_90a"); /* 264 exactly */
+    ck_assert_int_eq(c.block_n, 256);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 263 * 128, 256, "sm_90a"); /* 263 */
+    ck_assert_mem_eq(&c, &d, sizeof c);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 32 * 128 + 1, 2048, "sm_90a"); /* 33 x 8 */
+    ck_assert_int_eq(c.block_n, 256);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128, 7 * 256 + 1, "sm_90a"); /* 33 x 8 */
+    ck_assert_int_eq(c.block_n, 256);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, INT64_MAX, INT64_MAX, "sm_90a"); /* no overflow */
+    ck_assert_int_eq(c.block_n, 256);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, (int64_t)1 << 40, 1, "sm_90a");
+    ck_assert_int_eq(c.block_n, 256);
+    static const char *other[] = {"sm_80", "sm_86", "sm_89", "", NULL}; /* less shared memory */
+    for (int i = 0; i < 5; i++) {
+        c = tk_gemm_config_for(TK_F16, TK_F32, 1, 8192, 8192, other[i]);
+        ck_assert_mem_eq(&c, &d, sizeof c);
+    }
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 0, 1 << 20, "sm_90a"); /* invalid sizes */
     ck_assert_mem_eq(&c, &d, sizeof c);
     tk_kernel *k = NULL; /* the large configuration builds */
-    c = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 8192, 8192, 8192);
+    c = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 8192, 8192, "sm_90a");
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_OK);
     tk_kernel_destroy(k);
 }
@@ -174,6 +194,10 @@ START_TEST(test_gemm_config_errors) {
     c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
     c.stages = 1;
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    c.transpose_b = 2;
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "transpose_b is 2"));
     c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
     c.block_m = c.block_n = 256; c.block_k = 128; c.stages = 8; /* > 227 KiB of shared */
     ck_assert_int_ne(tk_gemm_build(ctx, &c, &k), TK_OK);

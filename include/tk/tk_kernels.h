@@ -30,24 +30,26 @@ extern "C" {
 typedef struct tk_gemm_config {
     tk_dtype in_dtype;  /* A, B: TK_BF16 or TK_F16                            */
     tk_dtype out_dtype; /* C: TK_BF16, TK_F16 or TK_F32                        */
-    int transpose_b;    /* 0: B is [K, N]; 1: B is [N, K] (C = A·Bᵀ)           */
+    int transpose_b;    /* 0: B is [K, N]; 1: B is [N, K] (C = A·Bᵀ); 0 or 1   */
     int block_m, block_n, block_k; /* multiples of 16                          */
     int warps;          /* warps per block, 1..16                               */
     int stages;         /* depth of the cp.async pipeline, 2..8                 */
 } tk_gemm_config;
 
-/* 128x128x64 blocks, 4 warps of 64x64 each, 3 stages (96 KiB of shared
- * memory, 2 blocks per SM): the best shape on an H200 until a problem has
- * enough 128x256 blocks to fill the GPU (tk_gemm_config_for). */
+/* The default configuration: 128x128x64 blocks, 4 warps of 64x64 each, 3
+ * stages (96 KiB of shared memory, 2 blocks per SM); on an H200 the best
+ * shape until a problem has enough 128x256 blocks (tk_gemm_config_for). */
 tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b);
-/* The configuration for an M x N x K problem (what tk_gemm uses when the
- * caller names none): 128x256x64 blocks of 8 warps (64x64 each, 3 stages,
- * one block per SM) when there are at least 264 of them (two per SM of an
- * H200), else the default. Under the GPU's power limit the larger block,
- * which moves a quarter fewer bytes from L2 into shared memory per mma,
- * runs at a higher clock (docs/PERF_NOTES.md, round 4). */
+/* The configuration tk_gemm uses for an M x N problem when the caller names
+ * none, on the GPU `arch` ("sm_90a"; NULL: unknown): on sm_90 / sm_90a,
+ * 128x256x64 blocks of 8 warps (64x64 each, 3 stages, 144 KiB of shared
+ * memory, one block per SM) once there are at least 264 of them (two full
+ * waves on an H200's 132 SMs, the GPU the rule was tuned on); otherwise, and
+ * on every other GPU, tk_gemm_default_config. Under the H200's power limit
+ * the larger block, which copies a quarter fewer bytes into shared memory
+ * per mma, runs at a higher clock (docs/PERF_NOTES.md, round 4). */
 tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
-                                  int64_t m, int64_t n, int64_t k);
+                                  int64_t m, int64_t n, const char *arch);
 tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);
 
 /* ---- Attention forward (FlashAttention-2) -----------------------------------

@@ -58,7 +58,11 @@ tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *
 
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
- * dimensions lda/ldb/ldc in elements (0 = dense). */
+ * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with
+ * designated initializers (or zero it) so that fields left out, `config`
+ * among them, are 0. Without a config the block shape depends on M and N
+ * (tk_gemm_config_for): tk_gemm_prepare readies the kernel for the size it
+ * is given, so prepare each size class a program will run. */
 typedef struct tk_gemm_params {
     tk_dtype in_dtype, out_dtype;
     int32_t transpose_b;
@@ -66,7 +70,8 @@ typedef struct tk_gemm_params {
     const void *a, *b;
     void *c;
     int64_t lda, ldb, ldc;
-    /* The kernel's shape (tk_kernels.h); NULL: tk_gemm_config_for's choice.
+    /* The kernel's shape (tk_kernels.h); NULL: tk_gemm_config_for's choice
+     * for M, N and this GPU.
      * Its dtypes and transpose_b must match the fields above. Each distinct
      * configuration is one more compiled specialization. */
     const tk_gemm_config *config;
