@@ -9,8 +9,9 @@ power draw and temperature every 50 ms; the table gives their means over the run
 second half. Variants run in rounds (cuBLAS, then ours), twice, so that heat
 affects both alike. Inputs: torch.randn, A and B distinct; outputs are checked
 against torch first.
-Usage (GPU machine): python3 bench/bench_gemm_sweep.py build-device [n] [ab|abt] [auto]
-("auto": only the library's choice beside cuBLAS)"""
+Usage (GPU machine): python3 bench/bench_gemm_sweep.py build-device [n] [ab|abt] [auto|small]
+("auto": only the library's choice beside cuBLAS; "small": the shapes for small problems,
+with a short sustained run: at these sizes a long one measures the host's launch rate)"""
 import subprocess
 import sys
 import threading
@@ -24,6 +25,10 @@ from tk_ctypes import TK
 SHAPES = [  # (block_m, block_n, block_k, warps, stages); None = the library's choice
     None, (128, 128, 64, 4, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3),
     (128, 256, 32, 8, 6),
+]
+SMALL = [  # candidates for problems too small to fill the GPU with 128x128 blocks
+    None, (128, 128, 64, 4, 3), (128, 64, 64, 2, 3), (64, 128, 64, 2, 3), (64, 64, 64, 4, 3),
+    (64, 64, 64, 1, 3), (128, 64, 64, 4, 3),
 ]
 
 
@@ -94,7 +99,8 @@ def main():
     fl = 2 * n ** 3 / 1e12
     sampler = Sampler()
     variants = [("cuBLAS", lambda: torch.matmul(a, bb), None)]
-    for sh in SHAPES if len(sys.argv) < 5 or sys.argv[4] != "auto" else [None]:
+    mode = sys.argv[4] if len(sys.argv) > 4 else ""
+    for sh in {"auto": [None], "small": SMALL}.get(mode, SHAPES):
         c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         p = tk.gemm_params(a, b, c, tb, sh)
         tk.gemm_prepare(p)
@@ -106,7 +112,7 @@ def main():
     for _ in range(2):
         for name, fn, _ in variants:
             db = do_bench(fn, warmup=50, rep=250, return_mode="median")
-            ms, (clk, watt, temp) = sustained(fn, 1.5, sampler)
+            ms, (clk, watt, temp) = sustained(fn, 0.3 if mode == "small" else 1.5, sampler)
             rows[name].append((fl / db * 1e3, fl / ms * 1e3, clk, watt, temp))
     sampler.close()
     peer = [r[0] for r in rows["cuBLAS"]]

@@ -31,7 +31,9 @@
  * 128x256 shares each A tile among twice the warps: a quarter fewer bytes
  * copied per mma; it is tk_gemm_config_for's choice on sm_90 once a problem
  * has 264 such blocks (two waves), and 128x128 (2 blocks per SM) below that,
- * where it wastes less on ragged edges and fills more SMs. What is left: the cp.async copies
+ * where it wastes less on ragged edges and fills more SMs; problems with
+ * fewer 128x128 blocks than SMs get 128x64 blocks (1024³: 152-158 TFLOP/s
+ * against 117-122; 64x64 w4 149-156, 128x64 w2 and 64x128 w2 no faster). What is left: the cp.async copies
  * themselves (per-thread LDGSTS beside the ldmatrix traffic) cost ~19%
  * (round 4's ablations); the Hopper copy engine (TMA) is the next step.
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
@@ -56,10 +58,12 @@ tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int tra
     if (!arch || strncmp(arch, "sm_90", 5) || m <= 0 || n <= 0) return c;
     /* ceil(m/128) * ceil(n/256) >= 264 without overflow: the product is only
      * formed when both factors are below 264. */
-    int64_t bm = (m - 1) / 128 + 1, bn = (n - 1) / 256 + 1;
+    int64_t bm = (m - 1) / 128 + 1, bn = (n - 1) / 256 + 1, bn128 = (n - 1) / 128 + 1;
     if (bm >= 264 || bn >= 264 || bm * bn >= 264) {
         c.block_n = 256;
         c.warps = 8;
+    } else if (bm < 132 && bn128 < 132 && bm * bn128 < 132) {
+        c.block_n = 64; /* fewer 128x128 blocks than SMs: twice the blocks */
     }
     return c;
 }

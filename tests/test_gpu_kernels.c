@@ -1,6 +1,6 @@
 /* The ready-made kernels through their public entry points (tk_run.h):
  * - argument validation (runs everywhere: bad input never reaches a launch);
- * - on a GPU: GEMM at 27 shapes with the library's block shape and 6 other
+ * - on a GPU: GEMM at 27 shapes with the library's block shape and 11 other
  *   shapes at 3 sizes each, attention at 32 shapes, all against float64 CPU
  *   references, outputs NaN-poisoned first, ragged shapes included; tk_gemm
  *   keys its kernels on the block shape it picks;
@@ -201,6 +201,8 @@ END_TEST
 static const int gemm_alt_shapes[][5] = { /* block m, n, k, warps, stages */
     {128, 256, 64, 8, 4}, {256, 128, 64, 8, 4}, {128, 256, 64, 8, 3},
     {256, 128, 64, 8, 3}, {128, 256, 32, 8, 6}, {64, 64, 32, 4, 2},
+    {128, 64, 64, 2, 3}, {64, 128, 64, 2, 3}, {64, 64, 64, 4, 3}, {64, 64, 64, 1, 3},
+    {128, 64, 64, 4, 3},
 };
 static const int64_t gemm_alt_sizes[][3] = {{300, 700, 200}, {1024, 1024, 512}, {257, 129, 1000}};
 
@@ -220,8 +222,8 @@ START_TEST(gemm_configs_on_gpu) {
 END_TEST
 
 /* tk_gemm's kernel table keys on the block shape: the automatic choice for a
- * large problem is the same kernel as naming that configuration, a
- * different one from the default shape, which small problems share. */
+ * size is the same kernel as naming that configuration, and on an H200 the
+ * large, middle and small sizes get three different kernels. */
 START_TEST(gemm_choice_is_keyed) {
     if (th_gpu_or_skip(ctx)) return;
     static char dummy[64]; /* prepare checks and compiles; it launches nothing */
@@ -243,7 +245,15 @@ START_TEST(gemm_choice_is_keyed) {
         ck_assert_int_ne(info.origin, TK_FROM_MEMORY);
     else
         ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
-    p.config = NULL, p.m = p.n = 512;
+    p.config = NULL, p.m = p.n = 2048; /* between the two rules: the default */
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    tk_gemm_config small = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 512, 512, arch);
+    p.m = p.n = 512; /* sm_90: fewer blocks than SMs, a third kernel */
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    if (memcmp(&small, &dflt, sizeof small))
+        ck_assert_int_ne(info.origin, TK_FROM_MEMORY);
+    p.config = &small;
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
 }
@@ -411,11 +421,15 @@ int main(int argc, char **argv) {
     tcase_add_test(tv, attention_rejects_bad_params);
     tcase_add_test(tv, gemm_rejects_bad_params);
     suite_add_tcase(s, tv);
+    TCase *tt = tcase_create("run_table"); /* which kernel tk_gemm runs (no launches) */
+    tcase_add_checked_fixture(tt, setup, teardown);
+    tcase_set_timeout(tt, 120);
+    tcase_add_test(tt, gemm_choice_is_keyed);
+    suite_add_tcase(s, tt);
     TCase *tg = tcase_create("gpu");
     tcase_add_checked_fixture(tg, setup, teardown);
     tcase_set_timeout(tg, 900);
     tcase_add_loop_test(tg, gemm_on_gpu, 0, (int)(sizeof gemm_shapes / sizeof *gemm_shapes));
-    tcase_add_test(tg, gemm_choice_is_keyed);
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));

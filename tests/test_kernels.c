@@ -133,12 +133,27 @@ START_TEST(test_gemm_random) {
 END_TEST
 
 /* The size- and GPU-dependent choice: on sm_90, 128x256 blocks of 8 warps
- * once there are 264 of them (sizes rounded up to whole blocks), else the
- * default; dtypes and transpose_b pass through. */
+ * once there are 264 of them (sizes rounded up to whole blocks), 128x64
+ * blocks when there are fewer than 132 of 128x128, else the default; dtypes
+ * and transpose_b pass through. */
 START_TEST(test_gemm_config_for) {
     tk_gemm_config d = tk_gemm_default_config(TK_F16, TK_F32, 1), c;
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 2048, 2048, "sm_90a");
     ck_assert_mem_eq(&c, &d, sizeof c); /* 16 x 8 = 128 large blocks: too few */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1024, 1024, "sm_90a"); /* 64 < 132 blocks */
+    ck_assert_int_eq(c.block_m, 128);
+    ck_assert_int_eq(c.block_n, 64);
+    ck_assert_int_eq(c.warps, 4);
+    ck_assert_int_eq(c.stages, 3);
+    ck_assert_int_eq(c.transpose_b, 1);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 131 * 128, 128, "sm_90a"); /* 131 */
+    ck_assert_int_eq(c.block_n, 64);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 11 * 128, 11 * 128 + 1, "sm_90a"); /* 11 x 12 */
+    ck_assert_mem_eq(&c, &d, sizeof c);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1, 1, "sm_90a");
+    ck_assert_int_eq(c.block_n, 64);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1, 1, "sm_86"); /* tuned on sm_90 only */
+    ck_assert_mem_eq(&c, &d, sizeof c);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90a");
     ck_assert_int_eq(c.block_m, 128);
     ck_assert_int_eq(c.block_n, 256);

@@ -41,13 +41,17 @@ typedef struct tk_gemm_config {
  * shape until a problem has enough 128x256 blocks (tk_gemm_config_for). */
 tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b);
 /* The configuration tk_gemm uses for an M x N problem when the caller names
- * none, on the GPU `arch` ("sm_90a"; NULL: unknown): on sm_90 / sm_90a,
- * 128x256x64 blocks of 8 warps (64x64 each, 3 stages, 144 KiB of shared
- * memory, one block per SM) once there are at least 264 of them (two full
- * waves on an H200's 132 SMs, the GPU the rule was tuned on); otherwise, and
- * on every other GPU, tk_gemm_default_config. Under the H200's power limit
- * the larger block, which copies a quarter fewer bytes into shared memory
- * per mma, runs at a higher clock (docs/PERF_NOTES.md, round 4). */
+ * none, on the GPU `arch` ("sm_90a"; NULL: unknown). On sm_90 / sm_90a
+ * (tuned on an H200, 132 SMs):
+ *   - 128x256x64 blocks of 8 warps (64x64 each, 3 stages, 144 KiB of shared
+ *     memory, one block per SM) once there are at least 264 of them (two
+ *     full waves): under the H200's power limit the larger block, which
+ *     copies a quarter fewer bytes into shared memory per mma, runs at a
+ *     higher clock (docs/PERF_NOTES.md, round 4);
+ *   - 128x64x64 blocks of 4 warps (64x32 each) when there would be fewer
+ *     than 132 blocks of 128x128, so that more SMs work (1024³: +30%);
+ *   - tk_gemm_default_config in between.
+ * Every other GPU gets tk_gemm_default_config. */
 tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
                                   int64_t m, int64_t n, const char *arch);
 tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);
