@@ -37,13 +37,17 @@ void tk_runcache_destroy(struct tk_runcache *rc) {
 }
 
 static struct tk_runcache *runcache(tk_ctx *ctx) {
-    if (!ctx->run) {
-        struct tk_runcache *rc = calloc(1, sizeof *rc);
-        if (!rc) return NULL;
-        pthread_mutex_init(&rc->mu, NULL);
-        ctx->run = rc;
-    }
-    return ctx->run;
+    struct tk_runcache *rc = __atomic_load_n(&ctx->run, __ATOMIC_ACQUIRE), *expected = NULL;
+    if (rc) return rc;
+    /* Threads sharing a context may race to make it (as tk_jit_of): one
+     * wins, the others free their own. */
+    if (!(rc = calloc(1, sizeof *rc))) return NULL;
+    pthread_mutex_init(&rc->mu, NULL);
+    if (__atomic_compare_exchange_n(&ctx->run, &expected, rc, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return rc;
+    tk_runcache_destroy(rc);
+    return expected;
 }
 
 static double now_ms(void) {
