@@ -33,9 +33,10 @@
  * has 264 such blocks (two waves), and 128x128 (2 blocks per SM) below that,
  * where it wastes less on ragged edges and fills more SMs; problems with
  * fewer 128x128 blocks than SMs get 128x64 blocks (1024³: 152-158 TFLOP/s
- * against 117-122; 64x64 w4 149-156, 128x64 w2 and 64x128 w2 no faster). What is left: the cp.async copies
- * themselves (per-thread LDGSTS beside the ldmatrix traffic) cost ~19%
- * (round 4's ablations); the Hopper copy engine (TMA) is the next step.
+ * against 117-122; 64x64 w4 149-156, 128x64 w2 and 64x128 w2 no faster).
+ * What is left: the cp.async copies themselves (per-thread LDGSTS beside the
+ * ldmatrix traffic) cost ~19% (round 4's ablations); the Hopper copy engine
+ * (TMA) is the next step.
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
  * nothing to the dot products) and the final store skips rows/cols outside C. */
 #include <stdio.h>

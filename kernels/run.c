@@ -27,6 +27,7 @@ struct tk_runcache {
     pthread_mutex_t mu;
     int n;
     tk_run_entry e[TK_RUN_MAX];
+    char arch[16]; /* the GPU's, once known ("" before) */
 };
 
 void tk_runcache_destroy(struct tk_runcache *rc) {
@@ -226,15 +227,27 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
     return TK_OK;
 }
 
+/* The GPU's arch into buf ("" if there is none), asked of the driver once
+ * per context rather than on every call. */
+static void run_arch(tk_ctx *ctx, char buf[16]) {
+    struct tk_runcache *rc = runcache(ctx);
+    buf[0] = '\0';
+    if (!rc) return; /* out of memory: get_program reports it */
+    pthread_mutex_lock(&rc->mu);
+    if (!rc->arch[0] && tk_gpu_arch(ctx, rc->arch, sizeof rc->arch)) rc->arch[0] = '\0';
+    memcpy(buf, rc->arch, sizeof rc->arch);
+    pthread_mutex_unlock(&rc->mu);
+}
+
 /* The configuration of a call: the caller's, if it names one for the same
  * dtypes and transposition, else the library's choice for the size and GPU. */
 static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c) {
     const tk_gemm_config *g = p->config;
     if (!g) {
         char arch[16];
-        bool known = tk_gpu_arch(ctx, arch, sizeof arch) == TK_OK;
+        run_arch(ctx, arch);
         *c = tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n,
-                                known ? arch : NULL);
+                                arch[0] ? arch : NULL);
         return TK_OK;
     }
     if (g->in_dtype != p->in_dtype || g->out_dtype != p->out_dtype ||
