@@ -27,7 +27,7 @@ class GemmConfig(ctypes.Structure):
     _fields_ = [
         ("in_dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("transpose_b", ctypes.c_int),
         ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("block_k", ctypes.c_int),
-        ("warps", ctypes.c_int), ("stages", ctypes.c_int),
+        ("warps", ctypes.c_int), ("stages", ctypes.c_int), ("tma", ctypes.c_int),
     ]
 
 

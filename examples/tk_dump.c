@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
         c.block_k = atoi(opt(argc, argv, "bk", "64"));
         c.warps = atoi(opt(argc, argv, "warps", "4"));
         c.stages = atoi(opt(argc, argv, "stages", "3"));
+        c.tma = atoi(opt(argc, argv, "tma", "0"));
         s = tk_gemm_build(ctx, &c, &k);
     } else {
         tk_attention_config c = {dtype(opt(argc, argv, "dtype", "bf16")),

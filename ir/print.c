@@ -166,8 +166,9 @@ static unsigned attrs(sbuf *b, const tk_op *op) {
         return U_F;
     case TK_OP_COPY_G2S:
         if (op->attr[0] == 1) put(b, " async");
+        if (op->attr[0] == 2) put(b, " async tma");
         if (!fzero(op->fattr)) attr_float(b, "fill", op->fattr);
-        return (op->attr[0] == 1 ? U_A0 : 0) | U_F;
+        return (op->attr[0] == 1 || op->attr[0] == 2 ? U_A0 : 0) | U_F;
     case TK_OP_ASYNC_WAIT: put(b, " pending=%lld", (long long)op->attr[0]); return U_A0;
     default: return 0;
     }

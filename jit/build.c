@@ -138,7 +138,7 @@ static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, cons
                                 char *err, size_t errn)
 {
     tk_program *p;
-    tk_status s = tk_program_new(ctx, k, &p, err, errn);
+    tk_status s = tk_program_new(ctx, k, cu->arch, &p, err, errn);
     if (s != TK_OK)
         return s;
     if (tk_compile_disk(j, cu, text, drv, p)) {

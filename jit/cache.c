@@ -29,7 +29,10 @@ void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
     XXH3_state_t st;
     memset(&st, 0, sizeof st);
     XXH3_128bits_reset(&st);
-    tk_hash_field(&st, "tilekittens cache key v1");
+    /* The version names the entry ABI a cubin was built for (ir/abi.h, and
+     * the copy-engine plan's rules in jit/tma.c, which decide its extra
+     * parameters and shared memory): bump it when either changes. v2: plans. */
+    tk_hash_field(&st, "tilekittens cache key v2");
     tk_hash_field(&st, ir_text);
     tk_hash_field(&st, arch);
     tk_hash_field(&st, TK_LLVM_VERSION);

@@ -27,7 +27,7 @@ static const struct { const char *name; size_t off; } tk_cuda_syms[] = {
     TK_CU_SYM(cuLinkCreate), TK_CU_SYM(cuLinkAddData), TK_CU_SYM(cuLinkComplete),
     TK_CU_SYM(cuLinkDestroy), TK_CU_SYM(cuModuleLoadData), TK_CU_SYM(cuModuleUnload),
     TK_CU_SYM(cuModuleGetFunction), TK_CU_SYM(cuFuncSetAttribute),
-    TK_CU_SYM(cuLaunchKernel), TK_CU_SYM(cuGetErrorString),
+    TK_CU_SYM(cuLaunchKernel), TK_CU_SYM(cuGetErrorString), TK_CU_SYM(cuTensorMapEncodeTiled),
 };
 
 void tk_cuda_arch_name(int major, int minor, char *buf, size_t n)

@@ -37,6 +37,12 @@ typedef CUresult (*tk_cuLaunchKernel_fn)(CUfunction, unsigned, unsigned, unsigne
                                          unsigned, unsigned, unsigned, CUstream, void **,
                                          void **);
 typedef CUresult (*tk_cuGetErrorString_fn)(CUresult, const char **);
+typedef CUresult (*tk_cuTensorMapEncodeTiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t,
+                                                 void *, const cuuint64_t *, const cuuint64_t *,
+                                                 const cuuint32_t *, const cuuint32_t *,
+                                                 CUtensorMapInterleave, CUtensorMapSwizzle,
+                                                 CUtensorMapL2promotion,
+                                                 CUtensorMapFloatOOBfill);
 
 /* The driver table plus the device state (device 0, primary context). It is
  * refcounted: the JIT state holds one reference and every program holding a
@@ -74,6 +80,7 @@ typedef struct tk_cuda {
     tk_cuFuncSetAttribute_fn cuFuncSetAttribute;
     tk_cuLaunchKernel_fn cuLaunchKernel;
     tk_cuGetErrorString_fn cuGetErrorString;
+    tk_cuTensorMapEncodeTiled_fn cuTensorMapEncodeTiled;
 } tk_cuda;
 
 /* Loads the driver, initializes it and retains device 0's primary context.

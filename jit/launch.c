@@ -1,5 +1,6 @@
 /* tk_launch: check arguments against the program's signature, evaluate the
  * grid, pack parameters per ir/abi.h and launch. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,7 +9,8 @@
 #include "jit/jit.h"
 #include "jit/program.h"
 
-#define TK_MAX_SLOTS (TK_MAX_PARAMS * 9) /* a rank-4 tensor: ptr, 4 dims, 4 strides */
+/* a rank-4 tensor: ptr, 4 dims, 4 strides; then the tensor maps and their flags */
+#define TK_MAX_SLOTS (TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1)
 
 static const char *tk_an(tk_dtype dt) /* "an i32" vs "a f32" reads better */
 {
@@ -116,8 +118,9 @@ typedef union {
     float f32;
 } tk_slot;
 
-/* Parameter values in ABI order (ir/abi.h) and cuLaunchKernel's pointers. */
-static void tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void **ptrs)
+/* Parameter values in ABI order (ir/abi.h) and cuLaunchKernel's pointers;
+ * returns the count. */
+static int tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void **ptrs)
 {
     int n = 0;
     for (int i = 0; i < p->nparams; i++) {
@@ -139,6 +142,65 @@ static void tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void
     }
     for (int j = 0; j < n; j++)
         ptrs[j] = &slot[j];
+    return n;
+}
+
+/* Map m of tensor argument a, as the copy engine needs it (innermost
+ * dimension first, strides in bytes). False when the engine cannot address
+ * the tensor (pointer or a row pitch not a multiple of 16 bytes, a strided
+ * last dimension, sizes past its limits): the kernel then copies with
+ * cp.async. */
+static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *a,
+                          CUtensorMap *map)
+{
+    int r = m->rank;
+    int64_t esz = (int64_t)tk_dtype_size(m->dtype);
+    cuuint64_t dim[4], stride[3];
+    cuuint32_t box[4], estride[4];
+    if ((uintptr_t)a->data % 16 || a->strides[r - 1] != 1)
+        return false;
+    for (int d = 0; d < r; d++) {
+        int64_t n = a->dims[r - 1 - d], st = a->strides[r - 1 - d];
+        if (n < 1 || n > ((int64_t)1 << 32))
+            return false;
+        if (d && (st <= 0 || st > ((int64_t)1 << 40) / esz || st * esz % 16))
+            return false;
+        dim[d] = (cuuint64_t)n;
+        if (d)
+            stride[d - 1] = (cuuint64_t)(st * esz);
+        box[d] = (cuuint32_t)(d == 0 ? m->box_cols : d == 1 ? m->box_rows : 1);
+        estride[d] = 1;
+    }
+    CUtensorMapDataType dt = m->dtype == TK_BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                             : m->dtype == TK_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    CUtensorMapSwizzle sw = m->swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                            : m->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                               : CU_TENSOR_MAP_SWIZZLE_32B;
+    return cu->cuTensorMapEncodeTiled(map, dt, (cuuint32_t)r, a->data, dim, stride, box, estride,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The program's tensor maps for these arguments, appended to the packed
+ * parameters with the flags that say which were encoded (jit/lower_tma.c
+ * reads bit i before issuing through map i). */
+static int tk_pack_maps(const tk_program *p, const tk_arg *args, CUtensorMap *maps,
+                        uint32_t *flags, void **ptrs, int n)
+{
+    if (!p->tma.nmaps)
+        return n;
+    *flags = 0;
+    for (int i = 0; i < p->tma.nmaps; i++) {
+        const tk_tma_map *m = &p->tma.maps[i];
+        memset(&maps[i], 0, sizeof maps[i]);
+        if (!p->tma_off && tk_map_encode(p->cu, m, &args[m->param], &maps[i]))
+            *flags |= 1u << i;
+        ptrs[n++] = &maps[i];
+    }
+    ptrs[n++] = flags;
+    return n;
 }
 
 static tk_status tk_launch_fail(const tk_program *p, tk_status s, const char *prefix,
@@ -165,7 +227,9 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
         return TK_OK; /* an empty problem: nothing to run */
     tk_slot slot[TK_MAX_SLOTS];
     void *ptrs[TK_MAX_SLOTS];
-    tk_pack(p, args, slot, ptrs);
+    CUtensorMap maps[TK_TMA_MAX_MAPS];
+    uint32_t flags;
+    tk_pack_maps(p, args, maps, &flags, ptrs, tk_pack(p, args, slot, ptrs));
     const tk_cuda *cu = p->cu;
     s = tk_cuda_enter(cu, err, sizeof err);
     if (s == TK_OK)

@@ -129,7 +129,7 @@ static int param_types(tk_lower *L, LLVMTypeRef *tys, int max) {
             tys[n++] = dt == TK_I64 ? L->i64 : dt == TK_F32 ? L->f32 : L->i32;
         }
     }
-    return n;
+    return tk_tma_param_types(L, tys, n, max);
 }
 
 static void name_param(LLVMValueRef v, const char *base, const char *sfx, int d) {
@@ -168,6 +168,7 @@ static tk_status bind_params(tk_lower *L) {
             lv->v[0] = v;
         }
     }
+    tk_tma_bind(L, a);
     return TK_OK;
 }
 
@@ -188,7 +189,7 @@ static void init_ids(tk_lower *L) {
 }
 
 static tk_status build_entry(tk_lower *L) {
-    LLVMTypeRef tys[TK_MAX_PARAMS * 9];
+    LLVMTypeRef tys[TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1]; /* as tk_launch's slots */
     int n = param_types(L, tys, (int)(sizeof tys / sizeof tys[0]));
     if (n < 0)
         return tk_lw_fail(L, TK_ERR_LLVM, "too many parameter slots");
@@ -208,7 +209,10 @@ static tk_status build_entry(tk_lower *L) {
     LLVMSetAlignment(L->smem, TK_SMEM_ALIGN);
 
     init_ids(L);
-    return bind_params(L);
+    if (bind_params(L) != TK_OK)
+        return L->st;
+    tk_tma_entry(L);
+    return L->st;
 }
 
 /* ---- Value map storage ----------------------------------------------------- */
@@ -313,6 +317,7 @@ static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch)
         return tk_lw_fail(L, TK_ERR_UNSUPPORTED,
                           "unsupported arch '%s' (sm_80, sm_86, sm_89, sm_90, sm_90a)",
                           arch ? arch : "(null)");
+    tk_tma_plan_make(k, arch, &L->tma);
     return TK_OK;
 }
 

@@ -70,7 +70,7 @@ static void chunk_at(tk_lower *L, copy *c, LLVMValueRef k, chunk *ch) {
         LLVMValueRef k64 = tk_lw_to_i64(L, k);
         ch->g = tk_lw_gep(L, c->g0, LLVMBuildMul(b, k64, c->gstep, ""));
         if (tk_smem_row_shift_ok(c->st, c->dr)) {
-            int64_t bytes = (int64_t)c->dr * tk_smem_row_bytes(c->st);
+            int64_t bytes = (int64_t)c->dr * tk_smem_row_step(c->st);
             ch->s = tk_lw_gep(L, c->s0, LLVMBuildMul(b, k, i32c(L, bytes), ""));
         } else {
             ch->s = tk_smem_addr(L, c->st, c->base, ch->r, ch->col);
@@ -216,7 +216,7 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
                 g = tk_lw_gep(L, g, c->gstep);
             gk = g;
             LLVMValueRef r = LLVMBuildAdd(b, c->r0, i32c(L, (int64_t)k * c->dr), "");
-            sk = shift ? tk_lw_gep(L, s0, i32c(L, (int64_t)k * c->dr * tk_smem_row_bytes(c->st)))
+            sk = shift ? tk_lw_gep(L, s0, i32c(L, (int64_t)k * c->dr * tk_smem_row_step(c->st)))
                        : tk_smem_addr(L, c->st, c->base, r, c->c0);
         } else { /* chunks do not keep their column between rounds */
             LLVMValueRef id = LLVMBuildAdd(b, L->tid, i32c(L, (int64_t)k * c->nt), "");
@@ -268,6 +268,16 @@ static void s2g_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
     for_chunks(L, ctx, s2g_elem_chunk);
 }
 
+/* Any async copy by cp.async: the unrolled fast path when the tile is
+ * inside the view and aligned, else the edge paths. */
+static void g2s_async_any(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    copy *c = ctx;
+    LLVMValueRef aligned = tk_gwin_aligned(L, &c->w, 16);
+    LLVMValueRef inb = tk_gwin_all_inb(L, &c->w, c->rows, c->cols);
+    tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, inb, ""), g2s_async_full, g2s_async_edge, c, 0,
+                  out);
+}
+
 /* smem operand `si`, view operand `vi`, its indices right after it. */
 static bool copy_open(tk_lower *L, copy *c, const tk_op *op, int si, int vi) {
     const tk_type *st = &op->opnds[si]->type;
@@ -295,12 +305,13 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
     copy c;
     if (!copy_open(L, &c, op, 0, 1))
         return L->st;
-    LLVMValueRef aligned = tk_gwin_aligned(L, &c.w, 16);
-    if (op->attr[0]) {
-        LLVMValueRef inb = tk_gwin_all_inb(L, &c.w, c.rows, c.cols);
-        tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, inb, ""), g2s_async_full, g2s_async_edge,
-                      &c, 0, NULL);
+    int map = tk_tma_map_for(&L->tma, L->k, op);
+    if (map >= 0) {
+        tk_tma_copy(L, op, map, c.base, g2s_async_any, &c);
+    } else if (op->attr[0]) {
+        g2s_async_any(L, &c, NULL);
     } else {
+        LLVMValueRef aligned = tk_gwin_aligned(L, &c.w, 16);
         LLVMValueRef inb = tk_gwin_all_inb(L, &c.w, c.rows, c.cols);
         tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, inb, ""), g2s_vec, g2s_slow, &c, 0, NULL);
     }

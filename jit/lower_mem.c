@@ -13,6 +13,13 @@
  *            16-bit register pair stores (rows g = 0..7) are free of bank conflicts
  *            whenever n is a power of two; a 16-byte chunk never straddles
  *            rows or gets split, so vector accesses stay contiguous.
+ *            Rows wider than 128 bytes (a multiple of 128) are cut into
+ *            128-byte column blocks stored one after the other, each
+ *            rows x 128 bytes: byte b of row r sits in block b / 128 at
+ *            r * 128 + (b % 128 ^ swizzle). That is the layout Hopper's copy
+ *            engine writes with its 128-byte swizzle, one box per block
+ *            (jit/tma.h); the accesses above stay conflict-free (each block
+ *            row is a whole bank line).
  * Global views: a window (row0, col0) over the last two dims (or the last
  * one), leading indices fixed; all arithmetic is i64. */
 #include "ops/lower.h"
@@ -34,6 +41,14 @@ static void swizzle_params(const tk_type *st, int *qshift, int *m) {
         for (int q = 8 / n; q > 1; q /= 2)
             (*qshift)++;
 }
+
+/* Rows cut into 128-byte column blocks (see above). */
+static bool blocked(const tk_type *st) {
+    int rb = tk_smem_row_bytes(st);
+    return st->smem == TK_SMEM_SWIZZLE && rb > 128 && rb % 128 == 0;
+}
+
+int32_t tk_smem_row_step(const tk_type *st) { return blocked(st) ? 128 : tk_smem_row_bytes(st); }
 
 bool tk_smem_row_shift_ok(const tk_type *st, int drows) {
     int qshift, m;
@@ -58,8 +73,13 @@ LLVMValueRef tk_smem_off(tk_lower *L, const tk_type *st, LLVMValueRef row, LLVMV
                                   tk_lw_i32c(L, m - 1), "");
     /* chunk ^ x, kept at byte granularity: byte ^ (x << 4) */
     LLVMValueRef inrow = LLVMBuildXor(b, byte, LLVMBuildShl(b, x, tk_lw_i32c(L, 4), ""), "");
-    return LLVMBuildAdd(b, LLVMBuildMul(b, row, tk_lw_i32c(L, tk_smem_row_bytes(st)), ""),
-                        inrow, "");
+    LLVMValueRef roff = LLVMBuildMul(b, row, tk_lw_i32c(L, tk_smem_row_step(st)), "");
+    if (blocked(st)) { /* block inrow / 128 starts rows * 128 bytes further on */
+        LLVMValueRef blk = LLVMBuildLShr(b, inrow, tk_lw_i32c(L, 7), "");
+        roff = LLVMBuildAdd(b, roff, LLVMBuildMul(b, blk, tk_lw_i32c(L, 128 * st->rows), ""), "");
+        inrow = LLVMBuildAnd(b, inrow, tk_lw_i32c(L, 127), "");
+    }
+    return LLVMBuildAdd(b, roff, inrow, "");
 }
 
 LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base, LLVMValueRef row,
@@ -99,8 +119,10 @@ LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, L
     if (m == 1 || col_c < 0 || row_c % ((int64_t)m << qshift)) /* col_c < 0: Kl < 0 */
         return plain_addr(L, st, base, row, row_c, col, col_c);
     int64_t kl = (col_c * s) % g, kh = col_c * s - kl;
+    if (blocked(st)) /* g == 128: kh is whole column blocks */
+        kh = kh / 128 * 128 * st->rows;
     LLVMValueRef off = LLVMBuildXor(b, tk_smem_off(L, st, row, col), tk_lw_i32c(L, kl), "");
-    off = LLVMBuildAdd(b, off, tk_lw_i32c(L, row_c * tk_smem_row_bytes(st) + kh), "");
+    off = LLVMBuildAdd(b, off, tk_lw_i32c(L, row_c * tk_smem_row_step(st) + kh), "");
     LLVMValueRef split = tk_lw_gep(L, base, off);
     if (!kl)
         return split;

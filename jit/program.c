@@ -29,8 +29,8 @@ static void tk_program_sig(tk_program *p, const tk_kernel *k)
     }
 }
 
-tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, tk_program **out, char *err,
-                         size_t errn)
+tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_program **out,
+                         char *err, size_t errn)
 {
     *out = NULL;
     tk_program *p = calloc(1, sizeof *p);
@@ -42,7 +42,8 @@ tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, tk_program **out, char
     atomic_init(&p->origin, TK_FROM_COMPILE);
     p->ctx = ctx;
     p->warps = k->warps;
-    p->smem = tk_kernel_smem_bytes(k);
+    tk_tma_plan_make(k, arch, &p->tma);
+    p->smem = tk_kernel_smem_bytes(k) + tk_tma_smem_extra(&p->tma);
     tk_program_sig(p, k);
     tk_status s = tk_grid_build(k, &p->grid, err, errn);
     if (s != TK_OK) {
@@ -81,6 +82,8 @@ tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, char *e
         return s;
     p->cu = tk_cuda_ref(cu);
     p->mod = mod;
+    const char *off = getenv("TK_NO_TMA"); /* A/B runs and a test of the fallback */
+    p->tma_off = off && *off && strcmp(off, "0") != 0;
     s = tk_program_setup_fn(p, err, errn);
     if (s != TK_OK) { /* leave p without a module, as before */
         cu->cuModuleUnload(mod);

@@ -10,6 +10,7 @@
 #include "jit/cache.h"
 #include "jit/cuda.h"
 #include "ir/grid.h"
+#include "jit/tma.h"
 
 typedef struct tk_psig {
     tk_kind kind;     /* TK_KIND_GVIEW or TK_KIND_SCALAR */
@@ -28,16 +29,19 @@ struct tk_program {
     char *name;            /* kernel (= PTX entry) name                      */
     int32_t warps;
     size_t smem;           /* dynamic shared memory bytes per block          */
+    tk_tma_plan tma;       /* tensor maps tk_launch encodes (jit/tma.h)      */
+    bool tma_off;          /* TK_NO_TMA was set at load: encode no maps      */
     int32_t nparams, nslots;
     tk_psig params[TK_MAX_PARAMS];
     tk_grid_prog grid;
 };
 
-/* Signature, grid and sizes of a finished kernel; no module yet (tests use
- * such programs to exercise argument checking without a GPU). ctx may be
- * NULL (then launch errors are only returned). */
-tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, tk_program **out, char *err,
-                         size_t errn);
+/* Signature, grid, sizes and tensor maps of a finished kernel compiled for
+ * `arch` (NULL: no tensor maps); no module yet (tests use such programs to
+ * exercise argument checking without a GPU). ctx may be NULL (then launch
+ * errors are only returned). */
+tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_program **out,
+                         char *err, size_t errn);
 /* Loads a cubin into p (context current), finds the entry, raises the
  * dynamic shared memory limit when above the 48 KB default. */
 tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, char *err, size_t errn);

@@ -1,4 +1,4 @@
-/* GEMM: C = A·B or A·Bᵀ with a multi-stage cp.async pipeline.
+/* GEMM: C = A·B or A·Bᵀ with a multi-stage cp.async (or copy-engine) pipeline.
  *
  * Shape of the kernel (defaults in brackets):
  *   block   block_m x block_n tile of C [128x128], `warps` warps [4]
@@ -35,8 +35,11 @@
  * fewer 128x128 blocks than SMs get 128x64 blocks (1024³: 152-158 TFLOP/s
  * against 117-122; 64x64 w4 149-156, 128x64 w2 and 64x128 w2 no faster).
  * What is left: the cp.async copies themselves (per-thread LDGSTS beside the
- * ldmatrix traffic) cost ~19% (round 4's ablations); the Hopper copy engine
- * (TMA) is the next step.
+ * ldmatrix traffic) cost ~19% (round 4's ablations). `tma` = 1 moves A and
+ * B through the Hopper copy engine (TK_COPY_TMA): correct, but in this
+ * lockstep k-loop the mbarrier ring and fences it needs cost what it saves
+ * (128x256: 408-412 against 442 TFLOP/s, 128x128: 456 against 442; round 5),
+ * so it is off by default; a producer warp is what would make it pay.
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
  * nothing to the dot products) and the final store skips rows/cols outside C. */
 #include <stdio.h>
@@ -108,6 +111,9 @@ static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int
     if (c->transpose_b != 0 && c->transpose_b != 1)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: transpose_b is %d; expected "
                            "0 or 1", c->transpose_b);
+    if (c->tma != 0 && c->tma != 1)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: tma is %d; expected 0 or 1",
+                           c->tma);
     if (c->stages < 2 || c->stages > 8)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: stages is %d; expected 2..8",
                            c->stages);
@@ -138,10 +144,11 @@ static void load_tile(gemm *g, tk_value *kt, tk_value *st) {
     tk_kernel *k = g->k;
     tk_value *k0 = tk_mul(k, kt, i32c(k, g->c->block_k));
     tk_value *ia[2] = {g->m0, k0};
-    tk_copy_to_shared(k, tk_stage(k, g->sA, st), g->A, ia, 0.0f, 1);
+    int mode = g->c->tma ? TK_COPY_TMA : TK_COPY_ASYNC;
+    tk_copy_to_shared(k, tk_stage(k, g->sA, st), g->A, ia, 0.0f, mode);
     tk_value *ib[2] = {k0, g->n0};
     if (g->c->transpose_b) { ib[0] = g->n0; ib[1] = k0; }
-    tk_copy_to_shared(k, tk_stage(k, g->sB, st), g->B, ib, 0.0f, 1);
+    tk_copy_to_shared(k, tk_stage(k, g->sB, st), g->B, ib, 0.0f, mode);
 }
 
 /* if (kt < nk) load_tile(kt, st): no copies past the last k-tile. st is
@@ -293,10 +300,10 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
     tk_status s = check_config(ctx, cfg, &wm, &wn);
     if (s) return s;
     char name[96];
-    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s_%dx%dx%d_w%d_s%d",
+    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s",
              tk_dtype_name(cfg->in_dtype), tk_dtype_name(cfg->out_dtype),
              cfg->transpose_b ? "abt" : "ab", cfg->block_m, cfg->block_n, cfg->block_k,
-             cfg->warps, cfg->stages);
+             cfg->warps, cfg->stages, cfg->tma ? "_tma" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, cfg->warps, &k))) return s;
     gemm g = {.k = k, .c = cfg};

@@ -15,7 +15,7 @@
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
-enum { TK_RUN_MAX = 64, TK_RUN_KEY = 8 };
+enum { TK_RUN_MAX = 64, TK_RUN_KEY = 9 };
 
 typedef struct tk_run_entry {
     int kind; /* 1 attention, 2 gemm */
@@ -196,7 +196,8 @@ tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *
 static tk_status build_gemm(tk_ctx *ctx, const int key[TK_RUN_KEY], tk_kernel **out) {
     tk_gemm_config cfg = {.in_dtype = (tk_dtype)key[0], .out_dtype = (tk_dtype)key[1],
                           .transpose_b = key[2], .block_m = key[3], .block_n = key[4],
-                          .block_k = key[5], .warps = key[6], .stages = key[7]};
+                          .block_k = key[5], .warps = key[6], .stages = key[7],
+                          .tma = key[8]};
     return tk_gemm_build(ctx, &cfg, out);
 }
 
@@ -268,8 +269,8 @@ static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program *
     tk_status s = check_gemm(ctx, p);
     if (!s) s = gemm_choose(ctx, p, &c);
     if (s) return s;
-    const int key[TK_RUN_KEY] = {c.in_dtype, c.out_dtype, c.transpose_b, c.block_m,
-                                 c.block_n,  c.block_k,   c.warps,       c.stages};
+    const int key[TK_RUN_KEY] = {c.in_dtype, c.out_dtype, c.transpose_b, c.block_m, c.block_n,
+                                 c.block_k,  c.warps,     c.stages,      c.tma};
     return get_program(ctx, 2, key, build_gemm, prog, info);
 }
 

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 
 #include "ir/ir.h"
+#include "jit/tma.h"
 
 /* ---- Targets: every per-target choice is a field here (table in jit/lower.c) */
 typedef struct tk_target {
@@ -46,7 +47,14 @@ typedef struct tk_lower {
     LLVMBuilderRef b;
     LLVMValueRef fn;
     LLVMTypeRef i1, i8, i16, i32, i64, f32, bf16, f16, vd, pg, ps; /* pg/ps: global/shared ptr */
-    LLVMValueRef smem;  /* dynamic shared memory base (ptr addrspace(3))        */
+    LLVMValueRef smem;  /* dynamic shared memory (ptr addrspace(3))            */
+    LLVMValueRef sbase; /* where SHARED offsets start: smem, or smem aligned up
+                           for the copy engine (jit/lower_tma.c)               */
+    /* Copy-engine state (jit/lower_tma.c), used when tma.nmaps > 0. */
+    tk_tma_plan tma;
+    LLVMValueRef tma_map[TK_TMA_MAX_MAPS]; /* map params (generic ptr)          */
+    LLVMValueRef tma_flags;                /* i32: bit i = map i was encoded    */
+    LLVMValueRef ring, ring_cnt, ring_done; /* barriers; i32 allocas           */
     LLVMValueRef sink;  /* 16-byte global scratch: masked loads/stores go here  */
     /* Per-thread ids, computed once in the entry block (i32). */
     LLVMValueRef tid, lane, warp, g, t, wg_warp;
@@ -137,6 +145,22 @@ void tk_lw_store_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMVal
 LLVMValueRef tk_lw_sink(tk_lower *L); /* the scratch, a valid dummy address */
 LLVMValueRef tk_lw_gep(tk_lower *L, LLVMValueRef ptr, LLVMValueRef byte_off);
 
+/* ---- The copy engine (jit/lower_tma.c) ----------------------------------- */
+/* Entry parameter types after the kernel's own (n of them so far): one
+ * map per plan entry, then the flags; returns the new count, -1 past max. */
+int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max);
+/* Binds those parameters; `first` is the index of the first map. */
+void tk_tma_bind(tk_lower *L, unsigned first);
+/* Entry-block setup: L->sbase, and with a plan the ring and its counters. */
+void tk_tma_entry(tk_lower *L);
+/* ASYNC_COMMIT / ASYNC_WAIT in kernels with a plan. */
+void tk_ring_commit(tk_lower *L);
+void tk_ring_wait(tk_lower *L, int pending);
+/* COPY_G2S `op` through plan map `map` into stage `dst` when the launch
+ * encoded the map and the coordinates fit, else through cp_async(cp_ctx). */
+void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
+                 void *cp_ctx);
+
 /* ---- Fragments (jit/lower_frag.c): which elements a thread holds ---------
  * A tile's elements are ordered (I, J, e): I = local row subtile, J = col
  * subtile, e = 0..7, index (I * C/16 + J) * 8 + e. The element's position is
@@ -174,7 +198,10 @@ LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, L
 LLVMValueRef tk_smem_off(tk_lower *L, const tk_type *st, LLVMValueRef row, LLVMValueRef col);
 /* Bytes per row of one stage (padding included). */
 int32_t tk_smem_row_bytes(const tk_type *st);
-/* Whether moving `drows` rows down adds exactly drows * row bytes to every
+/* Bytes between an element and the one below it: the row bytes, or 128 when
+ * a SWIZZLE tile's rows are cut into 128-byte column blocks. */
+int32_t tk_smem_row_step(const tk_type *st);
+/* Whether moving `drows` rows down adds exactly drows * row step to every
  * offset (always for PLAIN/PAD; for SWIZZLE when drows is a multiple of the
  * swizzle period), so such moves become constant address offsets. */
 bool tk_smem_row_shift_ok(const tk_type *st, int drows);

@@ -11,14 +11,15 @@
  * LOAD_S2R  smem, row0, col0; want = tile of the smem's dtype
  * STORE_R2G view, idx[rank], val   (out-of-range elements are skipped)
  * STORE_R2S smem, row0, col0, val
- * COPY_G2S  smem, view, idx[rank]; attr[0] = async (cp.async), fattr = fill
+ * COPY_G2S  smem, view, idx[rank]; attr[0] = TK_COPY_SYNC / _ASYNC (cp.async) /
+ *           _TMA (the copy engine where it can, jit/tma.h), fattr = fill
  * COPY_S2G  view, idx[rank], smem
  * ASYNC_WAIT attr[0] = groups allowed to stay pending
  * Views of any layout work: the tile walks the view's strides.
  * Interpreter: ops/memory_interp.c; lowering: ops/memory_nv.c. */
+#include "ir/abi.h"
 #include "ir/ir.h"
 
-#define TK_SMEM_LIMIT (227 * 1024) /* Hopper's per-block maximum */
 
 static tk_status expect_kind(tk_kernel *k, tk_op *op, int i, tk_kind kind, const char *what) {
     const tk_type *t = &op->opnds[i]->type;
@@ -237,7 +238,8 @@ void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *c
     if (n < 0) return;
     tk_value *v[6] = {smem, view};
     for (int i = 0; i < n; i++) v[2 + i] = idx[i];
-    tk_build_op_attr(k, TK_OP_COPY_G2S, 2 + n, v, async != 0, 0, fill);
+    int mode = async == TK_COPY_TMA ? TK_COPY_TMA : async != 0 ? TK_COPY_ASYNC : TK_COPY_SYNC;
+    tk_build_op_attr(k, TK_OP_COPY_G2S, 2 + n, v, mode, 0, fill);
 }
 
 void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const *idx, tk_value *smem) {

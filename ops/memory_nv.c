@@ -27,7 +27,7 @@ static tk_status def1(tk_lower *L, const tk_op *op, LLVMValueRef v) {
 }
 
 static tk_status lower_shared(tk_lower *L, const tk_op *op) {
-    return def1(L, op, tk_lw_gep(L, L->smem, tk_lw_i32c(L, op->attr[0])));
+    return def1(L, op, tk_lw_gep(L, L->sbase, tk_lw_i32c(L, op->attr[0])));
 }
 
 /* Stage i of a ring lives at base + i * tk_smem_stage_bytes. */
@@ -42,12 +42,28 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
 
 static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     LLVMValueRef n = tk_lw_i32c(L, op->attr[0]);
+    bool ring = L->tma.nmaps > 0; /* groups live on mbarriers: jit/lower_tma.c */
+    if (ring && op->opc == TK_OP_ASYNC_COMMIT) {
+        tk_ring_commit(L);
+        return L->st;
+    }
+    if (ring && op->opc == TK_OP_ASYNC_WAIT) {
+        tk_ring_wait(L, (int)op->attr[0]);
+        return L->st;
+    }
     switch (op->opc) {
     case TK_OP_ASYNC_COMMIT:
         tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
         break;
     case TK_OP_ASYNC_WAIT: tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1); break;
     default: /* bar.sync 0: every thread of the block */
+        /* With the copy engine, a stage that every warp has read is the next
+         * copy's target right after the barrier; the engine writes through
+         * the async proxy, which bar.sync does not order after ldmatrix
+         * reads still in flight. Measured on the H200: torn tiles once two
+         * blocks share an SM and k-loops run long. */
+        if (ring)
+            tk_lw_intrin(L, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
         n = tk_lw_i32c(L, 0);
         tk_lw_intrin(L, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, &n, 1);
     }
@@ -368,7 +384,7 @@ static LLVMValueRef matrix_addr0(tk_lower *L, const sio *s, int J) {
 static LLVMValueRef matrix_addr(tk_lower *L, const sio *s, LLVMValueRef a0, int I, int J) {
     int step = s->t->owner == TK_WARPGROUP ? 64 : 16; /* rows between subtiles */
     if (tk_smem_row_shift_ok(s->st, step))
-        return tk_lw_gep(L, a0, tk_lw_i32c(L, (int64_t)I * step * tk_smem_row_bytes(s->st)));
+        return tk_lw_gep(L, a0, tk_lw_i32c(L, (int64_t)I * step * tk_smem_row_step(s->st)));
     LLVMValueRef row0 = s->row0;
     sio t = *s;
     t.row0 = LLVMBuildAdd(L->b, row0, tk_lw_i32c(L, I * step), "");

@@ -4,7 +4,9 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [bench] [configs] [sweep] [ncu]   (default: tests bench)
+#   scripts/device-run.sh [tests] [notma] [bench] [configs] [sweep] [ncu]   (default: tests bench)
+# notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
+# cp.async path on the same mbarrier ring).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
@@ -60,6 +62,11 @@ if [[ $what == *tests* ]]; then
   kernels_run 1
   summary "$out/kernels1.log"
 fi
+if [[ $what == *notma* ]]; then
+  echo "== test_gpu_kernels with TK_NO_TMA=1 (cp.async copies on the ring)"
+  TK_NO_TMA=1 TK_CACHE_DIR=/tmp/tk-notma ./build-device/test_gpu_kernels >"$out/kernels_notma.log" 2>&1 || rc=1
+  summary "$out/kernels_notma.log"
+fi
 if [[ $what == *bench* ]]; then
   echo "== bench"
   (cd bench && python3 bench_gemm.py ../build-device 2>&1 | tee "$out/bench_gemm.md") || rc=1
@@ -81,7 +88,7 @@ if [[ $what == *tests* ]]; then
     set -- $k # kernel, then its options (after the stage and arch)
     ./build-device/tk_dump "$1" ptx sm_90a "${@:2}" >/tmp/k.ptx &&
       ptxas -arch=sm_90a -v /tmp/k.ptx -o /tmp/k.cubin 2>&1 | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' '
-    echo " $k: HMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HMMA)"
+    echo " $k: HMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HMMA) UTMALDG $(cuobjdump -sass /tmp/k.cubin | grep -c UTMALDG)"
   done | tee "$out/sass.txt"
 fi
 # The device tool returns at most 8 files.

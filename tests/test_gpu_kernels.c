@@ -1,7 +1,8 @@
 /* The ready-made kernels through their public entry points (tk_run.h):
  * - argument validation (runs everywhere: bad input never reaches a launch);
- * - on a GPU: GEMM at 27 shapes with the library's block shape and 11 other
- *   shapes at 3 sizes each, attention at 32 shapes, all against float64 CPU
+ * - on a GPU: GEMM at 27 shapes with the library's block shape (and 3 long-K
+ *   ones with two blocks per SM, every 16th row checked, also through the
+ *   copy engine) and 16 other shapes at 3 sizes each (5 with the engine), attention at 32 shapes, all against float64 CPU
  *   references, outputs NaN-poisoned first, ragged shapes included; tk_gemm
  *   keys its kernels on the block shape it picks;
  * - shape polymorphism: 20 (B, H, N) triples compile nothing after the first
@@ -144,9 +145,10 @@ static const int64_t gemm_shapes[][3] = {
 
 static double tol(tk_dtype out) { return out == TK_F32 ? 2e-3 : out == TK_F16 ? 3e-3 : 1e-2; }
 
-/* One GEMM on the GPU against float64; cfg NULL: the library's choice. */
-static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype out, int tb,
-                       const tk_gemm_config *cfg) {
+/* One GEMM on the GPU against float64; cfg NULL: the library's choice.
+ * Rows i with i % step == 0 and the last row are checked (step 1: all). */
+static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype out, int tb,
+                            const tk_gemm_config *cfg, int64_t step) {
     int64_t ad[2] = {M, K}, bd[2] = {tb ? N : K, tb ? K : N}, cd[2] = {M, N};
     ref_tensor A = ref_tensor_new(in, 2, ad), B = ref_tensor_new(in, 2, bd);
     ref_tensor C = ref_tensor_new(out, 2, cd);
@@ -163,8 +165,8 @@ static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype ou
     tk_gemm_config chosen = tk_gemm_config_for(in, out, tb, M, N, arch);
     const tk_gemm_config *used = cfg ? cfg : &chosen;
     char shape[64];
-    snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d", cfg ? "" : "auto ", used->block_m,
-             used->block_n, used->block_k, used->warps, used->stages);
+    snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d%s", cfg ? "" : "auto ", used->block_m,
+             used->block_n, used->block_k, used->warps, used->stages, used->tma ? " tma" : "");
     tk_prepare_info info;
     ck_assert_msg(tk_gemm_prepare(ctx, &p, &info) == TK_OK, "%s", tk_ctx_error(ctx));
     printf("gemm kernel %s->%s %s %s: %s\n", tk_dtype_name(in), tk_dtype_name(out),
@@ -175,9 +177,16 @@ static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype ou
     ck_assert_int_eq(tk_gpu_download(ctx, C.data, dc, (size_t)C.elems * tk_dtype_size(out)),
                      TK_OK);
     double *a = ref_tensor_to_f64(&A), *b = ref_tensor_to_f64(&B), *c = ref_tensor_to_f64(&C);
-    double *r = malloc(sizeof(double) * (size_t)(M * N));
-    ref_gemm(a, b, r, M, N, K, tb);
-    double e = ref_rel_err(c, r, M * N);
+    int64_t rows = 0;
+    for (int64_t i = 0; i < M; i++) /* the rows checked, packed to the front */
+        if (i % step == 0 || i == M - 1) {
+            memmove(a + rows * K, a + i * K, sizeof(double) * (size_t)K);
+            memmove(c + rows * N, c + i * N, sizeof(double) * (size_t)N);
+            rows++;
+        }
+    double *r = malloc(sizeof(double) * (size_t)(rows * N));
+    ref_gemm(a, b, r, rows, N, K, tb);
+    double e = ref_rel_err(c, r, rows * N);
     printf("gpu gemm %5lldx%5lldx%5lld %s %s->%s %s  rel err %.2e\n", (long long)M,
            (long long)N, (long long)K, tb ? "A·Bᵀ" : "A·B ", tk_dtype_name(in),
            tk_dtype_name(out), shape, e);
@@ -185,6 +194,11 @@ static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype ou
     free(a), free(b), free(c), free(r);
     tk_gpu_free(ctx, da), tk_gpu_free(ctx, db), tk_gpu_free(ctx, dc);
     ref_tensor_free(&A), ref_tensor_free(&B), ref_tensor_free(&C);
+}
+
+static void check_gemm(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dtype out, int tb,
+                       const tk_gemm_config *cfg) {
+    check_gemm_rows(M, N, K, in, out, tb, cfg, 1);
 }
 
 START_TEST(gemm_on_gpu) {
@@ -196,13 +210,37 @@ START_TEST(gemm_on_gpu) {
 }
 END_TEST
 
+/* Long k-loops with two blocks on each SM (>= 264 128x128 blocks), where
+ * every shared stage is refilled many times while the other block keeps the
+ * SM's load pipes busy: with the copy engine (the second three), a missing
+ * cross-proxy fence between the warps' ldmatrix reads and the engine's
+ * refill tore tiles in bench_gemm_configs at 4096³ and nowhere in
+ * gemm_on_gpu. Every 16th row is checked (the float64 reference of the whole
+ * product would take seconds). */
+static const int64_t gemm_long_shapes[][3] = {
+    {2048, 2048, 4096}, {2000, 2100, 3000}, {2304, 2176, 2056},
+};
+
+START_TEST(gemm_long_k_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    const int64_t *sh = gemm_long_shapes[_i % 3];
+    tk_dtype in = _i % 3 == 1 ? TK_F16 : TK_BF16, out = _i % 3 == 2 ? TK_F32 : TK_BF16;
+    tk_gemm_config cfg = tk_gemm_default_config(in, out, _i % 3 == 1);
+    cfg.tma = 1;
+    check_gemm_rows(sh[0], sh[1], sh[2], in, out, _i % 3 == 1, _i < 3 ? NULL : &cfg, 16);
+}
+END_TEST
+
 /* The other block shapes a caller can ask for (tk_gemm_params.config), each
  * on ragged and multi-tile problems, A·B and A·Bᵀ. */
-static const int gemm_alt_shapes[][5] = { /* block m, n, k, warps, stages */
-    {128, 256, 64, 8, 4}, {256, 128, 64, 8, 4}, {128, 256, 64, 8, 3},
-    {256, 128, 64, 8, 3}, {128, 256, 32, 8, 6}, {64, 64, 32, 4, 2},
-    {128, 64, 64, 2, 3}, {64, 128, 64, 2, 3}, {64, 64, 64, 4, 3}, {64, 64, 64, 1, 3},
-    {128, 64, 64, 4, 3},
+static const int gemm_alt_shapes[][6] = { /* block m, n, k, warps, stages, tma */
+    {128, 256, 64, 8, 4, 0}, {256, 128, 64, 8, 4, 0}, {128, 256, 64, 8, 3, 0},
+    {256, 128, 64, 8, 3, 0}, {128, 256, 32, 8, 6, 0}, {64, 64, 32, 4, 2, 0},
+    {128, 64, 64, 2, 3, 0}, {64, 128, 64, 2, 3, 0}, {64, 64, 64, 4, 3, 0}, {64, 64, 64, 1, 3, 0},
+    {128, 64, 64, 4, 3, 0},
+    /* through the copy engine: 128-byte rows, wider (column blocks), 64-byte */
+    {128, 128, 64, 4, 3, 1}, {128, 256, 64, 8, 3, 1}, {128, 128, 32, 4, 4, 1},
+    {64, 64, 32, 4, 2, 1}, {128, 64, 64, 4, 3, 1},
 };
 static const int64_t gemm_alt_sizes[][3] = {{300, 700, 200}, {1024, 1024, 512}, {257, 129, 1000}};
 
@@ -214,7 +252,7 @@ START_TEST(gemm_configs_on_gpu) {
         tk_dtype in = j == 1 ? TK_F16 : TK_BF16, out = j == 2 ? TK_F32 : in;
         tk_gemm_config cfg = tk_gemm_default_config(in, out, tb);
         cfg.block_m = cs[0], cfg.block_n = cs[1], cfg.block_k = cs[2];
-        cfg.warps = cs[3], cfg.stages = cs[4];
+        cfg.warps = cs[3], cfg.stages = cs[4], cfg.tma = cs[5];
         const int64_t *sz = gemm_alt_sizes[j];
         check_gemm(sz[0], sz[1], sz[2], in, out, tb, &cfg);
     }
@@ -430,6 +468,8 @@ int main(int argc, char **argv) {
     tcase_add_checked_fixture(tg, setup, teardown);
     tcase_set_timeout(tg, 900);
     tcase_add_loop_test(tg, gemm_on_gpu, 0, (int)(sizeof gemm_shapes / sizeof *gemm_shapes));
+    tcase_add_loop_test(tg, gemm_long_k_on_gpu, 0,
+                        2 * (int)(sizeof gemm_long_shapes / sizeof *gemm_long_shapes));
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));

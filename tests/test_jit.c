@@ -485,7 +485,7 @@ START_TEST(test_launch_checks)
     tk_kernel *k = sig_kernel(ctx);
     tk_program *p;
     char err[TK_ERRN];
-    ck_assert_msg(tk_program_new(ctx, k, &p, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_msg(tk_program_new(ctx, k, NULL, &p, err, sizeof err) == TK_OK, "%s", err);
     float a[4 * 100];
     uint16_t v[16];
     int64_t ad[2] = { 4, 100 }, vd[4] = { 1, 2, 2, 4 };
@@ -558,7 +558,7 @@ START_TEST(test_grid_one_evaluator)
     ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
     tk_program *p;
     char err[TK_ERRN];
-    ck_assert_msg(tk_program_new(ctx, k, &p, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_msg(tk_program_new(ctx, k, NULL, &p, err, sizeof err) == TK_OK, "%s", err);
     tk_arg args[3] = { tk_arg_i32(8), tk_arg_f32(0.3f), tk_arg_i32(-3) };
     int64_t want[3] = { 3, 2, 3 }, gi[3], gp[3]; /* ceil(8/3); INT32_MAX % 7 + 1; 3 */
     ck_assert_msg(tk_kernel_grid(k, 3, args, gi) == TK_OK, "%s", tk_ctx_error(ctx));
@@ -604,7 +604,7 @@ START_TEST(test_gpu_launch)
     for (int c = 0; c < 2; c++) { /* the driver's cubin, then ptxas's */
         tk_kernel *k = fill_kernel(ctx);
         tk_program *p;
-        ck_assert_int_eq(tk_program_new(ctx, k, &p, err, sizeof err), TK_OK);
+        ck_assert_int_eq(tk_program_new(ctx, k, NULL, &p, err, sizeof err), TK_OK);
         tk_kernel_destroy(k);
         ck_assert_msg(tk_program_load(p, cu, cubin[c], err, sizeof err) == TK_OK, "%s", err);
         free(cubin[c]);

@@ -214,6 +214,10 @@ START_TEST(test_gemm_config_errors) {
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "transpose_b is 2"));
     c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    c.tma = 2;
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tma is 2"));
+    c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
     c.block_m = c.block_n = 256; c.block_k = 128; c.stages = 8; /* > 227 KiB of shared */
     ck_assert_int_ne(tk_gemm_build(ctx, &c, &k), TK_OK);
     ck_assert_ptr_null(k);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "jit/lower.h"
+#include "jit/tma.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
 #include "util/harness.h"
@@ -299,7 +300,7 @@ static tk_kernel *k_mma(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, in
     return finish(k);
 }
 
-/* Global -> shared (async and sync, every layout, 16-bit and f32, stages,
+/* Global -> shared (sync, cp.async, the copy engine; every layout, 16-bit and f32, stages,
  * ragged edges) -> registers (ROW and COL, aligned and not) -> shared ->
  * global, and register stores to global. */
 static tk_kernel *k_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
@@ -317,9 +318,9 @@ static tk_kernel *k_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc,
     tk_value *wr = tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16));
     tk_value *g0[2] = {row0, c64(k, 0)}, *g1[2] = {row0, c64(k, 64)};
     tk_value *st0 = tk_stage(k, sw, c32(k, 0)), *st1 = tk_stage(k, sw, c32(k, 1));
-    tk_copy_to_shared(k, st0, A, g0, 0.0f, 1);
+    tk_copy_to_shared(k, st0, A, g0, 0.0f, TK_COPY_TMA); /* the copy engine on sm_90 */
     tk_async_commit(k);
-    tk_copy_to_shared(k, st1, A, g1, 0.0f, 1);
+    tk_copy_to_shared(k, st1, A, g1, 0.0f, TK_COPY_TMA); /* ... past the right edge */
     tk_async_commit(k);
     tk_copy_to_shared(k, pad, A, g1, -1.0f, 0);
     tk_copy_to_shared(k, pl, A, g0, 2.0f, 0);
@@ -377,7 +378,9 @@ static tk_kernel *k_strided(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc
     tk_value *sm = tk_shared(k, dt, 32, 32, TK_SMEM_SWIZZLE, 1);
     tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 32));
     tk_value *g[2] = {row0, c64(k, 16)};
-    tk_copy_to_shared(k, sm, A, g, 0.0f, 1);
+    /* asks for the copy engine, which cannot read a column-major tensor: the
+     * launch encodes no map and the copy takes the cp.async path */
+    tk_copy_to_shared(k, sm, A, g, 0.0f, TK_COPY_TMA);
     tk_async_commit(k);
     tk_async_wait(k, 0);
     tk_barrier(k);
@@ -562,6 +565,22 @@ START_TEST(ptx_uses_the_intended_instructions) {
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(ptx, want[i]), "GEMM PTX lacks %s", want[i]);
     free(ptx);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_msg(!strstr(ptx, "cp.async.bulk") && !strstr(ptx, "mbarrier"),
+                  "the default GEMM uses the copy engine");
+    free(ptx);
+    tk_kernel_destroy(k);
+    /* asked for, sm_90: tiles through the copy engine, groups also on mbarriers */
+    cfg.tma = 1;
+    ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    const char *want90[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
+                            "mbarrier.try_wait.parity", "mbarrier.arrive.shared",
+                            "mbarrier.expect_tx", ".param .align 64 .b8", "cp.async.cg.shared",
+                            "cp.async.wait_group", "fence.proxy.async.shared::cta"};
+    for (size_t i = 0; i < sizeof want90 / sizeof *want90; i++)
+        ck_assert_msg(strstr(ptx, want90[i]), "sm_90a GEMM PTX lacks %s", want90[i]);
+    free(ptx);
     tk_kernel_destroy(k);
     ref_tensor ts[8] = {0};
     tk_arg sc[8];
@@ -588,6 +607,100 @@ START_TEST(ptx_uses_the_intended_instructions) {
 }
 END_TEST
 
+/* What one_copy adds beside its copy. */
+enum { PLAIN_COPY, WRITES_A, COMMIT_IN_WARP_IF, FILL_209K, FILL_208K };
+
+/* A kernel with one engine copy of an rows x cols tile of `dt` (layout l,
+ * fill f) from a rank-`rank` tensor, for the copy-engine plan; `extra` adds
+ * what may disqualify it. */
+static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem_layout l,
+                           float f, int rank, int extra) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_tma", 4, &k);
+    tk_value *A = tk_param_tensor(k, "A", dt, rank), *idx[3];
+    tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1); /* 1024 bytes first */
+    tk_value *sm = tk_shared(k, dt, rows, cols, l, 2);
+    for (int kib = extra == FILL_209K ? 209 : extra == FILL_208K ? 208 : 0; kib > 0; kib -= 16)
+        tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, kib < 16 ? kib : 16); /* 1 KiB stages */
+    for (int d = 0; d < rank; d++)
+        idx[d] = c64(k, 0);
+    tk_copy_to_shared(k, tk_stage(k, sm, c32(k, 1)), A, idx, f, TK_COPY_TMA);
+    if (extra == COMMIT_IN_WARP_IF)
+        tk_if_begin(k, tk_eq(k, tk_warp_id(k), c32(k, 0)));
+    tk_async_commit(k);
+    tk_async_wait(k, 0);
+    if (extra == COMMIT_IN_WARP_IF)
+        tk_if_end(k, 0, NULL, NULL);
+    if (extra == WRITES_A)
+        tk_copy_to_global(k, A, idx, tk_stage(k, sm, c32(k, 0)));
+    return finish(k);
+}
+
+/* Which copies go through the copy engine (jit/tma.h). */
+START_TEST(tma_plan) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_tma_plan pl;
+    tk_gemm_config cfg = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
+    tk_kernel *k;
+    ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
+    tk_tma_plan_make(k, "sm_90a", &pl); /* cp.async unless asked */
+    ck_assert_int_eq(pl.nmaps, 0);
+    tk_kernel_destroy(k);
+    cfg.tma = 1;
+    ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
+    tk_tma_plan_make(k, "sm_90a", &pl);
+    ck_assert_int_eq(pl.nmaps, 2); /* A: 128x64 in one box; B: 64x128 as two 64x64 boxes */
+    ck_assert_int_eq(pl.maps[0].param, 0);
+    ck_assert_int_eq(pl.maps[0].box_rows, 128);
+    ck_assert_int_eq(pl.maps[0].box_cols, 64);
+    ck_assert_int_eq(pl.maps[1].param, 1);
+    ck_assert_int_eq(pl.maps[1].box_rows, 64);
+    ck_assert_int_eq(pl.maps[1].box_cols, 64);
+    ck_assert_int_eq(pl.maps[1].swizzle, 128);
+    ck_assert_uint_gt(tk_tma_smem_extra(&pl), 0);
+    tk_tma_plan_make(k, "sm_90", &pl);
+    ck_assert_int_eq(pl.nmaps, 2);
+    tk_tma_plan_make(k, "sm_89", &pl);
+    ck_assert_int_eq(pl.nmaps, 0);
+    ck_assert_uint_eq(tk_tma_smem_extra(&pl), 0);
+    tk_tma_plan_make(k, NULL, &pl);
+    ck_assert_int_eq(pl.nmaps, 0);
+    tk_kernel_destroy(k);
+    static const struct {
+        tk_dtype dt;
+        int rows, cols, layout, rank, maps, swizzle, extra;
+    } cases[] = {
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, PLAIN_COPY}, /* 128-byte rows */
+        {TK_BF16, 64, 16, TK_SMEM_SWIZZLE, 2, 1, 32, PLAIN_COPY},  /* 32-byte rows */
+        {TK_F32, 32, 16, TK_SMEM_SWIZZLE, 3, 1, 64, PLAIN_COPY},   /* 64-byte rows, rank 3 */
+        {TK_F16, 32, 256, TK_SMEM_SWIZZLE, 2, 1, 128, PLAIN_COPY}, /* 512-byte rows: 4 blocks */
+        {TK_BF16, 64, 48, TK_SMEM_SWIZZLE, 2, 0, 0, PLAIN_COPY},   /* 96-byte rows */
+        {TK_BF16, 64, 64, TK_SMEM_PAD, 2, 0, 0, PLAIN_COPY},       /* not the engine's layout */
+        {TK_BF16, 512, 16, TK_SMEM_SWIZZLE, 2, 0, 0, PLAIN_COPY},  /* more rows than a box */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, WRITES_A},     /* the kernel writes A */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, COMMIT_IN_WARP_IF}, /* warp 0 commits */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, FILL_209K},    /* 1 KiB left: no ring */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, FILL_208K},  /* 2 KiB left: room */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        k = one_copy(ctx, cases[i].dt, cases[i].rows, cases[i].cols, cases[i].layout, 0.0f,
+                     cases[i].rank, cases[i].extra);
+        ck_assert_msg(tk_kernel_status(k) == TK_OK, "case %zu: %s", i, tk_kernel_error(k));
+        tk_tma_plan_make(k, "sm_90a", &pl);
+        ck_assert_msg(pl.nmaps == cases[i].maps, "case %zu: %d maps", i, pl.nmaps);
+        if (pl.nmaps) {
+            ck_assert_int_eq(pl.maps[0].swizzle, cases[i].swizzle);
+            ck_assert_int_eq(pl.maps[0].rank, cases[i].rank);
+            ck_assert_int_eq(pl.maps[0].box_rows, cases[i].rows);
+        }
+        check_lowers(k);
+        tk_kernel_destroy(k);
+    }
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(gemm_lowers_without_spills) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -596,7 +709,8 @@ START_TEST(gemm_lowers_without_spills) {
     for (int t = 0; t < 4; t++) {
         tk_dtype in = t % 2 ? TK_F16 : TK_BF16, out = t < 2 ? in : TK_F32;
         tk_gemm_config cfg = tk_gemm_default_config(in, out, t % 2);
-        const int *sh = shapes[_i];
+        const int *sh = shapes[_i % 4];
+        cfg.tma = _i >= 4; /* the copy engine's variant too */
         if (sh[0])
             cfg.block_m = sh[0], cfg.block_n = sh[1], cfg.block_k = sh[2], cfg.warps = sh[3],
             cfg.stages = sh[4];
@@ -634,7 +748,8 @@ int main(void) {
     tcase_add_loop_test(tc, op_lowers, 0, 2 * NOPS);
     tcase_add_test(tc, bad_arch_and_kernel);
     tcase_add_test(tc, ptx_uses_the_intended_instructions);
-    tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 4);
+    tcase_add_test(tc, tma_plan);
+    tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 8);
     tcase_add_loop_test(tc, attention_lowers, 0, 12);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gpu");

@@ -296,6 +296,7 @@ START_TEST(attr_changes_text) {
     compare(build_softmax(-INFINITY), build_softmax(-1e30f), 0, "mask fill -inf vs -1e30");
     compare(build_softmax(-INFINITY), build_softmax(INFINITY), 0, "mask fill -inf vs +inf");
     compare(build_memory(0), build_memory(1), 0, "sync vs async copy");
+    compare(build_memory(1), build_memory(TK_COPY_TMA), 0, "cp.async vs copy-engine copy");
 }
 END_TEST
 

@@ -130,7 +130,8 @@ tk_status tk_kernel_finish(tk_kernel *k);
 tk_status tk_kernel_print(const tk_kernel *k, char **out);
 const char *tk_kernel_name(const tk_kernel *k);
 int tk_kernel_warps(const tk_kernel *k);
-/* Bytes of shared memory the kernel allocates per block. */
+/* Bytes of shared memory the kernel's tiles take per block (a launch on
+ * sm_90 adds under 1 KiB for kernels whose copies use the copy engine). */
 size_t tk_kernel_smem_bytes(const tk_kernel *k);
 
 /* Signature. Parameters are numbered in creation order (tensors and scalars
@@ -239,7 +240,17 @@ tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const *id
 void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val);
 
 /* Block-wide copies between global and shared memory (scope: block).
- * async: cp.async (fill must be 0); complete with tk_async_commit/wait. */
+ * async: TK_COPY_SYNC, or TK_COPY_ASYNC (cp.async; fill must be 0), or
+ * TK_COPY_TMA: like TK_COPY_ASYNC, but on sm_90+ the tile comes through the
+ * copy engine (TMA) when it can (a kernel tensor parameter of rank >= 2, a
+ * SWIZZLE tile of 32, 64, 128 or 128·n-byte rows and at most 256 rows, at a
+ * 1024-byte aligned offset with 1024-byte stages (offsets follow allocation
+ * order: allocate such tiles first); a tensor the kernel does not write,
+ * aligned at launch; commits and waits reached by every warp alike), else
+ * by cp.async. Either way copies complete with
+ * tk_async_commit/wait. On the H200 the copy engine does not yet pay for
+ * itself in the mma.sync GEMM (docs/PERF_NOTES.md, round 5). */
+enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2 };
 void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *const *idx,
                        float fill, int async);
 void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const *idx, tk_value *smem);

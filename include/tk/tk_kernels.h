@@ -33,7 +33,10 @@ typedef struct tk_gemm_config {
     int transpose_b;    /* 0: B is [K, N]; 1: B is [N, K] (C = A·Bᵀ); 0 or 1   */
     int block_m, block_n, block_k; /* multiples of 16                          */
     int warps;          /* warps per block, 1..16                               */
-    int stages;         /* depth of the cp.async pipeline, 2..8                 */
+    int stages;         /* depth of the copy pipeline, 2..8                     */
+    int tma;            /* 1: A and B tiles through the copy engine on sm_90+
+                           (TK_COPY_TMA); 0 (default, faster on the H200 for
+                           now: PERF_NOTES round 5): cp.async               */
 } tk_gemm_config;
 
 /* The default configuration: 128x128x64 blocks, 4 warps of 64x64 each, 3

@@ -1,0 +1,240 @@
+/* Lowering for kernels with a TMA plan (jit/tma.h) on sm_90+: the tensor-map
+ * parameters, the aligned shared base, the mbarrier ring that tracks async
+ * groups, and COPY_G2S issued through the copy engine.
+ *
+ * Async groups on an mbarrier ring. cp.async.commit/wait_group cannot see
+ * the copy engine, so in these kernels group j (the j-th ASYNC_COMMIT, the
+ * same count in every thread) also completes on ring barrier j % R in
+ * phase j / R (R = TK_TMA_RING; each phase expects one arrival per warp):
+ *   copy    thread 0 adds the tile's bytes to barrier cnt % R
+ *           (mbarrier.expect_tx) and issues one box per 128-byte column
+ *           block; the engine completes those bytes on it. A copy that
+ *           cannot use the engine at run time (no map at launch: unaligned
+ *           tensor, TK_NO_TMA) takes the plain cp.async path instead.
+ *   commit  cp.async.commit_group (for such copies), then lane 0 of each
+ *           warp arrives once the warp has converged; cnt++.
+ *   wait N  cp.async.wait_group N, then a parity wait for each group below
+ *           cnt - N not yet waited for.
+ * Before a warp arms a barrier for group j (expect_tx or arrival) its
+ * threads first wait for group j - R, so no barrier can run two phases
+ * ahead of a thread that still has to wait on it. Arrivals are per warp, not
+ * per thread (cp.async.mbarrier.arrive would track the cp.async copies too,
+ * but costs an LSU instruction per thread and k-tile: 4% of a GEMM's speed
+ * measured on the H200). Both counters are per-thread allocas, which
+ * mem2reg turns into registers; in the GEMM's k-loop R is deeper than the
+ * stages, so that first wait is a compare that never branches. */
+#include "jit/tma.h"
+
+#include <stdio.h>
+
+#include "ops/lower.h"
+
+static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
+
+/* ---- Entry ------------------------------------------------------------------ */
+int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max) {
+    if (!L->tma.nmaps)
+        return n;
+    if (n + L->tma.nmaps + 1 > max)
+        return -1;
+    for (int i = 0; i < L->tma.nmaps; i++)
+        tys[n++] = LLVMPointerTypeInContext(L->c, 0);
+    tys[n++] = L->i32;
+    return n;
+}
+
+/* Map i is a 128-byte CUtensorMap passed by value and read in place by the
+ * copy engine: `.param .align 64 .b8 [128]`, its address taken as a
+ * grid constant (no local copy). */
+void tk_tma_bind(tk_lower *L, unsigned first) {
+    if (!L->tma.nmaps)
+        return;
+    LLVMTypeRef map_ty = LLVMArrayType2(L->i8, 128);
+    unsigned byval = LLVMGetEnumAttributeKindForName("byval", 5);
+    unsigned align = LLVMGetEnumAttributeKindForName("align", 5);
+    for (int i = 0; i < L->tma.nmaps; i++) {
+        unsigned idx = first + (unsigned)i + 1; /* attribute index: params from 1 */
+        LLVMAddAttributeAtIndex(L->fn, idx, LLVMCreateTypeAttribute(L->c, byval, map_ty));
+        LLVMAddAttributeAtIndex(L->fn, idx, LLVMCreateEnumAttribute(L->c, align, 64));
+        LLVMAddAttributeAtIndex(L->fn, idx,
+                                LLVMCreateStringAttribute(L->c, "nvvm.grid_constant", 18, "", 0));
+        L->tma_map[i] = LLVMGetParam(L->fn, first + (unsigned)i);
+    }
+    L->tma_flags = LLVMGetParam(L->fn, first + (unsigned)L->tma.nmaps);
+    LLVMSetValueName2(L->tma_flags, "tma.flags", 9);
+}
+
+static LLVMValueRef ring_bar(tk_lower *L, LLVMValueRef j) {
+    LLVMValueRef slot = LLVMBuildAnd(L->b, j, i32c(L, TK_TMA_RING - 1), "");
+    return tk_lw_gep(L, L->ring, LLVMBuildMul(L->b, slot, i32c(L, 8), ""));
+}
+
+/* In the entry block: the base of SHARED offsets rounded up to
+ * TK_TMA_ALIGN (tk_tma_smem_extra pays for the slack), the ring after the
+ * tiles, initialized by thread 0 before a block-wide barrier, and the two
+ * group counters. Without a plan the base is tk_smem itself. */
+void tk_tma_entry(tk_lower *L) {
+    LLVMBuilderRef b = L->b;
+    L->sbase = L->smem;
+    if (!L->tma.nmaps)
+        return;
+    L->ring_cnt = LLVMBuildAlloca(b, L->i32, "ring.cnt");
+    L->ring_done = LLVMBuildAlloca(b, L->i32, "ring.done");
+    LLVMBuildStore(b, i32c(L, 0), L->ring_cnt);
+    LLVMBuildStore(b, i32c(L, 0), L->ring_done);
+    LLVMValueRef addr = LLVMBuildPtrToInt(b, L->smem, L->i64, "");
+    LLVMValueRef up = LLVMBuildAnd(b, LLVMBuildAdd(b, addr, tk_lw_i64c(L, TK_TMA_ALIGN - 1), ""),
+                                   tk_lw_i64c(L, -TK_TMA_ALIGN), "");
+    L->sbase = tk_lw_gep(L, L->smem, LLVMBuildSub(b, up, addr, ""));
+    L->ring = tk_lw_gep(L, L->sbase, i32c(L, (int64_t)tk_tma_ring_offset(L->k)));
+    LLVMBasicBlockRef init = tk_lw_block(L, "ring.init"), go = tk_lw_block(L, "ring.ready");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->tid, i32c(L, 0), ""), init, go);
+    LLVMPositionBuilderAtEnd(b, init);
+    for (int i = 0; i < TK_TMA_RING; i++) {
+        LLVMValueRef a[2] = {tk_lw_gep(L, L->ring, i32c(L, 8 * i)), i32c(L, L->k->warps)};
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, a, 2);
+    }
+    /* make the initialized barriers visible to the copy engine */
+    tk_lw_intrin(L, "llvm.nvvm.fence.mbarrier_init.release.cluster", NULL, 0, NULL, 0);
+    LLVMBuildBr(b, go);
+    LLVMPositionBuilderAtEnd(b, go);
+    LLVMValueRef zero = i32c(L, 0);
+    tk_lw_intrin(L, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, &zero, 1);
+}
+
+/* ---- The ring ----------------------------------------------------------------- */
+/* Waits for every group below `target` (i32, may be <= 0) not waited for yet. */
+static void wait_below(tk_lower *L, LLVMValueRef target) {
+    LLVMBuilderRef b = L->b;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b), head = tk_lw_block(L, "ring.head"),
+                      spin = tk_lw_block(L, "ring.spin"), next = tk_lw_block(L, "ring.next"),
+                      out = tk_lw_block(L, "ring.out");
+    LLVMValueRef done0 = LLVMBuildLoad2(b, L->i32, L->ring_done, "");
+    LLVMBuildBr(b, head);
+    LLVMPositionBuilderAtEnd(b, head);
+    LLVMValueRef j = LLVMBuildPhi(b, L->i32, "ring.j");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j, target, ""), spin, out);
+    LLVMPositionBuilderAtEnd(b, spin);
+    LLVMValueRef parity = LLVMBuildAnd(
+        b, LLVMBuildLShr(b, j, i32c(L, __builtin_ctz(TK_TMA_RING)), ""), i32c(L, 1), "");
+    LLVMValueRef a[2] = {ring_bar(L, j), parity};
+    LLVMValueRef ok = tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
+                                   NULL, 0, a, 2);
+    LLVMBuildCondBr(b, ok, next, spin);
+    LLVMPositionBuilderAtEnd(b, next);
+    LLVMValueRef j1 = LLVMBuildAdd(b, j, i32c(L, 1), "");
+    LLVMBuildBr(b, head);
+    LLVMValueRef in[2] = {done0, j1};
+    LLVMBasicBlockRef from[2] = {pre, next};
+    LLVMAddIncoming(j, in, from, 2);
+    LLVMPositionBuilderAtEnd(b, out);
+    LLVMBuildStore(b, j, L->ring_done);
+}
+
+/* Group cnt's barrier, after its previous phase (group cnt - R) is over. */
+static LLVMValueRef arm(tk_lower *L, LLVMValueRef cnt) {
+    wait_below(L, LLVMBuildSub(L->b, cnt, i32c(L, TK_TMA_RING - 1), ""));
+    return ring_bar(L, cnt);
+}
+
+void tk_ring_commit(tk_lower *L) {
+    LLVMBuilderRef b = L->b;
+    tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
+    LLVMValueRef cnt = LLVMBuildLoad2(b, L->i32, L->ring_cnt, "");
+    LLVMValueRef bar = arm(L, cnt), all = i32c(L, -1);
+    tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1); /* the warp has armed */
+    LLVMBasicBlockRef one = tk_lw_block(L, "ring.arrive"), cont = tk_lw_block(L, "ring.arrived");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->lane, i32c(L, 0), ""), one, cont);
+    LLVMPositionBuilderAtEnd(b, one);
+    tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.shared", NULL, 0, &bar, 1);
+    LLVMBuildBr(b, cont);
+    LLVMPositionBuilderAtEnd(b, cont);
+    LLVMBuildStore(b, LLVMBuildAdd(b, cnt, i32c(L, 1), ""), L->ring_cnt);
+}
+
+void tk_ring_wait(tk_lower *L, int pending) {
+    LLVMValueRef n = i32c(L, pending);
+    tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1);
+    LLVMValueRef cnt = LLVMBuildLoad2(L->b, L->i32, L->ring_cnt, "");
+    wait_below(L, LLVMBuildSub(L->b, cnt, n, ""));
+}
+
+/* ---- COPY_G2S through the engine -------------------------------------------------- */
+typedef struct tma_copy {
+    const tk_op *op;
+    const tk_tma_map *m;
+    LLVMValueRef map, dst;     /* tensor map (generic ptr), stage (shared)    */
+    LLVMValueRef coord[4];     /* i32, innermost first                        */
+    tk_lw_path cp_async;       /* the fallback and its context                */
+    void *cp_ctx;
+} tma_copy;
+
+/* The coordinates of the tile (innermost first), and whether they all fit
+ * i32 with room for the boxes (else the cp.async path handles the copy). */
+static LLVMValueRef coords(tk_lower *L, tma_copy *t) {
+    LLVMBuilderRef b = L->b;
+    int r = t->m->rank;
+    LLVMValueRef ok = LLVMConstInt(L->i1, 1, 0);
+    for (int d = 0; d < r; d++) {
+        tk_lv *iv = tk_lw_get(L, t->op->opnds[2 + d]);
+        LLVMValueRef x = iv ? tk_lw_to_i64(L, iv->v[0]) : tk_lw_i64c(L, 0);
+        LLVMValueRef sh = LLVMBuildAdd(b, x, tk_lw_i64c(L, (int64_t)1 << 31), "");
+        ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntULT, sh,
+                                               tk_lw_i64c(L, ((int64_t)1 << 32) - 1024), ""), "");
+        t->coord[r - 1 - d] = LLVMBuildTrunc(b, x, L->i32, "");
+    }
+    return ok;
+}
+
+static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    tma_copy *t = ctx;
+    LLVMBuilderRef b = L->b;
+    const tk_type *st = &t->op->opnds[0]->type;
+    int esz = (int)tk_dtype_size(st->dtype), r = t->m->rank;
+    int blocks = st->cols * esz / t->m->swizzle;
+    (void)out;
+    LLVMBasicBlockRef one = tk_lw_block(L, "tma.issue"), cont = tk_lw_block(L, "tma.done");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->tid, i32c(L, 0), ""), one, cont);
+    LLVMPositionBuilderAtEnd(b, one);
+    LLVMValueRef bar = arm(L, LLVMBuildLoad2(b, L->i32, L->ring_cnt, ""));
+    LLVMValueRef ex[2] = {bar, i32c(L, (int64_t)st->rows * st->cols * esz)};
+    tk_lw_intrin(L, "llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta", NULL, 0, ex, 2);
+    char name[64];
+    snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.%dd", r);
+    LLVMTypeRef cluster = LLVMPointerTypeInContext(L->c, 7);
+    for (int k = 0; k < blocks; k++) {
+        LLVMValueRef a[16];
+        int n = 0;
+        LLVMValueRef dst = tk_lw_gep(L, t->dst, i32c(L, (int64_t)k * st->rows * t->m->swizzle));
+        a[n++] = LLVMBuildAddrSpaceCast(b, dst, cluster, "");
+        a[n++] = bar;
+        a[n++] = t->map;
+        for (int d = 0; d < r; d++)
+            a[n++] = d ? t->coord[d]
+                       : LLVMBuildAdd(b, t->coord[0], i32c(L, (int64_t)k * t->m->box_cols), "");
+        a[n++] = LLVMConstInt(L->i16, 0, 0);        /* cta mask (unused)   */
+        a[n++] = tk_lw_i64c(L, 0);                  /* cache hint (unused) */
+        a[n++] = LLVMConstInt(L->i1, 0, 0);         /* no multicast        */
+        a[n++] = LLVMConstInt(L->i1, 0, 0);         /* no cache hint       */
+        a[n++] = i32c(L, 0);                        /* no cta group        */
+        tk_lw_intrin(L, name, NULL, 0, a, (unsigned)n);
+    }
+    LLVMBuildBr(b, cont);
+    LLVMPositionBuilderAtEnd(b, cont);
+}
+
+static void fallback(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    tma_copy *t = ctx;
+    t->cp_async(L, t->cp_ctx, out);
+}
+
+void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
+                 void *cp_ctx) {
+    tma_copy t = {.op = op, .m = &L->tma.maps[map], .map = L->tma_map[map], .dst = dst,
+                  .cp_async = cp_async, .cp_ctx = cp_ctx};
+    LLVMValueRef ok = coords(L, &t);
+    LLVMValueRef bit = LLVMBuildAnd(L->b, LLVMBuildLShr(L->b, L->tma_flags, i32c(L, map), ""),
+                                    i32c(L, 1), "");
+    ok = LLVMBuildAnd(L->b, ok, LLVMBuildICmp(L->b, LLVMIntNE, bit, i32c(L, 0), ""), "");
+    tk_lw_branch2(L, ok, issue, fallback, &t, 0, NULL);
+}
