@@ -139,7 +139,6 @@ static LLVMValueRef arm(tk_lower *L, LLVMValueRef cnt) {
 
 void tk_ring_commit(tk_lower *L) {
     LLVMBuilderRef b = L->b;
-    tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
     LLVMValueRef cnt = LLVMBuildLoad2(b, L->i32, L->ring_cnt, "");
     LLVMValueRef bar = arm(L, cnt), all = i32c(L, -1);
     tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1); /* the warp has armed */
@@ -153,10 +152,8 @@ void tk_ring_commit(tk_lower *L) {
 }
 
 void tk_ring_wait(tk_lower *L, int pending) {
-    LLVMValueRef n = i32c(L, pending);
-    tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1);
     LLVMValueRef cnt = LLVMBuildLoad2(L->b, L->i32, L->ring_cnt, "");
-    wait_below(L, LLVMBuildSub(L->b, cnt, n, ""));
+    wait_below(L, LLVMBuildSub(L->b, cnt, i32c(L, pending), ""));
 }
 
 /* ---- COPY_G2S through the engine -------------------------------------------------- */

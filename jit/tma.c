@@ -22,23 +22,25 @@ static int param_of(const tk_kernel *k, const tk_value *v) {
     return -1;
 }
 
-/* Whether the kernel writes tensor v: the engine reads global memory through
- * the async proxy, which the kernel's own stores would need a global proxy
- * fence to reach. Such tensors stay on cp.async. */
-static bool written(const tk_region *r, const tk_value *v) {
+/* Marks the tensor parameters the kernel writes: the engine reads global
+ * memory through the async proxy, which the kernel's own stores would need a
+ * global proxy fence to reach, so such tensors stay on cp.async. */
+static void mark_written(const tk_kernel *k, const tk_region *r, uint64_t *mask) {
     if (!r)
-        return false;
+        return;
     TK_FOREACH_OP(r, op) {
-        if ((op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G) && op->opnds[0] == v)
-            return true;
-        if (written(op->regions[0], v) || written(op->regions[1], v))
-            return true;
+        int p = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G
+                    ? param_of(k, op->opnds[0]) : -1;
+        if (p >= 0)
+            *mask |= (uint64_t)1 << p;
+        mark_written(k, op->regions[0], mask);
+        mark_written(k, op->regions[1], mask);
     }
-    return false;
 }
 
 /* The map copy op would use (not yet deduplicated); false if it cannot. */
-static bool eligible(const tk_kernel *k, const tk_op *op, tk_tma_map *m) {
+static bool eligible(const tk_kernel *k, const tk_tma_plan *plan, const tk_op *op,
+                     tk_tma_map *m) {
     if (op->opc != TK_OP_COPY_G2S || op->attr[0] != TK_COPY_TMA) /* fill is 0 (rule) */
         return false;
     const tk_value *sm = op->opnds[0], *view = op->opnds[1];
@@ -46,7 +48,7 @@ static bool eligible(const tk_kernel *k, const tk_op *op, tk_tma_map *m) {
     const tk_type *st = &sm->type;
     int p = param_of(k, view);
     if (!sh || p < 0 || view->type.rank > 4 || st->smem != TK_SMEM_SWIZZLE ||
-        written(k->body, view))
+        (plan->written >> p & 1))
         return false;
     size_t esz = tk_dtype_size(st->dtype);
     int rb = st->cols * (int)esz;
@@ -80,7 +82,7 @@ static bool walk(const tk_kernel *k, const tk_region *r, bool uniform, tk_tma_pl
         tk_tma_map m;
         if ((op->opc == TK_OP_ASYNC_COMMIT || op->opc == TK_OP_ASYNC_WAIT) && !uniform)
             return false;
-        if (eligible(k, op, &m) && find(plan, &m) < 0 && plan->nmaps < TK_TMA_MAX_MAPS)
+        if (eligible(k, plan, op, &m) && find(plan, &m) < 0 && plan->nmaps < TK_TMA_MAX_MAPS)
             plan->maps[plan->nmaps++] = m;
         bool u = uniform;
         int nctl = op->opc == TK_OP_IF ? 1 : op->opc == TK_OP_FOR ? 3 : 0;
@@ -97,6 +99,7 @@ void tk_tma_plan_make(const tk_kernel *k, const char *arch, tk_tma_plan *plan) {
     int sm = 0;
     if (!k || !arch || sscanf(arch, "sm_%d", &sm) != 1 || sm < 90)
         return;
+    mark_written(k, k->body, &plan->written);
     if (!walk(k, k->body, true, plan))
         plan->nmaps = 0;
     /* the ring and the alignment slack must fit beside the tiles */
@@ -106,7 +109,7 @@ void tk_tma_plan_make(const tk_kernel *k, const char *arch, tk_tma_plan *plan) {
 
 int tk_tma_map_for(const tk_tma_plan *plan, const tk_kernel *k, const tk_op *copy) {
     tk_tma_map m;
-    return plan->nmaps && eligible(k, copy, &m) ? find(plan, &m) : -1;
+    return plan->nmaps && eligible(k, plan, copy, &m) ? find(plan, &m) : -1;
 }
 
 size_t tk_tma_smem_extra(const tk_tma_plan *plan) {

@@ -26,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ir/ir.h"
 
@@ -44,6 +45,7 @@ typedef struct tk_tma_map {
 typedef struct tk_tma_plan {
     int32_t nmaps;
     tk_tma_map maps[TK_TMA_MAX_MAPS];
+    uint64_t written; /* bit p: the kernel writes tensor parameter p */
 } tk_tma_plan;
 
 /* The plan of a finished kernel for `arch` ("sm_90a", ...): no maps below

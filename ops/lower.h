@@ -153,7 +153,8 @@ int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max);
 void tk_tma_bind(tk_lower *L, unsigned first);
 /* Entry-block setup: L->sbase, and with a plan the ring and its counters. */
 void tk_tma_entry(tk_lower *L);
-/* ASYNC_COMMIT / ASYNC_WAIT in kernels with a plan. */
+/* What ASYNC_COMMIT / ASYNC_WAIT add to cp.async's commit/wait_group in
+ * kernels with a plan. */
 void tk_ring_commit(tk_lower *L);
 void tk_ring_wait(tk_lower *L, int pending);
 /* COPY_G2S `op` through plan map `map` into stage `dst` when the launch

@@ -42,20 +42,18 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
 
 static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     LLVMValueRef n = tk_lw_i32c(L, op->attr[0]);
-    bool ring = L->tma.nmaps > 0; /* groups live on mbarriers: jit/lower_tma.c */
-    if (ring && op->opc == TK_OP_ASYNC_COMMIT) {
-        tk_ring_commit(L);
-        return L->st;
-    }
-    if (ring && op->opc == TK_OP_ASYNC_WAIT) {
-        tk_ring_wait(L, (int)op->attr[0]);
-        return L->st;
-    }
+    bool ring = L->tma.nmaps > 0; /* groups also live on mbarriers: jit/lower_tma.c */
     switch (op->opc) {
     case TK_OP_ASYNC_COMMIT:
         tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
+        if (ring)
+            tk_ring_commit(L);
         break;
-    case TK_OP_ASYNC_WAIT: tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1); break;
+    case TK_OP_ASYNC_WAIT:
+        tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1);
+        if (ring)
+            tk_ring_wait(L, (int)op->attr[0]);
+        break;
     default: /* bar.sync 0: every thread of the block */
         /* With the copy engine, a stage that every warp has read is the next
          * copy's target right after the barrier; the engine writes through
