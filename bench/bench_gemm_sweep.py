@@ -9,9 +9,10 @@ power draw and temperature every 50 ms; the table gives their means over the run
 second half. Variants run in rounds (cuBLAS, then ours), twice, so that heat
 affects both alike. Inputs: torch.randn, A and B distinct; outputs are checked
 against torch first.
-Usage (GPU machine): python3 bench/bench_gemm_sweep.py build-device [n] [ab|abt] [auto|small]
+Usage (GPU machine): python3 bench/bench_gemm_sweep.py build-device [n] [ab|abt] [auto|small|tma]
 ("auto": only the library's choice beside cuBLAS; "small": the shapes for small problems,
-with a short sustained run: at these sizes a long one measures the host's launch rate)"""
+with a short sustained run: at these sizes a long one measures the host's launch rate;
+"tma": copy-engine shapes; a shape is (block_m, block_n, block_k, warps, stages[, tma]))"""
 import subprocess
 import sys
 import threading
@@ -25,6 +26,10 @@ from tk_ctypes import TK
 SHAPES = [  # (block_m, block_n, block_k, warps, stages); None = the library's choice
     None, (128, 128, 64, 4, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3),
     (128, 256, 32, 8, 6),
+]
+TMA = [  # the copy engine (tma=1; a producer warpgroup on sm_90a with 8+ warps)
+    None, (128, 256, 64, 8, 4, 0), (128, 256, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1),
+    (128, 128, 64, 4, 4, 1), (256, 128, 64, 8, 4, 1), (128, 256, 128, 8, 2, 1),
 ]
 SMALL = [  # candidates for problems too small to fill the GPU with 128x128 blocks
     None, (128, 128, 64, 4, 3), (128, 64, 64, 2, 3), (64, 128, 64, 2, 3), (64, 64, 64, 4, 3),
@@ -100,13 +105,14 @@ def main():
     sampler = Sampler()
     variants = [("cuBLAS", lambda: torch.matmul(a, bb), None)]
     mode = sys.argv[4] if len(sys.argv) > 4 else ""
-    for sh in {"auto": [None], "small": SMALL}.get(mode, SHAPES):
+    for sh in {"auto": [None], "small": SMALL, "tma": TMA}.get(mode, SHAPES):
         c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         p = tk.gemm_params(a, b, c, tb, sh)
         tk.gemm_prepare(p)
         tk.gemm(p, stream)
         err = ((c.float() - ref).norm() / ref.norm()).item()
-        name = f"auto ({tk.gemm_choice(p)})" if sh is None else "%dx%dx%d w%d s%d" % sh
+        name = (f"auto ({tk.gemm_choice(p)})" if sh is None else
+                "%dx%dx%d w%d s%d" % sh[:5] + (" tma" if len(sh) > 5 and sh[5] else ""))
         variants.append((name, (lambda p=p: tk.gemm(p, stream)), err))
     rows = {name: [] for name, _, _ in variants}
     for _ in range(2):

@@ -57,9 +57,8 @@ class TK:
         L.tk_attention_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionParams),
                                            ctypes.POINTER(PrepareInfo)]
         L.tk_gemm.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams), ctypes.c_void_p]
-        L.tk_gemm_config_for.restype = GemmConfig
-        L.tk_gemm_config_for.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+        L.tk_gemm_config_for_call.restype = GemmConfig
+        L.tk_gemm_config_for_call.argtypes = [ctypes.POINTER(GemmParams), ctypes.c_char_p]
         L.tk_gpu_arch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         L.tk_gemm_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams),
                                       ctypes.POINTER(PrepareInfo)]
@@ -102,7 +101,7 @@ class TK:
 
     def gemm_params(self, a, b, c, transpose_b, shape=None):
         """shape: optional (block_m, block_n, block_k, warps, stages); None = the library's
-        choice for the size and GPU (tk_gemm_config_for)."""
+        choice for the call and GPU (tk_gemm_config_for_call)."""
         p = GemmParams()
         p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
         p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
@@ -118,12 +117,12 @@ class TK:
         return p
 
     def gemm_choice(self, p):
-        """The block shape tk_gemm uses for p when p names none, e.g. '128x256 w8'."""
+        """The kernel tk_gemm uses for p when p names none, e.g. '128x256x128 w8 s2 tma'."""
         arch = ctypes.create_string_buffer(16)
         self._check(self.lib.tk_gpu_arch(self.ctx, arch, 16), "tk_gpu_arch")
-        c = self.lib.tk_gemm_config_for(p.in_dtype, p.out_dtype, p.transpose_b, p.m, p.n,
-                                        arch.value)
-        return f"{c.block_m}x{c.block_n} w{c.warps}"
+        c = self.lib.tk_gemm_config_for_call(ctypes.byref(p), arch.value)
+        return (f"{c.block_m}x{c.block_n}x{c.block_k} w{c.warps} s{c.stages}" +
+                (" tma" if c.tma else ""))
 
     def gemm_prepare(self, p):
         info = PrepareInfo()

@@ -8,7 +8,9 @@
  * reused on the GPU machine. A ptxas-made cubin the driver refuses (a
  * toolkit newer than the driver) is rejected, deleted and rebuilt with the
  * driver. Fresh compiles on the GPU use the driver's linker (no process to
- * spawn) and are stored under the driver key. */
+ * spawn) and are stored under the driver key; kernels with a producer
+ * warpgroup, which need a whole-program compile, use ptxas first when there
+ * is one (else the driver's module loader: jit/link.c). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,10 +110,42 @@ static bool tk_compile_disk(struct tk_jit *j, tk_cuda *cu, const char *text,
     return tk_load_from_disk(j, cu, &id, p);
 }
 
+/* A kernel with a producer warpgroup needs a whole-program compile
+ * (jit/link.c): ptxas makes one, stored under the ptxas key, when it is on
+ * this machine and the driver takes its cubin; false otherwise. */
+static bool tk_compile_fresh_ptxas(struct tk_jit *j, tk_cuda *cu, const tk_kernel *k,
+                                   const char *text, tk_program *p)
+{
+    const tk_ptxas *px;
+    if (!p->tma.producer_warps || tk_jit_ptxas(j, &px, NULL, 0) != TK_OK)
+        return false;
+    char comp[192], why[512];
+    tk_compiler_id_ptxas(px, comp, sizeof comp);
+    tk_cache_id id;
+    tk_cache_id_make(&id, text, cu->arch, comp);
+    tk_lower_req req = { k, cu->arch };
+    char *ptx;
+    void *cubin = NULL;
+    size_t n = 0;
+    if (tk_make_ptx_timed(j, tk_ptx_from_kernel, &req, &ptx, why, sizeof why) != TK_OK)
+        return false;
+    double t0 = tk_now_ms();
+    tk_status s = tk_ptxas_compile(px, ptx, cu->arch, &cubin, &n, why, sizeof why);
+    tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
+    free(ptx);
+    if (s == TK_OK && (s = tk_program_load(p, cu, cubin, why, sizeof why)) == TK_OK)
+        tk_disk_put(&j->cache, &id, cubin, n, why, sizeof why); /* failing only costs time */
+    free(cubin);
+    return s == TK_OK;
+}
+
 /* Lowering + the driver's linker, stored under the driver key, loaded. */
 static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel *k,
-                                  const tk_cache_id *drv, tk_program *p, char *err, size_t errn)
+                                  const char *text, const tk_cache_id *drv, tk_program *p,
+                                  char *err, size_t errn)
 {
+    if (tk_compile_fresh_ptxas(j, cu, k, text, p))
+        return TK_OK;
     tk_lower_req req = { k, cu->arch };
     char *ptx;
     void *cubin = NULL;
@@ -120,7 +154,7 @@ static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel
     if (s != TK_OK)
         return s;
     double t0 = tk_now_ms();
-    s = tk_culink_compile(cu, ptx, &cubin, &n, err, errn);
+    s = tk_culink_compile(cu, ptx, p->tma.producer_warps > 0, &cubin, &n, err, errn);
     tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
     free(ptx);
     if (s == TK_OK) {
@@ -146,7 +180,7 @@ static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, cons
         atomic_store(&p->origin, TK_FROM_DISK);
     } else {
         tk_cache_note(&j->cache, TK_STAT_MISS, 1);
-        if ((s = tk_compile_fresh(j, cu, k, drv, p, err, errn)) != TK_OK) {
+        if ((s = tk_compile_fresh(j, cu, k, text, drv, p, err, errn)) != TK_OK) {
             tk_program_release(p);
             return s;
         }

@@ -25,7 +25,8 @@ static const struct { const char *name; size_t off; } tk_cuda_syms[] = {
     TK_CU_SYM(cuCtxSynchronize), TK_CU_SYM(cuMemAlloc), TK_CU_SYM(cuMemFree),
     TK_CU_SYM(cuMemcpyHtoD), TK_CU_SYM(cuMemcpyDtoH), TK_CU_SYM(cuMemsetD8),
     TK_CU_SYM(cuLinkCreate), TK_CU_SYM(cuLinkAddData), TK_CU_SYM(cuLinkComplete),
-    TK_CU_SYM(cuLinkDestroy), TK_CU_SYM(cuModuleLoadData), TK_CU_SYM(cuModuleUnload),
+    TK_CU_SYM(cuLinkDestroy), TK_CU_SYM(cuModuleLoadData), TK_CU_SYM(cuModuleLoadDataEx),
+    TK_CU_SYM(cuModuleUnload),
     TK_CU_SYM(cuModuleGetFunction), TK_CU_SYM(cuFuncSetAttribute),
     TK_CU_SYM(cuLaunchKernel), TK_CU_SYM(cuGetErrorString), TK_CU_SYM(cuTensorMapEncodeTiled),
 };

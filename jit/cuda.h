@@ -30,6 +30,8 @@ typedef CUresult (*tk_cuLinkAddData_fn)(CUlinkState, CUjitInputType, void *, siz
 typedef CUresult (*tk_cuLinkComplete_fn)(CUlinkState, void **, size_t *);
 typedef CUresult (*tk_cuLinkDestroy_fn)(CUlinkState);
 typedef CUresult (*tk_cuModuleLoadData_fn)(CUmodule *, const void *);
+typedef CUresult (*tk_cuModuleLoadDataEx_fn)(CUmodule *, const void *, unsigned int,
+                                             CUjit_option *, void **);
 typedef CUresult (*tk_cuModuleUnload_fn)(CUmodule);
 typedef CUresult (*tk_cuModuleGetFunction_fn)(CUfunction *, CUmodule, const char *);
 typedef CUresult (*tk_cuFuncSetAttribute_fn)(CUfunction, CUfunction_attribute, int);
@@ -75,6 +77,7 @@ typedef struct tk_cuda {
     tk_cuLinkComplete_fn cuLinkComplete;
     tk_cuLinkDestroy_fn cuLinkDestroy;
     tk_cuModuleLoadData_fn cuModuleLoadData;
+    tk_cuModuleLoadDataEx_fn cuModuleLoadDataEx;
     tk_cuModuleUnload_fn cuModuleUnload;
     tk_cuModuleGetFunction_fn cuModuleGetFunction;
     tk_cuFuncSetAttribute_fn cuFuncSetAttribute;

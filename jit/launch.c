@@ -235,7 +235,7 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
     if (s == TK_OK)
         s = tk_cuda_check(cu,
                           cu->cuLaunchKernel(p->fn, (unsigned)g[0], (unsigned)g[1],
-                                             (unsigned)g[2], (unsigned)p->warps * 32u, 1, 1,
+                                             (unsigned)g[2], (unsigned)p->threads, 1, 1,
                                              (unsigned)p->smem, (CUstream)stream, ptrs, NULL),
                           "cuLaunchKernel", err, sizeof err);
     return s == TK_OK ? TK_OK : tk_launch_fail(p, s, "tk_launch: ", err);

@@ -55,8 +55,28 @@ static tk_status tk_link_fail(const tk_cuda *cu, CUresult r, const char *call, c
     return tk_errf(err, errn, TK_ERR_PTXAS, "%s\n%s%s%s", what, elog, *ilog ? "\n" : "", ilog);
 }
 
-tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, void **cubin, size_t *n,
-                            char *err, size_t errn)
+/* ptxas ignores setmaxnreg in relocatable code, which is all the JIT linker
+ * makes ("to maintain compatibility across compilation units"), and a
+ * warp-specialized kernel's consumers then spill (jit/ws.h). Such PTX is
+ * compiled whole by the module loader instead, here once for its log, and
+ * the image kept in the caches is the PTX itself: cuModuleLoadData compiles
+ * it again at each load, a lookup in the driver's own compute cache (unless
+ * CUDA_CACHE_DISABLE is set). jit/build.c prefers ptxas for such kernels,
+ * which makes a real cubin. */
+static tk_status tk_whole_compile(const tk_cuda *cu, const char *ptx, CUjit_option *opt,
+                                  void **val, const char *elog, const char *ilog, void **cubin,
+                                  size_t *n, char *err, size_t errn)
+{
+    CUmodule mod = NULL;
+    CUresult r = cu->cuModuleLoadDataEx(&mod, ptx, 4, opt, val);
+    if (r != CUDA_SUCCESS)
+        return tk_link_fail(cu, r, "cuModuleLoadDataEx", elog, ilog, err, errn);
+    cu->cuModuleUnload(mod);
+    return tk_link_take(ptx, strlen(ptx) + 1, cubin, n, err, errn);
+}
+
+tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void **cubin,
+                            size_t *n, char *err, size_t errn)
 {
     *cubin = NULL;
     *n = 0;
@@ -69,6 +89,11 @@ tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, void **cubin, si
     /* Sizes travel as pointer-sized integers inside the void* array. */
     void *val[] = { elog, (void *)(uintptr_t)(TK_LINK_LOG - 1), ilog,
                     (void *)(uintptr_t)(TK_LINK_LOG - 1) };
+    if (whole) {
+        tk_status s = tk_whole_compile(cu, ptx, opt, val, elog, ilog, cubin, n, err, errn);
+        free(elog);
+        return s;
+    }
     CUlinkState st = NULL;
     CUresult r = cu->cuLinkCreate(4, opt, val, &st);
     tk_status s = TK_OK;

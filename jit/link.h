@@ -27,9 +27,11 @@ tk_status tk_ptxas_find(tk_ptxas *p, char *err, size_t errn);
 tk_status tk_ptxas_compile(const tk_ptxas *p, const char *ptx, const char *arch, void **cubin,
                            size_t *n, char *err, size_t errn);
 /* The driver's JIT linker on the current device (context must be current).
- * *cubin is malloc'd. TK_ERR_PTXAS carries the linker's error log. */
-tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, void **cubin, size_t *n,
-                            char *err, size_t errn);
+ * *cubin is malloc'd. TK_ERR_PTXAS carries the linker's error log. With
+ * `whole` (PTX that uses setmaxnreg) the module loader compiles it instead
+ * and the image is the PTX itself (jit/link.c says why). */
+tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void **cubin,
+                            size_t *n, char *err, size_t errn);
 
 /* Compiler identities for cache keys and entry headers (< 64 bytes kept in
  * headers; keys hash the whole string). */

@@ -54,6 +54,8 @@ tk_status tk_lower_region(tk_lower *L, const tk_region *r) {
     if (!r)
         return TK_OK;
     TK_FOREACH_OP(r, op) {
+        if (L->role == TK_ROLE_PRODUCER && !tk_ws_has_op(L->ws, op))
+            continue; /* not the producer's work (jit/ws.h) */
         if (op->opc >= TK_OP_COUNT)
             return tk_lw_fail(L, TK_ERR_LLVM, "op %u: bad opcode %d", op->id, (int)op->opc);
         const tk_op *outer = L->cur; /* FOR/IF lower their regions recursively */
@@ -65,7 +67,8 @@ tk_status tk_lower_region(tk_lower *L, const tk_region *r) {
                               tk_op_infos[op->opc].name);
         /* Every result must have a lowered form before later ops use it. */
         for (int i = 0; i < op->nres; i++)
-            if (!L->vals[op->res[i]->id].v)
+            if (!L->vals[op->res[i]->id].v &&
+                (L->role != TK_ROLE_PRODUCER || tk_ws_has_val(L->ws, op->res[i])))
                 return tk_lw_fail(L, TK_ERR_LLVM, "op %u (%s): result %d not lowered", op->id,
                                   tk_op_infos[op->opc].name, i);
     }
@@ -186,6 +189,8 @@ static void init_ids(tk_lower *L) {
     L->g = LLVMBuildLShr(b, L->lane, tk_lw_i32c(L, 2), "g");   /* lane / 4 */
     L->t = LLVMBuildAnd(b, L->lane, tk_lw_i32c(L, 3), "t");    /* lane % 4 */
     L->wg_warp = LLVMBuildAnd(b, L->warp, tk_lw_i32c(L, 3), "wgw"); /* warp in warpgroup */
+    L->ctid = L->tid; /* copies: every thread (jit/lower_ws.c narrows this) */
+    L->cnt = L->k->warps * 32;
 }
 
 static tk_status build_entry(tk_lower *L) {
@@ -198,9 +203,14 @@ static tk_status build_entry(tk_lower *L) {
     LLVMSetFunctionCallConv(L->fn, 71); /* PTX_Kernel: an .entry */
     /* Exact block size: lets LLVM bound tid and ptxas budget registers. */
     char nt[16];
-    int len = snprintf(nt, sizeof nt, "%d", L->k->warps * 32);
+    int len = snprintf(nt, sizeof nt, "%d", tk_tma_block_threads(L->k, &L->tma));
     LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(L->c, "nvvm.reqntid", 12, nt, (unsigned)len));
+    /* ptxas honours setmaxnreg (jit/lower_ws.c) only when it knows the
+     * registers at entry: one block per SM, all of the register file */
+    if (L->tma.producer_warps)
+        LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
+                                LLVMCreateStringAttribute(L->c, "nvvm.minctasm", 13, "1", 1));
     LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, L->fn, "entry"));
 
     /* extern __shared__ __align__(128) char tk_smem[]; */
@@ -385,7 +395,9 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     note_uses(L, L->k->body);
     while (carry_uses(L, L->k->body)) {
     }
-    if (build_entry(L) != TK_OK || tk_lower_region(L, L->k->body) != TK_OK)
+    if (build_entry(L) != TK_OK)
+        return L->st;
+    if ((L->tma.producer_warps ? tk_ws_lower(L) : tk_lower_region(L, L->k->body)) != TK_OK)
         return L->st;
     LLVMBuildRetVoid(L->b);
     if (verify(L) != TK_OK || optimize(L, tm) != TK_OK)

@@ -53,8 +53,8 @@ static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
 
 static void affine_init(tk_lower *L, copy *c) {
     LLVMBuilderRef b = L->b;
-    c->r0 = LLVMBuildUDiv(b, L->tid, i32c(L, c->cpr), "");
-    c->c0 = LLVMBuildMul(b, LLVMBuildURem(b, L->tid, i32c(L, c->cpr), ""), i32c(L, c->ce), "");
+    c->r0 = LLVMBuildUDiv(b, L->ctid, i32c(L, c->cpr), "");
+    c->c0 = LLVMBuildMul(b, LLVMBuildURem(b, L->ctid, i32c(L, c->cpr), ""), i32c(L, c->ce), "");
     c->g0 = tk_gwin_addr(L, &c->w, c->r0, c->c0);
     c->s0 = tk_smem_addr(L, c->st, c->base, c->r0, c->c0);
     LLVMValueRef rowstep = LLVMBuildMul(b, c->w.srow, tk_lw_i64c(L, (int64_t)c->dr * c->esz), "");
@@ -76,7 +76,7 @@ static void chunk_at(tk_lower *L, copy *c, LLVMValueRef k, chunk *ch) {
             ch->s = tk_smem_addr(L, c->st, c->base, ch->r, ch->col);
         }
     } else {
-        LLVMValueRef id = LLVMBuildAdd(b, L->tid, LLVMBuildMul(b, k, i32c(L, c->nt), ""), "");
+        LLVMValueRef id = LLVMBuildAdd(b, L->ctid, LLVMBuildMul(b, k, i32c(L, c->nt), ""), "");
         ch->r = LLVMBuildUDiv(b, id, i32c(L, c->cpr), "");
         ch->col = LLVMBuildMul(b, LLVMBuildURem(b, id, i32c(L, c->cpr), ""), i32c(L, c->ce), "");
         ch->g = tk_gwin_addr(L, &c->w, ch->r, ch->col);
@@ -99,7 +99,7 @@ static void for_chunks(tk_lower *L, copy *c, chunk_fn fn) {
     LLVMValueRef k = tk_lw_loop_begin(L, &lp, i32c(L, 0), i32c(L, c->rounds), i32c(L, 1));
     LLVMBasicBlockRef cont = NULL;
     if (c->total % c->nt) {
-        LLVMValueRef id = LLVMBuildAdd(b, L->tid, LLVMBuildMul(b, k, i32c(L, c->nt), ""), "");
+        LLVMValueRef id = LLVMBuildAdd(b, L->ctid, LLVMBuildMul(b, k, i32c(L, c->nt), ""), "");
         LLVMBasicBlockRef doit = tk_lw_block(L, "chunk");
         cont = tk_lw_block(L, "chunk.next");
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, id, i32c(L, c->total), ""), doit, cont);
@@ -205,7 +205,7 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
         if ((k + 1) * c->nt > c->total) { /* the last, partial round */
             LLVMBasicBlockRef doit = tk_lw_block(L, "chunk");
             cont = tk_lw_block(L, "chunk.next");
-            LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, L->tid,
+            LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, L->ctid,
                                             i32c(L, c->total - (int64_t)k * c->nt), "");
             LLVMBuildCondBr(b, in, doit, cont);
             LLVMPositionBuilderAtEnd(b, doit);
@@ -219,7 +219,7 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
             sk = shift ? tk_lw_gep(L, s0, i32c(L, (int64_t)k * c->dr * tk_smem_row_step(c->st)))
                        : tk_smem_addr(L, c->st, c->base, r, c->c0);
         } else { /* chunks do not keep their column between rounds */
-            LLVMValueRef id = LLVMBuildAdd(b, L->tid, i32c(L, (int64_t)k * c->nt), "");
+            LLVMValueRef id = LLVMBuildAdd(b, L->ctid, i32c(L, (int64_t)k * c->nt), "");
             LLVMValueRef r = LLVMBuildUDiv(b, id, i32c(L, c->cpr), "");
             LLVMValueRef col = LLVMBuildMul(b, LLVMBuildURem(b, id, i32c(L, c->cpr), ""),
                                             i32c(L, c->ce), "");
@@ -285,7 +285,7 @@ static bool copy_open(tk_lower *L, copy *c, const tk_op *op, int si, int vi) {
     if (!sm)
         return false;
     *c = (copy){.st = st, .base = sm->v[0], .rows = st->rows, .cols = st->cols,
-                .esz = (int)tk_dtype_size(st->dtype), .nt = L->k->warps * 32,
+                .esz = (int)tk_dtype_size(st->dtype), .nt = L->cnt,
                 .ety = tk_lw_type(L, st->dtype)};
     c->ce = 16 / c->esz;
     c->cpr = c->cols / c->ce;
@@ -306,8 +306,14 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
     if (!copy_open(L, &c, op, 0, 1))
         return L->st;
     int map = tk_tma_map_for(&L->tma, L->k, op);
+    if (map >= 0 && L->role == TK_ROLE_CONSUMER)
+        return L->st; /* the producer's copy (jit/lower_ws.c) */
     if (map >= 0) {
-        tk_tma_copy(L, op, map, c.base, g2s_async_any, &c);
+        /* The producer warp's fallback stays rolled: unrolled over its 32
+         * threads it would be many rounds of live addresses, in a warp that
+         * gave its registers to the consumers. */
+        tk_tma_copy(L, op, map, c.base,
+                    L->role == TK_ROLE_PRODUCER ? g2s_async_edge : g2s_async_any, &c);
     } else if (op->attr[0]) {
         g2s_async_any(L, &c, NULL);
     } else {

@@ -5,7 +5,8 @@
  * Async groups on an mbarrier ring. cp.async.commit/wait_group cannot see
  * the copy engine, so in these kernels group j (the j-th ASYNC_COMMIT, the
  * same count in every thread) also completes on ring barrier j % R in
- * phase j / R (R = TK_TMA_RING; each phase expects one arrival per warp):
+ * phase j / R (R = TK_TMA_RING; each phase expects one arrival per warp;
+ * warp-specialized kernels change the roles, jit/lower_ws.c):
  *   copy    thread 0 adds the tile's bytes to barrier cnt % R
  *           (mbarrier.expect_tx) and issues one box per 128-byte column
  *           block; the engine completes those bytes on it. A copy that
@@ -87,12 +88,26 @@ void tk_tma_entry(tk_lower *L) {
                                    tk_lw_i64c(L, -TK_TMA_ALIGN), "");
     L->sbase = tk_lw_gep(L, L->smem, LLVMBuildSub(b, up, addr, ""));
     L->ring = tk_lw_gep(L, L->sbase, i32c(L, (int64_t)tk_tma_ring_offset(L->k)));
+    L->rel = tk_lw_gep(L, L->ring, i32c(L, 8 * TK_TMA_RING));
+    L->ack = tk_lw_gep(L, L->ring, i32c(L, 16 * TK_TMA_RING));
+    L->bar_cnt = LLVMBuildAlloca(b, L->i32, "bar.cnt");
+    LLVMBuildStore(b, i32c(L, 0), L->bar_cnt);
+    /* arrivals per phase: one per warp; warp-specialized, one per consumer
+     * warp and one per producer lane (jit/lower_ws.c) */
+    int arrivals = L->k->warps + (L->tma.producer_warps ? 32 : 0);
     LLVMBasicBlockRef init = tk_lw_block(L, "ring.init"), go = tk_lw_block(L, "ring.ready");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->tid, i32c(L, 0), ""), init, go);
     LLVMPositionBuilderAtEnd(b, init);
     for (int i = 0; i < TK_TMA_RING; i++) {
-        LLVMValueRef a[2] = {tk_lw_gep(L, L->ring, i32c(L, 8 * i)), i32c(L, L->k->warps)};
+        LLVMValueRef a[2] = {tk_lw_gep(L, L->ring, i32c(L, 8 * i)), i32c(L, arrivals)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, a, 2);
+        if (!L->tma.producer_warps)
+            continue;
+        /* the release rings (jit/lower_ws.c): every consumer warp; the producer */
+        LLVMValueRef r[2] = {tk_lw_gep(L, L->rel, i32c(L, 8 * i)), i32c(L, L->k->warps)};
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, r, 2);
+        LLVMValueRef q[2] = {tk_lw_gep(L, L->ack, i32c(L, 8 * i)), i32c(L, 1)};
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, q, 2);
     }
     /* make the initialized barriers visible to the copy engine */
     tk_lw_intrin(L, "llvm.nvvm.fence.mbarrier_init.release.cluster", NULL, 0, NULL, 0);
@@ -131,8 +146,7 @@ static void wait_below(tk_lower *L, LLVMValueRef target) {
     LLVMBuildStore(b, j, L->ring_done);
 }
 
-/* Group cnt's barrier, after its previous phase (group cnt - R) is over. */
-static LLVMValueRef arm(tk_lower *L, LLVMValueRef cnt) {
+LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt) {
     wait_below(L, LLVMBuildSub(L->b, cnt, i32c(L, TK_TMA_RING - 1), ""));
     return ring_bar(L, cnt);
 }
@@ -140,7 +154,7 @@ static LLVMValueRef arm(tk_lower *L, LLVMValueRef cnt) {
 void tk_ring_commit(tk_lower *L) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef cnt = LLVMBuildLoad2(b, L->i32, L->ring_cnt, "");
-    LLVMValueRef bar = arm(L, cnt), all = i32c(L, -1);
+    LLVMValueRef bar = tk_ring_arm(L, cnt), all = i32c(L, -1);
     tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1); /* the warp has armed */
     LLVMBasicBlockRef one = tk_lw_block(L, "ring.arrive"), cont = tk_lw_block(L, "ring.arrived");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->lane, i32c(L, 0), ""), one, cont);
@@ -191,9 +205,9 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
     int blocks = st->cols * esz / t->m->swizzle;
     (void)out;
     LLVMBasicBlockRef one = tk_lw_block(L, "tma.issue"), cont = tk_lw_block(L, "tma.done");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->tid, i32c(L, 0), ""), one, cont);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->ctid, i32c(L, 0), ""), one, cont);
     LLVMPositionBuilderAtEnd(b, one);
-    LLVMValueRef bar = arm(L, LLVMBuildLoad2(b, L->i32, L->ring_cnt, ""));
+    LLVMValueRef bar = tk_ring_arm(L, LLVMBuildLoad2(b, L->i32, L->ring_cnt, ""));
     LLVMValueRef ex[2] = {bar, i32c(L, (int64_t)st->rows * st->cols * esz)};
     tk_lw_intrin(L, "llvm.nvvm.mbarrier.expect.tx.scope.cta.space.cta", NULL, 0, ex, 2);
     char name[64];
@@ -223,6 +237,7 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
 static void fallback(tk_lower *L, void *ctx, LLVMValueRef *out) {
     tma_copy *t = ctx;
     t->cp_async(L, t->cp_ctx, out);
+    tk_ws_fallback_done(L);
 }
 
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,

@@ -41,8 +41,8 @@ tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_p
     atomic_init(&p->refs, 1);
     atomic_init(&p->origin, TK_FROM_COMPILE);
     p->ctx = ctx;
-    p->warps = k->warps;
     tk_tma_plan_make(k, arch, &p->tma);
+    p->threads = tk_tma_block_threads(k, &p->tma);
     p->smem = tk_kernel_smem_bytes(k) + tk_tma_smem_extra(&p->tma);
     tk_program_sig(p, k);
     tk_status s = tk_grid_build(k, &p->grid, err, errn);

@@ -27,7 +27,7 @@ struct tk_program {
     CUmodule mod;
     CUfunction fn;
     char *name;            /* kernel (= PTX entry) name                      */
-    int32_t warps;
+    int32_t threads; /* per block: the kernel's warps and any producer warps */
     size_t smem;           /* dynamic shared memory bytes per block          */
     tk_tma_plan tma;       /* tensor maps tk_launch encodes (jit/tma.h)      */
     bool tma_off;          /* TK_NO_TMA was set at load: encode no maps      */

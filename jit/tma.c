@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/abi.h"
+#include "jit/ws.h"
 
 /* The SHARED op behind a copy's smem operand (direct or through STAGE). */
 static const tk_op *shared_of(const tk_value *v) {
@@ -14,8 +15,7 @@ static const tk_op *shared_of(const tk_value *v) {
     return d && d->opc == TK_OP_SHARED ? d : NULL;
 }
 
-/* The kernel parameter a view is, or -1. */
-static int param_of(const tk_kernel *k, const tk_value *v) {
+int tk_tma_param_of(const tk_kernel *k, const tk_value *v) {
     for (int i = 0; i < k->nparams; i++)
         if (k->params[i] == v)
             return i;
@@ -30,7 +30,7 @@ static void mark_written(const tk_kernel *k, const tk_region *r, uint64_t *mask)
         return;
     TK_FOREACH_OP(r, op) {
         int p = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G
-                    ? param_of(k, op->opnds[0]) : -1;
+                    ? tk_tma_param_of(k, op->opnds[0]) : -1;
         if (p >= 0)
             *mask |= (uint64_t)1 << p;
         mark_written(k, op->regions[0], mask);
@@ -46,7 +46,7 @@ static bool eligible(const tk_kernel *k, const tk_tma_plan *plan, const tk_op *o
     const tk_value *sm = op->opnds[0], *view = op->opnds[1];
     const tk_op *sh = shared_of(sm);
     const tk_type *st = &sm->type;
-    int p = param_of(k, view);
+    int p = tk_tma_param_of(k, view);
     if (!sh || p < 0 || view->type.rank > 4 || st->smem != TK_SMEM_SWIZZLE ||
         (plan->written >> p & 1))
         return false;
@@ -105,6 +105,17 @@ void tk_tma_plan_make(const tk_kernel *k, const char *arch, tk_tma_plan *plan) {
     /* the ring and the alignment slack must fit beside the tiles */
     if (plan->nmaps && k->smem_bytes + tk_tma_smem_extra(plan) > TK_SMEM_LIMIT)
         plan->nmaps = 0;
+    /* a producer warpgroup needs setmaxnreg (sm_90a) to leave the
+     * consumers their registers; its budget is Hopper's (jit/ws.c) */
+    tk_ws_slice slice;
+    if (!strcmp(arch, "sm_90a") && tk_ws_slice_make(k, plan, &slice))
+        plan->producer_warps = TK_WS_PRODUCER_WARPS;
+    if (plan->producer_warps && k->smem_bytes + tk_tma_smem_extra(plan) > TK_SMEM_LIMIT)
+        plan->producer_warps = 0; /* no room for its release rings */
+}
+
+int tk_tma_block_threads(const tk_kernel *k, const tk_tma_plan *plan) {
+    return 32 * (k->warps + plan->producer_warps);
 }
 
 int tk_tma_map_for(const tk_tma_plan *plan, const tk_kernel *k, const tk_op *copy) {
@@ -115,8 +126,10 @@ int tk_tma_map_for(const tk_tma_plan *plan, const tk_kernel *k, const tk_op *cop
 size_t tk_tma_smem_extra(const tk_tma_plan *plan) {
     /* a whole TK_TMA_ALIGN of slack (tk_smem is TK_SMEM_ALIGN-aligned, so
      * TK_TMA_ALIGN - TK_SMEM_ALIGN would do; the full amount is what ran on
-     * the H200), the ring's alignment to 8, the ring */
-    return plan->nmaps ? TK_TMA_ALIGN + 8 + 8 * TK_TMA_RING : 0;
+     * the H200), the ring's alignment to 8, the ring, and with a producer
+ * warpgroup its two release rings */
+    size_t rings = plan->producer_warps ? 3 : 1;
+    return plan->nmaps ? TK_TMA_ALIGN + 8 + 8 * TK_TMA_RING * rings : 0;
 }
 
 size_t tk_tma_ring_offset(const tk_kernel *k) { return (k->smem_bytes + 7) & ~(size_t)7; }

@@ -46,17 +46,25 @@ typedef struct tk_tma_plan {
     int32_t nmaps;
     tk_tma_map maps[TK_TMA_MAX_MAPS];
     uint64_t written; /* bit p: the kernel writes tensor parameter p */
+    int32_t producer_warps; /* > 0: warp-specialized (jit/ws.h), the warps
+                               added after the kernel's own */
 } tk_tma_plan;
 
 /* The plan of a finished kernel for `arch` ("sm_90a", ...): no maps below
  * sm_90 or for a NULL / unknown arch. */
 void tk_tma_plan_make(const tk_kernel *k, const char *arch, tk_tma_plan *plan);
+/* The kernel parameter a view is, or -1. */
+int tk_tma_param_of(const tk_kernel *k, const tk_value *v);
 /* The map a COPY_G2S op is issued through, -1 if it takes the cp.async path. */
 int tk_tma_map_for(const tk_tma_plan *plan, const tk_kernel *k, const tk_op *copy);
 /* Dynamic shared memory a kernel with maps needs beyond its tiles: the
- * slack that aligns the base to TK_TMA_ALIGN and the mbarrier ring. */
+ * slack that aligns the base to TK_TMA_ALIGN, the mbarrier ring, and with a
+ * producer warpgroup its two release rings. */
 size_t tk_tma_smem_extra(const tk_tma_plan *plan);
-/* Byte offset of the ring from the aligned base. */
+/* Byte offset of the ring from the aligned base; the release rings of a
+ * warp-specialized kernel follow it. */
 size_t tk_tma_ring_offset(const tk_kernel *k);
+/* Threads per block: the kernel's warps and the plan's producer warps. */
+int tk_tma_block_threads(const tk_kernel *k, const tk_tma_plan *plan);
 
 #endif

@@ -36,10 +36,13 @@
  * against 117-122; 64x64 w4 149-156, 128x64 w2 and 64x128 w2 no faster).
  * What is left: the cp.async copies themselves (per-thread LDGSTS beside the
  * ldmatrix traffic) cost ~19% (round 4's ablations). `tma` = 1 moves A and
- * B through the Hopper copy engine (TK_COPY_TMA): correct, but in this
- * lockstep k-loop the mbarrier ring and fences it needs cost what it saves
- * (128x256: 408-412 against 442 TFLOP/s, 128x128: 456 against 442; round 5),
- * so it is off by default; a producer warp is what would make it pay.
+ * B through the Hopper copy engine (TK_COPY_TMA). On sm_90a the kernel is
+ * then warp-specialized (jit/ws.h): a producer warp issues the tiles and the
+ * 8 warps only compute, which is tk_gemm_config_for's choice there for the
+ * 128x256 sizes, with 128-deep k-tiles and 2 stages (4096³, randn: 461-462
+ * TFLOP/s against 426 for cp.async, 0.63 x cuBLAS; round 6). In lockstep
+ * (sm_90, or kernels that cannot be split) the engine's ring and fences
+ * cost what it saves (round 5).
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
  * nothing to the dot products) and the final store skips rows/cols outside C. */
 #include <stdio.h>
@@ -66,6 +69,11 @@ tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int tra
     if (bm >= 264 || bn >= 264 || bm * bn >= 264) {
         c.block_n = 256;
         c.warps = 8;
+        if (!strcmp(arch, "sm_90a")) { /* a producer warpgroup feeds the copy engine */
+            c.block_k = 128;
+            c.stages = 2;
+            c.tma = 1;
+        }
     } else if (bm < 132 && bn128 < 132 && bm * bn128 < 132) {
         c.block_n = 64; /* fewer 128x128 blocks than SMs: twice the blocks */
     }

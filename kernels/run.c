@@ -7,6 +7,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -240,6 +241,21 @@ static void run_arch(tk_ctx *ctx, char buf[16]) {
     pthread_mutex_unlock(&rc->mu);
 }
 
+/* The copy engine reads 16-byte aligned tensors with 16-byte row pitches
+ * (else the launch encodes no map, and the producer warp's own copies are
+ * slow): other calls get the cp.async kernel that sm_90 without its
+ * arch-specific features would. */
+tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch) {
+    int64_t esz = (int64_t)tk_dtype_size(p->in_dtype);
+    int64_t lda = p->lda ? p->lda : p->k;
+    int64_t ldb = p->ldb ? p->ldb : (p->transpose_b ? p->k : p->n);
+    bool engine = ((uintptr_t)p->a | (uintptr_t)p->b) % 16 == 0 && lda * esz % 16 == 0 &&
+                  ldb * esz % 16 == 0;
+    if (arch && !engine && !strcmp(arch, "sm_90a"))
+        arch = "sm_90";
+    return tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, arch);
+}
+
 /* The configuration of a call: the caller's, if it names one for the same
  * dtypes and transposition, else the library's choice for the size and GPU. */
 static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c) {
@@ -247,8 +263,7 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
     if (!g) {
         char arch[16];
         run_arch(ctx, arch);
-        *c = tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n,
-                                arch[0] ? arch : NULL);
+        *c = tk_gemm_config_for_call(p, arch[0] ? arch : NULL);
         return TK_OK;
     }
     if (g->in_dtype != p->in_dtype || g->out_dtype != p->out_dtype ||

@@ -7,14 +7,21 @@
  * IF   cond ? then : else, both branches fall into a merge block holding one
  *      phi per slot of every result.
  * Loop bounds are warp-uniform (rule), so these branches never diverge
- * inside a warp. */
+ * inside a warp. The producer of a warp-specialized kernel (jit/ws.h)
+ * carries only the values its slice needs: `live` skips the others. */
 #include "ops/lower.h"
 
 static tk_lv *operand(tk_lower *L, const tk_op *op, int i) { return tk_lw_get(L, op->opnds[i]); }
 
-/* Phis for `n` values, slot for slot like `like[i]`. */
+static bool live(const tk_lower *L, const tk_value *v) {
+    return L->role != TK_ROLE_PRODUCER || tk_ws_has_val(L->ws, v);
+}
+
+/* Phis for the live ones of `n` values, slot for slot like `like[i]`. */
 static tk_status make_phis(tk_lower *L, tk_value *const *vals, int n, tk_lv *const *like) {
     for (int i = 0; i < n; i++) {
+        if (!live(L, vals[i]))
+            continue;
         tk_lv *lv = tk_lw_def(L, vals[i], like[i]->n);
         if (!lv)
             return L->st;
@@ -29,8 +36,9 @@ static void add_incoming(tk_lv *phis, tk_lv *from, LLVMBasicBlockRef bb) {
         LLVMAddIncoming(phis->v[s], &from->v[s], &bb, 1);
 }
 
-/* The lowered values a region yields, or NULL after a failure. */
-static tk_lv **yields(tk_lower *L, const tk_region *r, int n) {
+/* The lowered values a region yields (NULL where `of[i]`, the value each
+ * becomes, is not live), or NULL after a failure. */
+static tk_lv **yields(tk_lower *L, const tk_region *r, int n, tk_value *const *of) {
     tk_lv **y = tk_lw_alloc(L, sizeof *y * (size_t)(n ? n : 1));
     if (!y)
         return NULL;
@@ -39,7 +47,7 @@ static tk_lv **yields(tk_lower *L, const tk_region *r, int n) {
         return NULL;
     }
     for (int i = 0; i < n; i++)
-        if (!(y[i] = tk_lw_get(L, r->yield[i])))
+        if (live(L, of[i]) && !(y[i] = tk_lw_get(L, r->yield[i])))
             return NULL;
     return y;
 }
@@ -52,7 +60,7 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
     if (!lo || !hi || !step || !init || !body || body->nargs != n + 1)
         return L->st ? L->st : tk_lw_fail(L, TK_ERR_LLVM, "malformed for");
     for (int i = 0; i < n; i++)
-        if (!(init[i] = operand(L, op, 3 + i)))
+        if (live(L, body->args[1 + i]) && !(init[i] = operand(L, op, 3 + i)))
             return L->st;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(L->b);
     LLVMBasicBlockRef head = tk_lw_block(L, "for.head"), bodyb = tk_lw_block(L, "for.body"),
@@ -68,7 +76,7 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
     LLVMPositionBuilderAtEnd(L->b, bodyb);
     if (tk_lower_region(L, body) != TK_OK)
         return L->st;
-    tk_lv **next = yields(L, body, n);
+    tk_lv **next = yields(L, body, n, body->args + 1);
     if (!next)
         return L->st;
     tk_lv ivn = {1, (LLVMValueRef[1]){LLVMBuildAdd(L->b, iv->v[0], step->v[0], "iv.next")}};
@@ -78,6 +86,8 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
     add_incoming(iv, lo, pre);
     add_incoming(iv, &ivn, latch);
     for (int i = 0; i < n; i++) {
+        if (!live(L, body->args[1 + i]))
+            continue;
         tk_lv *phis = tk_lw_get(L, body->args[1 + i]);
         if (!phis || phis->n != next[i]->n)
             return L->st ? L->st : tk_lw_fail(L, TK_ERR_LLVM, "carried value %d changes shape", i);
@@ -94,12 +104,13 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
 }
 
 /* Lowers one branch of an IF; returns its yields and the block it ends in. */
-static tk_lv **lower_branch(tk_lower *L, const tk_region *r, int n, LLVMBasicBlockRef bb,
+static tk_lv **lower_branch(tk_lower *L, const tk_op *op, int which, LLVMBasicBlockRef bb,
                             LLVMBasicBlockRef merge, LLVMBasicBlockRef *end) {
+    const tk_region *r = op->regions[which];
     LLVMPositionBuilderAtEnd(L->b, bb);
     if (tk_lower_region(L, r) != TK_OK)
         return NULL;
-    tk_lv **y = yields(L, r, n);
+    tk_lv **y = yields(L, r, op->nres, op->res);
     *end = LLVMGetInsertBlock(L->b);
     LLVMBuildBr(L->b, merge);
     return y;
@@ -113,14 +124,16 @@ static tk_status lower_if(tk_lower *L, const tk_op *op) {
     LLVMBasicBlockRef thenb = tk_lw_block(L, "if.then"), elseb = tk_lw_block(L, "if.else"),
                       merge = tk_lw_block(L, "if.end"), then_end, else_end;
     LLVMBuildCondBr(L->b, cond->v[0], thenb, elseb);
-    tk_lv **ty = lower_branch(L, op->regions[0], n, thenb, merge, &then_end);
-    tk_lv **ey = ty ? lower_branch(L, op->regions[1], n, elseb, merge, &else_end) : NULL;
+    tk_lv **ty = lower_branch(L, op, 0, thenb, merge, &then_end);
+    tk_lv **ey = ty ? lower_branch(L, op, 1, elseb, merge, &else_end) : NULL;
     if (!ty || !ey)
         return L->st;
     LLVMPositionBuilderAtEnd(L->b, merge);
     if (make_phis(L, op->res, n, ty))
         return L->st;
     for (int i = 0; i < n; i++) {
+        if (!live(L, op->res[i]))
+            continue;
         tk_lv *phis = tk_lw_get(L, op->res[i]);
         if (!phis || ey[i]->n != phis->n)
             return L->st ? L->st : tk_lw_fail(L, TK_ERR_LLVM, "if result %d: shapes differ", i);

@@ -18,6 +18,7 @@
 
 #include "ir/ir.h"
 #include "jit/tma.h"
+#include "jit/ws.h"
 
 /* ---- Targets: every per-target choice is a field here (table in jit/lower.c) */
 typedef struct tk_target {
@@ -39,6 +40,10 @@ typedef struct tk_lv {
 
 typedef struct tk_lower_mem tk_lower_mem; /* allocations, freed at the end */
 
+/* Which warps the code being emitted runs on (jit/ws.h): all of them
+ * (lockstep), or one side of a warp-specialized kernel. */
+typedef enum tk_role { TK_ROLE_ALL = 0, TK_ROLE_CONSUMER, TK_ROLE_PRODUCER } tk_role;
+
 typedef struct tk_lower {
     const tk_kernel *k;
     const tk_target *tgt;
@@ -55,6 +60,14 @@ typedef struct tk_lower {
     LLVMValueRef tma_map[TK_TMA_MAX_MAPS]; /* map params (generic ptr)          */
     LLVMValueRef tma_flags;                /* i32: bit i = map i was encoded    */
     LLVMValueRef ring, ring_cnt, ring_done; /* barriers; i32 allocas           */
+    /* Warp specialization (jit/lower_ws.c), when tma.producer_warps > 0. */
+    tk_role role;
+    const tk_ws_slice *ws;
+    LLVMValueRef rel, ack;      /* release and acknowledgement rings (shared)       */
+    LLVMValueRef bar_cnt;       /* barriers passed (i32 alloca)                      */
+    /* The threads block-wide copies are spread over: ctid in 0..cnt-1. */
+    LLVMValueRef ctid;
+    int cnt;
     LLVMValueRef sink;  /* 16-byte global scratch: masked loads/stores go here  */
     /* Per-thread ids, computed once in the entry block (i32). */
     LLVMValueRef tid, lane, warp, g, t, wg_warp;
@@ -157,6 +170,18 @@ void tk_tma_entry(tk_lower *L);
  * kernels with a plan. */
 void tk_ring_commit(tk_lower *L);
 void tk_ring_wait(tk_lower *L, int pending);
+/* Group cnt's ring barrier, once its previous phase (group cnt - R) is over. */
+LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt);
+/* ---- Warp specialization (jit/lower_ws.c) -------------------------------- */
+/* The body, split into producer and consumers (after the entry block). */
+tk_status tk_ws_lower(tk_lower *L);
+/* ASYNC_COMMIT in the producer; BARRIER in each role. */
+void tk_ws_commit_producer(tk_lower *L);
+/* After a producer's cp.async fallback copy (no-op in other roles). */
+void tk_ws_fallback_done(tk_lower *L);
+void tk_ws_barrier_consumer(tk_lower *L);
+void tk_ws_barrier_producer(tk_lower *L);
+
 /* COPY_G2S `op` through plan map `map` into stage `dst` when the launch
  * encoded the map and the coordinates fit, else through cp_async(cp_ctx). */
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,

@@ -40,9 +40,36 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
     return def1(L, op, tk_lw_gep(L, s->v[0], off));
 }
 
+/* In a warp-specialized kernel only the group ring and the release rings
+ * carry groups and barriers (jit/lower_ws.c): neither side has cp.async
+ * groups of its own to track (the producer's fallback copies arrive on the
+ * ring themselves). */
+static tk_status lower_sync_ws(tk_lower *L, const tk_op *op) {
+    bool prod = L->role == TK_ROLE_PRODUCER;
+    switch (op->opc) {
+    case TK_OP_ASYNC_COMMIT:
+        if (prod)
+            tk_ws_commit_producer(L);
+        else
+            tk_ring_commit(L);
+        break;
+    case TK_OP_ASYNC_WAIT: /* consumers only: waits are not in the slice */
+        tk_ring_wait(L, (int)op->attr[0]);
+        break;
+    default:
+        if (prod)
+            tk_ws_barrier_producer(L);
+        else
+            tk_ws_barrier_consumer(L);
+    }
+    return L->st;
+}
+
 static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     LLVMValueRef n = tk_lw_i32c(L, op->attr[0]);
     bool ring = L->tma.nmaps > 0; /* groups also live on mbarriers: jit/lower_tma.c */
+    if (L->role != TK_ROLE_ALL) /* warp-specialized: jit/lower_ws.c */
+        return lower_sync_ws(L, op);
     switch (op->opc) {
     case TK_OP_ASYNC_COMMIT:
         tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);

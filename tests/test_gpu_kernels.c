@@ -139,8 +139,9 @@ static const int64_t gemm_shapes[][3] = {
     {2048, 256, 64}, {96, 96, 4096}, {1023, 1025, 64}, {33, 2000, 128},
     {512, 512, 7}, {640, 320, 160}, {129, 127, 255}, {2000, 48, 96},
     {4096, 128, 256}, {200, 1500, 64},
-    /* large enough for tk_gemm_config_for's 128x256 blocks (>= 264 of them) */
-    {4200, 2050, 80}, {2304, 4100, 64}, {4160, 2100, 48},
+    /* large enough for tk_gemm_config_for's 128x256 blocks (>= 264 of them);
+     * the last with 16-byte pitches: the copy engine's kernel on sm_90a */
+    {4200, 2050, 80}, {2304, 4100, 64}, {4160, 2100, 48}, {4104, 2056, 72},
 };
 
 static double tol(tk_dtype out) { return out == TK_F32 ? 2e-3 : out == TK_F16 ? 3e-3 : 1e-2; }
@@ -162,7 +163,7 @@ static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dty
     /* cfg NULL: tk_gemm uses tk_gemm_config_for's choice, named "auto" */
     char arch[16];
     ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
-    tk_gemm_config chosen = tk_gemm_config_for(in, out, tb, M, N, arch);
+    tk_gemm_config chosen = tk_gemm_config_for_call(&p, arch);
     const tk_gemm_config *used = cfg ? cfg : &chosen;
     char shape[64];
     snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d%s", cfg ? "" : "auto ", used->block_m,
@@ -215,8 +216,9 @@ END_TEST
  * SM's load pipes busy: with the copy engine (the second three), a missing
  * cross-proxy fence between the warps' ldmatrix reads and the engine's
  * refill tore tiles in bench_gemm_configs at 4096³ and nowhere in
- * gemm_on_gpu. Every 16th row is checked (the float64 reference of the whole
- * product would take seconds). */
+ * gemm_on_gpu. The last three: the warp-specialized kernel, whose release
+ * and group rings wrap several times. Every 16th row is checked (the
+ * float64 reference of the whole product would take seconds). */
 static const int64_t gemm_long_shapes[][3] = {
     {2048, 2048, 4096}, {2000, 2100, 3000}, {2304, 2176, 2056},
 };
@@ -226,7 +228,9 @@ START_TEST(gemm_long_k_on_gpu) {
     const int64_t *sh = gemm_long_shapes[_i % 3];
     tk_dtype in = _i % 3 == 1 ? TK_F16 : TK_BF16, out = _i % 3 == 2 ? TK_F32 : TK_BF16;
     tk_gemm_config cfg = tk_gemm_default_config(in, out, _i % 3 == 1);
-    cfg.tma = 1;
+    cfg.tma = 1; /* _i 3..5: 4 warps in lockstep, two blocks per SM */
+    if (_i >= 6) /* the producer warpgroup's kernel on sm_90a, its ring wrapping 4-6 times */
+        cfg.block_n = 256, cfg.block_k = 128, cfg.warps = 8, cfg.stages = 2;
     check_gemm_rows(sh[0], sh[1], sh[2], in, out, _i % 3 == 1, _i < 3 ? NULL : &cfg, 16);
 }
 END_TEST
@@ -238,9 +242,12 @@ static const int gemm_alt_shapes[][6] = { /* block m, n, k, warps, stages, tma *
     {256, 128, 64, 8, 3, 0}, {128, 256, 32, 8, 6, 0}, {64, 64, 32, 4, 2, 0},
     {128, 64, 64, 2, 3, 0}, {64, 128, 64, 2, 3, 0}, {64, 64, 64, 4, 3, 0}, {64, 64, 64, 1, 3, 0},
     {128, 64, 64, 4, 3, 0},
-    /* through the copy engine: 128-byte rows, wider (column blocks), 64-byte */
+    /* through the copy engine: 128-byte rows, wider (column blocks), 64-byte;
+     * on sm_90a fed by a producer warpgroup (its fallback copies where a
+     * pitch is not 16-byte aligned), with 2 warps in lockstep */
     {128, 128, 64, 4, 3, 1}, {128, 256, 64, 8, 3, 1}, {128, 128, 32, 4, 4, 1},
-    {64, 64, 32, 4, 2, 1}, {128, 64, 64, 4, 3, 1},
+    {64, 64, 32, 4, 2, 1}, {128, 64, 64, 4, 3, 1}, {128, 256, 128, 8, 2, 1},
+    {256, 128, 64, 8, 4, 1}, {64, 64, 64, 2, 3, 1},
 };
 static const int64_t gemm_alt_sizes[][3] = {{300, 700, 200}, {1024, 1024, 512}, {257, 129, 1000}};
 
@@ -469,7 +476,7 @@ int main(int argc, char **argv) {
     tcase_set_timeout(tg, 900);
     tcase_add_loop_test(tg, gemm_on_gpu, 0, (int)(sizeof gemm_shapes / sizeof *gemm_shapes));
     tcase_add_loop_test(tg, gemm_long_k_on_gpu, 0,
-                        2 * (int)(sizeof gemm_long_shapes / sizeof *gemm_long_shapes));
+                        3 * (int)(sizeof gemm_long_shapes / sizeof *gemm_long_shapes));
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));

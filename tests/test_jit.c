@@ -594,7 +594,8 @@ START_TEST(test_gpu_launch)
     void *cubin[2];
     size_t n;
     make_ptx(&src, &ptx, err, sizeof err);
-    ck_assert_msg(tk_culink_compile(cu, ptx, &cubin[0], &n, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_msg(tk_culink_compile(cu, ptx, false, &cubin[0], &n, err, sizeof err) == TK_OK, "%s",
+                  err);
     const tk_ptxas *px;
     ck_assert_msg(tk_jit_ptxas(j, &px, err, sizeof err) == TK_OK, "%s", err);
     ck_assert_msg(tk_ptxas_compile(px, ptx, cu->arch, &cubin[1], &n, err, sizeof err) == TK_OK,

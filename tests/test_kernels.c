@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "tk/tk_kernels.h"
+#include "tk/tk_run.h"
 #include "util/ref.h"
 
 static tk_ctx *ctx;
@@ -157,14 +158,36 @@ START_TEST(test_gemm_config_for) {
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90a");
     ck_assert_int_eq(c.block_m, 128);
     ck_assert_int_eq(c.block_n, 256);
-    ck_assert_int_eq(c.block_k, 64);
+    ck_assert_int_eq(c.block_k, 128);
     ck_assert_int_eq(c.warps, 8);
-    ck_assert_int_eq(c.stages, 3);
+    ck_assert_int_eq(c.stages, 2);
+    ck_assert_int_eq(c.tma, 1); /* a producer warpgroup feeds the copy engine */
     ck_assert_int_eq(c.in_dtype, TK_F16);
     ck_assert_int_eq(c.out_dtype, TK_F32);
     ck_assert_int_eq(c.transpose_b, 1);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90");
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90"); /* no setmaxnreg */
     ck_assert_int_eq(c.block_n, 256);
+    ck_assert_int_eq(c.block_k, 64);
+    ck_assert_int_eq(c.stages, 3);
+    ck_assert_int_eq(c.tma, 0);
+    /* a call's choice: the copy engine only for aligned tensors and pitches */
+    static char buf[64] __attribute__((aligned(16)));
+    tk_gemm_params p = {.in_dtype = TK_F16, .out_dtype = TK_F32, .transpose_b = 1,
+                        .m = 4096, .n = 4096, .k = 4096, .a = buf, .b = buf, .c = buf};
+    ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 1);
+    p.lda = 4100; /* 8200-byte rows */
+    c = tk_gemm_config_for_call(&p, "sm_90a");
+    ck_assert_int_eq(c.tma, 0);
+    ck_assert_int_eq(c.block_n, 256);
+    p.lda = 0, p.b = buf + 2;
+    ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 0);
+    p.b = buf, p.k = 4095; /* B is [N, K]: its rows are K long */
+    ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 0);
+    p.transpose_b = 0, p.k = 4096, p.n = 4095; /* [K, N]: B's rows are N long */
+    ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 0);
+    p.n = 4096;
+    ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 1);
+    ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90").tma, 0);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128, 8 * 256, "sm_90a"); /* 264 exactly */
     ck_assert_int_eq(c.block_n, 256);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 263 * 128, 256, "sm_90a"); /* 263 */

@@ -13,6 +13,7 @@
 
 #include "jit/lower.h"
 #include "jit/tma.h"
+#include "jit/ws.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
 #include "util/harness.h"
@@ -403,6 +404,67 @@ static tk_kernel *k_strided(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc
     return finish(k);
 }
 
+/* k-tile kt of A and B into ring stage kt % 3, if kt < nk; one group. */
+static void pipe_load(tk_kernel *k, tk_value *const *s, tk_value *const *v, tk_value *row0,
+                      tk_value *kt, tk_value *nk) {
+    tk_if_begin(k, tk_lt(k, kt, nk));
+    tk_value *st = tk_cvt(k, tk_rem(k, kt, c64(k, 3)), TK_I32);
+    tk_value *g[2] = {row0, tk_mul(k, kt, c64(k, 64))};
+    for (int i = 0; i < 2; i++)
+        tk_copy_to_shared(k, tk_stage(k, s[i], st), v[i], g, 0.0f, TK_COPY_TMA);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+}
+
+/* A k-loop shaped like the GEMM's: ring stages filled two k-tiles ahead
+ * through the copy engine, then a shared store, a barrier and a block copy
+ * out. On sm_90a it is warp-specialized (jit/ws.h): the producer's slice is
+ * the loop, the stage index and the copies; the consumers' barriers also
+ * sync them with each other (they write shared memory). B is column-major,
+ * so the launch encodes no map for it and its copies take the producer
+ * warp's fallback, element by element; the last k-tile and the second
+ * block's rows are ragged. */
+static tk_kernel *k_pipe(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_pipe", 8, &k);
+    tk_value *v[2] = {tk_param_tensor(k, "A", dt, 2), tk_param_tensor(k, "B", dt, 2)};
+    tk_value *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *s[2] = {tk_shared(k, dt, 128, 64, TK_SMEM_SWIZZLE, 3),
+                      tk_shared(k, dt, 128, 64, TK_SMEM_SWIZZLE, 3)};
+    tk_value *so = tk_shared(k, TK_F32, 128, 64, TK_SMEM_PLAIN, 1);
+    tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 128));
+    tk_value *nk = tk_ceil_div(k, tk_dim(k, v[0], 1), c64(k, 64));
+    for (int i = 0; i < 2; i++)
+        pipe_load(k, s, v, row0, c64(k, i), nk);
+    tk_type t = tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW);
+    tk_type r = tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW);
+    tk_value *si[2] = {tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16)), c64(k, 0)};
+    tk_value *init[1] = {tk_zeros(k, t)}, *cur[1], *next[1], *fin[1];
+    tk_value *kt = tk_for_begin(k, c64(k, 0), nk, c64(k, 1), 1, init, cur);
+    tk_async_wait(k, 1); /* groups: 2 + kt committed, k-tile kt is group kt */
+    tk_barrier(k);
+    tk_value *st = tk_cvt(k, tk_rem(k, kt, c64(k, 3)), TK_I32);
+    tk_value *a = tk_cvt(k, tk_load(k, r, tk_stage(k, s[0], st), si, 0), TK_F32);
+    tk_value *b = tk_cvt(k, tk_load(k, r, tk_stage(k, s[1], st), si, 0), TK_F32);
+    next[0] = tk_add(k, cur[0], tk_add(k, a, tk_mul(k, b, f32c(k, 2))));
+    pipe_load(k, s, v, row0, tk_add(k, kt, c64(k, 2)), nk); /* the stage read a trip ago */
+    tk_for_end(k, 1, next, fin);
+    tk_store(k, so, si, fin[0]);
+    tk_barrier(k);
+    tk_value *g0[2] = {row0, c64(k, 0)};
+    tk_copy_to_global(k, O, g0, so);
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, v[0], 0), c64(k, 128)), NULL, NULL);
+    int64_t d[2] = {300, 200}, dout[2] = {300, 64};
+    int colmajor[2] = {1, 0};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = ref_tensor_new_layout(dt, 2, d, colmajor, 0);
+    ref_tensor_random(&ts[1], -1.0, 1.0);
+    ts[2] = tensor(TK_F32, 2, dout, 1);
+    (void)sc;
+    *n = 3;
+    return finish(k);
+}
+
 /* Loops carrying tiles, vectors and scalars; if/else with yields; an if
  * without else; nesting. */
 static tk_kernel *k_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
@@ -459,7 +521,7 @@ static const ocase ops[] = {
     {"ids", k_ids, 1e-6},           {"elementwise", k_elementwise, 2e-2},
     {"reduce", k_reduce, 1e-3},     {"mma", k_mma, 1e-3},
     {"memory", k_memory, 1e-2},     {"strided", k_strided, 1e-6},
-    {"control", k_control, 1e-3},
+    {"control", k_control, 1e-3},   {"pipe", k_pipe, 1e-5},
 };
 #define NOPS ((int)(sizeof ops / sizeof ops[0]))
 
@@ -570,16 +632,42 @@ START_TEST(ptx_uses_the_intended_instructions) {
                   "the default GEMM uses the copy engine");
     free(ptx);
     tk_kernel_destroy(k);
-    /* asked for, sm_90: tiles through the copy engine, groups also on mbarriers */
+    /* asked for, sm_90: tiles through the copy engine, every warp in
+     * lockstep, groups also on mbarriers */
     cfg.tma = 1;
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90", &ptx, err, sizeof err), TK_OK);
     const char *want90[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
                             "mbarrier.try_wait.parity", "mbarrier.arrive.shared",
                             "mbarrier.expect_tx", ".param .align 64 .b8", "cp.async.cg.shared",
-                            "cp.async.wait_group", "fence.proxy.async.shared::cta"};
+                            "cp.async.wait_group", "fence.proxy.async.shared::cta",
+                            ".reqntid 128"};
     for (size_t i = 0; i < sizeof want90 / sizeof *want90; i++)
-        ck_assert_msg(strstr(ptx, want90[i]), "sm_90a GEMM PTX lacks %s", want90[i]);
+        ck_assert_msg(strstr(ptx, want90[i]), "sm_90 GEMM PTX lacks %s", want90[i]);
+    ck_assert_ptr_null(strstr(ptx, "setmaxnreg"));
+    free(ptx);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_ptr_null(strstr(ptx, "setmaxnreg")); /* 4 warps: lockstep on sm_90a too */
+    free(ptx);
+    tk_kernel_destroy(k);
+    /* 8 warps, sm_90a: a producer warpgroup issues the copies (jit/ws.h);
+     * the consumers' barriers are mbarrier releases, the one bar.sync is the
+     * ring's setup */
+    cfg = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 4096, 4096, "sm_90a");
+    ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    const char *want90a[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
+                             "setmaxnreg.dec.sync.aligned.u32 \t48",
+                             "setmaxnreg.inc.sync.aligned.u32 \t224", ".reqntid 384",
+                             ".minnctapersm 1", "mbarrier.try_wait.parity",
+                             "mbarrier.arrive.shared", "cp.async.mbarrier.arrive.noinc.shared",
+                             "mbarrier.expect_tx", "cp.async.cg.shared",
+                             "fence.proxy.async.shared::cta"};
+    for (size_t i = 0; i < sizeof want90a / sizeof *want90a; i++)
+        ck_assert_msg(strstr(ptx, want90a[i]), "sm_90a GEMM PTX lacks %s", want90a[i]);
+    ck_assert_ptr_null(strstr(ptx, "cp.async.wait_group"));
+    const char *bar = strstr(ptx, "bar.sync");
+    ck_assert_msg(bar && !strstr(bar + 1, "bar.sync"), "sm_90a GEMM: one bar.sync expected");
     free(ptx);
     tk_kernel_destroy(k);
     ref_tensor ts[8] = {0};
@@ -589,6 +677,14 @@ START_TEST(ptx_uses_the_intended_instructions) {
     free_tensors(ts, n);
     ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
     ck_assert_ptr_nonnull(strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+    /* a cp.async copy beside the engine's: every warp in lockstep, the
+     * groups on cp.async's own and on the mbarrier ring */
+    const char *lockstep[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
+                              "mbarrier.try_wait.parity", "mbarrier.arrive.shared",
+                              "mbarrier.expect_tx", "cp.async.wait_group",
+                              "fence.proxy.async.shared::cta", ".reqntid 128"};
+    for (size_t i = 0; i < sizeof lockstep / sizeof *lockstep; i++)
+        ck_assert_msg(strstr(ptx, lockstep[i]), "memory-op PTX lacks %s", lockstep[i]);
     free(ptx);
     ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, err, sizeof err), TK_OK);
     ck_assert_ptr_null(strstr(ptx, "stmatrix"));
@@ -608,7 +704,8 @@ START_TEST(ptx_uses_the_intended_instructions) {
 END_TEST
 
 /* What one_copy adds beside its copy. */
-enum { PLAIN_COPY, WRITES_A, COMMIT_IN_WARP_IF, FILL_209K, FILL_208K };
+enum { PLAIN_COPY, WRITES_A, COMMIT_IN_WARP_IF, FILL_209K, FILL_208K, TWO_WARPS, ASYNC_TOO,
+       SHARED_STORE, MANY_WARPS, FOUR_WARPS, GLOBAL_RAW };
 
 /* A kernel with one engine copy of an rows x cols tile of `dt` (layout l,
  * fill f) from a rank-`rank` tensor, for the copy-engine plan; `extra` adds
@@ -616,7 +713,8 @@ enum { PLAIN_COPY, WRITES_A, COMMIT_IN_WARP_IF, FILL_209K, FILL_208K };
 static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem_layout l,
                            float f, int rank, int extra) {
     tk_kernel *k;
-    tk_kernel_create(ctx, "t_tma", 4, &k);
+    int warps = extra == TWO_WARPS ? 2 : extra == FOUR_WARPS ? 4 : extra == MANY_WARPS ? 32 : 8;
+    tk_kernel_create(ctx, "t_tma", warps, &k);
     tk_value *A = tk_param_tensor(k, "A", dt, rank), *idx[3];
     tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1); /* 1024 bytes first */
     tk_value *sm = tk_shared(k, dt, rows, cols, l, 2);
@@ -633,6 +731,21 @@ static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem
         tk_if_end(k, 0, NULL, NULL);
     if (extra == WRITES_A)
         tk_copy_to_global(k, A, idx, tk_stage(k, sm, c32(k, 0)));
+    if (extra == ASYNC_TOO) /* a cp.async copy beside the engine's */
+        tk_copy_to_shared(k, tk_stage(k, sm, c32(k, 0)), A, idx, f, TK_COPY_ASYNC);
+    if (extra == GLOBAL_RAW) { /* a store, then other warps' loads of the same tensor */
+        tk_value *O = tk_param_tensor(k, "O", dt, 2), *at[2] = {c64(k, 0), c64(k, 0)};
+        tk_type t = tk_tile_type(dt, 16, 16, TK_WARP, TK_ROW);
+        tk_store(k, O, at, tk_zeros(k, t));
+        tk_barrier(k);
+        tk_store(k, O, at, tk_load(k, t, O, at, 0.0f));
+    }
+    if (extra == SHARED_STORE) {
+        tk_value *z = tk_zeros(k, tk_tile_type(dt, 16, 16, TK_WARP, TK_ROW));
+        tk_value *at[2] = {c32(k, 0), c32(k, 0)};
+        tk_store(k, tk_stage(k, sm, c32(k, 0)), at, z);
+        tk_barrier(k);
+    }
     return finish(k);
 }
 
@@ -682,6 +795,12 @@ START_TEST(tma_plan) {
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, COMMIT_IN_WARP_IF}, /* warp 0 commits */
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, FILL_209K},    /* 1 KiB left: no ring */
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, FILL_208K},  /* 2 KiB left: room */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, TWO_WARPS},  /* half a warpgroup */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, FOUR_WARPS}, /* one: lockstep pays */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, MANY_WARPS}, /* no room for 4 more */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, ASYNC_TOO},  /* no producer: cp.async */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, SHARED_STORE}, /* consumers sync too */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, GLOBAL_RAW},   /* ... through O */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         k = one_copy(ctx, cases[i].dt, cases[i].rows, cases[i].cols, cases[i].layout, 0.0f,
@@ -694,9 +813,38 @@ START_TEST(tma_plan) {
             ck_assert_int_eq(pl.maps[0].rank, cases[i].rank);
             ck_assert_int_eq(pl.maps[0].box_rows, cases[i].rows);
         }
+        /* a producer warpgroup whenever the engine has every async copy */
+        int e = cases[i].extra;
+        bool ws = pl.nmaps && e != ASYNC_TOO && e != MANY_WARPS && e != TWO_WARPS &&
+                  e != FOUR_WARPS;
+        ck_assert_msg(pl.producer_warps == (ws ? 4 : 0), "case %zu: %d producer warps", i,
+                      pl.producer_warps);
+        ck_assert_int_eq(tk_tma_block_threads(k, &pl), 32 * (tk_kernel_warps(k) + (ws ? 4 : 0)));
+        tk_ws_slice sl;
+        ck_assert_int_eq(tk_ws_slice_make(k, &pl, &sl), ws);
+        if (ws)
+            ck_assert_int_eq(sl.consumer_sync, e == SHARED_STORE || e == GLOBAL_RAW);
         check_lowers(k);
         tk_kernel_destroy(k);
     }
+    /* the GPU test's pipelined loop: split, with its consumers' barriers
+     * kept among themselves; the ring stage index is the producer's only
+     * carried value */
+    ref_tensor ts[8] = {0};
+    tk_arg sc[8];
+    int n = 0;
+    k = k_pipe(ctx, TK_BF16, ts, sc, &n);
+    free_tensors(ts, n);
+    tk_tma_plan_make(k, "sm_90a", &pl);
+    ck_assert_int_eq(pl.nmaps, 2);
+    ck_assert_int_eq(pl.producer_warps, 4);
+    tk_ws_slice sl;
+    ck_assert(tk_ws_slice_make(k, &pl, &sl));
+    ck_assert(sl.consumer_sync);
+    tk_tma_plan_make(k, "sm_90", &pl); /* no setmaxnreg: lockstep */
+    ck_assert_int_eq(pl.nmaps, 2);
+    ck_assert_int_eq(pl.producer_warps, 0);
+    tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }
 END_TEST

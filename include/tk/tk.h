@@ -131,7 +131,7 @@ tk_status tk_kernel_print(const tk_kernel *k, char **out);
 const char *tk_kernel_name(const tk_kernel *k);
 int tk_kernel_warps(const tk_kernel *k);
 /* Bytes of shared memory the kernel's tiles take per block (a launch on
- * sm_90 adds under 1 KiB for kernels whose copies use the copy engine). */
+ * sm_90 adds up to 1.2 KiB for kernels whose copies use the copy engine). */
 size_t tk_kernel_smem_bytes(const tk_kernel *k);
 
 /* Signature. Parameters are numbered in creation order (tensors and scalars
@@ -247,9 +247,11 @@ void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val);
  * 1024-byte aligned offset with 1024-byte stages (offsets follow allocation
  * order: allocate such tiles first); a tensor the kernel does not write,
  * aligned at launch; commits and waits reached by every warp alike), else
- * by cp.async. Either way copies complete with
- * tk_async_commit/wait. On the H200 the copy engine does not yet pay for
- * itself in the mma.sync GEMM (docs/PERF_NOTES.md, round 5). */
+ * by cp.async. Either way copies complete with tk_async_commit/wait. On
+ * sm_90a a kernel of 8 or more warps (whole warpgroups) whose async copies
+ * all use the engine gets a producer warpgroup that issues them while the
+ * kernel's warps compute (docs/LOWERING.md, "Warp specialization"); the
+ * kernel is written, and interpreted, as if every warp ran every op. */
 enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2 };
 void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *const *idx,
                        float fill, int async);

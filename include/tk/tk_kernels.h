@@ -35,8 +35,9 @@ typedef struct tk_gemm_config {
     int warps;          /* warps per block, 1..16                               */
     int stages;         /* depth of the copy pipeline, 2..8                     */
     int tma;            /* 1: A and B tiles through the copy engine on sm_90+
-                           (TK_COPY_TMA); 0 (default, faster on the H200 for
-                           now: PERF_NOTES round 5): cp.async               */
+                           (TK_COPY_TMA), issued by a producer warpgroup on
+                           sm_90a when warps is 8, 12 or 16 (whose warps
+                           then get 224, 152 or 104 registers); 0: cp.async */
 } tk_gemm_config;
 
 /* The default configuration: 128x128x64 blocks, 4 warps of 64x64 each, 3
@@ -46,15 +47,19 @@ tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int
 /* The configuration tk_gemm uses for an M x N problem when the caller names
  * none, on the GPU `arch` ("sm_90a"; NULL: unknown). On sm_90 / sm_90a
  * (tuned on an H200, 132 SMs):
- *   - 128x256x64 blocks of 8 warps (64x64 each, 3 stages, 144 KiB of shared
- *     memory, one block per SM) once there are at least 264 of them (two
- *     full waves): under the H200's power limit the larger block, which
- *     copies a quarter fewer bytes into shared memory per mma, runs at a
- *     higher clock (docs/PERF_NOTES.md, round 4);
+ *   - 128x256 blocks of 8 warps (64x64 each, one block per SM) once there
+ *     are at least 264 of them (two full waves): under the H200's power
+ *     limit the larger block, which copies a quarter fewer bytes into shared
+ *     memory per mma, runs at a higher clock (docs/PERF_NOTES.md, round 4).
+ *     On sm_90a through the copy engine with a producer warpgroup, 128-deep
+ *     k-tiles and 2 stages (192 KiB; round 6); on sm_90 by cp.async, 64-deep
+ *     k-tiles and 3 stages (144 KiB);
  *   - 128x64x64 blocks of 4 warps (64x32 each) when there would be fewer
  *     than 132 blocks of 128x128, so that more SMs work (1024³: +30%);
  *   - tk_gemm_default_config in between.
- * Every other GPU gets tk_gemm_default_config. */
+ * Every other GPU gets tk_gemm_default_config. tk_gemm itself asks
+ * tk_gemm_config_for_call (tk_run.h), which also looks at the alignment the
+ * copy engine needs. */
 tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
                                   int64_t m, int64_t n, const char *arch);
 tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);

@@ -78,6 +78,10 @@ typedef struct tk_gemm_params {
 } tk_gemm_params;
 
 tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
+/* The configuration tk_gemm uses for p when p->config is NULL, on a GPU of
+ * `arch`: tk_gemm_config_for's choice, with the copy engine only for 16-byte
+ * aligned A and B and row pitches. */
+tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch);
 tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
 
 #ifdef __cplusplus
