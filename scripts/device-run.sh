@@ -84,7 +84,7 @@ if [[ $what == *tests* ]]; then
   ./build-device/test_jit >"$out/jit.log" 2>&1 || rc=1
   summary "$out/jit.log"
   echo "== SASS"
-  for k in "gemm" "attention d=128" "attention d=64"; do
+  for k in "gemm" "gemm bm=128 bn=256 bk=128 warps=8 stages=2 tma=1" "attention d=128" "attention d=64"; do
     set -- $k # kernel, then its options (after the stage and arch)
     ./build-device/tk_dump "$1" ptx sm_90a "${@:2}" >/tmp/k.ptx &&
       ptxas -arch=sm_90a -v /tmp/k.ptx -o /tmp/k.cubin 2>&1 | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' '
