@@ -44,6 +44,22 @@ static tk_status tk_make_ptx_timed(struct tk_jit *j, tk_ptx_fn make, void *user,
     return s;
 }
 
+/* Lowering + ptxas, each timed into the statistics. */
+static tk_status tk_ptxas_build(struct tk_jit *j, const tk_ptxas *px, const char *arch,
+                                tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
+                                char *err, size_t errn)
+{
+    char *ptx;
+    tk_status s = tk_make_ptx_timed(j, make_ptx, user, &ptx, err, errn);
+    if (s != TK_OK)
+        return s;
+    double t0 = tk_now_ms();
+    s = tk_ptxas_compile(px, ptx, arch, cubin, n, err, errn);
+    tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
+    free(ptx);
+    return s;
+}
+
 tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *arch,
                              tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
                              tk_origin *from, char *err, size_t errn)
@@ -62,13 +78,7 @@ tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *
     tk_cache_note(&j->cache, *cubin ? TK_STAT_DISK_HIT : TK_STAT_MISS, 1);
     if (*cubin)
         return TK_OK;
-    char *ptx;
-    if ((s = tk_make_ptx_timed(j, make_ptx, user, &ptx, err, errn)) != TK_OK)
-        return s;
-    double t0 = tk_now_ms();
-    s = tk_ptxas_compile(px, ptx, arch, cubin, n, err, errn);
-    tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
-    free(ptx);
+    s = tk_ptxas_build(j, px, arch, make_ptx, user, cubin, n, err, errn);
     if (s == TK_OK && (s = tk_disk_put(&j->cache, &id, *cubin, *n, err, errn)) != TK_OK) {
         free(*cubin);
         *cubin = NULL;
@@ -124,15 +134,10 @@ static bool tk_compile_fresh_ptxas(struct tk_jit *j, tk_cuda *cu, const tk_kerne
     tk_cache_id id;
     tk_cache_id_make(&id, text, cu->arch, comp);
     tk_lower_req req = { k, cu->arch };
-    char *ptx;
     void *cubin = NULL;
     size_t n = 0;
-    if (tk_make_ptx_timed(j, tk_ptx_from_kernel, &req, &ptx, why, sizeof why) != TK_OK)
-        return false;
-    double t0 = tk_now_ms();
-    tk_status s = tk_ptxas_compile(px, ptx, cu->arch, &cubin, &n, why, sizeof why);
-    tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
-    free(ptx);
+    tk_status s = tk_ptxas_build(j, px, cu->arch, tk_ptx_from_kernel, &req, &cubin, &n, why,
+                                 sizeof why);
     if (s == TK_OK && (s = tk_program_load(p, cu, cubin, why, sizeof why)) == TK_OK)
         tk_disk_put(&j->cache, &id, cubin, n, why, sizeof why); /* failing only costs time */
     free(cubin);
