@@ -117,26 +117,46 @@ void tk_tma_entry(tk_lower *L) {
     tk_lw_intrin(L, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, &zero, 1);
 }
 
+/* ---- mbarriers ------------------------------------------------------------- */
+void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
+    LLVMBasicBlockRef spin = tk_lw_block(L, "mbar.spin"), done = tk_lw_block(L, "mbar.done");
+    LLVMBuildBr(L->b, spin);
+    LLVMPositionBuilderAtEnd(L->b, spin);
+    LLVMValueRef a[2] = {bar, parity};
+    LLVMValueRef ok = tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
+                                   NULL, 0, a, 2);
+    LLVMBuildCondBr(L->b, ok, done, spin);
+    LLVMPositionBuilderAtEnd(L->b, done);
+}
+
+void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar) {
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef all = i32c(L, -1);
+    tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1);
+    LLVMBasicBlockRef one = tk_lw_block(L, "mbar.arrive"), cont = tk_lw_block(L, "mbar.arrived");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->lane, i32c(L, 0), ""), one, cont);
+    LLVMPositionBuilderAtEnd(b, one);
+    tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.shared", NULL, 0, &bar, 1);
+    LLVMBuildBr(b, cont);
+    LLVMPositionBuilderAtEnd(b, cont);
+}
+
 /* ---- The ring ----------------------------------------------------------------- */
 /* Waits for every group below `target` (i32, may be <= 0) not waited for yet. */
 static void wait_below(tk_lower *L, LLVMValueRef target) {
     LLVMBuilderRef b = L->b;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(b), head = tk_lw_block(L, "ring.head"),
-                      spin = tk_lw_block(L, "ring.spin"), next = tk_lw_block(L, "ring.next"),
-                      out = tk_lw_block(L, "ring.out");
+                      body = tk_lw_block(L, "ring.wait"), out = tk_lw_block(L, "ring.out");
     LLVMValueRef done0 = LLVMBuildLoad2(b, L->i32, L->ring_done, "");
     LLVMBuildBr(b, head);
     LLVMPositionBuilderAtEnd(b, head);
     LLVMValueRef j = LLVMBuildPhi(b, L->i32, "ring.j");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j, target, ""), spin, out);
-    LLVMPositionBuilderAtEnd(b, spin);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j, target, ""), body, out);
+    LLVMPositionBuilderAtEnd(b, body);
     LLVMValueRef parity = LLVMBuildAnd(
         b, LLVMBuildLShr(b, j, i32c(L, __builtin_ctz(TK_TMA_RING)), ""), i32c(L, 1), "");
-    LLVMValueRef a[2] = {ring_bar(L, j), parity};
-    LLVMValueRef ok = tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
-                                   NULL, 0, a, 2);
-    LLVMBuildCondBr(b, ok, next, spin);
-    LLVMPositionBuilderAtEnd(b, next);
+    tk_mbar_wait(L, ring_bar(L, j), parity);
+    LLVMBasicBlockRef next = LLVMGetInsertBlock(b);
     LLVMValueRef j1 = LLVMBuildAdd(b, j, i32c(L, 1), "");
     LLVMBuildBr(b, head);
     LLVMValueRef in[2] = {done0, j1};
@@ -154,14 +174,7 @@ LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt) {
 void tk_ring_commit(tk_lower *L) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef cnt = LLVMBuildLoad2(b, L->i32, L->ring_cnt, "");
-    LLVMValueRef bar = tk_ring_arm(L, cnt), all = i32c(L, -1);
-    tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1); /* the warp has armed */
-    LLVMBasicBlockRef one = tk_lw_block(L, "ring.arrive"), cont = tk_lw_block(L, "ring.arrived");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->lane, i32c(L, 0), ""), one, cont);
-    LLVMPositionBuilderAtEnd(b, one);
-    tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.shared", NULL, 0, &bar, 1);
-    LLVMBuildBr(b, cont);
-    LLVMPositionBuilderAtEnd(b, cont);
+    tk_mbar_arrive_warp(L, tk_ring_arm(L, cnt)); /* once the whole warp has armed */
     LLVMBuildStore(b, LLVMBuildAdd(b, cnt, i32c(L, 1), ""), L->ring_cnt);
 }
 

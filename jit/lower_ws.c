@@ -45,31 +45,7 @@ static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
 
 static unsigned block_scope(tk_lower *L) { return LLVMGetSyncScopeID(L->c, "block", 5); }
 
-/* if (cond) { ...emitted by the caller... }: returns the join block. */
-static LLVMBasicBlockRef if_begin(tk_lower *L, LLVMValueRef cond, const char *name) {
-    LLVMBasicBlockRef then = tk_lw_block(L, name), join = tk_lw_block(L, "ws.join");
-    LLVMBuildCondBr(L->b, cond, then, join);
-    LLVMPositionBuilderAtEnd(L->b, then);
-    return join;
-}
-static void if_end(tk_lower *L, LLVMBasicBlockRef join) {
-    LLVMBuildBr(L->b, join);
-    LLVMPositionBuilderAtEnd(L->b, join);
-}
-
 /* ---- Synchronization in each role ------------------------------------------ */
-/* Spins until phase `parity` of mbarrier `bar` is over (acquire). */
-static void wait_parity(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
-    LLVMBasicBlockRef spin = tk_lw_block(L, "ws.spin"), done = tk_lw_block(L, "ws.done");
-    LLVMBuildBr(L->b, spin);
-    LLVMPositionBuilderAtEnd(L->b, spin);
-    LLVMValueRef a[2] = {bar, parity};
-    LLVMValueRef ok = tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
-                                   NULL, 0, a, 2);
-    LLVMBuildCondBr(L->b, ok, done, spin);
-    LLVMPositionBuilderAtEnd(L->b, done);
-}
-
 /* Counts a barrier b; returns the byte offset of its slot in a release
  * ring (b % R) and the parity of its phase there (b / R). */
 static LLVMValueRef next_barrier(tk_lower *L, LLVMValueRef *parity) {
@@ -80,15 +56,6 @@ static LLVMValueRef next_barrier(tk_lower *L, LLVMValueRef *parity) {
     *parity = LLVMBuildAnd(b, LLVMBuildLShr(b, n, i32c(L, __builtin_ctz(TK_TMA_RING)), ""),
                            i32c(L, 1), "");
     return LLVMBuildMul(b, slot, i32c(L, 8), "");
-}
-
-static void lane0_arrive(tk_lower *L, LLVMValueRef bar) {
-    LLVMValueRef all = i32c(L, -1);
-    tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1);
-    LLVMBasicBlockRef join = if_begin(L, LLVMBuildICmp(L->b, LLVMIntEQ, L->lane, i32c(L, 0), ""),
-                                      "ws.arrive");
-    tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.shared", NULL, 0, &bar, 1);
-    if_end(L, join);
 }
 
 void tk_ws_commit_producer(tk_lower *L) {
@@ -119,14 +86,14 @@ void tk_ws_barrier_consumer(tk_lower *L) {
     LLVMValueRef parity, off = next_barrier(L, &parity);
     /* the producer has seen barrier b - R: phase b/R - 1 of the same ack
      * slot, which on a fresh barrier (b < R) reads as over */
-    wait_parity(L, tk_lw_gep(L, L->ack, off), LLVMBuildXor(L->b, parity, i32c(L, 1), ""));
-    lane0_arrive(L, tk_lw_gep(L, L->rel, off)); /* release: after the warp's reads */
+    tk_mbar_wait(L, tk_lw_gep(L, L->ack, off), LLVMBuildXor(L->b, parity, i32c(L, 1), ""));
+    tk_mbar_arrive_warp(L, tk_lw_gep(L, L->rel, off)); /* release: after the warp's reads */
 }
 
 void tk_ws_barrier_producer(tk_lower *L) {
     LLVMValueRef parity, off = next_barrier(L, &parity);
-    wait_parity(L, tk_lw_gep(L, L->rel, off), parity); /* every lane: fallbacks write too */
-    lane0_arrive(L, tk_lw_gep(L, L->ack, off));
+    tk_mbar_wait(L, tk_lw_gep(L, L->rel, off), parity); /* every lane: fallbacks write too */
+    tk_mbar_arrive_warp(L, tk_lw_gep(L, L->ack, off));
     /* the consumers' reads (generic proxy) before the engine's writes */
     tk_lw_intrin(L, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
 }

@@ -170,6 +170,11 @@ void tk_tma_entry(tk_lower *L);
  * kernels with a plan. */
 void tk_ring_commit(tk_lower *L);
 void tk_ring_wait(tk_lower *L, int pending);
+/* Spins until phase `parity` of mbarrier `bar` is over (try_wait acquires). */
+void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
+/* bar.warp.sync, then lane 0 arrives on `bar` for the warp (releases its
+ * accesses so far). */
+void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar);
 /* Group cnt's ring barrier, once its previous phase (group cnt - R) is over. */
 LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt);
 /* ---- Warp specialization (jit/lower_ws.c) -------------------------------- */
