@@ -1,9 +1,10 @@
 /* Lowering tests (jit/lower.h): every op family and every ready-made kernel
  * lowers to a module that LLVM verifies, to PTX for sm_80 and sm_90a that
  * ptxas assembles, and the GEMM without spills. On a GPU machine the op
- * kernels also run against the interpreter (memory paths: every shared
- * layout, sync/async copies, strided and ragged views; control flow).
- * Without ptxas or a GPU those parts skip with one line. */
+ * kernels (tests/util/fixture_ops.c) also run against the interpreter
+ * (memory paths: every shared layout, sync/async/engine copies, strided and
+ * ragged views; control flow; a warp-specialized k-loop). Without ptxas or
+ * a GPU those parts skip with one line. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "jit/ws.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
+#include "util/fixture_ops.h"
 #include "util/harness.h"
 
 static const char *const archs[2] = {"sm_80", "sm_90a"};
@@ -97,450 +99,20 @@ static long check_lowers(const tk_kernel *k) {
     return worst;
 }
 
-/* ---- op kernels ------------------------------------------------------------ */
 static tk_value *c64(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
 static tk_value *c32(tk_kernel *k, int32_t v) { return tk_const_i32(k, v); }
-static tk_value *f32c(tk_kernel *k, float v) { return tk_const_f32(k, v); }
-
-static tk_value *i64(tk_kernel *k, tk_value *v) { return tk_cvt(k, v, TK_I64); }
-
-/* The origin row of this warp's band: block * rows_per_block + warp * rows_per_warp. */
-static tk_value *band(tk_kernel *k, int rows_per_block, int rows_per_warp) {
-    tk_value *b = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, rows_per_block));
-    return tk_add(k, b, tk_mul(k, i64(k, tk_warp_id(k)), c64(k, rows_per_warp)));
-}
 
 static tk_kernel *finish(tk_kernel *k) {
     tk_kernel_finish(k);
     return k;
 }
 
-static ref_tensor tensor(tk_dtype dt, int rank, const int64_t *dims, int poison) {
-    ref_tensor t = ref_tensor_new(dt, rank, dims);
-    if (poison) ref_tensor_fill_all(&t, NAN);
-    else ref_tensor_random(&t, -1.0, 1.0);
-    return t;
-}
-
-typedef tk_kernel *(*build_fn)(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
-
-/* ids, constants, dims, scalar ops, scalar conversions, spec constants. */
-static tk_kernel *k_ids(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_ids", 8, &k);
-    tk_value *X = tk_param_tensor(k, "X", TK_F32, 2);
-    tk_value *np = tk_param_scalar(k, "n", TK_I32), *f = tk_param_scalar(k, "f", TK_F32);
-    tk_value *flag = tk_param_scalar(k, "flag", TK_BOOL), *big = tk_param_scalar(k, "big", TK_I64);
-    tk_value *sp = tk_spec(k, "sp", 3);
-    tk_value *s = tk_add(k, tk_block_id(k, 0), tk_mul(k, tk_block_id(k, 1), c32(k, 2)));
-    s = tk_add(k, s, tk_mul(k, tk_block_id(k, 2), c32(k, 3)));
-    s = tk_rem(k, tk_add(k, s, tk_warp_id(k)), np);
-    tk_value *cd = tk_ceil_div(k, s, c32(k, 4));
-    tk_value *c1 = tk_lt(k, s, cd), *c2 = tk_ge(k, f, f32c(k, 0.5f));
-    tk_value *c3 = tk_and(k, tk_or(k, c1, c2), tk_or(k, flag, tk_le(k, s, c32(k, 2))));
-    tk_value *c4 = tk_and(k, tk_ne(k, i64(k, s), big), tk_eq(k, tk_gt(k, f, f32c(k, 0)), c2));
-    tk_value *v = tk_select(k, c3, tk_cvt(k, cd, TK_F32), f);
-    v = tk_add(k, v, tk_select(k, c4, f32c(k, 10), f32c(k, -10)));
-    v = tk_add(k, v, tk_mul(k, tk_cvt(k, tk_warpgroup_id(k), TK_F32), f32c(k, 100)));
-    v = tk_add(k, v, tk_cvt(k, tk_add(k, tk_dim(k, X, 0), sp), TK_F32));
-    v = tk_add(k, v, tk_cvt(k, tk_add(k, tk_cvt(k, c3, TK_I32), tk_cvt(k, f, TK_I32)), TK_F32));
-    /* ceil_div and rem for every sign: dividends 2, -1, ..., -10; divisors 4, -3, -1. */
-    tk_value *neg = tk_sub(k, c32(k, 2), tk_mul(k, s, c32(k, 3)));
-    tk_value *q = tk_add(k, tk_ceil_div(k, neg, c32(k, 4)),
-                         tk_mul(k, tk_ceil_div(k, neg, c32(k, -3)), c32(k, 16)));
-    tk_value *q2 = tk_add(k, tk_ceil_div(k, neg, c32(k, -1)), tk_rem(k, neg, c32(k, -3)));
-    q = tk_add(k, q, tk_mul(k, q2, c32(k, 256)));
-    v = tk_add(k, v, tk_cvt(k, q, TK_F32));
-    /* Truncating div for both signs, and INT_MIN / -1 (wraps to INT_MIN),
-     * with run-time operands (n = 5) so LLVM cannot fold them. */
-    tk_value *q3 = tk_add(k, tk_mul(k, tk_div(k, neg, c32(k, -3)), c32(k, 7)),
-                          tk_div(k, neg, c32(k, 4)));
-    tk_value *imin = tk_sub(k, c32(k, INT32_MIN + 5), np), *m1 = tk_sub(k, c32(k, 4), np);
-    tk_value *wraps = tk_eq(k, tk_div(k, imin, m1), c32(k, INT32_MIN));
-    q3 = tk_add(k, q3, tk_mul(k, tk_cvt(k, wraps, TK_I32), c32(k, 1000)));
-    v = tk_add(k, v, tk_mul(k, tk_cvt(k, q3, TK_F32), f32c(k, 4096)));
-    tk_value *lane = tk_lane_id(k); /* per-thread: used only as a scalar */
-    (void)tk_add(k, lane, c32(k, 1));
-    tk_value *tile = tk_fill(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW), v);
-    tk_value *blk = tk_add(k, tk_mul(k, tk_add(k, tk_mul(k, tk_block_id(k, 2), c32(k, 2)),
-                                               tk_block_id(k, 1)), c32(k, 2)), tk_block_id(k, 0));
-    tk_value *row = tk_add(k, tk_mul(k, i64(k, blk), c64(k, 128)),
-                           tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16)));
-    tk_value *idx[2] = {row, c64(k, 0)};
-    tk_store(k, X, idx, tile);
-    tk_set_grid(k, c64(k, 2), c32(k, 2), c32(k, 2));
-    (void)dt;
-    int64_t d[2] = {1024, 16};
-    ts[0] = tensor(TK_F32, 2, d, 1);
-    sc[1] = tk_arg_i32(5), sc[2] = tk_arg_f32(0.75f), sc[3] = tk_arg_i32(1), sc[4] = tk_arg_i64(2);
-    sc[3].dtype = TK_BOOL; /* bool travels as an i32 */
-    ts[1] = ts[2] = ts[3] = ts[4] = (ref_tensor){0};
-    *n = 5;
-    return finish(k);
-}
-
-/* Elementwise ops: every shape combination, ROW and COL layouts, warp and
- * warpgroup tiles, 16-bit arithmetic and conversions. */
-static tk_kernel *k_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_ew", 4, &k);
-    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
-    tk_value *O2 = tk_param_tensor(k, "O2", dt, 2), *V = tk_param_tensor(k, "V", TK_F32, 1);
-    tk_value *P = tk_param_tensor(k, "P", TK_F32, 2), *s = tk_param_scalar(k, "s", TK_F32);
-    tk_value *row = band(k, 64, 16), *idx[2] = {row, c64(k, 0)};
-    tk_value *x = tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW), X, idx, 0.5f);
-    tk_value *xc = tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_COL), X, idx, -0.5f);
-    tk_value *a = tk_cvt(k, x, TK_F32);
-    a = tk_add(k, tk_mul(k, a, a), tk_sub(k, s, a));
-    a = tk_div(k, a, tk_add(k, tk_abs(k, a), s));
-    a = tk_max(k, tk_min(k, a, s), tk_neg(k, tk_exp(k, a)));
-    a = tk_add(k, a, tk_mul(k, tk_log(k, tk_add(k, tk_abs(k, a), s)), tk_exp2(k, a)));
-    a = tk_add(k, a, tk_mul(k, tk_sqrt(k, tk_abs(k, a)), tk_rsqrt(k, tk_add(k, tk_abs(k, a), s))));
-    a = tk_add(k, a, tk_log2(k, tk_add(k, tk_abs(k, a), s)));
-    tk_value *rm = tk_row_max(k, a), *cs = tk_col_sum(k, a);
-    a = tk_add(k, tk_sub(k, a, rm), cs);
-    a = tk_mul(k, cs, tk_sub(k, rm, a)); /* vec∘tile */
-    tk_value *vv = tk_max(k, tk_mul(k, tk_add(k, rm, rm), s), tk_sub(k, s, rm));
-    tk_value *hb = tk_add(k, tk_mul(k, x, x), s);               /* 16-bit tile ∘ f32 scalar */
-    hb = tk_cvt(k, tk_cvt(k, hb, dt == TK_BF16 ? TK_F16 : TK_BF16), dt);
-    a = tk_add(k, a, tk_cvt(k, hb, TK_F32));
-    a = tk_add(k, a, tk_fill(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), s));
-    tk_store(k, O, idx, a);
-    tk_value *vi = row;
-    tk_store(k, V, &vi, vv);
-    tk_value *ac = tk_mul(k, tk_cvt(k, xc, TK_F32), s);         /* COL layout */
-    ac = tk_sub(k, ac, tk_row_sum(k, ac));
-    ac = tk_mul(k, ac, tk_col_max(k, ac));
-    tk_store(k, O2, idx, tk_cvt(k, ac, dt));
-    tk_value *widx[2] = {tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 64)), c64(k, 0)};
-    tk_value *w = tk_cvt(k, tk_load(k, tk_tile_type(dt, 64, 64, TK_WARPGROUP, TK_ROW), X, widx,
-                                    0.0f), TK_F32);
-    w = tk_sub(k, w, tk_row_max(k, w));
-    tk_store(k, P, widx, tk_exp(k, w));
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 64)), NULL, NULL);
-    int64_t d[2] = {90, 60}, dv[1] = {90};
-    ts[0] = tensor(dt, 2, d, 0);
-    ts[1] = tensor(TK_F32, 2, d, 1);
-    ts[2] = tensor(dt, 2, d, 1);
-    ts[3] = tensor(TK_F32, 1, dv, 1);
-    ts[4] = tensor(TK_F32, 2, d, 1);
-    ts[5] = (ref_tensor){0};
-    sc[5] = tk_arg_f32(1.25f);
-    *n = 6;
-    return finish(k);
-}
-
-/* Reductions of both layouts (max_all of a tile and a vector), masks, vector loads/stores
- * of both axes. */
-static tk_kernel *k_reduce(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_red", 2, &k);
-    tk_value *X = tk_param_tensor(k, "X", dt, 3), *R = tk_param_tensor(k, "R", TK_F32, 3);
-    tk_value *C = tk_param_tensor(k, "C", TK_F32, 3), *M = tk_param_tensor(k, "M", TK_F32, 3);
-    tk_value *b = i64(k, tk_block_id(k, 1)), *row = band(k, 64, 32);
-    tk_value *idx[3] = {b, row, c64(k, 0)};
-    tk_value *xr = tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_ROW), X, idx, 0.0f);
-    tk_value *x = tk_cvt(k, xr, TK_F32);
-    tk_value *xc = tk_cvt(k, tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_COL), X, idx, 0.0f),
-                          TK_F32);
-    tk_value *r0[3] = {b, c64(k, 0), row}, *r1[3] = {b, c64(k, 1), row};
-    tk_store(k, R, r0, tk_add(k, tk_row_max(k, x), tk_row_sum(k, x)));
-    tk_store(k, R, r1, tk_sub(k, tk_row_max(k, xc), tk_row_sum(k, xc)));
-    tk_value *crow = tk_add(k, tk_mul(k, b, c64(k, 8)), tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 2)));
-    crow = tk_add(k, crow, i64(k, tk_warp_id(k)));
-    tk_value *c0[3] = {c64(k, 0), crow, c64(k, 0)}, *c1[3] = {c64(k, 1), crow, c64(k, 0)};
-    tk_value *cv = tk_add(k, tk_col_max(k, x), tk_col_sum(k, x));
-    tk_value *cv2 = tk_load(k, tk_vec_type(TK_F32, 48, TK_PER_COL, TK_WARP, TK_ROW), C, c0, 1.0f);
-    tk_store(k, C, c0, tk_sub(k, cv, cv2));
-    tk_store(k, C, c1, tk_mul(k, tk_col_max(k, xc), tk_col_sum(k, xc)));
-    tk_value *m = tk_mask(k, x, TK_MASK_CAUSAL, row, c64(k, 3), -INFINITY);
-    m = tk_mask(k, m, TK_MASK_COLS, c32(k, 5), c32(k, 40), -2.0f);
-    m = tk_mask(k, m, TK_MASK_ROWS, row, tk_sub(k, tk_dim(k, X, 1), c64(k, 2)), 7.0f);
-    tk_value *mc = tk_mask(k, xc, TK_MASK_CAUSAL, row, c64(k, 0), -3.0f);
-    mc = tk_mask(k, mc, TK_MASK_ROWS, c32(k, 1), i64(k, tk_const_i32(k, 60)), 4.0f);
-    m = tk_sub(k, m, tk_max_all(k, m));                 /* max_all: f32 tile */
-    tk_store(k, M, idx, tk_exp2(k, tk_add(k, m, tk_max_all(k, xr)))); /* 16-bit tile */
-    tk_value *mi[3] = {tk_add(k, b, c64(k, 2)), row, c64(k, 0)};
-    tk_store(k, M, mi, tk_add(k, tk_cvt(k, tk_cvt(k, mc, dt), TK_F32),
-                              tk_max_all(k, tk_row_sum(k, xc)))); /* max_all: vector */
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 1), c64(k, 64)), tk_cvt(k, tk_dim(k, X, 0), TK_I32),
-                NULL);
-    int64_t d[3] = {2, 70, 48}, r3[3] = {2, 2, 70}, c3[3] = {2, 24, 48}, m3[3] = {4, 70, 48};
-    ts[0] = tensor(dt, 3, d, 0);
-    ts[1] = tensor(TK_F32, 3, r3, 1);
-    ts[2] = tensor(TK_F32, 3, c3, 0);
-    ts[3] = tensor(TK_F32, 3, m3, 1);
-    (void)sc;
-    *n = 4;
-    return finish(k);
-}
-
-/* All four mma kinds, warp and warpgroup A. */
-static tk_kernel *k_mma(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_mma", 4, &k);
-    tk_value *A = tk_param_tensor(k, "A", dt, 2), *B = tk_param_tensor(k, "B", dt, 2);
-    tk_value *O = tk_param_tensor(k, "O", TK_F32, 2), *W = tk_param_tensor(k, "W", TK_F32, 2);
-    tk_value *z[2] = {c64(k, 0), c64(k, 0)};
-    tk_value *ar = tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_ROW), A, z, 0.0f);
-    tk_value *ac = tk_load(k, tk_tile_type(dt, 48, 32, TK_WARP, TK_COL), A, z, 0.0f);
-    tk_value *br = tk_load(k, tk_tile_type(dt, 64, 48, TK_WARP, TK_ROW), B, z, 0.0f);
-    tk_value *bc = tk_load(k, tk_tile_type(dt, 48, 64, TK_WARP, TK_COL), B, z, 0.0f);
-    tk_value *c = tk_mma(k, TK_MMA_AB, ar, bc, tk_mma(k, TK_MMA_ABT, ar, br, NULL));
-    tk_value *d = tk_mma(k, TK_MMA_ATBT, ac, br, tk_mma(k, TK_MMA_ATB, ac, bc, NULL));
-    tk_store(k, O, z, tk_sub(k, c, tk_mul(k, d, f32c(k, 0.5f))));
-    tk_value *aw = tk_load(k, tk_tile_type(dt, 64, 48, TK_WARPGROUP, TK_ROW), A, z, 0.0f);
-    tk_store(k, W, z, tk_mma(k, TK_MMA_AB, aw, bc, NULL));
-    int64_t da[2] = {48, 48}, db[2] = {64, 64}, dout[2] = {32, 64}, dw[2] = {48, 64};
-    ts[0] = tensor(dt, 2, da, 0);
-    ts[1] = tensor(dt, 2, db, 0);
-    ts[2] = tensor(TK_F32, 2, dout, 1);
-    ts[3] = tensor(TK_F32, 2, dw, 1);
-    (void)sc;
-    *n = 4;
-    return finish(k);
-}
-
-/* Global -> shared (sync, cp.async, the copy engine; every layout, 16-bit and f32, stages,
- * ragged edges) -> registers (ROW and COL, aligned and not) -> shared ->
- * global, and register stores to global. */
-static tk_kernel *k_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_mem", 4, &k);
-    tk_value *A = tk_param_tensor(k, "A", dt, 2), *B = tk_param_tensor(k, "B", TK_F32, 2);
-    tk_value *O = tk_param_tensor(k, "O", dt, 2), *P = tk_param_tensor(k, "P", TK_F32, 2);
-    tk_value *Q = tk_param_tensor(k, "Q", TK_F32, 2);
-    tk_value *sw = tk_shared(k, dt, 64, 64, TK_SMEM_SWIZZLE, 2);
-    tk_value *pad = tk_shared(k, dt, 64, 64, TK_SMEM_PAD, 1);
-    tk_value *pl = tk_shared(k, dt, 64, 64, TK_SMEM_PLAIN, 1);
-    tk_value *fs = tk_shared(k, TK_F32, 64, 32, TK_SMEM_SWIZZLE, 1);
-    tk_value *fp = tk_shared(k, TK_F32, 64, 32, TK_SMEM_PAD, 1);
-    tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 64));
-    tk_value *wr = tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16));
-    tk_value *g0[2] = {row0, c64(k, 0)}, *g1[2] = {row0, c64(k, 64)};
-    tk_value *st0 = tk_stage(k, sw, c32(k, 0)), *st1 = tk_stage(k, sw, c32(k, 1));
-    tk_copy_to_shared(k, st0, A, g0, 0.0f, TK_COPY_TMA); /* the copy engine on sm_90 */
-    tk_async_commit(k);
-    tk_copy_to_shared(k, st1, A, g1, 0.0f, TK_COPY_TMA); /* ... past the right edge */
-    tk_async_commit(k);
-    tk_copy_to_shared(k, pad, A, g1, -1.0f, 0);
-    tk_copy_to_shared(k, pl, A, g0, 2.0f, 0);
-    tk_copy_to_shared(k, fs, B, g0, 0.5f, 0);
-    tk_copy_to_shared(k, fp, B, g0, 0.0f, 1);
-    tk_async_commit(k);
-    tk_async_wait(k, 1);
-    tk_async_wait(k, 0);
-    tk_barrier(k);
-    tk_value *si[2] = {wr, c64(k, 0)}, *su[2] = {wr, c64(k, 4)};
-    tk_type r64 = tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW);
-    tk_type c64t = tk_tile_type(dt, 16, 64, TK_WARP, TK_COL);
-    tk_value *a = tk_load(k, r64, st0, si, 0), *b = tk_load(k, c64t, pad, si, 0);
-    tk_value *c = tk_load(k, r64, pl, si, 0), *d = tk_load(k, c64t, st1, si, 0);
-    tk_value *e = tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW), fs, si, 0);
-    tk_value *f = tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_COL), fp, si, 0);
-    tk_value *u = tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), pl, su, 0);
-    tk_value *uc = tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_COL), st1, su, 0);
-    tk_barrier(k);
-    tk_store(k, pl, si, tk_cvt(k, tk_add(k, tk_cvt(k, a, TK_F32), tk_cvt(k, c, TK_F32)), dt));
-    tk_store(k, pad, si, tk_cvt(k, tk_add(k, tk_cvt(k, b, TK_F32), tk_cvt(k, d, TK_F32)), dt));
-    tk_store(k, fs, si, tk_mul(k, e, f32c(k, 2)));
-    tk_store(k, fp, si, tk_add(k, f, f32c(k, 1)));
-    tk_store(k, st0, su, u);
-    tk_store(k, st1, su, uc);
-    tk_barrier(k);
-    tk_copy_to_global(k, O, g0, pl);
-    tk_copy_to_global(k, P, g0, fs);
-    tk_value *rw = tk_add(k, row0, wr);
-    tk_value *q[4][2] = {{rw, c64(k, 0)}, {rw, c64(k, 64)}, {rw, c64(k, 96)}, {rw, c64(k, 160)}};
-    tk_store(k, Q, q[0], tk_cvt(k, tk_load(k, c64t, pad, si, 0), TK_F32));
-    tk_store(k, Q, q[1], tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_COL), fp, si, 0));
-    tk_store(k, Q, q[2], tk_cvt(k, tk_load(k, r64, st0, si, 0), TK_F32));
-    tk_store(k, Q, q[3], tk_cvt(k, tk_load(k, c64t, st1, si, 0), TK_F32));
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, A, 0), c64(k, 64)), NULL, NULL);
-    int64_t da[2] = {100, 120}, db[2] = {100, 40}, dout[2] = {100, 64}, dp[2] = {100, 30},
-            dq[2] = {100, 224};
-    ts[0] = tensor(dt, 2, da, 0);
-    ts[1] = tensor(TK_F32, 2, db, 0);
-    ts[2] = tensor(dt, 2, dout, 1);
-    ts[3] = tensor(TK_F32, 2, dp, 1);
-    ts[4] = tensor(TK_F32, 2, dq, 1);
-    (void)sc;
-    *n = 5;
-    return finish(k);
-}
-
-/* Views that defeat every fast path: column-major (non-unit column
- * stride), and rows padded to a misaligned pitch. */
-static tk_kernel *k_strided(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_strided", 2, &k);
-    tk_value *A = tk_param_tensor(k, "A", dt, 2), *O = tk_param_tensor(k, "O", dt, 2);
-    tk_value *P = tk_param_tensor(k, "P", dt, 2), *Q = tk_param_tensor(k, "Q", dt, 2);
-    tk_value *sm = tk_shared(k, dt, 32, 32, TK_SMEM_SWIZZLE, 1);
-    tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 32));
-    tk_value *g[2] = {row0, c64(k, 16)};
-    /* asks for the copy engine, which cannot read a column-major tensor: the
-     * launch encodes no map and the copy takes the cp.async path */
-    tk_copy_to_shared(k, sm, A, g, 0.0f, TK_COPY_TMA);
-    tk_async_commit(k);
-    tk_async_wait(k, 0);
-    tk_barrier(k);
-    tk_copy_to_global(k, O, g, sm);
-    tk_value *r[2] = {tk_add(k, row0, tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16))), c64(k, 8)};
-    tk_value *x = tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), A, r, 3.0f);
-    tk_store(k, P, r, x);
-    tk_store(k, Q, r, tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_COL), P, r, 0.0f));
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, A, 0), c64(k, 32)), NULL, NULL);
-    int64_t d[2] = {50, 40};
-    int colmajor[2] = {1, 0}, rowmajor[2] = {0, 1};
-    ts[0] = ref_tensor_new_layout(dt, 2, d, colmajor, 0);
-    ref_tensor_random(&ts[0], -1.0, 1.0);
-    ts[1] = ref_tensor_new_layout(dt, 2, d, colmajor, 0);
-    ts[2] = ref_tensor_new_layout(dt, 2, d, rowmajor, 3);
-    ts[3] = ref_tensor_new_layout(dt, 2, d, colmajor, 1);
-    for (int i = 1; i < 4; i++) ref_tensor_fill_all(&ts[i], NAN);
-    (void)sc;
-    *n = 4;
-    return finish(k);
-}
-
-/* k-tile kt of A and B into ring stage kt % 3, if kt < nk; one group. */
-static void pipe_load(tk_kernel *k, tk_value *const *s, tk_value *const *v, tk_value *row0,
-                      tk_value *kt, tk_value *nk) {
-    tk_if_begin(k, tk_lt(k, kt, nk));
-    tk_value *st = tk_cvt(k, tk_rem(k, kt, c64(k, 3)), TK_I32);
-    tk_value *g[2] = {row0, tk_mul(k, kt, c64(k, 64))};
-    for (int i = 0; i < 2; i++)
-        tk_copy_to_shared(k, tk_stage(k, s[i], st), v[i], g, 0.0f, TK_COPY_TMA);
-    tk_if_end(k, 0, NULL, NULL);
-    tk_async_commit(k);
-}
-
-/* A k-loop shaped like the GEMM's: ring stages filled two k-tiles ahead
- * through the copy engine, then a shared store, a barrier and a block copy
- * out. On sm_90a it is warp-specialized (jit/ws.h): the producer's slice is
- * the loop, the stage index and the copies; the consumers' barriers also
- * sync them with each other (they write shared memory). B is column-major,
- * so the launch encodes no map for it and its copies take the producer
- * warp's fallback, element by element; the last k-tile and the second
- * block's rows are ragged. */
-static tk_kernel *k_pipe(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_pipe", 8, &k);
-    tk_value *v[2] = {tk_param_tensor(k, "A", dt, 2), tk_param_tensor(k, "B", dt, 2)};
-    tk_value *O = tk_param_tensor(k, "O", TK_F32, 2);
-    tk_value *s[2] = {tk_shared(k, dt, 128, 64, TK_SMEM_SWIZZLE, 3),
-                      tk_shared(k, dt, 128, 64, TK_SMEM_SWIZZLE, 3)};
-    tk_value *so = tk_shared(k, TK_F32, 128, 64, TK_SMEM_PLAIN, 1);
-    tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 128));
-    tk_value *nk = tk_ceil_div(k, tk_dim(k, v[0], 1), c64(k, 64));
-    for (int i = 0; i < 2; i++)
-        pipe_load(k, s, v, row0, c64(k, i), nk);
-    tk_type t = tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW);
-    tk_type r = tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW);
-    tk_value *si[2] = {tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16)), c64(k, 0)};
-    tk_value *init[1] = {tk_zeros(k, t)}, *cur[1], *next[1], *fin[1];
-    tk_value *kt = tk_for_begin(k, c64(k, 0), nk, c64(k, 1), 1, init, cur);
-    tk_async_wait(k, 1); /* groups: 2 + kt committed, k-tile kt is group kt */
-    tk_barrier(k);
-    tk_value *st = tk_cvt(k, tk_rem(k, kt, c64(k, 3)), TK_I32);
-    tk_value *a = tk_cvt(k, tk_load(k, r, tk_stage(k, s[0], st), si, 0), TK_F32);
-    tk_value *b = tk_cvt(k, tk_load(k, r, tk_stage(k, s[1], st), si, 0), TK_F32);
-    next[0] = tk_add(k, cur[0], tk_add(k, a, tk_mul(k, b, f32c(k, 2))));
-    pipe_load(k, s, v, row0, tk_add(k, kt, c64(k, 2)), nk); /* the stage read a trip ago */
-    tk_for_end(k, 1, next, fin);
-    tk_store(k, so, si, fin[0]);
-    tk_barrier(k);
-    tk_value *g0[2] = {row0, c64(k, 0)};
-    tk_copy_to_global(k, O, g0, so);
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, v[0], 0), c64(k, 128)), NULL, NULL);
-    int64_t d[2] = {300, 200}, dout[2] = {300, 64};
-    int colmajor[2] = {1, 0};
-    ts[0] = tensor(dt, 2, d, 0);
-    ts[1] = ref_tensor_new_layout(dt, 2, d, colmajor, 0);
-    ref_tensor_random(&ts[1], -1.0, 1.0);
-    ts[2] = tensor(TK_F32, 2, dout, 1);
-    (void)sc;
-    *n = 3;
-    return finish(k);
-}
-
-/* Loops carrying tiles, vectors and scalars; if/else with yields; an if
- * without else; nesting. */
-static tk_kernel *k_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
-    tk_kernel *k;
-    tk_kernel_create(ctx, "t_ctl", 2, &k);
-    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
-    tk_value *V = tk_param_tensor(k, "V", TK_F32, 1), *E = tk_param_tensor(k, "E", TK_F32, 2);
-    tk_value *trips = tk_param_scalar(k, "trips", TK_I32);
-    tk_value *row = band(k, 32, 16), *idx[2] = {row, c64(k, 0)};
-    tk_type t = tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW);
-    tk_value *x = tk_cvt(k, tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), X, idx, 0), TK_F32);
-    tk_value *init[3] = {tk_zeros(k, t), tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP,
-                                                                 TK_ROW)), f32c(k, 0)};
-    tk_value *cur[3], *next[3], *fin[3];
-    tk_value *i = tk_for_begin(k, c32(k, 0), trips, c32(k, 1), 3, init, cur);
-    tk_value *xi = tk_mul(k, x, tk_cvt(k, tk_add(k, i, c32(k, 1)), TK_F32)), *y;
-    tk_if_begin(k, tk_lt(k, i, c32(k, 2)));
-    tk_value *y1 = tk_add(k, xi, f32c(k, 1));
-    tk_else(k, 1, &y1);
-    tk_value *y2 = tk_sub(k, xi, tk_row_max(k, xi));
-    tk_if_end(k, 1, &y2, &y);
-    tk_if_begin(k, tk_eq(k, tk_rem(k, i, c32(k, 2)), c32(k, 0)));
-    tk_store(k, E, idx, y);
-    tk_if_end(k, 0, NULL, NULL);
-    tk_value *s0 = cur[2], *sc_cur, *sc_fin;
-    tk_value *j = tk_for_begin(k, c64(k, 0), c64(k, 3), c64(k, 1), 1, &s0, &sc_cur);
-    tk_value *sn = tk_add(k, sc_cur, tk_cvt(k, j, TK_F32));
-    tk_for_end(k, 1, &sn, &sc_fin);
-    next[0] = tk_add(k, cur[0], y);
-    next[1] = tk_add(k, cur[1], tk_row_sum(k, y));
-    next[2] = sc_fin;
-    tk_for_end(k, 3, next, fin);
-    tk_store(k, O, idx, tk_add(k, fin[0], fin[2]));
-    tk_store(k, V, &row, fin[1]);
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 32)), NULL, NULL);
-    int64_t d[2] = {40, 32}, dv[1] = {40};
-    ts[0] = tensor(dt, 2, d, 0);
-    ts[1] = tensor(TK_F32, 2, d, 1);
-    ts[2] = tensor(TK_F32, 1, dv, 1);
-    ts[3] = tensor(TK_F32, 2, d, 1);
-    ts[4] = (ref_tensor){0};
-    sc[4] = tk_arg_i32(5);
-    *n = 5;
-    return finish(k);
-}
-
-typedef struct ocase {
-    const char *name;
-    build_fn build;
-    double tol;
-} ocase;
-
-static const ocase ops[] = {
-    {"ids", k_ids, 1e-6},           {"elementwise", k_elementwise, 2e-2},
-    {"reduce", k_reduce, 1e-3},     {"mma", k_mma, 1e-3},
-    {"memory", k_memory, 1e-2},     {"strided", k_strided, 1e-6},
-    {"control", k_control, 1e-3},   {"pipe", k_pipe, 1e-5},
-};
-#define NOPS ((int)(sizeof ops / sizeof ops[0]))
-
-static void free_tensors(ref_tensor *ts, int n) {
-    for (int i = 0; i < n; i++)
-        if (ts[i].rank) ref_tensor_free(&ts[i]);
-}
-
 /* ---- tests --------------------------------------------------------------- */
 START_TEST(op_lowers) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    const ocase *c = &ops[_i / 2];
-    ref_tensor ts[8] = {0};
-    tk_arg sc[8];
-    int n = 0;
-    tk_kernel *k = c->build(ctx, _i % 2 ? TK_F16 : TK_BF16, ts, sc, &n);
+    tk_kernel *k = tu_op_kernel(ctx, tu_op_fixtures[_i / 2].build, _i % 2 ? TK_F16 : TK_BF16);
     check_lowers(k);
-    free_tensors(ts, n);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }
@@ -550,17 +122,17 @@ START_TEST(op_matches_interpreter_on_gpu) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     if (th_gpu_or_skip(ctx) == TK_OK) {
-        const ocase *c = &ops[_i / 2];
+        const tu_op_fixture *c = &tu_op_fixtures[_i / 2];
         tk_dtype dt = _i % 2 ? TK_F16 : TK_BF16;
-        ref_tensor ts[8] = {0};
-        tk_arg sc[8];
+        ref_tensor ts[TU_OP_MAX_ARGS] = {0};
+        tk_arg sc[TU_OP_MAX_ARGS];
         int n = 0;
         tk_kernel *k = c->build(ctx, dt, ts, sc, &n);
         ck_assert_msg(tk_kernel_status(k) == TK_OK, "%s: %s", c->name, tk_kernel_error(k));
         double worst = 0;
         tk_status s = th_compare(ctx, k, n, ts, sc, &worst);
         printf("lower gpu %-12s %-4s rel err %.3g\n", c->name, tk_dtype_name(dt), worst);
-        free_tensors(ts, n);
+        tu_free_tensors(ts, n);
         tk_kernel_destroy(k);
         ck_assert_msg(s == TK_OK, "%s: %s", c->name, tk_ctx_error(ctx));
         ck_assert_msg(worst <= c->tol, "%s %s: rel err %g", c->name, tk_dtype_name(dt), worst);
@@ -573,11 +145,7 @@ START_TEST(bad_arch_and_kernel) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     char err[512], *out = (char *)1;
-    ref_tensor ts[8] = {0};
-    tk_arg sc[8];
-    int n = 0;
-    tk_kernel *k = k_ids(ctx, TK_BF16, ts, sc, &n);
-    free_tensors(ts, n);
+    tk_kernel *k = tu_op_kernel(ctx, tu_ids, TK_BF16);
     ck_assert_int_eq(tk_lower_ptx(k, "sm_75", &out, err, sizeof err), TK_ERR_UNSUPPORTED);
     ck_assert_ptr_null(out);
     ck_assert_ptr_nonnull(strstr(err, "sm_75"));
@@ -590,8 +158,7 @@ START_TEST(bad_arch_and_kernel) {
     ck_assert_ptr_nonnull(strstr(err, "not finished"));
     tk_kernel_destroy(open);
     /* Every supported arch, and the tk_jit.h wrapper. */
-    k = k_ids(ctx, TK_BF16, ts, sc, &n);
-    free_tensors(ts, n);
+    k = tu_op_kernel(ctx, tu_ids, TK_BF16);
     const char *all[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(tk_emit_ptx(ctx, k, all[i], &out), TK_OK);
@@ -670,11 +237,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
     ck_assert_msg(bar && !strstr(bar + 1, "bar.sync"), "sm_90a GEMM: one bar.sync expected");
     free(ptx);
     tk_kernel_destroy(k);
-    ref_tensor ts[8] = {0};
-    tk_arg sc[8];
-    int n = 0;
-    k = k_memory(ctx, TK_F16, ts, sc, &n);
-    free_tensors(ts, n);
+    k = tu_op_kernel(ctx, tu_memory, TK_F16);
     ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
     ck_assert_ptr_nonnull(strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
     /* a cp.async copy beside the engine's: every warp in lockstep, the
@@ -690,8 +253,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
     ck_assert_ptr_null(strstr(ptx, "stmatrix"));
     free(ptx);
     tk_kernel_destroy(k);
-    k = k_elementwise(ctx, TK_BF16, ts, sc, &n);
-    free_tensors(ts, n);
+    k = tu_op_kernel(ctx, tu_elementwise, TK_BF16);
     ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
     ck_assert_ptr_nonnull(strstr(ptx, "ex2.approx"));
     ck_assert_ptr_nonnull(strstr(ptx, "lg2.approx"));
@@ -830,11 +392,7 @@ START_TEST(tma_plan) {
     /* the GPU test's pipelined loop: split, with its consumers' barriers
      * kept among themselves; the ring stage index is the producer's only
      * carried value */
-    ref_tensor ts[8] = {0};
-    tk_arg sc[8];
-    int n = 0;
-    k = k_pipe(ctx, TK_BF16, ts, sc, &n);
-    free_tensors(ts, n);
+    k = tu_op_kernel(ctx, tu_pipe, TK_BF16);
     tk_tma_plan_make(k, "sm_90a", &pl);
     ck_assert_int_eq(pl.nmaps, 2);
     ck_assert_int_eq(pl.producer_warps, 4);
@@ -893,7 +451,7 @@ int main(void) {
     Suite *s = suite_create("lower");
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, op_lowers, 0, 2 * NOPS);
+    tcase_add_loop_test(tc, op_lowers, 0, 2 * tu_nop_fixtures);
     tcase_add_test(tc, bad_arch_and_kernel);
     tcase_add_test(tc, ptx_uses_the_intended_instructions);
     tcase_add_test(tc, tma_plan);
@@ -902,7 +460,7 @@ int main(void) {
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gpu");
     tcase_set_timeout(tg, 600);
-    tcase_add_loop_test(tg, op_matches_interpreter_on_gpu, 0, 2 * NOPS);
+    tcase_add_loop_test(tg, op_matches_interpreter_on_gpu, 0, 2 * tu_nop_fixtures);
     suite_add_tcase(s, tg);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
