@@ -1,0 +1,257 @@
+/* Golden PTX ("process replay"): the PTX of every shipped kernel variant, on
+ * sm_80, sm_90 and sm_90a, against digests committed in tests/golden/ptx.txt.
+ *
+ * Any change to the code generator shows up here as a list of variants whose
+ * PTX changed: a refactor proves itself by changing none, and a codegen
+ * change is accepted on purpose with
+ *     TK_UPDATE_GOLDEN=1 ./build/test_golden_ptx
+ * `scripts/ptx-diff.sh [REV]` prints the PTX diff itself against REV.
+ * TK_PTX_DUMP=DIR writes every variant's PTX to DIR/<variant>.<arch>.ptx.
+ *
+ * The digests depend on the LLVM version: under another version than the
+ * one recorded in the golden file the comparison is skipped with a line. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_kernels.h"
+
+#ifndef TK_LLVM_VERSION
+#define TK_LLVM_VERSION "?"
+#endif
+
+/* ---- The variants ------------------------------------------------------------ */
+typedef struct variant {
+    char name[64];
+    const char *arch;
+    int is_gemm;
+    tk_gemm_config g;
+    tk_attention_config a;
+} variant;
+
+enum { MAX_VARIANTS = 160 };
+
+static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+
+/* Every GEMM block shape the library picks (tk_gemm_config_for) or the
+ * benchmarks name, each over dtype/transpose combinations that exercise the
+ * three store paths; every attention specialization. */
+static int make_variants(variant *v) {
+    static const struct { int bm, bn, bk, w, st, tma; } shapes[] = {
+        {128, 128, 64, 4, 3, 0}, {128, 64, 64, 4, 3, 0},  {128, 256, 64, 8, 3, 0},
+        {128, 256, 128, 8, 2, 1}, {128, 256, 64, 8, 3, 1}, {128, 128, 64, 4, 3, 1},
+    };
+    static const struct { tk_dtype in, out; int tb; } dts[] = {
+        {TK_BF16, TK_BF16, 0}, {TK_BF16, TK_BF16, 1}, {TK_F16, TK_F32, 0}, {TK_F16, TK_F16, 1},
+    };
+    int n = 0;
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+                variant *x = &v[n++];
+                x->arch = archs[a];
+                x->is_gemm = 1;
+                x->g = tk_gemm_default_config(dts[d].in, dts[d].out, dts[d].tb);
+                x->g.block_m = shapes[s].bm;
+                x->g.block_n = shapes[s].bn;
+                x->g.block_k = shapes[s].bk;
+                x->g.warps = shapes[s].w;
+                x->g.stages = shapes[s].st;
+                x->g.tma = shapes[s].tma;
+                snprintf(x->name, sizeof x->name, "gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s",
+                         tk_dtype_name(dts[d].in), tk_dtype_name(dts[d].out),
+                         dts[d].tb ? "abt" : "ab", shapes[s].bm, shapes[s].bn, shapes[s].bk,
+                         shapes[s].w, shapes[s].st, shapes[s].tma ? "_tma" : "");
+            }
+        for (int dt = 0; dt < 2; dt++)
+            for (int d = 64; d <= 128; d += 64)
+                for (int c = 0; c < 2; c++)
+                    for (int w = 0; w <= 8; w += 8) {
+                        if (w && (dt || d != 128 || c)) continue; /* 8 warps: one variant */
+                        variant *x = &v[n++];
+                        x->arch = archs[a];
+                        x->a = (tk_attention_config){dt ? TK_F16 : TK_BF16, d, c, w};
+                        snprintf(x->name, sizeof x->name, "attn_%s_d%d_%s%s",
+                                 dt ? "f16" : "bf16", d, c ? "causal" : "full",
+                                 w ? "_w8" : "");
+                    }
+    }
+    return n;
+}
+
+/* ---- Lowering, in parallel ----------------------------------------------------- */
+typedef struct result {
+    char *ptx;
+    tk_status st;
+    char err[512];
+} result;
+
+typedef struct work {
+    const variant *v;
+    result *r;
+    int n;
+    int next; /* shared, atomic */
+} work;
+
+static void lower_one(const variant *v, result *r) {
+    tk_ctx *ctx = NULL;
+    tk_kernel *k = NULL;
+    r->st = tk_ctx_create(&ctx);
+    if (!r->st)
+        r->st = v->is_gemm ? tk_gemm_build(ctx, &v->g, &k) : tk_attention_fwd_build(ctx, &v->a, &k);
+    if (!r->st)
+        r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
+    if (r->st)
+        snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+
+static void *worker(void *arg) {
+    work *w = arg;
+    for (int i; (i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n;)
+        lower_one(&w->v[i], &w->r[i]);
+    return NULL;
+}
+
+static void lower_all(const variant *v, result *r, int n) {
+    work w = {v, r, n, 0};
+    pthread_t th[4];
+    int nt = 0;
+    for (; nt < 4; nt++)
+        if (pthread_create(&th[nt], NULL, worker, &w))
+            break;
+    worker(&w);
+    for (int i = 0; i < nt; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* ---- Golden file ------------------------------------------------------------------ */
+static void golden_path(char *buf, size_t n) {
+    snprintf(buf, n, "%s/tests/golden/ptx.txt", TK_SOURCE_DIR);
+}
+
+static void write_golden(const variant *v, const result *r, int n) {
+    char path[1024];
+    golden_path(path, sizeof path);
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fprintf(f, "# PTX digests of the shipped kernels (tests/test_golden_ptx.c).\n"
+               "# variant arch xxh3-64 bytes; TK_UPDATE_GOLDEN=1 rewrites this file.\n"
+               "llvm %s\n", TK_LLVM_VERSION);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s %s %016llx %zu\n", v[i].name, v[i].arch,
+                (unsigned long long)XXH3_64bits(r[i].ptx, strlen(r[i].ptx)), strlen(r[i].ptx));
+    fclose(f);
+    fprintf(stderr, "golden: rewrote %s (%d variants)\n", path, n);
+}
+
+static void dump(const char *dir, const variant *v, const result *r, int n) {
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.%s.ptx", dir, v[i].name, v[i].arch);
+        FILE *f = fopen(path, "w");
+        ck_assert_msg(f != NULL, "cannot write %s", path);
+        fputs(r[i].ptx, f);
+        fclose(f);
+    }
+}
+
+/* Compares with the golden file; returns the number of mismatches. */
+static int compare(const variant *v, const result *r, int n) {
+    char path[1024], line[256], llvm[64] = "";
+    golden_path(path, sizeof path);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "golden %s is missing; run with TK_UPDATE_GOLDEN=1 to create it",
+                  path);
+    int bad = 0, seen = 0;
+    char *seen_mask = calloc((size_t)n, 1);
+    while (fgets(line, sizeof line, f)) {
+        char name[64], arch[16];
+        unsigned long long h;
+        size_t len;
+        if (line[0] == '#')
+            continue;
+        if (sscanf(line, "llvm %63s", llvm) == 1) {
+            if (strcmp(llvm, TK_LLVM_VERSION)) {
+                printf("golden PTX skipped: recorded with LLVM %s, this build has %s\n", llvm,
+                       TK_LLVM_VERSION);
+                fclose(f);
+                free(seen_mask);
+                return -1;
+            }
+            continue;
+        }
+        if (sscanf(line, "%63s %15s %llx %zu", name, arch, &h, &len) != 4)
+            continue;
+        int i = 0;
+        while (i < n && (strcmp(v[i].name, name) || strcmp(v[i].arch, arch)))
+            i++;
+        if (i == n) {
+            fprintf(stderr, "golden PTX: %s %s is no longer built\n", name, arch);
+            bad++;
+            continue;
+        }
+        seen_mask[i] = 1;
+        seen++;
+        unsigned long long now = XXH3_64bits(r[i].ptx, strlen(r[i].ptx));
+        if (now != h) {
+            fprintf(stderr, "golden PTX: %s %s changed (%zu -> %zu bytes)\n", name, arch, len,
+                    strlen(r[i].ptx));
+            bad++;
+        }
+    }
+    fclose(f);
+    for (int i = 0; i < n; i++)
+        if (!seen_mask[i]) {
+            fprintf(stderr, "golden PTX: %s %s is new\n", v[i].name, v[i].arch);
+            bad++;
+        }
+    free(seen_mask);
+    if (bad)
+        fprintf(stderr, "golden PTX: %d of %d variants differ. Read the diff with "
+                        "scripts/ptx-diff.sh; accept it with TK_UPDATE_GOLDEN=1.\n", bad, n);
+    return bad;
+}
+
+START_TEST(test_golden_ptx) {
+    variant *v = calloc(MAX_VARIANTS, sizeof *v);
+    int n = make_variants(v);
+    ck_assert_int_le(n, MAX_VARIANTS);
+    result *r = calloc((size_t)n, sizeof *r);
+    lower_all(v, r, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(r[i].st == TK_OK, "%s on %s: %s", v[i].name, v[i].arch, r[i].err);
+    const char *dir = getenv("TK_PTX_DUMP");
+    if (dir && *dir)
+        dump(dir, v, r, n);
+    const char *up = getenv("TK_UPDATE_GOLDEN");
+    if (up && *up && strcmp(up, "0"))
+        write_golden(v, r, n);
+    else
+        ck_assert_int_le(compare(v, r, n), 0);
+    for (int i = 0; i < n; i++)
+        free(r[i].ptx);
+    free(r);
+    free(v);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("golden_ptx");
+    TCase *tc = tcase_create("ptx");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, test_golden_ptx);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
