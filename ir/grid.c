@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ir/grid.h"
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 /* The arithmetic a block count needs. Float math beyond + - * / is left
  * out: a grid is a count of blocks, and keeping exp/log/sqrt out keeps the

@@ -184,7 +184,7 @@ static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *
 }
 
 /* The program's tensor maps for these arguments, appended to the packed
- * parameters with the flags that say which were encoded (jit/lower_tma.c
+ * parameters with the flags that say which were encoded (ops/nv/tma.c
  * reads bit i before issuing through map i). */
 static int tk_pack_maps(const tk_program *p, const tk_arg *args, CUtensorMap *maps,
                         uint32_t *flags, void **ptrs, int n)

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "ir/abi.h"
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 #define TRIPLE "nvptx64-nvidia-cuda"
 
@@ -189,7 +189,7 @@ static void init_ids(tk_lower *L) {
     L->g = LLVMBuildLShr(b, L->lane, tk_lw_i32c(L, 2), "g");   /* lane / 4 */
     L->t = LLVMBuildAnd(b, L->lane, tk_lw_i32c(L, 3), "t");    /* lane % 4 */
     L->wg_warp = LLVMBuildAnd(b, L->warp, tk_lw_i32c(L, 3), "wgw"); /* warp in warpgroup */
-    L->ctid = L->tid; /* copies: every thread (jit/lower_ws.c narrows this) */
+    L->ctid = L->tid; /* copies: every thread (ops/nv/ws.c narrows this) */
     L->cnt = L->k->warps * 32;
 }
 
@@ -206,7 +206,7 @@ static tk_status build_entry(tk_lower *L) {
     int len = snprintf(nt, sizeof nt, "%d", tk_tma_block_threads(L->k, &L->tma));
     LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(L->c, "nvvm.reqntid", 12, nt, (unsigned)len));
-    /* ptxas honours setmaxnreg (jit/lower_ws.c) only when it knows the
+    /* ptxas honours setmaxnreg (ops/nv/ws.c) only when it knows the
      * registers at entry: one block per SM, all of the register file */
     if (L->tma.producer_warps)
         LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,

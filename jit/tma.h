@@ -2,7 +2,7 @@
  * the tensor maps a launch passes to the kernel.
  *
  * The plan is a function of the kernel's IR and the target alone, so the
- * lowering (jit/lower_tma.c), the program (jit/program.c) and the launch
+ * lowering (ops/nv/tma.c), the program (jit/program.c) and the launch
  * (jit/launch.c) all derive the same one, and a cubin from the disk cache
  * (keyed by IR text and arch) needs nothing stored beside it.
  *
@@ -10,7 +10,7 @@
  * (TK_COPY_TMA: the kernel author's choice) and reads a kernel tensor
  * parameter that the kernel never writes (the engine reads through the async
  * proxy), and its shared tile is SWIZZLE with rows of 32, 64 or 128 bytes or
- * a multiple of 128 bytes (jit/lower_mem.c: those layouts are the engine's
+ * a multiple of 128 bytes (ops/nv/mem.c: those layouts are the engine's
  * 32/64/128-byte swizzles, wide rows cut into 128-byte column blocks), at
  * most 256 rows, at a 1024-byte aligned offset with 1024-byte stages
  * (offsets follow allocation order, 128-byte aligned: allocate such tiles

@@ -4,7 +4,7 @@
  * The IR stays lockstep: every warp runs the same program, and the
  * interpreter is its meaning. On sm_90a a kernel with a TMA plan
  * (jit/tma.h) whose copies can be split off gets a producer, and
- * the lowering (jit/lower_ws.c) emits the program twice:
+ * the lowering (ops/nv/ws.c) emits the program twice:
  *   consumers  the kernel's warps: everything except the planned copies;
  *              a barrier becomes a release (an mbarrier arrival per warp),
  *              an async wait a wait on the copy's mbarrier.

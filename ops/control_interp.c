@@ -13,7 +13,7 @@
  *      dtype ends that warp's loop (it can no longer be < hi). */
 #include <stdlib.h>
 
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 /* ---- if ----------------------------------------------------------------- */
 static tk_status run_branch(tk_interp *I, const tk_op *op, int which, uint32_t mask) {

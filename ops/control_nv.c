@@ -9,7 +9,7 @@
  * Loop bounds are warp-uniform (rule), so these branches never diverge
  * inside a warp. The producer of a warp-specialized kernel (jit/ws.h)
  * carries only the values its slice needs: `live` skips the others. */
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 static tk_lv *operand(tk_lower *L, const tk_op *op, int i) { return tk_lw_get(L, op->opnds[i]); }
 

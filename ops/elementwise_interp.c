@@ -11,7 +11,7 @@
  * `x != 0` (so a NaN converts to true). */
 #include <math.h>
 
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 /* ---- float kernels ------------------------------------------------------ */
 typedef float (*bin_fn)(float, float);

@@ -3,7 +3,7 @@
  * Elementwise ops never talk across lanes: result element i is computed from
  * operand element i of the same thread. Scalars are splat; a tile∘vec
  * broadcast picks, for tile element i, the vector slot holding the same row
- * (PER_ROW) or column (PER_COL) - tk_frag_vec_index (jit/lower_frag.c).
+ * (PER_ROW) or column (PER_COL) - tk_frag_vec_index (ops/nv/frag.c).
  *
  * Precision: float math runs in f32 and rounds once to the result dtype
  * (bf16/f16 tiles), like the interpreter. exp2/log2/rsqrt use the SFU
@@ -14,7 +14,7 @@
  * and two conditional multiplies to produce denormals - 4 instructions
  * instead of 1, which in attention's softmax (one exp2 per score) costs
  * more issue slots than the mma.sync themselves. */
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453

@@ -1,6 +1,6 @@
 /* Interpreter semantics of ids, constants and tensor dims (ops/ids.c).
  * All are per-thread values; only LANE_ID actually differs inside a warp. */
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 tk_sv tk_interp_const(tk_dtype dt, int64_t i, double f) {
     tk_sv v = {.i = 0};

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 /* ---- global views ------------------------------------------------------- */
 /* A rows×cols window of a view (a vector is one row of the last dim). */
@@ -255,7 +255,7 @@ tk_status tk_interp_memory(tk_interp *I, const tk_op *op) {
     case TK_OP_COPY_G2S: case TK_OP_COPY_S2G: return copy(I, op);
     case TK_OP_ASYNC_COMMIT: async_commit(I); return TK_OK;
     case TK_OP_ASYNC_WAIT: async_wait(I, op->attr[0]); return TK_OK;
-    case TK_OP_BARRIER: return TK_OK; /* lockstep execution: see ir/interp.c */
+    case TK_OP_BARRIER: return TK_OK; /* lockstep execution: see ops/interp.c */
     default: return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "not a memory op");
     }
 }

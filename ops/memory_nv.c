@@ -1,5 +1,5 @@
 /* Lowering of memory ops (rules: ops/memory.c); block-wide copies are in
- * jit/lower_copy.c, addressing in jit/lower_mem.c, the contract in
+ * ops/nv/copy.c, addressing in ops/nv/mem.c, the contract in
  * docs/LOWERING.md.
  *
  * Register <-> global (each thread moves the elements it holds), three
@@ -15,7 +15,7 @@
  *   for COL tiles); stores: stmatrix.x4 on sm_90+, else pair stores. f32:
  *   pair (ROW) or single (COL) ld/st.shared. All need col0 % 8 == 0 (16-byte
  *   row segments); a run-time check falls back to per-element accesses. */
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 /* ---- shared, stage, async groups, barrier -------------------------------- */
 static tk_status def1(tk_lower *L, const tk_op *op, LLVMValueRef v) {
@@ -41,7 +41,7 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
 }
 
 /* In a warp-specialized kernel only the group ring and the release rings
- * carry groups and barriers (jit/lower_ws.c): neither side has cp.async
+ * carry groups and barriers (ops/nv/ws.c): neither side has cp.async
  * groups of its own to track (the producer's fallback copies arrive on the
  * ring themselves). */
 static tk_status lower_sync_ws(tk_lower *L, const tk_op *op) {
@@ -67,8 +67,8 @@ static tk_status lower_sync_ws(tk_lower *L, const tk_op *op) {
 
 static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     LLVMValueRef n = tk_lw_i32c(L, op->attr[0]);
-    bool ring = L->tma.nmaps > 0; /* groups also live on mbarriers: jit/lower_tma.c */
-    if (L->role != TK_ROLE_ALL) /* warp-specialized: jit/lower_ws.c */
+    bool ring = L->tma.nmaps > 0; /* groups also live on mbarriers: ops/nv/tma.c */
+    if (L->role != TK_ROLE_ALL) /* warp-specialized: ops/nv/ws.c */
         return lower_sync_ws(L, op);
     switch (op->opc) {
     case TK_OP_ASYNC_COMMIT:

@@ -8,7 +8,7 @@
  * A warpgroup A (64·q rows) pairs with a warp-owned B: warp w = 0..3 of the
  * group computes rows 64q'+16w .. 64q'+16w+15 (every q') of the group's
  * result with warp w's own B. */
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 typedef struct mma_dims {
     int m, n, k;

@@ -10,7 +10,7 @@
  * tile, rows 0..R-1 of the group). */
 #include <math.h>
 
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 static void reduce_instance(const tk_op *op, const float *t, int rows, int cols, float *out,
                             tk_dtype dt) {

@@ -7,7 +7,7 @@
  * same values, and the host evaluates grid expressions with these very
  * functions (ir/grid.c). Comparisons follow C (a NaN compares unequal to
  * everything). */
-#include "ir/interp.h"
+#include "ops/interp.h"
 
 /* Integer quotient/remainder; false on a zero divisor. */
 static bool int_div(tk_opcode opc, int64_t a, int64_t b, int64_t *r) {

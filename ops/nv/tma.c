@@ -6,7 +6,7 @@
  * the copy engine, so in these kernels group j (the j-th ASYNC_COMMIT, the
  * same count in every thread) also completes on ring barrier j % R in
  * phase j / R (R = TK_TMA_RING; each phase expects one arrival per warp;
- * warp-specialized kernels change the roles, jit/lower_ws.c):
+ * warp-specialized kernels change the roles, ops/nv/ws.c):
  *   copy    thread 0 adds the tile's bytes to barrier cnt % R
  *           (mbarrier.expect_tx) and issues one box per 128-byte column
  *           block; the engine completes those bytes on it. A copy that
@@ -28,7 +28,7 @@
 
 #include <stdio.h>
 
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
 
@@ -93,7 +93,7 @@ void tk_tma_entry(tk_lower *L) {
     L->bar_cnt = LLVMBuildAlloca(b, L->i32, "bar.cnt");
     LLVMBuildStore(b, i32c(L, 0), L->bar_cnt);
     /* arrivals per phase: one per warp; warp-specialized, one per consumer
-     * warp and one per producer lane (jit/lower_ws.c) */
+     * warp and one per producer lane (ops/nv/ws.c) */
     int arrivals = L->k->warps + (L->tma.producer_warps ? 32 : 0);
     LLVMBasicBlockRef init = tk_lw_block(L, "ring.init"), go = tk_lw_block(L, "ring.ready");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->tid, i32c(L, 0), ""), init, go);
@@ -103,7 +103,7 @@ void tk_tma_entry(tk_lower *L) {
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, a, 2);
         if (!L->tma.producer_warps)
             continue;
-        /* the release rings (jit/lower_ws.c): every consumer warp; the producer */
+        /* the release rings (ops/nv/ws.c): every consumer warp; the producer */
         LLVMValueRef r[2] = {tk_lw_gep(L, L->rel, i32c(L, 8 * i)), i32c(L, L->k->warps)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, r, 2);
         LLVMValueRef q[2] = {tk_lw_gep(L, L->ack, i32c(L, 8 * i)), i32c(L, 1)};

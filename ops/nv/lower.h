@@ -10,8 +10,8 @@
  *      gview        1 + 2*rank values: ptr addrspace(1), dims (i64), strides (i64)
  *  - loop-carried and if-yielded values get one phi per slot.
  * Ops are lowered by tk_lower_<family>(L, op) in ops/<family>_nv.c. */
-#ifndef TK_OPS_LOWER_H
-#define TK_OPS_LOWER_H
+#ifndef TK_OPS_NV_LOWER_H
+#define TK_OPS_NV_LOWER_H
 
 #include <llvm-c/Core.h>
 #include <stdbool.h>
@@ -54,13 +54,13 @@ typedef struct tk_lower {
     LLVMTypeRef i1, i8, i16, i32, i64, f32, bf16, f16, vd, pg, ps; /* pg/ps: global/shared ptr */
     LLVMValueRef smem;  /* dynamic shared memory (ptr addrspace(3))            */
     LLVMValueRef sbase; /* where SHARED offsets start: smem, or smem aligned up
-                           for the copy engine (jit/lower_tma.c)               */
-    /* Copy-engine state (jit/lower_tma.c), used when tma.nmaps > 0. */
+                           for the copy engine (ops/nv/tma.c)               */
+    /* Copy-engine state (ops/nv/tma.c), used when tma.nmaps > 0. */
     tk_tma_plan tma;
     LLVMValueRef tma_map[TK_TMA_MAX_MAPS]; /* map params (generic ptr)          */
     LLVMValueRef tma_flags;                /* i32: bit i = map i was encoded    */
     LLVMValueRef ring, ring_cnt, ring_done; /* barriers; i32 allocas           */
-    /* Warp specialization (jit/lower_ws.c), when tma.producer_warps > 0. */
+    /* Warp specialization (ops/nv/ws.c), when tma.producer_warps > 0. */
     tk_role role;
     const tk_ws_slice *ws;
     LLVMValueRef rel, ack;      /* release and acknowledgement rings (shared)       */
@@ -89,7 +89,7 @@ enum { TK_USE_MMA_A = 1, TK_USE_MMA_B = 2, TK_USE_OTHER = 4 };
 /* Whether v is used as an MMA B operand and in no other way. */
 bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v);
 
-/* ---- Context helpers (jit/lower_util.c) --------------------------------- */
+/* ---- Context helpers (ops/nv/util.c) --------------------------------- */
 /* Records the first failure in L->err; returns s. */
 tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -158,7 +158,7 @@ void tk_lw_store_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMVal
 LLVMValueRef tk_lw_sink(tk_lower *L); /* the scratch, a valid dummy address */
 LLVMValueRef tk_lw_gep(tk_lower *L, LLVMValueRef ptr, LLVMValueRef byte_off);
 
-/* ---- The copy engine (jit/lower_tma.c) ----------------------------------- */
+/* ---- The copy engine (ops/nv/tma.c) ----------------------------------- */
 /* Entry parameter types after the kernel's own (n of them so far): one
  * map per plan entry, then the flags; returns the new count, -1 past max. */
 int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max);
@@ -177,7 +177,7 @@ void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
 void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar);
 /* Group cnt's ring barrier, once its previous phase (group cnt - R) is over. */
 LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt);
-/* ---- Warp specialization (jit/lower_ws.c) -------------------------------- */
+/* ---- Warp specialization (ops/nv/ws.c) -------------------------------- */
 /* The body, split into producer and consumers (after the entry block). */
 tk_status tk_ws_lower(tk_lower *L);
 /* ASYNC_COMMIT in the producer; BARRIER in each role. */
@@ -192,7 +192,7 @@ void tk_ws_barrier_producer(tk_lower *L);
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
                  void *cp_ctx);
 
-/* ---- Fragments (jit/lower_frag.c): which elements a thread holds ---------
+/* ---- Fragments (ops/nv/frag.c): which elements a thread holds ---------
  * A tile's elements are ordered (I, J, e): I = local row subtile, J = col
  * subtile, e = 0..7, index (I * C/16 + J) * 8 + e. The element's position is
  * a compile-time part (row_c, col_c) plus a per-thread lane part
@@ -215,14 +215,14 @@ int tk_frag_vec_index(const tk_type *t, tk_axis axis, int idx);
  * values: several lanes hold copies of each vector element. */
 LLVMValueRef tk_vec_writer(tk_lower *L, const tk_type *vt);
 
-/* ---- Memory addressing (jit/lower_mem.c) ---------------------------------- */
+/* ---- Memory addressing (ops/nv/mem.c) ---------------------------------- */
 /* Address of element (row, col) (i32, tile-relative) of one stage of a shared
  * tile at `base`, honouring its layout (PLAIN / PAD / SWIZZLE). */
 LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base,
                           LLVMValueRef row, LLVMValueRef col);
 /* The same for (row + row_c, col + col_c) with row_c, col_c compile-time
  * constants, arranged so the run-time part is independent of them where the
- * swizzle allows (jit/lower_mem.c): loop-invariant lane addresses. */
+ * swizzle allows (ops/nv/mem.c): loop-invariant lane addresses. */
 LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, LLVMValueRef row,
                             int64_t row_c, LLVMValueRef col, int64_t col_c);
 /* Byte offset of (row, col) in a shared tile (i32). */
@@ -263,7 +263,7 @@ LLVMValueRef tk_gwin_all_inb(tk_lower *L, const tk_gwin *w, int rows, int cols);
 /* Window rows start `bytes`-aligned and are contiguous (unit col stride). */
 LLVMValueRef tk_gwin_aligned(tk_lower *L, const tk_gwin *w, int bytes);
 
-/* Block-wide copies between global and shared memory (jit/lower_copy.c). */
+/* Block-wide copies between global and shared memory (ops/nv/copy.c). */
 tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op);
 tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op);
 

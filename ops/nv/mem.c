@@ -22,7 +22,7 @@
  *            row is a whole bank line).
  * Global views: a window (row0, col0) over the last two dims (or the last
  * one), leading indices fixed; all arithmetic is i64. */
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 int32_t tk_smem_row_bytes(const tk_type *st) {
     return tk_smem_pitch(st) * (int32_t)tk_dtype_size(st->dtype);

@@ -1,4 +1,4 @@
-/* The CPU interpreter: state shared by the driver (ir/interp.c) and the
+/* The CPU interpreter: state shared by the driver (ops/interp.c) and the
  * per-family semantics (ops/<family>_interp.c).
  *
  * Execution model (one block at a time, blocks in x-fastest order):
@@ -16,8 +16,8 @@
  *    waiting sees stale data exactly as it could on the GPU.
  * Values are SSA: storage is per value id, allocated on first use and reused
  * by later loop trips and blocks; everything is freed when the run ends. */
-#ifndef TK_IR_INTERP_H
-#define TK_IR_INTERP_H
+#ifndef TK_OPS_INTERP_H
+#define TK_OPS_INTERP_H
 
 #include "ir/ir.h"
 
@@ -65,7 +65,7 @@ typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
 #include "ir/ops.def"
 #undef X
 
-/* ---- driver services (ir/interp.c) --------------------------------------- */
+/* ---- driver services (ops/interp.c) --------------------------------------- */
 /* Records a run-time error in k->ctx naming the op, block and `warp` (-1: the
  * block as a whole); returns s. */
 tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s,

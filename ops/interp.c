@@ -1,6 +1,6 @@
 /* The CPU interpreter driver: argument checks, grid evaluation, per-run
  * storage, the block loop and op dispatch. Op semantics live in
- * ops/<family>_interp.c; the execution model is described in ir/interp.h.
+ * ops/<family>_interp.c; the execution model is described in ops/interp.h.
  *
  * Barriers are no-ops here: warps run in lockstep, op by op, so every
  * write of one op is visible to every later op of any warp. That is only
@@ -14,7 +14,7 @@
 
 #include "ir/ctx.h"
 #include "ir/grid.h"
-#include "ir/interp.h"
+#include "ops/interp.h"
 #include "ir/sig.h"
 
 /* ---- dispatch, generated from the op table ------------------------------- */

@@ -8,7 +8,7 @@
  * kernels from PTX (jit/link.c). Each side then lowers the
  * kernel body in its role (L->role), which changes what the
  * synchronization ops mean; group j still lives on ring barrier j % R
- * (jit/lower_tma.c), which now expects W consumer arrivals plus 32 from the
+ * (ops/nv/tma.c), which now expects W consumer arrivals plus 32 from the
  * producer warp:
  *
  *            producer (one warp)                consumers (W warps)
@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "jit/ws.h"
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
 

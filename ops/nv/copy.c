@@ -28,7 +28,7 @@
  * Slow path, same chunks: each element is loaded (masked: `fill` outside the
  * view) from its own address and the chunk is written to shared memory as
  * one 16-byte store; S2G reads the chunk and stores each element masked. */
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 typedef struct copy {
     const tk_type *st;
@@ -307,7 +307,7 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
         return L->st;
     int map = tk_tma_map_for(&L->tma, L->k, op);
     if (map >= 0 && L->role == TK_ROLE_CONSUMER)
-        return L->st; /* the producer's copy (jit/lower_ws.c) */
+        return L->st; /* the producer's copy (ops/nv/ws.c) */
     if (map >= 0) {
         /* The producer warp's fallback stays rolled: unrolled over its 32
          * threads it would be many rounds of live addresses, in a warp that

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...) {
     if (L->st != TK_OK) /* the first failure is the informative one */

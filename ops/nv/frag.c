@@ -13,7 +13,7 @@
  * rows g, g+8), col part k = (e&1)|((e>>2)<<1) (4 values, cols 2t+{0,1,8,9});
  * COL layout swaps the two. A PER_ROW vector holds, per row subtile, one slot
  * per row part; a PER_COL vector one per col part. */
-#include "ops/lower.h"
+#include "ops/nv/lower.h"
 
 static bool wg(const tk_type *t) { return t->owner == TK_WARPGROUP; }
 
