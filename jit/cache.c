@@ -7,12 +7,13 @@
 #include <xxhash.h>
 
 #include "jit/cache.h"
+#include "tk_codegen_id.h" /* generated into the build tree by cmake/codegen_id.cmake */
 
 #ifndef TK_LLVM_VERSION
 #define TK_LLVM_VERSION "unknown"
 #endif
 
-_Static_assert(sizeof(tk_disk_header) == 144, "tk_disk_header must have no padding");
+_Static_assert(sizeof(tk_disk_header) == 176, "tk_disk_header must have no padding");
 
 /* Each field is hashed with its length in front, so no two different field
  * lists produce the same byte stream. */
@@ -23,21 +24,31 @@ static void tk_hash_field(XXH3_state_t *st, const char *s)
     XXH3_128bits_update(st, s, (size_t)len);
 }
 
+const char *tk_codegen_id(void) { return TK_CODEGEN_ID; }
+
 void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
                       const char *compiler)
+{
+    tk_cache_id_make_for(id, ir_text, arch, compiler, TK_CODEGEN_ID);
+}
+
+void tk_cache_id_make_for(tk_cache_id *id, const char *ir_text, const char *arch,
+                          const char *compiler, const char *codegen)
 {
     XXH3_state_t st;
     memset(&st, 0, sizeof st);
     XXH3_128bits_reset(&st);
-    /* The version names the entry ABI a cubin was built for (ir/abi.h, and
-     * the copy-engine plan's rules in jit/tma.c, which decide its extra
-     * parameters, shared memory and block size): bump it when either
-     * changes. v2: plans; v3: producer warps (jit/ws.h). */
-    tk_hash_field(&st, "tilekittens cache key v3");
+    /* The version names the key's fields: bump it when they change. The
+     * entry ABI a cubin was built for (ir/abi.h, the plan's extra parameters,
+     * shared memory and block size) once needed a bump by hand too; the code
+     * generator's digest now covers it. v2: plans; v3: producer warps;
+     * v4: the code generator's digest. */
+    tk_hash_field(&st, "tilekittens cache key v4");
     tk_hash_field(&st, ir_text);
     tk_hash_field(&st, arch);
     tk_hash_field(&st, TK_LLVM_VERSION);
     tk_hash_field(&st, compiler);
+    tk_hash_field(&st, codegen);
     XXH128_hash_t h = XXH3_128bits_digest(&st);
     memset(id, 0, sizeof *id);
     id->key.lo = h.low64;
@@ -45,6 +56,10 @@ void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
     snprintf(id->arch, sizeof id->arch, "%s", arch);
     snprintf(id->compiler, sizeof id->compiler, "%s", compiler);
     snprintf(id->llvm, sizeof id->llvm, "%s", TK_LLVM_VERSION);
+    /* A prefix, not NUL-terminated when the id is long (the header keeps the
+     * same bytes; the key hashes the whole id). */
+    size_t len = strlen(codegen);
+    memcpy(id->codegen, codegen, len < sizeof id->codegen ? len : sizeof id->codegen);
 }
 
 void tk_key_hex(tk_key k, char out[33])

@@ -2,15 +2,18 @@
  * an on-disk store of cubins.
  *
  * Key = XXH3-128 over (canonical IR text, target arch, LLVM version,
- * compiler identity). The compiler identity names the PTX->cubin path and
- * its version ("cuLink <driver version>" or "ptxas <build line>"), so
- * entries made by another driver/ptxas are distinct entries, never reused.
+ * compiler identity, code-generator identity). The compiler identity names
+ * the PTX->cubin path and its version ("cuLink <driver version>" or "ptxas
+ * <build line>"), so entries made by another driver/ptxas are distinct
+ * entries, never reused. The code-generator identity (TK_CODEGEN_ID) is a
+ * SHA-256 of the library's sources made at build time (cmake/codegen_id.cmake),
+ * so a cubin lowered by other code is never loaded for the same IR.
  *
  * Disk entry <dir>/<32 hex digits of the key>.tkc: a tk_disk_header then the
  * payload (a cubin). Entries are written to a temp file in the same
  * directory, fsync'ed and renamed into place, so concurrent processes never
  * see partial files. An entry that fails any check (size, magic, format,
- * key, arch, compiler, LLVM version, payload checksum) is counted in
+ * key, arch, compiler, LLVM version, code generator, payload checksum) is counted in
  * stats.rejected, deleted and treated as a miss. The directory is kept under
  * a byte limit by deleting least recently used entries (hits touch mtime). */
 #ifndef TK_JIT_CACHE_H
@@ -32,11 +35,13 @@ typedef struct tk_cache_id {
     char arch[16];
     char compiler[64];  /* truncated copy; the key hashes the full identity */
     char llvm[16];
+    char codegen[32];   /* leading hex digits of the code generator's id */
 } tk_cache_id;
 
-/* On-disk header, little-endian, 144 bytes, no padding. */
+/* On-disk header, little-endian, 176 bytes, no padding. Format 2 added
+ * codegen. */
 #define TK_DISK_MAGIC "TKCUBIN1"
-#define TK_DISK_FORMAT 1u
+#define TK_DISK_FORMAT 2u
 typedef struct tk_disk_header {
     char magic[8];
     uint32_t format;
@@ -45,13 +50,20 @@ typedef struct tk_disk_header {
     char arch[16];
     char compiler[64];
     char llvm[16];
+    char codegen[32];
     uint64_t payload_size;
     uint64_t checksum;  /* XXH3-64 of the payload */
 } tk_disk_header;
 
-/* Builds the id (and key) for this key material. */
+/* Builds the id (and key) for this key material, under this build's code
+ * generator (tk_codegen_id). */
 void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
                       const char *compiler);
+/* The same under an explicit code-generator identity (tests pass two). */
+void tk_cache_id_make_for(tk_cache_id *id, const char *ir_text, const char *arch,
+                          const char *compiler, const char *codegen);
+/* TK_CODEGEN_ID: 64 hex digits, fixed when the library is built. */
+const char *tk_codegen_id(void);
 void tk_key_hex(tk_key k, char out[33]);
 
 /* Reference hooks for table values (tk_program in the library; tests may

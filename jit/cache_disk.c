@@ -41,6 +41,7 @@ static void tk_header_make(tk_disk_header *h, const tk_cache_id *id, const void 
     memcpy(h->arch, id->arch, sizeof h->arch);
     memcpy(h->compiler, id->compiler, sizeof h->compiler);
     memcpy(h->llvm, id->llvm, sizeof h->llvm);
+    memcpy(h->codegen, id->codegen, sizeof h->codegen);
     h->payload_size = n;
     h->checksum = XXH3_64bits(payload, n);
 }
@@ -61,6 +62,8 @@ static const char *tk_header_check(const tk_disk_header *h, const tk_cache_id *i
         return "foreign compiler version";
     if (memcmp(h->llvm, id->llvm, sizeof h->llvm) != 0)
         return "foreign LLVM version";
+    if (memcmp(h->codegen, id->codegen, sizeof h->codegen) != 0)
+        return "foreign code generator";
     if ((uint64_t)size - sizeof *h != h->payload_size)
         return (uint64_t)size - sizeof *h < h->payload_size ? "truncated" : "trailing bytes";
     return NULL;

@@ -1,0 +1,128 @@
+/* Cache-key tests: the code generator's identity (TK_CODEGEN_ID, a digest of
+ * the library's sources made at build time) is part of every key and of the
+ * disk entry's header, so a cubin lowered by other code is never loaded for
+ * the same IR. The rest of the cache is tested in test_jit.c.
+ *
+ * The disk store writes under one mkdtemp directory, removed at the end. */
+#include <check.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jit/cache.h"
+
+static char g_root[PATH_MAX]; /* the mkdtemp directory of this run */
+
+static const char *k_gen_a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+static const char *k_gen_b = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab";
+
+static int key_eq(tk_key a, tk_key b) { return a.lo == b.lo && a.hi == b.hi; }
+
+static int file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* A bare cache (no value hooks) whose disk store is <root>/<name>. */
+static void cache_in(tk_cache *c, const char *name)
+{
+    char dir[PATH_MAX];
+    ck_assert_int_lt(snprintf(dir, sizeof dir, "%s/%s", g_root, name), (int)sizeof dir);
+    ck_assert_int_eq(tk_cache_init(c, NULL, NULL), 0);
+    ck_assert_int_eq(tk_cache_dir_set(c, dir), TK_OK);
+}
+
+START_TEST(test_codegen_id_in_key)
+{
+    const char *id = tk_codegen_id();
+    ck_assert_uint_eq(strlen(id), 64);
+    ck_assert_uint_eq(strspn(id, "0123456789abcdef"), 64);
+    tk_cache_id a, b, a2, built;
+    tk_cache_id_make_for(&a, "kernel text", "sm_90a", "ptxas X", k_gen_a);
+    tk_cache_id_make_for(&a2, "kernel text", "sm_90a", "ptxas X", k_gen_a);
+    ck_assert(key_eq(a.key, a2.key));
+    /* Ids differing only past the header's prefix still make other keys. */
+    tk_cache_id_make_for(&b, "kernel text", "sm_90a", "ptxas X", k_gen_b);
+    ck_assert(!key_eq(a.key, b.key));
+    ck_assert_mem_eq(a.codegen, b.codegen, sizeof a.codegen);
+    /* The plain call keys under this build's code generator. */
+    tk_cache_id_make(&built, "kernel text", "sm_90a", "ptxas X");
+    tk_cache_id_make_for(&a2, "kernel text", "sm_90a", "ptxas X", id);
+    ck_assert(key_eq(built.key, a2.key));
+    ck_assert_mem_eq(built.codegen, id, sizeof built.codegen);
+    ck_assert(!key_eq(built.key, a.key));
+}
+END_TEST
+
+/* An entry stored by another code generator is a miss for this one: its key
+ * (so its file) differs, and a header naming another generator at this key's
+ * file is rejected, counted and deleted. */
+START_TEST(test_codegen_foreign_entry)
+{
+    tk_cache c;
+    cache_in(&c, "foreign");
+    tk_cache_id old, cur, forged;
+    tk_cache_id_make_for(&old, "kernel text", "sm_90a", "ptxas X", "0123456789abcdef");
+    tk_cache_id_make_for(&cur, "kernel text", "sm_90a", "ptxas X", "fedcba9876543210");
+    const char payload[] = "a cubin from the old lowering";
+    char err[512] = "", path[PATH_MAX];
+    void *p;
+    size_t n;
+    ck_assert_int_eq(tk_disk_put(&c, &old, payload, sizeof payload, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_get(&c, &old, &p, &n, err, sizeof err), TK_OK);
+    ck_assert_ptr_nonnull(p);
+    free(p);
+    ck_assert_int_eq(tk_disk_get(&c, &cur, &p, &n, err, sizeof err), TK_OK);
+    ck_assert_ptr_null(p);
+    /* Same key, other generator in the header (as a key collision would be). */
+    forged = cur;
+    memcpy(forged.codegen, old.codegen, sizeof forged.codegen);
+    ck_assert_int_eq(tk_disk_put(&c, &forged, payload, sizeof payload, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_path(&c, cur.key, path, sizeof path), 0);
+    ck_assert(file_exists(path));
+    err[0] = 0;
+    ck_assert_int_eq(tk_disk_get(&c, &cur, &p, &n, err, sizeof err), TK_OK);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(err, "foreign code generator"), "%s", err);
+    ck_assert(!file_exists(path));
+    tk_cache_stats st;
+    tk_cache_stats_copy(&c, &st);
+    ck_assert_uint_eq(st.rejected, 1);
+    /* The old generator's entry is untouched (the LRU limit retires it). */
+    ck_assert_int_eq(tk_disk_get(&c, &old, &p, &n, err, sizeof err), TK_OK);
+    ck_assert_ptr_nonnull(p);
+    free(p);
+    tk_cache_fini(&c);
+}
+END_TEST
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+int main(void)
+{
+    snprintf(g_root, sizeof g_root, "%s/tk-test-cache-XXXXXX",
+             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(g_root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    Suite *s = suite_create("cache");
+    TCase *tc = tcase_create("cache");
+    tcase_add_test(tc, test_codegen_id_in_key);
+    tcase_add_test(tc, test_codegen_foreign_entry);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return failed ? 1 : 0;
+}
