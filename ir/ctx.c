@@ -1,9 +1,14 @@
-/* Context lifetime and context-level errors. */
+/* Context lifetime, context-level errors and the context's slots. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "ir/ctx.h"
+
+struct tk_ctx_slot {
+    const tk_ctx_slot_def *def;
+    void *state;
+};
 
 tk_status tk_ctx_create(tk_ctx **out) {
     if (!out) return TK_ERR_INVALID_ARG;
@@ -13,20 +18,92 @@ tk_status tk_ctx_create(tk_ctx **out) {
 
 void tk_ctx_destroy(tk_ctx *ctx) {
     if (!ctx) return;
-    tk_runcache_destroy(ctx->run); /* releases programs: before the JIT goes */
-    tk_jit_destroy(ctx->jit);
+    /* Reverse order of creation: a state made by taking another slot first
+     * (the ready-made kernels' memo holds programs of the JIT) goes first. */
+    for (int i = TK_CTX_SLOTS - 1; i >= 0; i--) {
+        struct tk_ctx_slot *s = ctx->slots[i];
+        if (!s) continue;
+        s->def->destroy(s->state);
+        free(s);
+    }
     free(ctx);
 }
 
+/* ---- Slots ------------------------------------------------------------------ */
+void *tk_ctx_slot_find(const tk_ctx *ctx, const tk_ctx_slot_def *def) {
+    if (!ctx || !def) return NULL;
+    for (int i = 0; i < TK_CTX_SLOTS; i++) {
+        struct tk_ctx_slot *s = __atomic_load_n(&ctx->slots[i], __ATOMIC_ACQUIRE);
+        if (!s) return NULL; /* slots fill in order: none is made after a free one */
+        if (s->def == def) return s->state;
+    }
+    return NULL;
+}
+
+/* Publishes `mine` in the first free slot and returns its state, unless a
+ * thread racing with this one published the same def first: then returns
+ * theirs (NULL when every slot is taken) and mine is the caller's to
+ * destroy. Slots before the first free one are taken for good, so a def is
+ * published at most once. */
+static void *publish(tk_ctx *ctx, struct tk_ctx_slot *mine, int *won) {
+    *won = 0;
+    for (int i = 0; i < TK_CTX_SLOTS; i++) {
+        struct tk_ctx_slot *seen = NULL;
+        if (__atomic_compare_exchange_n(&ctx->slots[i], &seen, mine, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            *won = 1;
+            return mine->state;
+        }
+        if (seen->def == mine->def) return seen->state;
+    }
+    return NULL;
+}
+
+void *tk_ctx_slot(tk_ctx *ctx, const tk_ctx_slot_def *def) {
+    if (!ctx || !def || !def->make || !def->destroy) return NULL;
+    void *state = tk_ctx_slot_find(ctx, def);
+    if (state) return state;
+    struct tk_ctx_slot *mine = malloc(sizeof *mine);
+    if (!mine || !(mine->state = def->make(ctx))) {
+        free(mine);
+        tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "context slot '%s': out of memory", def->name);
+        return NULL;
+    }
+    mine->def = def;
+    int won;
+    state = publish(ctx, mine, &won);
+    if (won) return state;
+    def->destroy(mine->state);
+    free(mine);
+    if (!state)
+        tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "context slot '%s': all %d slots are taken",
+                    def->name, TK_CTX_SLOTS);
+    return state;
+}
+
+/* ---- Errors ----------------------------------------------------------------- */
 const char *tk_ctx_error(const tk_ctx *ctx) {
     return ctx ? ctx->error : "tk_ctx_error: ctx is NULL";
+}
+
+static void ctx_vfail(tk_ctx *ctx, const char *fmt, va_list ap) {
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
 }
 
 tk_status tk_ctx_fail(tk_ctx *ctx, tk_status s, const char *fmt, ...) {
     if (!ctx) return s;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    ctx_vfail(ctx, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+tk_status tk_ctx_set_error(tk_ctx *ctx, tk_status s, const char *fmt, ...) {
+    if (!ctx || !fmt) return s;
+    va_list ap;
+    va_start(ap, fmt);
+    ctx_vfail(ctx, fmt, ap);
     va_end(ap);
     return s;
 }

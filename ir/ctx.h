@@ -1,27 +1,52 @@
 /* The context: all state a TileKittens user holds. No global mutable state
- * exists anywhere else in the library. */
+ * exists anywhere else in the library.
+ *
+ * The context knows no layer above the IR. A layer that keeps per-context
+ * state (the JIT's driver table and caches, the ready-made kernels' memo)
+ * attaches it through a slot: it declares one static tk_ctx_slot_def and
+ * asks tk_ctx_slot for its state, which is made on first use and destroyed
+ * with the context. */
 #ifndef TK_CTX_H
 #define TK_CTX_H
 
 #include "tk/tk.h"
 
-struct tk_jit;      /* jit/jit.h: driver table, caches, statistics (lazily made) */
-struct tk_runcache; /* kernels/run.c: compiled ready-made kernels (lazily made)  */
+/* A kind of per-context state. Its address is the slot's identity: declare
+ * one static const definition per kind. */
+typedef struct tk_ctx_slot_def {
+    const char *name;             /* for messages                               */
+    void *(*make)(tk_ctx *ctx);   /* the state, or NULL when out of memory; may
+                                     take other slots (which are then made
+                                     first and so destroyed after this one)  */
+    void (*destroy)(void *state); /* frees what make returned                 */
+} tk_ctx_slot_def;
+
+/* Slots one context can hold: one per layer's kind of state (the library
+ * uses two), not per use. */
+enum { TK_CTX_SLOTS = 8 };
+
+struct tk_ctx_slot; /* ir/ctx.c: one made slot (its def and state) */
 
 struct tk_ctx {
-    char error[2048];     /* last context-level error message            */
-    struct tk_jit *jit;   /* NULL until a JIT/GPU entry point is used     */
-    struct tk_runcache *run; /* NULL until a ready-made kernel is used   */
+    char error[2048]; /* last context-level error message */
+    /* Made slots in order of creation; NULL past the last. Filled by
+     * compare-and-swap, never emptied before tk_ctx_destroy. */
+    struct tk_ctx_slot *slots[TK_CTX_SLOTS];
 };
+
+/* The state of `def` in ctx, made with def->make on first use. Thread-safe
+ * and lock-free: threads sharing a context may race to make it; one state
+ * is published, the others are destroyed by the threads that made them, and
+ * every caller gets the published one. NULL (with a message in the context's
+ * error) when make fails or all TK_CTX_SLOTS slots are taken.
+ * tk_ctx_destroy destroys slots in reverse order of creation. */
+void *tk_ctx_slot(tk_ctx *ctx, const tk_ctx_slot_def *def);
+/* The state of `def` if it was made, else NULL; never makes it. */
+void *tk_ctx_slot_find(const tk_ctx *ctx, const tk_ctx_slot_def *def);
 
 /* Records a context-level error; returns `s`. */
 tk_status tk_ctx_fail(tk_ctx *ctx, tk_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tk_ctx_clear_error(tk_ctx *ctx);
-
-/* Implemented in jit/: frees what ctx->jit holds (NULL-safe). */
-void tk_jit_destroy(struct tk_jit *jit);
-/* Implemented in kernels/run.c (NULL-safe). */
-void tk_runcache_destroy(struct tk_runcache *rc);
 
 #endif

@@ -1,5 +1,6 @@
-/* The per-context JIT state and the small public entry points around it:
- * cache settings and statistics, PTX / LLVM text emission. */
+/* The per-context JIT state (a context slot) and the small public entry
+ * points around it: cache settings and statistics, PTX / LLVM text
+ * emission. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,20 +45,27 @@ struct tk_jit *tk_jit_new(void)
     return j;
 }
 
+static void *tk_jit_make(tk_ctx *ctx)
+{
+    (void)ctx;
+    return tk_jit_new();
+}
+
+static void tk_jit_destroy_v(void *j)
+{
+    tk_jit_destroy(j);
+}
+
+static const tk_ctx_slot_def tk_jit_slot = { "jit", tk_jit_make, tk_jit_destroy_v };
+
 struct tk_jit *tk_jit_of(tk_ctx *ctx)
 {
-    struct tk_jit *j = __atomic_load_n(&ctx->jit, __ATOMIC_ACQUIRE);
-    if (j)
-        return j;
-    /* Two threads may race to make it: one wins, the other frees its own. */
-    struct tk_jit *mine = tk_jit_new(), *expected = NULL;
-    if (!mine)
-        return NULL;
-    if (__atomic_compare_exchange_n(&ctx->jit, &expected, mine, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE))
-        return mine;
-    tk_jit_destroy(mine);
-    return expected;
+    return tk_ctx_slot(ctx, &tk_jit_slot);
+}
+
+struct tk_jit *tk_jit_find(const tk_ctx *ctx)
+{
+    return tk_ctx_slot_find(ctx, &tk_jit_slot);
 }
 
 void tk_jit_destroy(struct tk_jit *j)
@@ -107,7 +115,7 @@ void tk_cache_stats_get(const tk_ctx *ctx, tk_cache_stats *out)
     if (!out)
         return;
     memset(out, 0, sizeof *out);
-    struct tk_jit *j = ctx ? __atomic_load_n(&ctx->jit, __ATOMIC_ACQUIRE) : NULL;
+    struct tk_jit *j = tk_jit_find(ctx);
     if (j)
         tk_cache_stats_copy(&j->cache, out);
 }

@@ -1,6 +1,6 @@
-/* The JIT's per-context state (ctx->jit): CUDA driver table, ptxas probe,
- * memory + disk caches and statistics. Created lazily by the first JIT/GPU
- * entry point, freed by tk_jit_destroy (called from tk_ctx_destroy). */
+/* The JIT's per-context state: CUDA driver table, ptxas probe, memory +
+ * disk caches and statistics. A context slot (ir/ctx.h): made by the first
+ * JIT/GPU entry point (tk_jit_of), destroyed with the context. */
 #ifndef TK_JIT_JIT_H
 #define TK_JIT_JIT_H
 
@@ -34,8 +34,13 @@ struct tk_jit {
 
 /* A standalone JIT state (tests use it without a context). NULL: no memory. */
 struct tk_jit *tk_jit_new(void);
-/* ctx->jit, created on first use (thread-safe); NULL when out of memory. */
+/* Frees a JIT state (NULL-safe); programs users still hold stay valid. */
+void tk_jit_destroy(struct tk_jit *j);
+/* The context's JIT state, made on first use (thread-safe: tk_ctx_slot);
+ * NULL when out of memory. */
 struct tk_jit *tk_jit_of(tk_ctx *ctx);
+/* The context's JIT state if an entry point made it, else NULL. */
+struct tk_jit *tk_jit_find(const tk_ctx *ctx);
 /* The driver, started on first use; failures stay (a missing driver does not
  * appear later) and are re-reported with the same message. */
 tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, char *err, size_t errn);

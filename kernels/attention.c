@@ -60,10 +60,13 @@
  * and L = -inf. */
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "ir/ctx.h"
+#include "jit/registry.h"
 #include "tk/tk_kernels.h"
+#include "tk/tk_run.h"
 
 #define BQ 128 /* query rows per block */
 #define BKV 64 /* keys per tile        */
@@ -268,40 +271,153 @@ static void build(attn *a) {
     tk_store(k, L, il, lse);
 }
 
+/* The specialization, checked alike by every entry point (`fn` names it in
+ * the message). */
+static tk_status check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim, int causal) {
+    if (dt != TK_BF16 && dt != TK_F16)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: dtype is %s; expected bf16 or f16",
+                                fn, tk_dtype_name(dt));
+    if (head_dim != 64 && head_dim != 128)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: head_dim is %d; expected 64 or "
+                                "128", fn, head_dim);
+    if (causal != 0 && causal != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: causal is %d; expected 0 or 1", fn,
+                                causal);
+    return TK_OK;
+}
+
 tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk_kernel **out) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (!out || !cfg)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: %s is NULL",
-                           out ? "cfg" : "out");
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: %s is NULL",
+                                out ? "cfg" : "out");
     *out = NULL;
-    if (cfg->dtype != TK_BF16 && cfg->dtype != TK_F16)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: dtype is %s; "
-                           "expected bf16 or f16", tk_dtype_name(cfg->dtype));
-    if (cfg->head_dim != 64 && cfg->head_dim != 128)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: head_dim is %d; "
-                           "expected 64 or 128", cfg->head_dim);
-    if (cfg->causal != 0 && cfg->causal != 1)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: causal is %d; "
-                           "expected 0 or 1", cfg->causal);
+    tk_status s = check_spec(ctx, "tk_attention_fwd_build", cfg->dtype, cfg->head_dim,
+                             cfg->causal);
+    if (s) return s;
     char name[64];
     int warps = cfg->warps ? cfg->warps : 4; /* see "Shape" */
     if (warps != 4 && warps != 8)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: warps is %d; "
-                           "expected 0 (default), 4 or 8", cfg->warps);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: warps is %d; "
+                                "expected 0 (default), 4 or 8", cfg->warps);
     snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_w%d%s", tk_dtype_name(cfg->dtype),
              cfg->head_dim, warps, cfg->causal ? "_causal" : "");
     tk_kernel *k;
-    tk_status s = tk_kernel_create(ctx, name, warps, &k);
-    if (s) return s;
+    if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
     attn a = {.k = k, .dt = cfg->dtype, .D = cfg->head_dim, .causal = cfg->causal,
               .wrows = BQ / warps,
               .q_shared = (BQ / warps) * cfg->head_dim > 16 * 128};
     build(&a);
     if ((s = tk_kernel_finish(k))) {
-        tk_ctx_fail(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));
+        tk_ctx_set_error(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));
         tk_kernel_destroy(k);
         return s;
     }
     *out = k;
     return TK_OK;
+}
+
+/* ---- tk_attention_forward (tk_run.h) ----------------------------------------
+ * The registry's attention: one compiled kernel per (dtype, head_dim,
+ * causal), with the default warps. */
+typedef struct attn_key {
+    int32_t dtype, head_dim, causal;
+} attn_key;
+
+static tk_status build_attn_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
+    const attn_key *a = key;
+    tk_attention_config cfg = {.dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim,
+                               .causal = a->causal};
+    return tk_attention_fwd_build(ctx, &cfg, out);
+}
+
+static const tk_kernel_def attn_def = {"tk_attention_forward", sizeof(attn_key),
+                                       build_attn_key};
+
+/* Sizes, pointers and strides (after the specialization). */
+static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_params *p) {
+    const int64_t sz[5] = {p->batch, p->heads_q, p->heads_kv, p->seq_q, p->seq_kv};
+    static const char *names[5] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv"};
+    for (int i = 0; i < 5; i++)
+        if (sz[i] <= 0)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; sizes must be "
+                                    ">= 1", fn, names[i], (long long)sz[i]);
+    if (p->heads_q % p->heads_kv)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: heads_q (%lld) is not a multiple "
+                                "of heads_kv (%lld)", fn, (long long)p->heads_q,
+                                (long long)p->heads_kv);
+    const void *ptr[5] = {p->q, p->k, p->v, p->o, p->lse};
+    static const char *pn[5] = {"q", "k", "v", "o", "lse"};
+    for (int i = 0; i < 5; i++)
+        if (!ptr[i])
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, pn[i]);
+    const int64_t *st[4] = {p->q_strides, p->k_strides, p->v_strides, p->o_strides};
+    for (int i = 0; i < 4; i++) {
+        bool dense = !st[i][0] && !st[i][1] && !st[i][2] && !st[i][3];
+        if (!dense && st[i][3] != 1)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[3] is %lld; the "
+                                    "head dimension must be contiguous (stride 1)", fn, pn[i],
+                                    (long long)st[i][3]);
+        for (int d = 0; d < 3 && !dense; d++)
+            if (st[i][d] < 0)
+                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is "
+                                        "negative", fn, pn[i], d);
+    }
+    return TK_OK;
+}
+
+static tk_status check_attention(tk_ctx *ctx, const tk_attention_params *p) {
+    const char *fn = "tk_attention_forward";
+    if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
+    tk_status s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal);
+    if (s) return s;
+    if (!(p->scale >= 0.0f) || isinf(p->scale))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: scale %g is not a finite value "
+                                ">= 0", fn, (double)p->scale);
+    return check_layout(ctx, fn, p);
+}
+
+static tk_arg attn_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
+                          const int64_t *strides) {
+    bool dense = true;
+    for (int i = 0; i < rank; i++) dense = dense && !strides[i];
+    return dense ? tk_arg_tensor((void *)data, dt, rank, dims)
+                 : tk_arg_strided((void *)data, dt, rank, dims, strides);
+}
+
+/* The checked parameters' program (built and compiled on first use). */
+static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *p, tk_program **prog,
+                                   tk_prepare_info *info) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_status s = check_attention(ctx, p);
+    if (s) return s;
+    attn_key key;
+    memset(&key, 0, sizeof key);
+    key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal;
+    return tk_registry_program(ctx, &attn_def, &key, prog, info);
+}
+
+tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info) {
+    tk_program *prog = NULL;
+    return attention_program(ctx, p, &prog, info);
+}
+
+tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream) {
+    tk_program *prog = NULL;
+    tk_status s = attention_program(ctx, p, &prog, NULL);
+    if (s) return s;
+    int64_t D = p->head_dim;
+    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, D};
+    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, D};
+    int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
+    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)D);
+    tk_arg args[6] = {
+        attn_tensor(p->q, p->dtype, 4, qd, p->q_strides),
+        attn_tensor(p->k, p->dtype, 4, kd, p->k_strides),
+        attn_tensor(p->v, p->dtype, 4, kd, p->v_strides),
+        attn_tensor(p->o, p->dtype, 4, qd, p->o_strides),
+        attn_tensor(p->lse, TK_F32, 3, ld, p->lse_strides),
+        tk_arg_f32(scale),
+    };
+    return tk_launch(prog, 6, args, stream);
 }

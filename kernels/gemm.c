@@ -45,11 +45,14 @@
  * cost what it saves (round 5).
  * Ragged M, N, K: the copies zero-fill what lies outside A / B (zeros add
  * nothing to the dot products) and the final store skips rows/cols outside C. */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/ctx.h"
+#include "jit/registry.h"
 #include "tk/tk_kernels.h"
+#include "tk/tk_run.h"
 
 #define GROUP_M 8 /* block rows per L2 group (4, 16 and 32 measured the same) */
 
@@ -100,35 +103,43 @@ static int warp_grid(const tk_gemm_config *c, int *wm, int *wn) {
     return best >= 0;
 }
 
+/* The dtypes and transposition, checked alike by every entry point (`fn`
+ * names it in the message). */
+static tk_status check_types(tk_ctx *ctx, const char *fn, tk_dtype in, tk_dtype out, int tb) {
+    if (in != TK_BF16 && in != TK_F16)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: in_dtype is %s; expected bf16 or "
+                                "f16", fn, tk_dtype_name(in));
+    if (out != TK_BF16 && out != TK_F16 && out != TK_F32)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: out_dtype is %s; expected bf16, "
+                                "f16 or f32", fn, tk_dtype_name(out));
+    if (tb != 0 && tb != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: transpose_b is %d; expected 0 or 1",
+                                fn, tb);
+    return TK_OK;
+}
+
 static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int *wn) {
-    if (c->in_dtype != TK_BF16 && c->in_dtype != TK_F16)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: in_dtype is %s; expected "
-                           "bf16 or f16", tk_dtype_name(c->in_dtype));
-    if (c->out_dtype != TK_BF16 && c->out_dtype != TK_F16 && c->out_dtype != TK_F32)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: out_dtype is %s; expected "
-                           "bf16, f16 or f32", tk_dtype_name(c->out_dtype));
+    tk_status s = check_types(ctx, "tk_gemm_build", c->in_dtype, c->out_dtype, c->transpose_b);
+    if (s) return s;
     if (c->block_m < 16 || c->block_n < 16 || c->block_k < 16 || c->block_m % 16 ||
         c->block_n % 16 || c->block_k % 16 || c->block_m > 256 || c->block_n > 256 ||
         c->block_k > 256)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: block %dx%dx%d; each side "
-                           "must be a multiple of 16 in 16..256", c->block_m, c->block_n,
-                           c->block_k);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: block %dx%dx%d; each "
+                                "side must be a multiple of 16 in 16..256", c->block_m,
+                                c->block_n, c->block_k);
     if (c->warps < 1 || c->warps > 16)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: warps is %d; expected 1..16",
-                           c->warps);
-    if (c->transpose_b != 0 && c->transpose_b != 1)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: transpose_b is %d; expected "
-                           "0 or 1", c->transpose_b);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: warps is %d; expected "
+                                "1..16", c->warps);
     if (c->tma != 0 && c->tma != 1)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: tma is %d; expected 0 or 1",
-                           c->tma);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: tma is %d; expected 0 "
+                                "or 1", c->tma);
     if (c->stages < 2 || c->stages > 8)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: stages is %d; expected 2..8",
-                           c->stages);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: stages is %d; expected "
+                                "2..8", c->stages);
     if (!warp_grid(c, wm, wn))
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: %d warps cannot split a "
-                           "%dx%d block into warp tiles of multiples of 16", c->warps,
-                           c->block_m, c->block_n);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: %d warps cannot split "
+                                "a %dx%d block into warp tiles of multiples of 16", c->warps,
+                                c->block_m, c->block_n);
     return TK_OK;
 }
 
@@ -301,8 +312,8 @@ static void build(gemm *g, int wm, int wn) {
 tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (!out || !cfg)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: %s is NULL",
-                           out ? "cfg" : "out");
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: %s is NULL",
+                                out ? "cfg" : "out");
     *out = NULL;
     int wm = 1, wn = 1;
     tk_status s = check_config(ctx, cfg, &wm, &wn);
@@ -317,10 +328,122 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
     gemm g = {.k = k, .c = cfg};
     build(&g, wm, wn);
     if ((s = tk_kernel_finish(k))) {
-        tk_ctx_fail(ctx, s, "tk_gemm_build: %s", tk_kernel_error(k));
+        tk_ctx_set_error(ctx, s, "tk_gemm_build: %s", tk_kernel_error(k));
         tk_kernel_destroy(k);
         return s;
     }
     *out = k;
     return TK_OK;
+}
+
+/* ---- tk_gemm (tk_run.h) ----------------------------------------------------
+ * The registry's GEMM: one compiled kernel per configuration. */
+typedef struct gemm_key {
+    int32_t in_dtype, out_dtype, transpose_b, block_m, block_n, block_k, warps, stages, tma;
+} gemm_key;
+
+static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
+    const gemm_key *g = key;
+    tk_gemm_config c = {.in_dtype = (tk_dtype)g->in_dtype, .out_dtype = (tk_dtype)g->out_dtype,
+                        .transpose_b = g->transpose_b, .block_m = g->block_m,
+                        .block_n = g->block_n, .block_k = g->block_k, .warps = g->warps,
+                        .stages = g->stages, .tma = g->tma};
+    return tk_gemm_build(ctx, &c, out);
+}
+
+static const tk_kernel_def gemm_def = {"tk_gemm", sizeof(gemm_key), build_gemm_key};
+
+static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
+    const char *fn = "tk_gemm";
+    if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
+    tk_status s = check_types(ctx, fn, p->in_dtype, p->out_dtype, p->transpose_b);
+    if (s) return s;
+    if (p->m <= 0 || p->n <= 0 || p->k <= 0)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: m, n, k are %lld, %lld, %lld; "
+                                "each must be >= 1", fn, (long long)p->m, (long long)p->n,
+                                (long long)p->k);
+    if (!p->a || !p->b || !p->c)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn,
+                                !p->a ? "a" : !p->b ? "b" : "c");
+    int64_t bcols = p->transpose_b ? p->k : p->n;
+    if ((p->lda && p->lda < p->k) || (p->ldb && p->ldb < bcols) || (p->ldc && p->ldc < p->n))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: a leading dimension is smaller "
+                                "than its row (lda %lld < k %lld, ldb %lld < %lld or ldc %lld "
+                                "< n %lld)", fn, (long long)p->lda, (long long)p->k,
+                                (long long)p->ldb, (long long)bcols, (long long)p->ldc,
+                                (long long)p->n);
+    return TK_OK;
+}
+
+/* The copy engine reads 16-byte aligned tensors with 16-byte row pitches
+ * (else the launch encodes no map, and the producer warp's own copies are
+ * slow): other calls get the cp.async kernel that sm_90 without its
+ * arch-specific features would. */
+tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch) {
+    int64_t esz = (int64_t)tk_dtype_size(p->in_dtype);
+    int64_t lda = p->lda ? p->lda : p->k;
+    int64_t ldb = p->ldb ? p->ldb : (p->transpose_b ? p->k : p->n);
+    bool engine = ((uintptr_t)p->a | (uintptr_t)p->b) % 16 == 0 && lda * esz % 16 == 0 &&
+                  ldb * esz % 16 == 0;
+    if (arch && !engine && !strcmp(arch, "sm_90a"))
+        arch = "sm_90";
+    return tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, arch);
+}
+
+/* The configuration of a call: the caller's, if it names one for the same
+ * dtypes and transposition, else the library's choice for the size and GPU. */
+static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c) {
+    const tk_gemm_config *g = p->config;
+    if (!g) {
+        char arch[16];
+        tk_registry_arch(ctx, arch, sizeof arch);
+        *c = tk_gemm_config_for_call(p, arch[0] ? arch : NULL);
+        return TK_OK;
+    }
+    if (g->in_dtype != p->in_dtype || g->out_dtype != p->out_dtype ||
+        g->transpose_b != p->transpose_b)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm: config is for %s -> %s, "
+                                "transpose_b %d; the params for %s -> %s, transpose_b %d",
+                                tk_dtype_name(g->in_dtype), tk_dtype_name(g->out_dtype),
+                                g->transpose_b, tk_dtype_name(p->in_dtype),
+                                tk_dtype_name(p->out_dtype), p->transpose_b);
+    *c = *g;
+    return TK_OK;
+}
+
+/* The checked parameters' program (built and compiled on first use). */
+static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program **prog,
+                              tk_prepare_info *info) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_gemm_config c = {0};
+    tk_status s = check_gemm(ctx, p);
+    if (!s) s = gemm_choose(ctx, p, &c);
+    if (s) return s;
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.in_dtype = c.in_dtype, key.out_dtype = c.out_dtype, key.transpose_b = c.transpose_b;
+    key.block_m = c.block_m, key.block_n = c.block_n, key.block_k = c.block_k;
+    key.warps = c.warps, key.stages = c.stages, key.tma = c.tma;
+    return tk_registry_program(ctx, &gemm_def, &key, prog, info);
+}
+
+tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info) {
+    tk_program *prog = NULL;
+    return gemm_program(ctx, p, &prog, info);
+}
+
+tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream) {
+    tk_program *prog = NULL;
+    tk_status s = gemm_program(ctx, p, &prog, NULL);
+    if (s) return s;
+    int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;
+    int64_t ad[2] = {p->m, p->k}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};
+    int64_t as[2] = {p->lda ? p->lda : p->k, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
+    int64_t cs[2] = {p->ldc ? p->ldc : p->n, 1};
+    tk_arg args[3] = {
+        tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as),
+        tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs),
+        tk_arg_strided(p->c, p->out_dtype, 2, cd, cs),
+    };
+    return tk_launch(prog, 3, args, stream);
 }

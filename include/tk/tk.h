@@ -46,6 +46,15 @@ tk_status tk_ctx_create(tk_ctx **out);
 void tk_ctx_destroy(tk_ctx *ctx);
 /* Message of the last failed context-level call (never NULL). */
 const char *tk_ctx_error(const tk_ctx *ctx);
+/* Records a printf-style message as the context's last error and returns
+ * `s`: for code written on this API that reports its own failures the way
+ * the library does (the ready-made kernels use it). NULL ctx or fmt: only
+ * returns s. */
+tk_status tk_ctx_set_error(tk_ctx *ctx, tk_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 /* Frees strings and buffers the library hands out (printer text, PTX, ...). */
 void tk_free(void *p);
 

@@ -1,0 +1,58 @@
+/* The ready-made kernels' registry: one memo per context from a kernel's
+ * specialization to its compiled program. This is the one internal header
+ * kernels/ may include besides the public headers (include/tk/).
+ *
+ * A ready-made kernel is one file, kernels/<name>.c, which declares
+ *   - its specialization key: a struct of what the compiled kernel depends
+ *     on (dtypes, shape constants), never sizes or pointers, which are
+ *     run-time arguments. Zero a key (memset) before filling it: the memo
+ *     compares keys byte by byte, padding included;
+ *   - its builder, from a key to a finished kernel (the public tk.h builder
+ *     calls; failures reported with tk_ctx_set_error);
+ *   - one static const tk_kernel_def naming both;
+ *   - its public entry points (include/tk/tk_run.h), which validate every
+ *     parameter, fill the key, ask tk_registry_program for the program and
+ *     tk_launch it.
+ * No central table lists the kernels: a definition's address identifies it,
+ * so adding a kernel edits no other file (beyond its public header and its
+ * test). */
+#ifndef TK_JIT_REGISTRY_H
+#define TK_JIT_REGISTRY_H
+
+#include <stddef.h>
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_run.h"
+
+typedef struct tk_kernel_def {
+    const char *name; /* its entry point, for messages ("tk_gemm")                */
+    size_t key_size;  /* bytes of its key struct                                  */
+    /* A finished kernel for *key (key_size bytes), or a status with the
+     * message on ctx. The registry destroys the kernel once compiled. */
+    tk_status (*build)(tk_ctx *ctx, const void *key, tk_kernel **out);
+} tk_kernel_def;
+
+/* The program of (def, key) in this context: built with def->build and
+ * compiled (tk_compile, through the memory and disk caches) on first use,
+ * then a lookup. Thread-safe; threads asking for a key not yet built wait
+ * for one build. *out belongs to the context (do not release it) and stays
+ * valid until tk_ctx_destroy. info, if not NULL, receives where the program
+ * came from (TK_FROM_MEMORY after the first call), the milliseconds this
+ * call took and the GPU's arch. A failed build or compile is not memoized:
+ * the next call tries again. */
+tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void *key,
+                              tk_program **out, tk_prepare_info *info);
+
+/* The GPU's arch ("sm_90a") into buf, "" where there is none: asked of the
+ * driver once per context (again only while it gave none). */
+void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n);
+
+/* ---- For tests ----------------------------------------------------------- */
+/* How the memo compiles a built kernel; tk_compile unless a test (without a
+ * GPU) sets another. */
+typedef tk_status (*tk_registry_compile_fn)(tk_ctx *ctx, const tk_kernel *k, tk_program **out);
+/* Sets this context's compile step (NULL: tk_compile back). */
+tk_status tk_registry_set_compile(tk_ctx *ctx, tk_registry_compile_fn compile);
+
+#endif

@@ -1,0 +1,243 @@
+/* The ready-made kernels' registry (jit/registry.h): one program per
+ * (definition, key) and context, built and compiled once; what prepare
+ * reports; the ready-made kernels' entry points on top of it.
+ *
+ * Without a GPU tk_compile cannot load a module, so these tests compile
+ * with a stand-in (tk_registry_set_compile) that makes a program with no
+ * module, as test_jit's launch checks do. */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "jit/jit.h"
+#include "jit/program.h"
+#include "jit/registry.h"
+#include "tk/tk_run.h"
+
+static tk_ctx *ctx;
+static atomic_int g_builds, g_compiles;
+
+static tk_status fake_compile(tk_ctx *c, const tk_kernel *k, tk_program **out) {
+    char err[256];
+    atomic_fetch_add(&g_compiles, 1);
+    tk_status s = tk_program_new(c, k, NULL, out, err, sizeof err);
+    return s ? tk_ctx_fail(c, s, "fake compile: %s", err) : TK_OK;
+}
+
+static void setup(void) {
+    atomic_store(&g_builds, 0);
+    atomic_store(&g_compiles, 0);
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    ck_assert_ptr_null(tk_jit_find(ctx));
+    ck_assert_int_eq(tk_registry_set_compile(ctx, fake_compile), TK_OK);
+    /* The memo takes the JIT's slot first: made before it, destroyed after. */
+    ck_assert_ptr_nonnull(tk_jit_find(ctx));
+}
+
+static void teardown(void) { tk_ctx_destroy(ctx); }
+
+/* A toy kernel: its key is a number, a specialization constant; n < 0 fails. */
+typedef struct toy_key {
+    int32_t n;
+} toy_key;
+
+static tk_status build_toy(tk_ctx *c, const void *key, tk_kernel **out) {
+    const toy_key *t = key;
+    atomic_fetch_add(&g_builds, 1);
+    if (t->n < 0) return tk_ctx_set_error(c, TK_ERR_INVALID_ARG, "toy: n is %d", (int)t->n);
+    tk_kernel *k;
+    tk_status s = tk_kernel_create(c, "toy", 1, &k);
+    if (s) return s;
+    tk_spec(k, "n", t->n);
+    if ((s = tk_kernel_finish(k))) {
+        tk_kernel_destroy(k);
+        return s;
+    }
+    *out = k;
+    return TK_OK;
+}
+
+static const tk_kernel_def toy_def = {"toy", sizeof(toy_key), build_toy};
+static const tk_kernel_def toy2_def = {"toy2", sizeof(toy_key), build_toy};
+
+static tk_program *toy(const tk_kernel_def *def, int n, tk_prepare_info *info) {
+    toy_key key;
+    memset(&key, 0, sizeof key);
+    key.n = n;
+    tk_program *p = NULL;
+    tk_status s = tk_registry_program(ctx, def, &key, &p, info);
+    ck_assert_msg(s == TK_OK, "%s: %s", tk_status_name(s), tk_ctx_error(ctx));
+    return p;
+}
+
+START_TEST(same_key_same_program) {
+    tk_prepare_info info;
+    memset(&info, 0xff, sizeof info);
+    tk_program *p1 = toy(&toy_def, 1, &info);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    ck_assert(info.ms >= 0.0);
+    ck_assert_uint_lt(strlen(info.arch), sizeof info.arch);
+    ck_assert_ptr_eq(toy(&toy_def, 1, &info), p1);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    ck_assert_ptr_eq(toy(&toy_def, 1, NULL), p1);
+    ck_assert_int_eq(atomic_load(&g_builds), 1);
+    ck_assert_int_eq(atomic_load(&g_compiles), 1);
+    /* Another key, and the same key bytes of another definition. */
+    tk_program *p2 = toy(&toy_def, 2, &info);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    ck_assert_ptr_ne(p2, p1);
+    tk_program *q1 = toy(&toy2_def, 1, NULL);
+    ck_assert_ptr_ne(q1, p1);
+    ck_assert_ptr_ne(q1, p2);
+    ck_assert_int_eq(atomic_load(&g_builds), 3);
+    /* Many specializations: no fixed limit. */
+    for (int n = 0; n < 200; n++) ck_assert_ptr_nonnull(toy(&toy_def, 100 + n, NULL));
+    ck_assert_ptr_eq(toy(&toy_def, 1, NULL), p1);
+    ck_assert_ptr_eq(toy(&toy_def, 2, NULL), p2);
+    ck_assert_int_eq(atomic_load(&g_builds), 203);
+}
+END_TEST
+
+START_TEST(failures_are_not_memoized) {
+    toy_key key = {.n = -1};
+    tk_program *p = NULL;
+    for (int i = 1; i <= 2; i++) {
+        ck_assert_int_eq(tk_registry_program(ctx, &toy_def, &key, &p, NULL), TK_ERR_INVALID_ARG);
+        ck_assert_str_eq(tk_ctx_error(ctx), "toy: n is -1");
+        ck_assert_int_eq(atomic_load(&g_builds), i);
+    }
+    ck_assert_int_eq(atomic_load(&g_compiles), 0);
+    ck_assert_int_eq(tk_registry_program(NULL, &toy_def, &key, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_registry_program(ctx, NULL, &key, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_registry_program(ctx, &toy_def, NULL, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_registry_program(ctx, &toy_def, &key, NULL, NULL), TK_ERR_INVALID_ARG);
+}
+END_TEST
+
+enum { THREADS = 8 };
+
+typedef struct asker {
+    pthread_barrier_t *go;
+    tk_program *got;
+} asker;
+
+static void *ask(void *arg) {
+    asker *a = arg;
+    toy_key key = {.n = 7};
+    pthread_barrier_wait(a->go);
+    if (tk_registry_program(ctx, &toy_def, &key, &a->got, NULL)) a->got = NULL;
+    return NULL;
+}
+
+START_TEST(threads_share_one_build) {
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, THREADS);
+    pthread_t th[THREADS];
+    asker a[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        a[i] = (asker){.go = &go};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, ask, &a[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < THREADS; i++) {
+        ck_assert_ptr_nonnull(a[i].got);
+        ck_assert_ptr_eq(a[i].got, a[0].got);
+    }
+    ck_assert_int_eq(atomic_load(&g_builds), 1);
+}
+END_TEST
+
+START_TEST(arch_is_the_gpus) {
+    char a[16], b[16], want[16] = "";
+    tk_registry_arch(ctx, a, sizeof a);
+    tk_registry_arch(ctx, b, sizeof b);
+    if (tk_gpu_arch(ctx, want, sizeof want)) want[0] = '\0';
+    ck_assert_str_eq(a, want);
+    ck_assert_str_eq(b, want);
+}
+END_TEST
+
+/* ---- The ready-made kernels through the registry -------------------------- */
+START_TEST(gemm_prepare_keys_on_the_config) {
+    static char dummy[64];
+    tk_gemm_params p = {.in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 64, .n = 64, .k = 64,
+                        .a = dummy, .b = dummy, .c = dummy};
+    tk_prepare_info info;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    tk_gemm_config cfg = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    cfg.block_m = 64; /* a shape tk_gemm_config_for never picks */
+    p.config = &cfg;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    p.m = 4096; /* sizes are run-time values: the same kernel */
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    cfg.warps = 3; /* a bad config fails in the build, every time */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "3 warps cannot split"));
+    }
+    ck_assert_int_eq(atomic_load(&g_compiles), 2);
+}
+END_TEST
+
+START_TEST(attention_prepare_keys_on_the_spec) {
+    static char dummy[64];
+    tk_attention_params p = {.dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 2,
+                             .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
+                             .v = dummy, .o = dummy, .lse = (float *)dummy};
+    tk_prepare_info info;
+    ck_assert_int_eq(tk_attention_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    p.seq_q = 1000, p.batch = 3;
+    ck_assert_int_eq(tk_attention_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    p.causal = 1;
+    ck_assert_int_eq(tk_attention_prepare(ctx, &p, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    ck_assert_int_eq(atomic_load(&g_compiles), 2);
+}
+END_TEST
+
+/* One status per kind of bad input, the same from every entry point. */
+START_TEST(bad_head_dim_is_invalid_everywhere) {
+    static char dummy[64];
+    tk_attention_params p = {.dtype = TK_BF16, .head_dim = 96, .batch = 1, .heads_q = 1,
+                             .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
+                             .v = dummy, .o = dummy, .lse = (float *)dummy};
+    ck_assert_int_eq(tk_attention_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_str_eq(tk_ctx_error(ctx), "tk_attention_forward: head_dim is 96; expected 64 or 128");
+    ck_assert_int_eq(tk_attention_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+    tk_attention_config cfg = {.dtype = TK_BF16, .head_dim = 96};
+    tk_kernel *k = NULL;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
+    ck_assert_str_eq(tk_ctx_error(ctx), "tk_attention_fwd_build: head_dim is 96; expected 64 or "
+                                        "128");
+    ck_assert_int_eq(atomic_load(&g_builds) + atomic_load(&g_compiles), 0);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("memo");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, same_key_same_program);
+    tcase_add_test(tc, failures_are_not_memoized);
+    tcase_add_test(tc, threads_share_one_build);
+    tcase_add_test(tc, arch_is_the_gpus);
+    tcase_add_test(tc, gemm_prepare_keys_on_the_config);
+    tcase_add_test(tc, attention_prepare_keys_on_the_spec);
+    tcase_add_test(tc, bad_head_dim_is_invalid_everywhere);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
