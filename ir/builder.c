@@ -1,8 +1,9 @@
 /* The builder core: kernels, values, op creation, parameters.
  *
- * Every public builder call funnels through tk_build_op: it validates the
- * operands (non-NULL, same kernel, visible from the insertion point), runs
- * the op's type rule from the op table, and appends the op. The first error
+ * Every public builder call funnels through tk_build_op (ops/build.c): it
+ * makes the op here (tk_op_new: operand count and operands checked: non-NULL,
+ * same kernel, visible from the insertion point), runs the op's type rule,
+ * and appends it here (tk_op_append: scope and uniformity). The first error
  * sticks on the kernel; afterwards every call is a no-op returning NULL. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 /* ---- kernel lifetime ---------------------------------------------------- */
 /* Kernel, parameter and spec names are C identifiers (they name PTX symbols
  * and appear in the printed form, which must stay unambiguous). */
-static bool is_ident(const char *name) {
+bool tk_is_ident(const char *name) {
     for (const char *c = name; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_' ||
               (c != name && *c >= '0' && *c <= '9')))
@@ -30,7 +31,7 @@ tk_status tk_kernel_create(tk_ctx *ctx, const char *name, int warps, tk_kernel *
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (!name || !*name)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_kernel_create: name is NULL or empty");
-    if (!is_ident(name))
+    if (!tk_is_ident(name))
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
                            "tk_kernel_create: name '%s' is not a C identifier", name);
     if (warps < 1 || warps > 32)
@@ -62,7 +63,7 @@ const char *tk_kernel_name(const tk_kernel *k) { return k ? k->name : NULL; }
 int tk_kernel_warps(const tk_kernel *k) { return k ? k->warps : 0; }
 size_t tk_kernel_smem_bytes(const tk_kernel *k) { return k ? k->smem_bytes : 0; }
 
-tk_status tk_kernel_finish(tk_kernel *k) {
+tk_status tk_kernel_seal(tk_kernel *k, const tk_rule_fn rules[TK_OP_COUNT]) {
     if (!k) return TK_ERR_INVALID_ARG;
     if (k->status) return k->status;
     if (k->finished) return TK_OK;
@@ -71,7 +72,7 @@ tk_status tk_kernel_finish(tk_kernel *k) {
         return tk_kfail(k, TK_ERR_STATE, "tk_kernel_finish: %d unclosed region(s); innermost is "
                         "a '%s' opened as op #%u", k->nopen, tk_op_infos[o->opc].name, o->id);
     }
-    tk_status s = tk_verify(k);
+    tk_status s = tk_verify(k, rules);
     if (s) return s;
     char *text = NULL;
     if ((s = tk_kernel_print(k, &text)) != TK_OK)
@@ -162,15 +163,11 @@ tk_scope tk_op_scope(const tk_op *op) {
     return o == TK_WARPGROUP ? TK_SCOPE_WARPGROUP : o == TK_WARP ? TK_SCOPE_WARP : TK_SCOPE_THREAD;
 }
 
-static tk_uniformity result_uniformity(const tk_op *op) {
-    switch (op->opc) {
-    case TK_OP_BLOCK_ID: case TK_OP_CONST: case TK_OP_DIM: return TK_UNI_BLOCK;
-    case TK_OP_WARP_ID: case TK_OP_WARPGROUP_ID: return TK_UNI_WARP;
-    case TK_OP_LANE_ID: return TK_UNI_THREAD;
-    default: break;
-    }
+tk_uniformity tk_op_least_uni(const tk_op *op, int n) {
+    int8_t fixed = tk_op_infos[op->opc].uni;
+    if (fixed != TK_UNI_OPERANDS) return (tk_uniformity)fixed;
     tk_uniformity u = TK_UNI_BLOCK;
-    for (int i = 0; i < op->nopnds; i++)
+    for (int i = 0; i < n; i++)
         if (op->opnds[i]->uni > u) u = op->opnds[i]->uni;
     /* Tiles and vectors are per-owner: at least warp-varying. */
     if (op->scope == TK_SCOPE_WARP || op->scope == TK_SCOPE_WARPGROUP)
@@ -202,13 +199,8 @@ static bool check_uniform_operands(tk_kernel *k, const tk_op *op) {
     return true;
 }
 
-tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
-                        int64_t a0, int64_t a1, double f) {
-    return tk_build_op_typed(k, opc, nopnds, opnds, (tk_type){0}, a0, a1, f);
-}
-
-tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
-                         tk_type want, int64_t a0, int64_t a1, double f) {
+tk_op *tk_op_new(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds, tk_type want,
+                 int64_t a0, int64_t a1, double f) {
     if (!k || k->status) return NULL;
     const tk_op_info *info = &tk_op_infos[opc];
     if (k->finished) {
@@ -246,17 +238,17 @@ tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *cons
         res[i]->def = op;
         res[i]->index = i;
     }
-    if (info->rule(k, op) != TK_OK) return NULL;
-    op->scope = tk_op_scope(op);
-    if (!check_uniform_operands(k, op)) return NULL;
-    for (int i = 0; i < nres; i++) res[i]->uni = result_uniformity(op);
-    op->id = ++k->nops;
-    append(k, op);
     return op;
 }
 
-tk_op *tk_build_op(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds) {
-    return tk_build_op_attr(k, opc, nopnds, opnds, 0, 0, 0.0);
+tk_op *tk_op_append(tk_kernel *k, tk_op *op) {
+    if (!k || k->status || !op) return NULL;
+    op->scope = tk_op_scope(op);
+    if (!check_uniform_operands(k, op)) return NULL;
+    for (int i = 0; i < op->nres; i++) op->res[i]->uni = tk_op_least_uni(op, op->nopnds);
+    op->id = ++k->nops;
+    append(k, op);
+    return op;
 }
 
 tk_value *tk_op_result(tk_op *op, int i) { return op && i < op->nres ? op->res[i] : NULL; }
@@ -272,7 +264,7 @@ static tk_value *new_param(tk_kernel *k, const char *fn, const char *name, tk_ty
         tk_kfail(k, TK_ERR_INVALID_ARG, "%s: name is NULL or empty", fn);
         return NULL;
     }
-    if (!is_ident(name)) {
+    if (!tk_is_ident(name)) {
         tk_kfail(k, TK_ERR_INVALID_ARG, "%s: name '%s' is not a C identifier", fn, name);
         return NULL;
     }
@@ -323,46 +315,6 @@ tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt) {
         return NULL;
     }
     return new_param(k, "tk_param_scalar", name, tk_scalar_type(dt));
-}
-
-tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value) {
-    if (!k || k->status) return NULL;
-    if (!name || !*name) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: name is NULL or empty");
-        return NULL;
-    }
-    if (!is_ident(name)) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: name '%s' is not a C identifier", name);
-        return NULL;
-    }
-    for (int i = 0; i < k->nspecs; i++)
-        if (!strcmp(k->specs[i].name, name)) {
-            tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: '%s' is declared twice", name);
-            return NULL;
-        }
-    if (k->nspecs >= TK_MAX_SPECS) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: more than %d specialization constants",
-                 TK_MAX_SPECS);
-        return NULL;
-    }
-    /* Like parameters, specs are part of the kernel's signature: a value
-     * defined inside a region could not be seen by code after it closes. */
-    if (k->nopen) {
-        tk_kfail(k, TK_ERR_STATE, "tk_spec: '%s' declared inside a for/if region; declare "
-                 "specialization constants at the top level", name);
-        return NULL;
-    }
-    /* Built first, recorded after: a failed call leaves the spec list alone. */
-    tk_op *op = tk_build_op_attr(k, TK_OP_CONST, 0, NULL, value, TK_I64, (double)value);
-    const char *copy = op ? tk_arena_strdup(k->arena, name) : NULL;
-    if (!copy) {
-        if (op) tk_kfail(k, TK_ERR_NO_MEMORY, "tk_spec: out of memory");
-        return NULL;
-    }
-    k->specs[k->nspecs].name = copy;
-    k->specs[k->nspecs++].value = value;
-    op->res[0]->name = copy;
-    return op->res[0];
 }
 
 void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z) {

@@ -1,28 +1,11 @@
-/* Grid expressions as postfix code, evaluated with the interpreter's scalar
- * semantics (see ir/grid.h). */
+/* Grid expressions compiled into postfix code (see ir/grid.h); the ops
+ * layer evaluates it (ops/grid_eval.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/grid.h"
-#include "ops/interp.h"
-
-/* The arithmetic a block count needs. Float math beyond + - * / is left
- * out: a grid is a count of blocks, and keeping exp/log/sqrt out keeps the
- * host's libm from deciding how many blocks run. */
-bool tk_grid_op_ok(tk_opcode opc) {
-    switch (opc) {
-    case TK_OP_CONST: case TK_OP_DIM: case TK_OP_ADD: case TK_OP_SUB: case TK_OP_MUL:
-    case TK_OP_DIV: case TK_OP_MIN: case TK_OP_MAX: case TK_OP_NEG: case TK_OP_ABS:
-    case TK_OP_CVT: case TK_OP_REM: case TK_OP_CEIL_DIV: case TK_OP_LT: case TK_OP_LE:
-    case TK_OP_GT: case TK_OP_GE: case TK_OP_EQ: case TK_OP_NE: case TK_OP_AND: case TK_OP_OR:
-    case TK_OP_SELECT:
-        return true;
-    default:
-        return false;
-    }
-}
 
 __attribute__((format(printf, 4, 5)))
 static tk_status gfail(char *err, size_t errn, tk_status s, const char *fmt, ...) {
@@ -70,7 +53,7 @@ static tk_status emit_value(tk_grid_prog *g, const tk_value *v, int depth, char 
         tk_ginst p = {.op = TK_GOP_PARAM, .dt = (uint8_t)v->type.dtype, .param = v->index};
         return emit(g, p, err, errn);
     }
-    if (v->type.kind != TK_KIND_SCALAR || !tk_grid_op_ok(op->opc) ||
+    if (v->type.kind != TK_KIND_SCALAR || !tk_op_infos[op->opc].grid ||
         (op->opc == TK_OP_DIM && !is_param(op->opnds[0])))
         return cannot(op, err, errn);
     tk_ginst in = {.op = (int16_t)op->opc, .id = op->id, .attr = op->attr[0]};
@@ -120,45 +103,4 @@ tk_status tk_grid_check(const tk_value *v, char *err, size_t errn) {
 void tk_grid_free(tk_grid_prog *g) {
     free(g->code);
     memset(g, 0, sizeof *g);
-}
-
-/* ---- evaluation --------------------------------------------------------- */
-/* Runs one instruction on the value stack st holding *n values. */
-static tk_status run_inst(const tk_ginst *in, const tk_arg *args, tk_sv *st, int *n,
-                          const char **why) {
-    tk_sv r = {.i = 0};
-    tk_status s = TK_OK;
-    tk_opcode opc = (tk_opcode)in->op;
-    switch (in->op) {
-    case TK_GOP_PARAM: r = tk_interp_arg_sv(&args[in->param]); break;
-    case TK_OP_CONST: r = tk_interp_const((tk_dtype)in->dt, in->attr, in->f); break;
-    case TK_OP_DIM: r.i = args[in->param].dims[in->attr]; break;
-    default:
-        *n -= in->nopnds;
-        if (!strcmp(tk_op_infos[opc].family, "scalar"))
-            s = tk_interp_eval_scalar(opc, (tk_dtype)in->dt, st + *n, &r, why);
-        else
-            s = tk_interp_eval_elementwise(opc, (tk_dtype)in->dt, in->attr, st + *n, &r, why);
-    }
-    st[(*n)++] = r;
-    return s;
-}
-
-tk_status tk_grid_eval(const tk_grid_prog *g, const tk_arg *args, int64_t out[3], const char *fn,
-                       char *err, size_t errn) {
-    tk_sv st[TK_GRID_MAX_CODE];
-    for (int d = 0; d < 3; d++) {
-        out[d] = 1;
-        if (!g->len[d]) continue; /* code may be NULL: no pointer arithmetic on it */
-        const tk_ginst *in = g->code + g->start[d], *end = in + g->len[d];
-        int n = 0;
-        for (; in < end; in++) {
-            const char *why = "";
-            if (run_inst(in, args, st, &n, &why))
-                return gfail(err, errn, TK_ERR_LAUNCH, "%s: grid dimension %d: op #%u (%s): %s",
-                             fn, d, in->id, tk_op_infos[in->op].name, why);
-        }
-        out[d] = st[0].i; /* grid values are integers (verified) */
-    }
-    return TK_OK;
 }

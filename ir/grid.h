@@ -1,22 +1,20 @@
-/* Host evaluation of a kernel's grid expressions (k->grid[0..2]): the one
+/* A kernel's grid expressions (k->grid[0..2]) compiled for the host: the one
  * mechanism behind the builder's check (tk_set_grid), the verifier's, the
  * interpreter's grid (tk_kernel_grid, tk_interp_run) and tk_launch's.
  *
  * The expressions are copied into flat postfix code, so a compiled program
- * can evaluate them after its kernel is destroyed. Each op is evaluated with
- * the interpreter's own scalar semantics (tk_interp_eval_*), so the grid the
- * GPU is launched over is the grid the interpreter runs. Which ops may appear
- * is tk_grid_op_ok; leaves are scalar parameters, constants and dims of
- * tensor parameters. */
+ * can evaluate them after its kernel is destroyed. Which ops may appear is
+ * the op table's grid column; leaves are scalar parameters, constants and
+ * dims of tensor parameters. Compiling is IR work (here); evaluating needs
+ * op semantics and belongs to the ops layer (tk_grid_eval, ops/grid_eval.h),
+ * which runs each op with the interpreter's own scalar semantics, so the
+ * grid the GPU is launched over is the grid the interpreter runs. */
 #ifndef TK_IR_GRID_H
 #define TK_IR_GRID_H
 
 #include <stdint.h>
 
 #include "ir/ir.h"
-
-/* An op the host can evaluate in a grid expression (given a scalar result). */
-bool tk_grid_op_ok(tk_opcode opc);
 
 typedef struct tk_ginst {
     int16_t op;      /* tk_opcode, or TK_GOP_PARAM                      */
@@ -44,10 +42,6 @@ tk_status tk_grid_build(const tk_kernel *k, tk_grid_prog *g, char *err, size_t e
  * TK_ERR_SCOPE ("the grid depends on op #N (name), which the host cannot
  * evaluate") / TK_ERR_UNSUPPORTED (too large) with err set. */
 tk_status tk_grid_check(const tk_value *v, char *err, size_t errn);
-/* Evaluates the grid for args (checked against the signature already).
- * TK_ERR_LAUNCH on a zero divisor, the message prefixed with `fn`. */
-tk_status tk_grid_eval(const tk_grid_prog *g, const tk_arg *args, int64_t out[3], const char *fn,
-                       char *err, size_t errn);
 void tk_grid_free(tk_grid_prog *g);
 
 #endif

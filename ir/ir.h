@@ -24,7 +24,7 @@ char *tk_arena_strdup(tk_arena *a, const char *s);
 
 /* ---- Op table ----------------------------------------------------------- */
 typedef enum tk_opcode {
-#define X(e, name, mn, mx, nres, scope, fam) TK_OP_##e,
+#define X(e, ...) TK_OP_##e,
 #include "ir/ops.def"
 #undef X
     TK_OP_COUNT
@@ -81,28 +81,45 @@ struct tk_op {
     uint32_t id;       /* creation order, for messages                    */
 };
 
-/* Family hooks. A rule checks operand types/attrs and sets result types;
- * it returns TK_OK or reports with tk_kfail and returns its status. */
-typedef tk_status (*tk_rule_fn)(tk_kernel *k, tk_op *op);
+/* The uni column's OPND: a result is as uniform as the op's operands. */
+#define TK_UNI_OPERANDS (-1)
 
+/* The print column: how ir/print.c shows an op's attributes (ops.def). */
+typedef enum tk_print_form {
+    TK_PRINT_PLAIN,   /* no attributes                                    */
+    TK_PRINT_AXIS,    /* axis=attr[0]                                     */
+    TK_PRINT_TO,      /* to=<dtype attr[0]>                               */
+    TK_PRINT_PENDING, /* pending=attr[0]                                  */
+    TK_PRINT_MMA,     /* kind=<tk_mma_kind attr[0]>                       */
+    TK_PRINT_MASK,    /* kind=<tk_mask_kind attr[0]> fill=fattr           */
+    TK_PRINT_FILL,    /* fill=fattr, unless +0                            */
+    TK_PRINT_COPY,    /* async / async tma (attr[0]), then as FILL        */
+    TK_PRINT_CONST,   /* "<dtype> <value>" and its spec name, no type     */
+    TK_PRINT_SHARED,  /* its type as the argument, "@<offset attr[0]>"    */
+    TK_PRINT_FOR,     /* the loop header and its body                     */
+    TK_PRINT_IF       /* the condition and both regions                   */
+} tk_print_form;
+
+/* An op's row of ir/ops.def: identity, and the facts the IR layer reads.
+ * Semantics (rules, interpreter, lowering) are the ops layer's, found by
+ * opcode through the family column. */
 typedef struct tk_op_info {
     const char *name;
     int8_t min_opnds, max_opnds, nres;
     int16_t scope;    /* tk_scope or TK_SCOPE_OWNER                       */
     const char *family;
-    tk_rule_fn rule;
+    int8_t uni;       /* tk_uniformity of every result, or TK_UNI_OPERANDS */
+    bool grid;        /* may appear in a grid expression (ir/grid.c)      */
+    uint8_t print;    /* tk_print_form                                    */
 } tk_op_info;
 
 extern const tk_op_info tk_op_infos[TK_OP_COUNT];
 
-/* Each family's type rule, tk_rule_<family> (ops/<family>.c). */
-#define X(e, name, mn, mx, nres, scope, fam) tk_status tk_rule_##fam(tk_kernel *k, tk_op *op);
-#include "ir/ops.def"
-#undef X
-
-/* Checks a register tile/vector type a builder call asks for (shape
- * quanta, dtype, owner, layout); reports on op (ops/elementwise.c). */
-tk_status tk_check_reg_type(tk_kernel *k, tk_op *op, const tk_type *t);
+/* A type rule (one per family: tk_rule_<family>, ops/<family>.c) checks an
+ * op's operand types and attributes and sets its result types; it returns
+ * TK_OK or reports with tk_opfail and returns its status. The ops layer
+ * hands its table of them (by opcode) to tk_verify / tk_kernel_seal. */
+typedef tk_status (*tk_rule_fn)(tk_kernel *k, tk_op *op);
 
 /* ---- Kernel ------------------------------------------------------------- */
 typedef struct tk_spec_entry {
@@ -158,26 +175,39 @@ size_t tk_smem_stage_bytes(const tk_type *t);
 /* Row pitch in elements of a shared tile (padding included). */
 int32_t tk_smem_pitch(const tk_type *t);
 
-/* Creates an op with the given operands in the current region, runs its
- * rule, and returns it (NULL once the kernel has an error). */
-tk_op *tk_build_op(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds);
-/* The same, with attributes set before the rule runs. */
-tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
-                        int64_t a0, int64_t a1, double f);
+/* Building an op takes three steps; the ops layer's tk_build_op
+ * (ops/build.h) runs them with the op's rule in the middle:
+ *  1. tk_op_new: checks the kernel is open, the operand count against the
+ *     table and each operand (tk_check_operand); makes the op with its
+ *     attributes, the result type asked for (`want`: FILL, loads, SHARED)
+ *     and untyped results. Not yet in any region. NULL on error (sticky).
+ *  2. the rule sets the result types;
+ *  3. tk_op_append: resolves the scope, checks that scalar operands are
+ *     uniform enough for it, sets the results' uniformity, numbers the op
+ *     and appends it to the current region. NULL on error. */
+tk_op *tk_op_new(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds, tk_type want,
+                 int64_t a0, int64_t a1, double f);
+tk_op *tk_op_append(tk_kernel *k, tk_op *op);
 /* Validates one operand of op `opname` (non-NULL, this kernel, visible). */
 bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v);
-/* The same, with the result type the caller asks for (FILL, loads, SHARED). */
-tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
-                         tk_type want, int64_t a0, int64_t a1, double f);
 /* The scope op runs at: the table's, or for tile ops their owner's. */
 tk_scope tk_op_scope(const tk_op *op);
+/* The least a result of op varies, from the table's uni column: that
+ * uniformity, or (OPND) the most varying of its first n operands, at least
+ * warp-varying for an op that runs per warp/warpgroup. */
+tk_uniformity tk_op_least_uni(const tk_op *op, int n);
 /* Result i of op as a value (the rule has set its type). */
 tk_value *tk_op_result(tk_op *op, int i);
 tk_value *tk_new_value(tk_kernel *k, tk_type type);
+/* Kernel, parameter and spec names are C identifiers. */
+bool tk_is_ident(const char *name);
 
-/* Verifier (ir/verify.c): structure, types (re-running every rule),
- * scopes and uniformity. */
-tk_status tk_verify(tk_kernel *k);
+/* Verifier (ir/verify.c): structure, types (re-running each op's rule from
+ * rules[opc]), scopes and uniformity. */
+tk_status tk_verify(tk_kernel *k, const tk_rule_fn rules[TK_OP_COUNT]);
+/* What tk_kernel_finish does, with the type rules given: checks nothing is
+ * left open, verifies, and freezes k with its canonical text (k->canon). */
+tk_status tk_kernel_seal(tk_kernel *k, const tk_rule_fn rules[TK_OP_COUNT]);
 
 /* Walk helpers. */
 #define TK_FOREACH_OP(region, op) for (tk_op *op = (region)->first; op; op = op->next)

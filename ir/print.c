@@ -146,30 +146,29 @@ static unsigned attrs_const(sbuf *b, const tk_op *op) {
     return U_A0 | U_A1 | ((double)op->attr[0] == op->fattr ? U_F : 0);
 }
 
-/* Prints the attributes op uses; returns the fields it printed. */
+/* Prints the attributes op uses, as its print column says (ir/ops.def);
+ * returns the fields it printed. */
 static unsigned attrs(sbuf *b, const tk_op *op) {
     static const char *const mma[] = {"ab", "abt", "atb", "atbt"};
     static const char *const mask[] = {"causal", "cols", "rows"};
-    switch (op->opc) {
-    case TK_OP_CONST: return attrs_const(b, op);
-    case TK_OP_BLOCK_ID: case TK_OP_DIM:
-        put(b, " axis=%lld", (long long)op->attr[0]);
-        return U_A0;
-    case TK_OP_CVT: put(b, " to=%s", tk_dtype_name((tk_dtype)op->attr[0])); return U_A0;
-    case TK_OP_MMA: attr_enum(b, "kind", op->attr[0], mma, 4); return U_A0;
-    case TK_OP_MASK:
+    switch ((tk_print_form)tk_op_infos[op->opc].print) {
+    case TK_PRINT_CONST: return attrs_const(b, op);
+    case TK_PRINT_AXIS: put(b, " axis=%lld", (long long)op->attr[0]); return U_A0;
+    case TK_PRINT_TO: put(b, " to=%s", tk_dtype_name((tk_dtype)op->attr[0])); return U_A0;
+    case TK_PRINT_PENDING: put(b, " pending=%lld", (long long)op->attr[0]); return U_A0;
+    case TK_PRINT_MMA: attr_enum(b, "kind", op->attr[0], mma, 4); return U_A0;
+    case TK_PRINT_MASK:
         attr_enum(b, "kind", op->attr[0], mask, 3);
         attr_float(b, "fill", op->fattr);
         return U_A0 | U_F;
-    case TK_OP_LOAD_G2R:
+    case TK_PRINT_FILL:
         if (!fzero(op->fattr)) attr_float(b, "fill", op->fattr);
         return U_F;
-    case TK_OP_COPY_G2S:
-        if (op->attr[0] == 1) put(b, " async");
-        if (op->attr[0] == 2) put(b, " async tma");
+    case TK_PRINT_COPY:
+        if (op->attr[0] == TK_COPY_ASYNC) put(b, " async");
+        if (op->attr[0] == TK_COPY_TMA) put(b, " async tma");
         if (!fzero(op->fattr)) attr_float(b, "fill", op->fattr);
-        return (op->attr[0] == 1 || op->attr[0] == 2 ? U_A0 : 0) | U_F;
-    case TK_OP_ASYNC_WAIT: put(b, " pending=%lld", (long long)op->attr[0]); return U_A0;
+        return (op->attr[0] == TK_COPY_ASYNC || op->attr[0] == TK_COPY_TMA ? U_A0 : 0) | U_F;
     default: return 0;
     }
 }
@@ -272,19 +271,21 @@ static void print_op(sbuf *b, const tk_op *op, int depth) {
         return;
     }
     results(b, op);
-    switch (op->opc) {
-    case TK_OP_FOR: print_for(b, op, depth); return;
-    case TK_OP_IF: print_if(b, op, depth); return;
-    case TK_OP_SHARED: print_shared(b, op); return;
+    tk_print_form form = (tk_print_form)tk_op_infos[op->opc].print;
+    switch (form) {
+    case TK_PRINT_FOR: print_for(b, op, depth); return;
+    case TK_PRINT_IF: print_if(b, op, depth); return;
+    case TK_PRINT_SHARED: print_shared(b, op); return;
     default: break;
     }
     put(b, "%s", tk_op_infos[op->opc].name);
     if (op->nopnds > 0) put(b, " ");
     value_list(b, op->nopnds, op->opnds, ", ");
     attrs_rest(b, op, attrs(b, op));
-    if (op->opc == TK_OP_CONST && op->nres > 0 && op->res[0] && op->res[0]->name)
+    bool is_const = form == TK_PRINT_CONST;
+    if (is_const && op->nres > 0 && op->res[0] && op->res[0]->name)
         put(b, " spec %s", op->res[0]->name);
-    if (op->opc != TK_OP_CONST && op->nres > 0 && op->res && op->res[0]) {
+    if (!is_const && op->nres > 0 && op->res && op->res[0]) {
         put(b, " : ");
         type(b, &op->res[0]->type);
     }

@@ -4,12 +4,14 @@
  *    (arguments, yields, results agree in number and type); nothing open;
  *  - SSA: operands and yields are defined before use and visible (live in
  *    an enclosing region); nothing is defined twice;
- *  - types: each op's rule re-run on a scratch copy of the op must give the
- *    recorded result type (and, for SHARED, the recorded offset);
+ *  - types: each op's rule (from the table the ops layer passes in) re-run
+ *    on a scratch copy of the op must give the recorded result type (and,
+ *    for SHARED, the recorded offset);
  *  - scopes: recorded scopes and uniformity claims; scalar operands of tile
  *    and block ops; block ops only under block-uniform ifs/loops; warpgroup
  *    tiles need a multiple of 4 warps;
- *  - the grid: host-evaluable expressions of constants, dims and parameters.
+ *  - the grid: expressions of constants, dims and parameters that ir/grid.c
+ *    can compile into host code (compiled only: nothing is evaluated here).
  * The first problem becomes the kernel's error, naming "tk_<op> (op #id)". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@ enum { V_UNSEEN = 0, V_LIVE = 1, V_DEAD = 2, V_LIFE = 3 };
 
 typedef struct vctx {
     tk_kernel *k;
+    const tk_rule_fn *rules;           /* type rules by opcode (ops layer) */
     uint8_t *state;                    /* per value id: V_* bits          */
     const tk_op *ctl[TK_MAX_NEST + 1]; /* enclosing FOR/IF, innermost last */
     int nctl;
@@ -213,7 +216,9 @@ static tk_status rerun_rule(vctx *c, tk_op *op) {
     tk_kernel *k = c->k;
     tk_op s = *op;
     tk_value rv[1], *rp = rv;
-    s.nres = op->opc == TK_OP_FOR || op->opc == TK_OP_IF ? 0 : op->nres; /* FOR/IF: check_for/if */
+    /* Results the family makes when regions close (FOR, IF) are not the
+     * rule's: check_for / check_if have checked them. */
+    s.nres = tk_op_infos[op->opc].nres < 0 ? 0 : op->nres;
     if (s.nres > 1) return fail(c, TK_ERR_STATE, op, "has %d results; rules make one", s.nres);
     if (s.nres) {
         rv[0] = *op->res[0];
@@ -224,7 +229,7 @@ static tk_status rerun_rule(vctx *c, tk_op *op) {
     size_t total = k->smem_bytes;
     k->cur = op->parent;
     k->smem_bytes = c->smem;
-    tk_status st = tk_op_infos[op->opc].rule(k, &s);
+    tk_status st = c->rules[op->opc](k, &s);
     c->smem = k->smem_bytes;
     k->smem_bytes = total;
     k->cur = cur;
@@ -283,21 +288,6 @@ static tk_status check_block_reach(vctx *c, const tk_op *op) {
     return TK_OK;
 }
 
-/* The least-varying uniformity a result of op may claim. */
-static tk_uniformity min_uni(const tk_op *op) {
-    switch (op->opc) {
-    case TK_OP_WARP_ID: case TK_OP_WARPGROUP_ID: return TK_UNI_WARP;
-    case TK_OP_LANE_ID: return TK_UNI_THREAD;
-    default: break;
-    }
-    tk_uniformity u = TK_UNI_BLOCK;
-    for (int i = 0; i < (op->opc == TK_OP_FOR ? 3 : op->nopnds); i++) /* FOR: the bounds */
-        if (op->opnds[i]->uni > u) u = op->opnds[i]->uni;
-    if ((op->scope == TK_SCOPE_WARP || op->scope == TK_SCOPE_WARPGROUP) && u < TK_UNI_WARP)
-        u = TK_UNI_WARP;
-    return u;
-}
-
 static tk_status claim(vctx *c, const tk_op *op, const tk_value *v, tk_uniformity least) {
     if (v->uni >= least) return TK_OK;
     char b[32];
@@ -306,7 +296,9 @@ static tk_status claim(vctx *c, const tk_op *op, const tk_value *v, tk_uniformit
 }
 
 static tk_status check_result_uni(vctx *c, const tk_op *op) {
-    tk_uniformity least = min_uni(op);
+    /* The least-varying uniformity a result may claim; for FOR, from its
+     * bounds (each carried value adds its init and yield below). */
+    tk_uniformity least = tk_op_least_uni(op, op->opc == TK_OP_FOR ? 3 : op->nopnds);
     const tk_region *r = op->regions[0];
     for (int i = 0; i < op->nres; i++) {
         tk_uniformity u = least;
@@ -449,10 +441,11 @@ static tk_status verify_kernel(vctx *c) {
     return check_grid(c);
 }
 
-tk_status tk_verify(tk_kernel *k) {
+tk_status tk_verify(tk_kernel *k, const tk_rule_fn rules[TK_OP_COUNT]) {
     if (!k) return TK_ERR_INVALID_ARG;
     if (k->status) return k->status;
-    vctx c = {.k = k};
+    if (!rules) return tk_kfail(k, TK_ERR_INVALID_ARG, "tk_kernel_finish: no type rules given");
+    vctx c = {.k = k, .rules = rules};
     c.state = calloc((size_t)k->nvalues + 1, 1);
     if (!c.state) return tk_kfail(k, TK_ERR_NO_MEMORY, "tk_kernel_finish: out of memory");
     tk_status s = verify_kernel(&c);

@@ -8,6 +8,7 @@
 #include "ir/abi.h"
 #include "jit/jit.h"
 #include "jit/program.h"
+#include "ops/grid_eval.h"
 
 /* a rank-4 tensor: ptr, 4 dims, 4 strides; then the tensor maps and their flags */
 #define TK_MAX_SLOTS (TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1)

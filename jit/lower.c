@@ -45,7 +45,7 @@ const tk_target *tk_target_find(const char *arch) {
 /* ---- Op dispatch, from the family column of ir/ops.def ------------------- */
 typedef tk_status (*lower_fn)(tk_lower *L, const tk_op *op);
 static const lower_fn lower_fns[TK_OP_COUNT] = {
-#define X(e, name, mn, mx, nres, scope, fam) tk_lower_##fam,
+#define X(e, name, mn, mx, nres, scope, fam, ...) tk_lower_##fam,
 #include "ir/ops.def"
 #undef X
 };

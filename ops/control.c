@@ -8,7 +8,7 @@
  * Interpreter: ops/control_interp.c; lowering: ops/control_nv.c. */
 #include <string.h>
 
-#include "ir/ir.h"
+#include "ops/build.h"
 
 static bool warp_uniform_scalar(tk_kernel *k, tk_op *op, const tk_value *v, const char *what,
                                 bool want_bool) {

@@ -11,7 +11,7 @@
  *   transcendental ones need a float dtype. CVT: attr[0] = target dtype.
  * FILL: operand = scalar, result = the requested tile/vec type.
  * Interpreter: ops/elementwise_interp.c; lowering: ops/elementwise_nv.c. */
-#include "ir/ir.h"
+#include "ops/build.h"
 
 static bool is_reg(const tk_type *t) { return t->kind == TK_KIND_TILE || t->kind == TK_KIND_VEC; }
 

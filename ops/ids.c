@@ -3,8 +3,11 @@
  * BLOCK_ID attr[0] = dim (0..2) -> i32      WARP_ID, WARPGROUP_ID, LANE_ID -> i32
  * CONST    attr[1] = dtype; attr[0] = integer value, fattr = float value
  * DIM      operand: a global view; attr[0] = dim -> i64 (run-time size)
+ * tk_spec makes a named i64 CONST and records it in the kernel's signature.
  * Interpreter: ops/ids_interp.c; lowering: ops/ids_nv.c. */
-#include "ir/ir.h"
+#include <string.h>
+
+#include "ops/build.h"
 
 tk_status tk_rule_ids(tk_kernel *k, tk_op *op) {
     tk_type i32 = tk_scalar_type(TK_I32);
@@ -68,4 +71,44 @@ tk_value *tk_const_bool(tk_kernel *k, int v) {
 }
 tk_value *tk_dim(tk_kernel *k, tk_value *view, int dim) {
     return res0(tk_build_op_attr(k, TK_OP_DIM, 1, &view, dim, 0, 0.0));
+}
+
+tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value) {
+    if (!k || k->status) return NULL;
+    if (!name || !*name) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: name is NULL or empty");
+        return NULL;
+    }
+    if (!tk_is_ident(name)) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: name '%s' is not a C identifier", name);
+        return NULL;
+    }
+    for (int i = 0; i < k->nspecs; i++)
+        if (!strcmp(k->specs[i].name, name)) {
+            tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: '%s' is declared twice", name);
+            return NULL;
+        }
+    if (k->nspecs >= TK_MAX_SPECS) {
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_spec: more than %d specialization constants",
+                 TK_MAX_SPECS);
+        return NULL;
+    }
+    /* Like parameters, specs are part of the kernel's signature: a value
+     * defined inside a region could not be seen by code after it closes. */
+    if (k->nopen) {
+        tk_kfail(k, TK_ERR_STATE, "tk_spec: '%s' declared inside a for/if region; declare "
+                 "specialization constants at the top level", name);
+        return NULL;
+    }
+    /* Built first, recorded after: a failed call leaves the spec list alone. */
+    tk_op *op = tk_build_op_attr(k, TK_OP_CONST, 0, NULL, value, TK_I64, (double)value);
+    const char *copy = op ? tk_arena_strdup(k->arena, name) : NULL;
+    if (!copy) {
+        if (op) tk_kfail(k, TK_ERR_NO_MEMORY, "tk_spec: out of memory");
+        return NULL;
+    }
+    k->specs[k->nspecs].name = copy;
+    k->specs[k->nspecs++].value = value;
+    op->res[0]->name = copy;
+    return op->res[0];
 }

@@ -13,18 +13,18 @@
 #include <string.h>
 
 #include "ir/ctx.h"
-#include "ir/grid.h"
-#include "ops/interp.h"
 #include "ir/sig.h"
+#include "ops/grid_eval.h"
+#include "ops/interp.h"
 
 /* ---- dispatch, generated from the op table ------------------------------- */
 static const tk_interp_fn dispatch[] = {
-#define X(e, name, mn, mx, nres, scope, fam) [TK_OP_##e] = tk_interp_##fam,
+#define X(e, name, mn, mx, nres, scope, fam, ...) [TK_OP_##e] = tk_interp_##fam,
 #include "ir/ops.def"
 #undef X
 };
 
-#define X(e, name, mn, mx, nres, scope, fam) +1
+#define X(...) +1
 _Static_assert(0
 #include "ir/ops.def"
                == TK_OP_COUNT && sizeof dispatch / sizeof dispatch[0] == TK_OP_COUNT,
@@ -209,7 +209,7 @@ static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const cha
     return TK_OK;
 }
 
-/* The grid through ir/grid.c (the program tk_launch evaluates), then the
+/* The grid through ir/grid.c and ops/grid_eval.c (as tk_launch), then the
  * interpreter's own limits: every dimension >= 1, at most 2^31 blocks. */
 static tk_status eval_grid(const tk_kernel *k, const tk_arg *args, int64_t grid[3],
                            const char *fn) {

@@ -60,7 +60,7 @@ typedef struct tk_interp {
 
 typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
 
-#define X(e, name, mn, mx, nres, scope, fam) \
+#define X(e, name, mn, mx, nres, scope, fam, ...) \
     tk_status tk_interp_##fam(tk_interp *I, const tk_op *op);
 #include "ir/ops.def"
 #undef X
@@ -140,12 +140,12 @@ static inline float tk_interp_sv_float(tk_dtype dt, tk_sv v) {
     return tk_dtype_is_float(dt) ? v.f : (float)v.i;
 }
 
-/* Pure scalar evaluation, shared by the per-thread interpreter and the host
- * grid evaluation (ir/grid.c), so both compute exactly the same values. They
- * take no tk_op because the grid program outlives the kernel: opc, the dtype
- * of operand 0 (what the op computes in) and, for CVT, attr = the target
- * dtype. x[] = operand values; on failure returns a status and sets *why to
- * a short reason. */
+/* Pure scalar evaluation, shared by the per-thread interpreter and the
+ * host grid evaluation (ops/grid_eval.c), so both compute exactly the same
+ * values. They take no tk_op because the grid program outlives the kernel:
+ * opc, the dtype of operand 0 (what the op computes in) and, for CVT,
+ * attr = the target dtype. x[] = operand values; on failure returns a
+ * status and sets *why to a short reason. */
 tk_status tk_interp_eval_elementwise(tk_opcode opc, tk_dtype dt, int64_t attr, const tk_sv *x,
                                      tk_sv *r, const char **why);
 tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_sv *r,

@@ -18,7 +18,7 @@
  * Views of any layout work: the tile walks the view's strides.
  * Interpreter: ops/memory_interp.c; lowering: ops/memory_nv.c. */
 #include "ir/abi.h"
-#include "ir/ir.h"
+#include "ops/build.h"
 
 
 static tk_status expect_kind(tk_kernel *k, tk_op *op, int i, tk_kind kind, const char *what) {

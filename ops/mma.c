@@ -7,7 +7,7 @@
  * A warpgroup `a` (64·q rows) pairs with a warp-owned `b`: each warp of the
  * group multiplies its own row band by its own copy of b.
  * Interpreter: ops/mma_interp.c; lowering: ops/mma_nv.c (mma.sync m16n8k16). */
-#include "ir/ir.h"
+#include "ops/build.h"
 
 static const char *kind_name(int64_t kd) {
     static const char *n[] = {"A*B", "A*B^T", "A^T*B", "A^T*B^T"};

@@ -9,7 +9,7 @@
  *   CAUSAL drops (i,j) with b + j > a + i; COLS drops a + j >= b;
  *   ROWS drops a + i >= b. Result: the tile's type.
  * Interpreter: ops/reduce_interp.c; lowering: ops/reduce_nv.c. */
-#include "ir/ir.h"
+#include "ops/build.h"
 
 static tk_status need_tile(tk_kernel *k, tk_op *op) {
     const tk_type *t = &op->opnds[0]->type;

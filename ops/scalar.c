@@ -4,7 +4,7 @@
  * LT LE GT GE EQ NE: numeric operands of one dtype -> bool
  * AND, OR: bool, bool -> bool          SELECT: bool, a, b (same type) -> a's type
  * Interpreter: ops/scalar_interp.c; lowering: ops/scalar_nv.c. */
-#include "ir/ir.h"
+#include "ops/build.h"
 
 static tk_status want_scalars(tk_kernel *k, tk_op *op) {
     for (int i = 0; i < op->nopnds; i++)

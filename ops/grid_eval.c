@@ -1,0 +1,58 @@
+/* Grid programs evaluated on the host with the interpreter's scalar
+ * semantics (see ops/grid_eval.h; ir/grid.c compiles them). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/grid_eval.h"
+#include "ops/interp.h"
+
+/* One grid-evaluable op (the table's grid column) by its family's scalar
+ * semantics; CONST and DIM are leaves, handled by the caller. */
+static tk_status eval_op(const tk_ginst *in, const tk_sv *x, tk_sv *r, const char **why) {
+    tk_opcode opc = (tk_opcode)in->op;
+    const char *fam = tk_op_infos[opc].family;
+    if (!strcmp(fam, "scalar")) return tk_interp_eval_scalar(opc, (tk_dtype)in->dt, x, r, why);
+    if (!strcmp(fam, "elementwise"))
+        return tk_interp_eval_elementwise(opc, (tk_dtype)in->dt, in->attr, x, r, why);
+    *why = "its family has no host semantics";
+    return TK_ERR_UNSUPPORTED;
+}
+
+/* Runs one instruction on the value stack st holding *n values. */
+static tk_status run_inst(const tk_ginst *in, const tk_arg *args, tk_sv *st, int *n,
+                          const char **why) {
+    tk_sv r = {.i = 0};
+    tk_status s = TK_OK;
+    switch (in->op) {
+    case TK_GOP_PARAM: r = tk_interp_arg_sv(&args[in->param]); break;
+    case TK_OP_CONST: r = tk_interp_const((tk_dtype)in->dt, in->attr, in->f); break;
+    case TK_OP_DIM: r.i = args[in->param].dims[in->attr]; break;
+    default:
+        *n -= in->nopnds;
+        s = eval_op(in, st + *n, &r, why);
+    }
+    st[(*n)++] = r;
+    return s;
+}
+
+tk_status tk_grid_eval(const tk_grid_prog *g, const tk_arg *args, int64_t out[3], const char *fn,
+                       char *err, size_t errn) {
+    tk_sv st[TK_GRID_MAX_CODE];
+    for (int d = 0; d < 3; d++) {
+        out[d] = 1;
+        if (!g->len[d]) continue; /* code may be NULL: no pointer arithmetic on it */
+        const tk_ginst *in = g->code + g->start[d], *end = in + g->len[d];
+        int n = 0;
+        for (; in < end; in++) {
+            const char *why = "";
+            if (run_inst(in, args, st, &n, &why)) {
+                if (err && errn)
+                    snprintf(err, errn, "%s: grid dimension %d: op #%u (%s): %s", fn, d, in->id,
+                             tk_op_infos[in->op].name, why);
+                return TK_ERR_LAUNCH;
+            }
+        }
+        out[d] = st[0].i; /* grid values are integers (verified) */
+    }
+    return TK_OK;
+}
