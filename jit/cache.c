@@ -30,9 +30,9 @@ void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
     memset(&st, 0, sizeof st);
     XXH3_128bits_reset(&st);
     /* The version names the entry ABI a cubin was built for (ir/abi.h, and
-     * the copy-engine plan's rules in jit/tma.c, which decide its extra
-     * parameters, shared memory and block size): bump it when either
-     * changes. v2: plans; v3: producer warps (jit/ws.h). */
+     * the plan's rules in jit/plan.c, which decide its extra parameters,
+     * shared memory and block size): bump it when either changes. v2:
+     * plans; v3: producer warps. */
     tk_hash_field(&st, "tilekittens cache key v3");
     tk_hash_field(&st, ir_text);
     tk_hash_field(&st, arch);

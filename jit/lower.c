@@ -314,6 +314,15 @@ static tk_status emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out
     return *out ? TK_OK : tk_lw_fail(L, TK_ERR_NO_MEMORY, "out of memory");
 }
 
+/* The body with the sync strategy the plan calls for: lockstep, lockstep
+ * with the copy engine's ring, or split into producer and consumers. */
+static tk_status lower_body(tk_lower *L) {
+    if (L->plan->producer_warps)
+        return tk_lower_split(L);
+    L->sync = L->plan->nmaps ? &tk_sync_ring : &tk_sync_lockstep;
+    return tk_lower_region(L, L->k->body);
+}
+
 static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out) {
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(L->m, td);
@@ -329,14 +338,8 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     }
     if (build_entry(L) != TK_OK)
         return L->st;
-    if (L->plan->producer_warps) {
-        if (tk_lower_split(L) != TK_OK)
-            return L->st;
-    } else {
-        L->sync = L->plan->nmaps ? &tk_sync_ring : &tk_sync_lockstep;
-        if (tk_lower_region(L, L->k->body) != TK_OK)
-            return L->st;
-    }
+    if (lower_body(L) != TK_OK)
+        return L->st;
     LLVMBuildRetVoid(L->b);
     if (verify(L) != TK_OK || optimize(L, tm) != TK_OK)
         return L->st;

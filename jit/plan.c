@@ -10,13 +10,14 @@
  * swizzles, wide rows cut into 128-byte column blocks), at most 256 rows, at
  * a 1024-byte aligned offset with 1024-byte stages (offsets follow
  * allocation order, 128-byte aligned: allocate such tiles first, or pad).
- * Each (parameter, box) pair is one map, at most TK_TMA_MAX_MAPS (further
- * copies take cp.async): the box is the tile's rows by one swizzle span of
- * columns, and a tile with wider rows is issued as one box per column
- * block. A kernel gets no maps when an async commit or wait is under
- * control flow that differs between warps (the ring counts one arrival per
- * warp and group), or when the ring would not fit beside its tiles in the
- * target's shared memory.
+ * Each (parameter, box) pair is one map, at most TK_TMA_MAX_MAPS, used by
+ * at most TK_TMA_MAX_COPIES copy ops (further copies take cp.async; the
+ * plan lists the copies so that nobody applies these rules again): the box
+ * is the tile's rows by one swizzle span of columns, and a tile with wider
+ * rows is issued as one box per column block. A kernel gets no maps when
+ * an async commit or wait is under control flow that differs between warps
+ * (the ring counts one arrival per warp and group), or when the ring would
+ * not fit beside its tiles in the target's shared memory.
  *
  * Warp specialization (targets with setmaxnreg, tk_target.setmaxnreg): a
  * producer warp issues the copies while the kernel's own warps only

@@ -176,6 +176,51 @@ START_TEST(bad_arch_and_kernel) {
 }
 END_TEST
 
+/* The target table through the public query, and a plan handed to the
+ * lowering: the same PTX as one made for the call, refused for another
+ * target. */
+START_TEST(target_caps_and_plans) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_target_caps c;
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_80", &c), TK_OK);
+    ck_assert_str_eq(c.arch, "sm_80");
+    ck_assert_int_eq(c.sm, 80);
+    ck_assert(c.mma_sync && c.ldmatrix && c.cp_async);
+    ck_assert(!c.stmatrix && !c.tma && !c.wgmma && !c.setmaxnreg);
+    ck_assert_uint_eq(c.smem_per_block, 163 * 1024);
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_89", &c), TK_OK);
+    ck_assert_uint_eq(c.smem_per_block, 99 * 1024);
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_90", &c), TK_OK);
+    ck_assert(c.stmatrix && c.tma && !c.wgmma && !c.setmaxnreg);
+    ck_assert_uint_eq(c.smem_per_block, 227 * 1024);
+    ck_assert_int_eq(tk_target_caps_get(NULL, "sm_90a", &c), TK_OK);
+    ck_assert(c.tma && c.wgmma && c.setmaxnreg);
+    ck_assert_str_eq(c.llvm_cpu, "sm_90a");
+    ck_assert_str_eq(c.llvm_features, "+ptx83");
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_100", &c), TK_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "'sm_100' (known: sm_80, sm_86, sm_89, "
+                                                    "sm_90, sm_90a)"));
+    ck_assert_int_eq(tk_target_caps_get(NULL, "sm_75", &c), TK_ERR_UNSUPPORTED);
+    ck_assert_int_eq(tk_target_caps_get(ctx, NULL, &c), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_80", NULL), TK_ERR_INVALID_ARG);
+
+    tk_kernel *k = tu_op_kernel(ctx, tu_pipe, TK_BF16);
+    tk_plan pl;
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+    char err[512], *a = NULL, *b = NULL;
+    ck_assert_msg(tk_lower_ptx_plan(k, "sm_90a", &pl, &a, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &b, err, sizeof err), TK_OK);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    ck_assert_int_eq(tk_lower_ptx_plan(k, "sm_90", &pl, &a, err, sizeof err), TK_ERR_STATE);
+    ck_assert_ptr_null(a);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* The instructions the representation promises show up in the PTX. */
 START_TEST(ptx_uses_the_intended_instructions) {
     tk_ctx *ctx;
@@ -451,6 +496,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, op_lowers, 0, 2 * tu_nop_fixtures);
     tcase_add_test(tc, bad_arch_and_kernel);
+    tcase_add_test(tc, target_caps_and_plans);
     tcase_add_test(tc, ptx_uses_the_intended_instructions);
     tcase_add_test(tc, tma_plan);
     tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 8);
