@@ -20,15 +20,18 @@
 #include "jit/lower.h"
 #include "jit/program.h"
 
+/* What a lowering needs: the kernel, the target, and the plan when a
+ * program holds one (NULL: tk_precompile, which has no program, makes it). */
 typedef struct tk_lower_req {
     const tk_kernel *k;
     const char *arch;
+    const tk_plan *plan;
 } tk_lower_req;
 
 static tk_status tk_ptx_from_kernel(void *user, char **ptx, char *err, size_t errn)
 {
     const tk_lower_req *r = user;
-    return tk_lower_ptx(r->k, r->arch, ptx, err, errn);
+    return tk_lower_ptx_plan(r->k, r->arch, r->plan, ptx, err, errn);
 }
 
 /* make_ptx, timed into llvm_ms. */
@@ -127,13 +130,13 @@ static bool tk_compile_fresh_ptxas(struct tk_jit *j, tk_cuda *cu, const tk_kerne
                                    const char *text, tk_program *p)
 {
     const tk_ptxas *px;
-    if (!p->tma.producer_warps || tk_jit_ptxas(j, &px, NULL, 0) != TK_OK)
+    if (!p->plan.producer_warps || tk_jit_ptxas(j, &px, NULL, 0) != TK_OK)
         return false;
     char comp[192], why[512];
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, text, cu->arch, comp);
-    tk_lower_req req = { k, cu->arch };
+    tk_lower_req req = { k, cu->arch, &p->plan };
     void *cubin = NULL;
     size_t n = 0;
     tk_status s = tk_ptxas_build(j, px, cu->arch, tk_ptx_from_kernel, &req, &cubin, &n, why,
@@ -151,7 +154,7 @@ static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel
 {
     if (tk_compile_fresh_ptxas(j, cu, k, text, p))
         return TK_OK;
-    tk_lower_req req = { k, cu->arch };
+    tk_lower_req req = { k, cu->arch, &p->plan };
     char *ptx;
     void *cubin = NULL;
     size_t n = 0;
@@ -159,7 +162,7 @@ static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel
     if (s != TK_OK)
         return s;
     double t0 = tk_now_ms();
-    s = tk_culink_compile(cu, ptx, p->tma.producer_warps > 0, &cubin, &n, err, errn);
+    s = tk_culink_compile(cu, ptx, p->plan.producer_warps > 0, &cubin, &n, err, errn);
     tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
     free(ptx);
     if (s == TK_OK) {
@@ -269,7 +272,7 @@ tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const ch
         void *cubin = NULL;
         size_t sz;
         tk_origin from;
-        tk_lower_req req = { ks[i], arch };
+        tk_lower_req req = { ks[i], arch, NULL };
         if ((s = tk_kernel_print(ks[i], &text)) != TK_OK)
             tk_errf(err, sizeof err, s, "cannot print the kernel");
         else

@@ -190,11 +190,11 @@ static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *
 static int tk_pack_maps(const tk_program *p, const tk_arg *args, CUtensorMap *maps,
                         uint32_t *flags, void **ptrs, int n)
 {
-    if (!p->tma.nmaps)
+    if (!p->plan.nmaps)
         return n;
     *flags = 0;
-    for (int i = 0; i < p->tma.nmaps; i++) {
-        const tk_tma_map *m = &p->tma.maps[i];
+    for (int i = 0; i < p->plan.nmaps; i++) {
+        const tk_tma_map *m = &p->plan.maps[i];
         memset(&maps[i], 0, sizeof maps[i]);
         if (!p->tma_off && tk_map_encode(p->cu, m, &args[m->param], &maps[i]))
             *flags |= 1u << i;
@@ -236,8 +236,8 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
     if (s == TK_OK)
         s = tk_cuda_check(cu,
                           cu->cuLaunchKernel(p->fn, (unsigned)g[0], (unsigned)g[1],
-                                             (unsigned)g[2], (unsigned)p->threads, 1, 1,
-                                             (unsigned)p->smem, (CUstream)stream, ptrs, NULL),
+                                             (unsigned)g[2], (unsigned)p->plan.threads, 1, 1,
+                                             (unsigned)p->plan.smem, (CUstream)stream, ptrs, NULL),
                           "cuLaunchKernel", err, sizeof err);
     return s == TK_OK ? TK_OK : tk_launch_fail(p, s, "tk_launch: ", err);
 }

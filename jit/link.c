@@ -57,7 +57,7 @@ static tk_status tk_link_fail(const tk_cuda *cu, CUresult r, const char *call, c
 
 /* ptxas ignores setmaxnreg in relocatable code, which is all the JIT linker
  * makes ("to maintain compatibility across compilation units"), and a
- * warp-specialized kernel's consumers then spill (jit/ws.h). Such PTX is
+ * warp-specialized kernel's consumers then spill (jit/plan.c). Such PTX is
  * compiled whole by the module loader instead, here once for its log, and
  * the image kept in the caches is the PTX itself: cuModuleLoadData compiles
  * it again at each load, a lookup in the driver's own compute cache (unless

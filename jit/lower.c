@@ -1,10 +1,13 @@
-/* Lowering driver: kernel -> LLVM module (NVPTX) -> O3 -> PTX.
+/* Lowering driver: kernel + plan -> LLVM module (NVPTX) -> O3 -> PTX.
  *
- * Steps: target lookup, module + target machine, the entry function with the
- * ABI of ir/abi.h, per-thread ids in the entry block, a walk of the region
- * tree dispatching each op to tk_lower_<family> (ops/<family>_nv.c), verify,
- * "default<O3>", emit. Each call owns its LLVM context, so concurrent calls
- * are safe once the NVPTX target is registered (pthread_once). */
+ * Steps: target lookup (ops/nv/target.c), the kernel's plan (jit/plan.c:
+ * the caller's, or made here), module + target machine, the entry function
+ * with the ABI of ir/abi.h, per-thread ids in the entry block, the use
+ * pre-pass, the sync strategy (ops/nv/sync.c), the region walk
+ * (ops/lower_walk.c; warp-specialized kernels: once per role,
+ * jit/lower_ws.c), verify, "default<O3>", emit. Each call owns its LLVM
+ * context, so concurrent calls are safe once the NVPTX target is registered
+ * (pthread_once). */
 #include "jit/lower.h"
 
 #include <llvm-c/Analysis.h>
@@ -17,63 +20,11 @@
 #include <string.h>
 
 #include "ir/abi.h"
-#include "ops/nv/lower.h"
+#include "jit/lower_ws.h"
+#include "jit/plan.h"
+#include "ops/lower_walk.h"
 
 #define TRIPLE "nvptx64-nvidia-cuda"
-
-/* ---- Per-target choices: the one place they live -------------------------
- * PTX 8.0 is the oldest ISA that knows sm_90a and is what CUDA 12.0 drivers
- * JIT; sm_90a gets 8.3 (wgmma/setmaxnreg forms used by the later sm_90a
- * path). stmatrix needs sm_90. */
-static const tk_target targets[] = {
-    {"sm_80", "+ptx80", 80, false, false},
-    {"sm_86", "+ptx80", 86, false, false},
-    {"sm_89", "+ptx80", 89, false, false},
-    {"sm_90", "+ptx80", 90, false, true},
-    {"sm_90a", "+ptx83", 90, true, true},
-};
-
-const tk_target *tk_target_find(const char *arch) {
-    if (!arch)
-        return NULL;
-    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
-        if (strcmp(targets[i].arch, arch) == 0)
-            return &targets[i];
-    return NULL;
-}
-
-/* ---- Op dispatch, from the family column of ir/ops.def ------------------- */
-typedef tk_status (*lower_fn)(tk_lower *L, const tk_op *op);
-static const lower_fn lower_fns[TK_OP_COUNT] = {
-#define X(e, name, mn, mx, nres, scope, fam, ...) tk_lower_##fam,
-#include "ir/ops.def"
-#undef X
-};
-
-tk_status tk_lower_region(tk_lower *L, const tk_region *r) {
-    if (!r)
-        return TK_OK;
-    TK_FOREACH_OP(r, op) {
-        if (L->role == TK_ROLE_PRODUCER && !tk_ws_has_op(L->ws, op))
-            continue; /* not the producer's work (jit/ws.h) */
-        if (op->opc >= TK_OP_COUNT)
-            return tk_lw_fail(L, TK_ERR_LLVM, "op %u: bad opcode %d", op->id, (int)op->opc);
-        const tk_op *outer = L->cur; /* FOR/IF lower their regions recursively */
-        L->cur = op;
-        tk_status s = lower_fns[op->opc](L, op);
-        L->cur = outer;
-        if (s != TK_OK)
-            return tk_lw_fail(L, s, "op %u (%s): lowering failed", op->id,
-                              tk_op_infos[op->opc].name);
-        /* Every result must have a lowered form before later ops use it. */
-        for (int i = 0; i < op->nres; i++)
-            if (!L->vals[op->res[i]->id].v &&
-                (L->role != TK_ROLE_PRODUCER || tk_ws_has_val(L->ws, op->res[i])))
-                return tk_lw_fail(L, TK_ERR_LLVM, "op %u (%s): result %d not lowered", op->id,
-                                  tk_op_infos[op->opc].name, i);
-    }
-    return TK_OK;
-}
 
 /* ---- Module setup --------------------------------------------------------- */
 static void init_llvm_once(void) {
@@ -93,7 +44,7 @@ static LLVMTargetMachineRef make_tm(tk_lower *L) {
         LLVMDisposeMessage(msg);
         return NULL;
     }
-    return LLVMCreateTargetMachine(T, TRIPLE, L->tgt->arch, L->tgt->features,
+    return LLVMCreateTargetMachine(T, TRIPLE, L->tgt->cpu, L->tgt->features,
                                    LLVMCodeGenLevelAggressive, LLVMRelocDefault,
                                    LLVMCodeModelDefault);
 }
@@ -189,7 +140,7 @@ static void init_ids(tk_lower *L) {
     L->g = LLVMBuildLShr(b, L->lane, tk_lw_i32c(L, 2), "g");   /* lane / 4 */
     L->t = LLVMBuildAnd(b, L->lane, tk_lw_i32c(L, 3), "t");    /* lane % 4 */
     L->wg_warp = LLVMBuildAnd(b, L->warp, tk_lw_i32c(L, 3), "wgw"); /* warp in warpgroup */
-    L->ctid = L->tid; /* copies: every thread (ops/nv/ws.c narrows this) */
+    L->ctid = L->tid; /* copies: every thread (jit/lower_ws.c narrows this) */
     L->cnt = L->k->warps * 32;
 }
 
@@ -203,12 +154,12 @@ static tk_status build_entry(tk_lower *L) {
     LLVMSetFunctionCallConv(L->fn, 71); /* PTX_Kernel: an .entry */
     /* Exact block size: lets LLVM bound tid and ptxas budget registers. */
     char nt[16];
-    int len = snprintf(nt, sizeof nt, "%d", tk_tma_block_threads(L->k, &L->tma));
+    int len = snprintf(nt, sizeof nt, "%d", L->plan->threads);
     LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(L->c, "nvvm.reqntid", 12, nt, (unsigned)len));
-    /* ptxas honours setmaxnreg (ops/nv/ws.c) only when it knows the
+    /* ptxas honours setmaxnreg (jit/lower_ws.c) only when it knows the
      * registers at entry: one block per SM, all of the register file */
-    if (L->tma.producer_warps)
+    if (L->plan->producer_warps)
         LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
                                 LLVMCreateStringAttribute(L->c, "nvvm.minctasm", 13, "1", 1));
     LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, L->fn, "entry"));
@@ -223,31 +174,6 @@ static tk_status build_entry(tk_lower *L) {
         return L->st;
     tk_tma_entry(L);
     return L->st;
-}
-
-/* ---- Value map storage ----------------------------------------------------- */
-struct tk_lower_mem {
-    tk_lower_mem *next;
-    max_align_t data[];
-};
-
-void *tk_lw_alloc(tk_lower *L, size_t n) {
-    tk_lower_mem *m = calloc(1, sizeof *m + n);
-    if (!m) {
-        tk_lw_fail(L, TK_ERR_NO_MEMORY, "out of memory");
-        return NULL;
-    }
-    m->next = L->mem;
-    L->mem = m;
-    return m->data;
-}
-
-static void free_mem(tk_lower *L) {
-    for (tk_lower_mem *m = L->mem, *n; m; m = n) {
-        n = m->next;
-        free(m);
-    }
-    L->mem = NULL;
 }
 
 /* ---- Use pre-pass ---------------------------------------------------------- */
@@ -310,12 +236,11 @@ static bool carry_uses(tk_lower *L, const tk_region *r) {
     return changed;
 }
 
-bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v) {
-    return L->use && v && v->id < L->nvals && L->use[v->id] == TK_USE_MMA_B;
-}
-
 /* ---- Driver ------------------------------------------------------------- */
-static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch) {
+/* The kernel, its target and its plan: `plan` when the caller has one (it
+ * must be for this target), else one made into *own. */
+static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch,
+                              const tk_plan *plan, tk_plan *own) {
     if (!k)
         return tk_lw_fail(L, TK_ERR_INVALID_ARG, "kernel is NULL");
     if (k->status != TK_OK)
@@ -323,11 +248,18 @@ static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch)
     if (!k->finished)
         return tk_lw_fail(L, TK_ERR_STATE, "kernel '%s' is not finished", k->name);
     L->tgt = tk_target_find(arch);
-    if (!L->tgt)
-        return tk_lw_fail(L, TK_ERR_UNSUPPORTED,
-                          "unsupported arch '%s' (sm_80, sm_86, sm_89, sm_90, sm_90a)",
-                          arch ? arch : "(null)");
-    tk_tma_plan_make(k, arch, &L->tma);
+    if (!L->tgt) {
+        char known[128];
+        tk_target_names(known, sizeof known);
+        return tk_lw_fail(L, TK_ERR_UNSUPPORTED, "unsupported arch '%s' (%s)",
+                          arch ? arch : "(null)", known);
+    }
+    if (plan && plan->tgt != L->tgt)
+        return tk_lw_fail(L, TK_ERR_STATE, "the plan was made for another target than '%s'",
+                          arch);
+    if (!plan)
+        tk_plan_make(k, L->tgt, own);
+    L->plan = plan ? plan : own;
     return TK_OK;
 }
 
@@ -382,6 +314,15 @@ static tk_status emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out
     return *out ? TK_OK : tk_lw_fail(L, TK_ERR_NO_MEMORY, "out of memory");
 }
 
+/* The body with the sync strategy the plan calls for: lockstep, lockstep
+ * with the copy engine's ring, or split into producer and consumers. */
+static tk_status lower_body(tk_lower *L) {
+    if (L->plan->producer_warps)
+        return tk_lower_split(L);
+    L->sync = L->plan->nmaps ? &tk_sync_ring : &tk_sync_lockstep;
+    return tk_lower_region(L, L->k->body);
+}
+
 static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out) {
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(L->m, td);
@@ -397,7 +338,7 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     }
     if (build_entry(L) != TK_OK)
         return L->st;
-    if ((L->tma.producer_warps ? tk_ws_lower(L) : tk_lower_region(L, L->k->body)) != TK_OK)
+    if (lower_body(L) != TK_OK)
         return L->st;
     LLVMBuildRetVoid(L->b);
     if (verify(L) != TK_OK || optimize(L, tm) != TK_OK)
@@ -405,15 +346,16 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     return emit(L, tm, ptx, out);
 }
 
-static tk_status run(const tk_kernel *k, const char *arch, bool ptx, char **out, char *err,
-                     size_t errn) {
-    tk_lower L = {.k = k, .err = err, .errn = errn};
+static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, bool ptx,
+                     char **out, char *err, size_t errn) {
+    tk_lower L = {.k = k, .sync = &tk_sync_lockstep, .err = err, .errn = errn};
+    tk_plan own;
     if (err && errn)
         err[0] = 0;
     if (!out)
         return tk_lw_fail(&L, TK_ERR_INVALID_ARG, "output pointer is NULL");
     *out = NULL;
-    if (check_kernel(&L, k, arch) != TK_OK)
+    if (check_kernel(&L, k, arch, plan, &own) != TK_OK)
         return L.st;
     L.c = LLVMContextCreate();
     L.m = LLVMModuleCreateWithNameInContext(k->name, L.c);
@@ -427,7 +369,7 @@ static tk_status run(const tk_kernel *k, const char *arch, bool ptx, char **out,
     LLVMDisposeBuilder(L.b);
     LLVMDisposeModule(L.m);
     LLVMContextDispose(L.c);
-    free_mem(&L);
+    tk_lw_free_all(&L);
     if (L.st != TK_OK) {
         free(*out);
         *out = NULL;
@@ -436,10 +378,15 @@ static tk_status run(const tk_kernel *k, const char *arch, bool ptx, char **out,
 }
 
 tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, char *err, size_t errn) {
-    return run(k, arch, true, ptx, err, errn);
+    return run(k, arch, NULL, true, ptx, err, errn);
+}
+
+tk_status tk_lower_ptx_plan(const tk_kernel *k, const char *arch, const tk_plan *plan, char **ptx,
+                            char *err, size_t errn) {
+    return run(k, arch, plan, true, ptx, err, errn);
 }
 
 tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, char *err,
                              size_t errn) {
-    return run(k, arch, false, text, err, errn);
+    return run(k, arch, NULL, false, text, err, errn);
 }

@@ -7,6 +7,7 @@
 
 #include "ir/abi.h"
 #include "jit/jit.h"
+#include "jit/plan.h"
 #include "jit/program.h"
 
 /* Launches above this need the function's dynamic shared memory limit raised. */
@@ -41,9 +42,7 @@ tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_p
     atomic_init(&p->refs, 1);
     atomic_init(&p->origin, TK_FROM_COMPILE);
     p->ctx = ctx;
-    tk_tma_plan_make(k, arch, &p->tma);
-    p->threads = tk_tma_block_threads(k, &p->tma);
-    p->smem = tk_kernel_smem_bytes(k) + tk_tma_smem_extra(&p->tma);
+    tk_plan_make(k, tk_target_find(arch), &p->plan);
     tk_program_sig(p, k);
     tk_status s = tk_grid_build(k, &p->grid, err, errn);
     if (s != TK_OK) {
@@ -60,16 +59,16 @@ static tk_status tk_program_setup_fn(tk_program *p, char *err, size_t errn)
     const tk_cuda *cu = p->cu;
     tk_status s = tk_cuda_check(cu, cu->cuModuleGetFunction(&p->fn, p->mod, p->name),
                                 "cuModuleGetFunction", err, errn);
-    if (s != TK_OK || p->smem <= TK_SMEM_DEFAULT_MAX)
+    if (s != TK_OK || p->plan.smem <= TK_SMEM_DEFAULT_MAX)
         return s;
-    if (cu->max_smem_optin > 0 && p->smem > (size_t)cu->max_smem_optin)
+    if (cu->max_smem_optin > 0 && p->plan.smem > (size_t)cu->max_smem_optin)
         return tk_errf(err, errn, TK_ERR_UNSUPPORTED,
                        "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
-                       p->name, p->smem, cu->max_smem_optin);
+                       p->name, p->plan.smem, cu->max_smem_optin);
     return tk_cuda_check(cu,
                          cu->cuFuncSetAttribute(p->fn,
                                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                (int)p->smem),
+                                                (int)p->plan.smem),
                          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", err, errn);
 }
 

@@ -1,6 +1,7 @@
 /* A compiled kernel: the loaded module and function, plus what tk_launch
- * needs of the kernel (signature, grid code, block size, shared memory), so
- * the kernel itself may be destroyed after tk_compile. */
+ * needs of the kernel (signature, grid code, and its plan: block size,
+ * shared memory, tensor maps), so the kernel itself may be destroyed after
+ * tk_compile. */
 #ifndef TK_JIT_PROGRAM_H
 #define TK_JIT_PROGRAM_H
 
@@ -10,7 +11,7 @@
 #include "jit/cache.h"
 #include "jit/cuda.h"
 #include "ir/grid.h"
-#include "jit/tma.h"
+#include "ops/nv/plan.h"
 
 typedef struct tk_psig {
     tk_kind kind;     /* TK_KIND_GVIEW or TK_KIND_SCALAR */
@@ -27,17 +28,16 @@ struct tk_program {
     CUmodule mod;
     CUfunction fn;
     char *name;            /* kernel (= PTX entry) name                      */
-    int32_t threads; /* per block: the kernel's warps and any producer warps */
-    size_t smem;           /* dynamic shared memory bytes per block          */
-    tk_tma_plan tma;       /* tensor maps tk_launch encodes (jit/tma.h)      */
+    tk_plan plan;          /* made once (jit/plan.c): the lowering reads it,
+                              tk_launch takes threads, smem and maps from it */
     bool tma_off;          /* TK_NO_TMA was set at load: encode no maps      */
     int32_t nparams, nslots;
     tk_psig params[TK_MAX_PARAMS];
     tk_grid_prog grid;
 };
 
-/* Signature, grid, sizes and tensor maps of a finished kernel compiled for
- * `arch` (NULL: no tensor maps); no module yet (tests use such programs to
+/* Signature, grid and plan of a finished kernel compiled for `arch` (NULL
+ * or unknown: the lockstep plan); no module yet (tests use such programs to
  * exercise argument checking without a GPU). ctx may be NULL (then launch
  * errors are only returned). */
 tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_program **out,

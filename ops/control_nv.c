@@ -7,15 +7,13 @@
  * IF   cond ? then : else, both branches fall into a merge block holding one
  *      phi per slot of every result.
  * Loop bounds are warp-uniform (rule), so these branches never diverge
- * inside a warp. The producer of a warp-specialized kernel (jit/ws.h)
+ * inside a warp. The producer of a warp-specialized kernel (jit/lower_ws.c)
  * carries only the values its slice needs: `live` skips the others. */
-#include "ops/nv/lower.h"
+#include "ops/lower_walk.h"
 
 static tk_lv *operand(tk_lower *L, const tk_op *op, int i) { return tk_lw_get(L, op->opnds[i]); }
 
-static bool live(const tk_lower *L, const tk_value *v) {
-    return L->role != TK_ROLE_PRODUCER || tk_ws_has_val(L->ws, v);
-}
+static bool live(const tk_lower *L, const tk_value *v) { return tk_lw_emits_val(L, v); }
 
 /* Phis for the live ones of `n` values, slot for slot like `like[i]`. */
 static tk_status make_phis(tk_lower *L, tk_value *const *vals, int n, tk_lv *const *like) {

@@ -14,7 +14,7 @@
  * and two conditional multiplies to produce denormals - 4 instructions
  * instead of 1, which in attention's softmax (one exp2 per score) costs
  * more issue slots than the mma.sync themselves. */
-#include "ops/nv/lower.h"
+#include "ops/lower_walk.h"
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453

@@ -1,7 +1,7 @@
 /* Lowering of ids, constants and dims (rules: ops/ids.c).
  * Per-thread ids come from the entry block (jit/lower.c): warp = tid.x / 32,
  * lane = tid.x % 32, warpgroup = warp / 4; block ids read %ctaid. */
-#include "ops/nv/lower.h"
+#include "ops/lower_walk.h"
 
 static LLVMValueRef block_id(tk_lower *L, int64_t dim) {
     static const char *names[3] = {"llvm.nvvm.read.ptx.sreg.ctaid.x",

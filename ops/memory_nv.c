@@ -15,7 +15,7 @@
  *   for COL tiles); stores: stmatrix.x4 on sm_90+, else pair stores. f32:
  *   pair (ROW) or single (COL) ld/st.shared. All need col0 % 8 == 0 (16-byte
  *   row segments); a run-time check falls back to per-element accesses. */
-#include "ops/nv/lower.h"
+#include "ops/lower_walk.h"
 
 /* ---- shared, stage, async groups, barrier -------------------------------- */
 static tk_status def1(tk_lower *L, const tk_op *op, LLVMValueRef v) {
@@ -40,57 +40,19 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
     return def1(L, op, tk_lw_gep(L, s->v[0], off));
 }
 
-/* In a warp-specialized kernel only the group ring and the release rings
- * carry groups and barriers (ops/nv/ws.c): neither side has cp.async
- * groups of its own to track (the producer's fallback copies arrive on the
- * ring themselves). */
-static tk_status lower_sync_ws(tk_lower *L, const tk_op *op) {
-    bool prod = L->role == TK_ROLE_PRODUCER;
-    switch (op->opc) {
-    case TK_OP_ASYNC_COMMIT:
-        if (prod)
-            tk_ws_commit_producer(L);
-        else
-            tk_ring_commit(L);
-        break;
-    case TK_OP_ASYNC_WAIT: /* consumers only: waits are not in the slice */
-        tk_ring_wait(L, (int)op->attr[0]);
-        break;
-    default:
-        if (prod)
-            tk_ws_barrier_producer(L);
-        else
-            tk_ws_barrier_consumer(L);
-    }
-    return L->st;
-}
-
+/* What the sync ops mean depends on the code being emitted (lockstep, the
+ * copy engine's ring, or one side of a warp-specialized kernel): the sync
+ * strategy the driver picked (ops/nv/sync.c). */
 static tk_status lower_sync(tk_lower *L, const tk_op *op) {
-    LLVMValueRef n = tk_lw_i32c(L, op->attr[0]);
-    bool ring = L->tma.nmaps > 0; /* groups also live on mbarriers: ops/nv/tma.c */
-    if (L->role != TK_ROLE_ALL) /* warp-specialized: ops/nv/ws.c */
-        return lower_sync_ws(L, op);
     switch (op->opc) {
     case TK_OP_ASYNC_COMMIT:
-        tk_lw_intrin(L, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
-        if (ring)
-            tk_ring_commit(L);
+        L->sync->commit(L);
         break;
     case TK_OP_ASYNC_WAIT:
-        tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1);
-        if (ring)
-            tk_ring_wait(L, (int)op->attr[0]);
+        L->sync->wait(L, (int)op->attr[0]);
         break;
-    default: /* bar.sync 0: every thread of the block */
-        /* With the copy engine, a stage that every warp has read is the next
-         * copy's target right after the barrier; the engine writes through
-         * the async proxy, which bar.sync does not order after ldmatrix
-         * reads still in flight. Measured on the H200: torn tiles once two
-         * blocks share an SM and k-loops run long. */
-        if (ring)
-            tk_lw_intrin(L, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
-        n = tk_lw_i32c(L, 0);
-        tk_lw_intrin(L, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, &n, 1);
+    default:
+        L->sync->barrier(L);
     }
     return L->st;
 }

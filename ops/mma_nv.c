@@ -12,7 +12,7 @@
  *   C/D 16x16 subtile = two m16n8 accumulators: h = 0 -> e0..e3, h = 1 -> e4..e7.
  * A warpgroup A is each warp's own row band (local subtile rows), B is the
  * warp's own copy, so the per-warp code is the same. */
-#include "ops/nv/lower.h"
+#include "ops/lower_walk.h"
 
 /* Two 16-bit elements in one 32-bit register, the first in the low half. */
 static LLVMValueRef pack(tk_lower *L, LLVMValueRef x, LLVMValueRef y) {

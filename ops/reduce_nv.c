@@ -13,7 +13,7 @@
  *
  * MASK compares each element's (row, col) - tk_frag_pos plus the lane part -
  * in i64 with the op's a and b. */
-#include "ops/nv/lower.h"
+#include "ops/lower_walk.h"
 
 static bool is_max(tk_opcode opc) { return opc == TK_OP_ROW_MAX || opc == TK_OP_COL_MAX; }
 

@@ -1,7 +1,7 @@
 /* Lowering of scalar integer / logic ops (rules: ops/scalar.c). Scalars are
  * plain LLVM values (bool = i1); comparisons are signed (ints) or ordered
  * (floats: false when either side is NaN). */
-#include "ops/nv/lower.h"
+#include "ops/lower_walk.h"
 
 /* C remainder; x % -1 is 0, as x % 1 already gives (divisor: see
  * tk_lw_safe_divisor). */

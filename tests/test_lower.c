@@ -13,8 +13,7 @@
 #include <unistd.h>
 
 #include "jit/lower.h"
-#include "jit/tma.h"
-#include "jit/ws.h"
+#include "jit/plan.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
 #include "util/fixture_ops.h"
@@ -177,6 +176,51 @@ START_TEST(bad_arch_and_kernel) {
 }
 END_TEST
 
+/* The target table through the public query, and a plan handed to the
+ * lowering: the same PTX as one made for the call, refused for another
+ * target. */
+START_TEST(target_caps_and_plans) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_target_caps c;
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_80", &c), TK_OK);
+    ck_assert_str_eq(c.arch, "sm_80");
+    ck_assert_int_eq(c.sm, 80);
+    ck_assert(c.mma_sync && c.ldmatrix && c.cp_async);
+    ck_assert(!c.stmatrix && !c.tma && !c.wgmma && !c.setmaxnreg);
+    ck_assert_uint_eq(c.smem_per_block, 163 * 1024);
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_89", &c), TK_OK);
+    ck_assert_uint_eq(c.smem_per_block, 99 * 1024);
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_90", &c), TK_OK);
+    ck_assert(c.stmatrix && c.tma && !c.wgmma && !c.setmaxnreg);
+    ck_assert_uint_eq(c.smem_per_block, 227 * 1024);
+    ck_assert_int_eq(tk_target_caps_get(NULL, "sm_90a", &c), TK_OK);
+    ck_assert(c.tma && c.wgmma && c.setmaxnreg);
+    ck_assert_str_eq(c.llvm_cpu, "sm_90a");
+    ck_assert_str_eq(c.llvm_features, "+ptx83");
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_100", &c), TK_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "'sm_100' (known: sm_80, sm_86, sm_89, "
+                                                    "sm_90, sm_90a)"));
+    ck_assert_int_eq(tk_target_caps_get(NULL, "sm_75", &c), TK_ERR_UNSUPPORTED);
+    ck_assert_int_eq(tk_target_caps_get(ctx, NULL, &c), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_target_caps_get(ctx, "sm_80", NULL), TK_ERR_INVALID_ARG);
+
+    tk_kernel *k = tu_op_kernel(ctx, tu_pipe, TK_BF16);
+    tk_plan pl;
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+    char err[512], *a = NULL, *b = NULL;
+    ck_assert_msg(tk_lower_ptx_plan(k, "sm_90a", &pl, &a, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &b, err, sizeof err), TK_OK);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    ck_assert_int_eq(tk_lower_ptx_plan(k, "sm_90", &pl, &a, err, sizeof err), TK_ERR_STATE);
+    ck_assert_ptr_null(a);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* The instructions the representation promises show up in the PTX. */
 START_TEST(ptx_uses_the_intended_instructions) {
     tk_ctx *ctx;
@@ -217,7 +261,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
     ck_assert_ptr_null(strstr(ptx, "setmaxnreg")); /* 4 warps: lockstep on sm_90a too */
     free(ptx);
     tk_kernel_destroy(k);
-    /* 8 warps, sm_90a: a producer warpgroup issues the copies (jit/ws.h);
+    /* 8 warps, sm_90a: a producer warpgroup issues the copies (jit/plan.c);
      * the consumers' barriers are mbarrier releases, the one bar.sync is the
      * ring's setup */
     cfg = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 4096, 4096, "sm_90a");
@@ -311,20 +355,21 @@ static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem
     return finish(k);
 }
 
-/* Which copies go through the copy engine (jit/tma.h). */
+/* Which copies go through the copy engine, and which kernels get a producer
+ * (jit/plan.c). */
 START_TEST(tma_plan) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_tma_plan pl;
+    tk_plan pl;
     tk_gemm_config cfg = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
     tk_kernel *k;
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
-    tk_tma_plan_make(k, "sm_90a", &pl); /* cp.async unless asked */
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl); /* cp.async unless asked */
     ck_assert_int_eq(pl.nmaps, 0);
     tk_kernel_destroy(k);
     cfg.tma = 1;
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
-    tk_tma_plan_make(k, "sm_90a", &pl);
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
     ck_assert_int_eq(pl.nmaps, 2); /* A: 128x64 in one box; B: 64x128 as two 64x64 boxes */
     ck_assert_int_eq(pl.maps[0].param, 0);
     ck_assert_int_eq(pl.maps[0].box_rows, 128);
@@ -333,13 +378,13 @@ START_TEST(tma_plan) {
     ck_assert_int_eq(pl.maps[1].box_rows, 64);
     ck_assert_int_eq(pl.maps[1].box_cols, 64);
     ck_assert_int_eq(pl.maps[1].swizzle, 128);
-    ck_assert_uint_gt(tk_tma_smem_extra(&pl), 0);
-    tk_tma_plan_make(k, "sm_90", &pl);
+    ck_assert_uint_gt(pl.smem_extra, 0);
+    tk_plan_make(k, tk_target_find("sm_90"), &pl);
     ck_assert_int_eq(pl.nmaps, 2);
-    tk_tma_plan_make(k, "sm_89", &pl);
+    tk_plan_make(k, tk_target_find("sm_89"), &pl);
     ck_assert_int_eq(pl.nmaps, 0);
-    ck_assert_uint_eq(tk_tma_smem_extra(&pl), 0);
-    tk_tma_plan_make(k, NULL, &pl);
+    ck_assert_uint_eq(pl.smem_extra, 0);
+    tk_plan_make(k, NULL, &pl);
     ck_assert_int_eq(pl.nmaps, 0);
     tk_kernel_destroy(k);
     static const struct {
@@ -368,7 +413,7 @@ START_TEST(tma_plan) {
         k = one_copy(ctx, cases[i].dt, cases[i].rows, cases[i].cols, cases[i].layout, 0.0f,
                      cases[i].rank, cases[i].extra);
         ck_assert_msg(tk_kernel_status(k) == TK_OK, "case %zu: %s", i, tk_kernel_error(k));
-        tk_tma_plan_make(k, "sm_90a", &pl);
+        tk_plan_make(k, tk_target_find("sm_90a"), &pl);
         ck_assert_msg(pl.nmaps == cases[i].maps, "case %zu: %d maps", i, pl.nmaps);
         if (pl.nmaps) {
             ck_assert_int_eq(pl.maps[0].swizzle, cases[i].swizzle);
@@ -381,11 +426,9 @@ START_TEST(tma_plan) {
                   e != FOUR_WARPS;
         ck_assert_msg(pl.producer_warps == (ws ? 4 : 0), "case %zu: %d producer warps", i,
                       pl.producer_warps);
-        ck_assert_int_eq(tk_tma_block_threads(k, &pl), 32 * (tk_kernel_warps(k) + (ws ? 4 : 0)));
-        tk_ws_slice sl;
-        ck_assert_int_eq(tk_ws_slice_make(k, &pl, &sl), ws);
+        ck_assert_int_eq(pl.threads, 32 * (tk_kernel_warps(k) + (ws ? 4 : 0)));
         if (ws)
-            ck_assert_int_eq(sl.consumer_sync, e == SHARED_STORE || e == GLOBAL_RAW);
+            ck_assert_int_eq(pl.slice.consumer_sync, e == SHARED_STORE || e == GLOBAL_RAW);
         check_lowers(k);
         tk_kernel_destroy(k);
     }
@@ -393,13 +436,13 @@ START_TEST(tma_plan) {
      * kept among themselves; the ring stage index is the producer's only
      * carried value */
     k = tu_op_kernel(ctx, tu_pipe, TK_BF16);
-    tk_tma_plan_make(k, "sm_90a", &pl);
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
     ck_assert_int_eq(pl.nmaps, 2);
     ck_assert_int_eq(pl.producer_warps, 4);
-    tk_ws_slice sl;
-    ck_assert(tk_ws_slice_make(k, &pl, &sl));
-    ck_assert(sl.consumer_sync);
-    tk_tma_plan_make(k, "sm_90", &pl); /* no setmaxnreg: lockstep */
+    ck_assert(pl.slice.consumer_sync);
+    ck_assert_int_eq(pl.producer_regs, 48);
+    ck_assert_int_eq(pl.consumer_regs, 224);
+    tk_plan_make(k, tk_target_find("sm_90"), &pl); /* no setmaxnreg: lockstep */
     ck_assert_int_eq(pl.nmaps, 2);
     ck_assert_int_eq(pl.producer_warps, 0);
     tk_kernel_destroy(k);
@@ -453,6 +496,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, op_lowers, 0, 2 * tu_nop_fixtures);
     tcase_add_test(tc, bad_arch_and_kernel);
+    tcase_add_test(tc, target_caps_and_plans);
     tcase_add_test(tc, ptx_uses_the_intended_instructions);
     tcase_add_test(tc, tma_plan);
     tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 8);

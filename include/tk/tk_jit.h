@@ -8,6 +8,8 @@
 #ifndef TK_TK_JIT_H
 #define TK_TK_JIT_H
 
+#include <stdbool.h>
+
 #include "tk/tk.h"
 
 #ifdef __cplusplus
@@ -20,6 +22,28 @@ extern "C" {
 tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx);
 /* Textual LLVM IR after lowering and optimization (for debugging). */
 tk_status tk_emit_llvm(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ir);
+
+/* ---- Targets -------------------------------------------------------------- */
+/* What a target can do: kernels pick instructions and block shapes by these
+ * capabilities, not by the arch string. */
+typedef struct tk_target_caps {
+    const char *arch;          /* "sm_80", ... (static storage)                 */
+    const char *llvm_cpu;      /* LLVM CPU name                                  */
+    const char *llvm_features; /* LLVM features: the PTX ISA version emitted     */
+    int sm;                    /* 80, 86, 89, 90                                 */
+    bool mma_sync;             /* mma.sync m16n8k16 (bf16 / f16)                 */
+    bool ldmatrix;             /* ldmatrix.x4 (.trans)                            */
+    bool cp_async;             /* cp.async 16-byte copies, commit/wait groups     */
+    bool stmatrix;             /* stmatrix.x4 (sm_90+)                            */
+    bool tma;                  /* the tensor copy engine (sm_90+)                 */
+    bool wgmma;                /* wgmma.mma_async (sm_90a)                        */
+    bool setmaxnreg;           /* setmaxnreg (sm_90a): producer warpgroups       */
+    size_t smem_per_block;     /* dynamic shared memory per block, opt-in maximum */
+} tk_target_caps;
+/* The capabilities of `arch`. TK_ERR_INVALID_ARG for a NULL arch or out,
+ * TK_ERR_UNSUPPORTED (the message lists the known archs) for an arch the
+ * lowering does not know. ctx may be NULL: then only the status reports. */
+tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out);
 
 /* ---- Device -------------------------------------------------------------- */
 /* TK_OK when a CUDA driver and a device are usable (device 0, primary context). */

@@ -5,7 +5,7 @@
  * of 16 since cols % 16 == 0); in round k thread tid handles chunk
  * tid + k*NT (NT = threads per block), so a warp touches 512 consecutive
  * bytes of a row band: coalesced in global memory, conflict-free in shared
- * (lower_mem.c). When NT is a multiple of the chunks per row, round k is
+ * (ops/nv/mem.c). When NT is a multiple of the chunks per row, round k is
  * round 0 moved down NT/cpr rows: its addresses are round 0's plus a
  * constant (shared) or one run-time stride (global), which keeps the
  * per-thread state that LLVM hoists out of loops small.
@@ -305,15 +305,15 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
     copy c;
     if (!copy_open(L, &c, op, 0, 1))
         return L->st;
-    int map = tk_tma_map_for(&L->tma, L->k, op);
-    if (map >= 0 && L->role == TK_ROLE_CONSUMER)
-        return L->st; /* the producer's copy (ops/nv/ws.c) */
+    int map = tk_plan_copy_map(L->plan, op);
+    if (map >= 0 && L->sync->role == TK_ROLE_CONSUMER)
+        return L->st; /* the producer's copy (ops/nv/sync.c) */
     if (map >= 0) {
         /* The producer warp's fallback stays rolled: unrolled over its 32
          * threads it would be many rounds of live addresses, in a warp that
          * gave its registers to the consumers. */
         tk_tma_copy(L, op, map, c.base,
-                    L->role == TK_ROLE_PRODUCER ? g2s_async_edge : g2s_async_any, &c);
+                    L->sync->role == TK_ROLE_PRODUCER ? g2s_async_edge : g2s_async_any, &c);
     } else if (op->attr[0]) {
         g2s_async_any(L, &c, NULL);
     } else {

@@ -1,5 +1,9 @@
-/* Lowering of tile IR to per-thread LLVM IR for NVPTX: the context shared by
- * jit/lower*.c and the per-family lowerings ops/<family>_nv.c.
+/* The NVPTX lowering kit: the state of one lowering (tk_lower) and the
+ * helpers that every op family's lowering (ops/<family>_nv.c) builds on.
+ * The kit knows the IR, the target (ops/nv/target.h) and the kernel's plan
+ * (ops/nv/plan.h), not the op families: the region walker that dispatches
+ * to them is ops/lower_walk.c, the driver that makes the module and picks
+ * the sync strategy is jit/lower.c.
  *
  * Representation (docs/LOWERING.md is the full contract):
  *  - every IR value becomes a tk_lv, a flat array of LLVM values:
@@ -8,8 +12,7 @@
  *                   order (tk_frag_* below): bfloat / half / float / i32
  *      smem         1 value: `ptr addrspace(3)` to stage 0 (or to the stage)
  *      gview        1 + 2*rank values: ptr addrspace(1), dims (i64), strides (i64)
- *  - loop-carried and if-yielded values get one phi per slot.
- * Ops are lowered by tk_lower_<family>(L, op) in ops/<family>_nv.c. */
+ *  - loop-carried and if-yielded values get one phi per slot. */
 #ifndef TK_OPS_NV_LOWER_H
 #define TK_OPS_NV_LOWER_H
 
@@ -17,20 +20,8 @@
 #include <stdbool.h>
 
 #include "ir/ir.h"
-#include "jit/tma.h"
-#include "jit/ws.h"
-
-/* ---- Targets: every per-target choice is a field here (table in jit/lower.c) */
-typedef struct tk_target {
-    const char *arch;     /* what callers pass, also the LLVM CPU name          */
-    const char *features; /* PTX ISA version LLVM emits                          */
-    int sm;               /* 80, 86, 89, 90                                      */
-    bool arch_specific;   /* sm_90a: wgmma, setmaxnreg                           */
-    bool stmatrix;        /* stmatrix.sync.aligned (sm_90+)                      */
-} tk_target;
-
-/* The lookup; NULL for an unknown arch. */
-const tk_target *tk_target_find(const char *arch);
+#include "ops/nv/plan.h"
+#include "ops/nv/target.h"
 
 /* ---- Lowered values ----------------------------------------------------- */
 typedef struct tk_lv {
@@ -40,13 +31,33 @@ typedef struct tk_lv {
 
 typedef struct tk_lower_mem tk_lower_mem; /* allocations, freed at the end */
 
-/* Which warps the code being emitted runs on (jit/ws.h): all of them
- * (lockstep), or one side of a warp-specialized kernel. */
+/* Which warps the code being emitted runs on: all of them (lockstep), or
+ * one side of a warp-specialized kernel (jit/lower_ws.c). */
 typedef enum tk_role { TK_ROLE_ALL = 0, TK_ROLE_CONSUMER, TK_ROLE_PRODUCER } tk_role;
 
-typedef struct tk_lower {
+typedef struct tk_lower tk_lower;
+
+/* A sync strategy: what the block-wide synchronization ops mean in the code
+ * being emitted (ops/nv/sync.c). The driver picks one (tk_lower.sync):
+ *   lockstep  cp.async groups and bar.sync 0;
+ *   ring      lockstep, plus the copy engine's mbarrier ring (ops/nv/tma.c);
+ *   producer  the producer warp of a warp-specialized kernel;
+ *   consumer  its consumer warps. */
+typedef struct tk_sync_ops {
+    const char *name;
+    tk_role role;
+    void (*commit)(tk_lower *L);            /* ASYNC_COMMIT                    */
+    void (*wait)(tk_lower *L, int pending); /* ASYNC_WAIT pending              */
+    void (*barrier)(tk_lower *L);           /* BARRIER                         */
+    void (*copy_done)(tk_lower *L); /* after an engine copy's cp.async fallback */
+} tk_sync_ops;
+extern const tk_sync_ops tk_sync_lockstep, tk_sync_ring, tk_sync_producer, tk_sync_consumer;
+
+struct tk_lower {
     const tk_kernel *k;
     const tk_target *tgt;
+    const tk_plan *plan; /* made once per (kernel, target): jit/plan.c      */
+    const tk_sync_ops *sync;
     LLVMContextRef c;
     LLVMModuleRef m;
     LLVMBuilderRef b;
@@ -55,14 +66,11 @@ typedef struct tk_lower {
     LLVMValueRef smem;  /* dynamic shared memory (ptr addrspace(3))            */
     LLVMValueRef sbase; /* where SHARED offsets start: smem, or smem aligned up
                            for the copy engine (ops/nv/tma.c)               */
-    /* Copy-engine state (ops/nv/tma.c), used when tma.nmaps > 0. */
-    tk_tma_plan tma;
+    /* Copy-engine state (ops/nv/tma.c), used when plan->nmaps > 0. */
     LLVMValueRef tma_map[TK_TMA_MAX_MAPS]; /* map params (generic ptr)          */
     LLVMValueRef tma_flags;                /* i32: bit i = map i was encoded    */
     LLVMValueRef ring, ring_cnt, ring_done; /* barriers; i32 allocas           */
-    /* Warp specialization (ops/nv/ws.c), when tma.producer_warps > 0. */
-    tk_role role;
-    const tk_ws_slice *ws;
+    /* Warp specialization (ops/nv/sync.c), when plan->producer_warps > 0. */
     LLVMValueRef rel, ack;      /* release and acknowledgement rings (shared)       */
     LLVMValueRef bar_cnt;       /* barriers passed (i32 alloca)                      */
     /* The threads block-wide copies are spread over: ctid in 0..cnt-1. */
@@ -79,7 +87,7 @@ typedef struct tk_lower {
     tk_status st;
     char *err;
     size_t errn;
-} tk_lower;
+};
 
 /* How a value is used, found by a walk over the kernel before lowering: a
  * 16-bit tile that only ever feeds MMA as its B operand is loaded by
@@ -93,13 +101,16 @@ bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v);
 /* Records the first failure in L->err; returns s. */
 tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void *tk_lw_alloc(tk_lower *L, size_t n); /* zeroed, freed with L */
+void *tk_lw_alloc(tk_lower *L, size_t n); /* zeroed, freed by tk_lw_free_all */
+void tk_lw_free_all(tk_lower *L);
 /* The lowered form of an already-lowered value (NULL + failure if missing). */
 tk_lv *tk_lw_get(tk_lower *L, const tk_value *v);
 /* Defines v with n (still empty) slots. */
 tk_lv *tk_lw_def(tk_lower *L, const tk_value *v, int n);
-/* Lowers every op of a region in order (jit/lower.c). */
-tk_status tk_lower_region(tk_lower *L, const tk_region *r);
+/* Whether the code being emitted runs op / computes v: everything, except
+ * in a producer warp, which runs only its slice (ops/nv/plan.h). */
+bool tk_lw_emits_op(const tk_lower *L, const tk_op *op);
+bool tk_lw_emits_val(const tk_lower *L, const tk_value *v);
 
 /* Types and constants. */
 LLVMTypeRef tk_lw_type(tk_lower *L, tk_dtype dt); /* element type in registers */
@@ -166,8 +177,7 @@ int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max);
 void tk_tma_bind(tk_lower *L, unsigned first);
 /* Entry-block setup: L->sbase, and with a plan the ring and its counters. */
 void tk_tma_entry(tk_lower *L);
-/* What ASYNC_COMMIT / ASYNC_WAIT add to cp.async's commit/wait_group in
- * kernels with a plan. */
+/* The ring's part of ASYNC_COMMIT / ASYNC_WAIT (the sync strategies). */
 void tk_ring_commit(tk_lower *L);
 void tk_ring_wait(tk_lower *L, int pending);
 /* Spins until phase `parity` of mbarrier `bar` is over (try_wait acquires). */
@@ -177,15 +187,6 @@ void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
 void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar);
 /* Group cnt's ring barrier, once its previous phase (group cnt - R) is over. */
 LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt);
-/* ---- Warp specialization (ops/nv/ws.c) -------------------------------- */
-/* The body, split into producer and consumers (after the entry block). */
-tk_status tk_ws_lower(tk_lower *L);
-/* ASYNC_COMMIT in the producer; BARRIER in each role. */
-void tk_ws_commit_producer(tk_lower *L);
-/* After a producer's cp.async fallback copy (no-op in other roles). */
-void tk_ws_fallback_done(tk_lower *L);
-void tk_ws_barrier_consumer(tk_lower *L);
-void tk_ws_barrier_producer(tk_lower *L);
 
 /* COPY_G2S `op` through plan map `map` into stage `dst` when the launch
  * encoded the map and the coordinates fit, else through cp_async(cp_ctx). */
@@ -266,14 +267,5 @@ LLVMValueRef tk_gwin_aligned(tk_lower *L, const tk_gwin *w, int bytes);
 /* Block-wide copies between global and shared memory (ops/nv/copy.c). */
 tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op);
 tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op);
-
-/* ---- Family entry points (ops/<family>_nv.c) ---------------------------- */
-tk_status tk_lower_ids(tk_lower *L, const tk_op *op);
-tk_status tk_lower_elementwise(tk_lower *L, const tk_op *op);
-tk_status tk_lower_scalar(tk_lower *L, const tk_op *op);
-tk_status tk_lower_mma(tk_lower *L, const tk_op *op);
-tk_status tk_lower_reduce(tk_lower *L, const tk_op *op);
-tk_status tk_lower_memory(tk_lower *L, const tk_op *op);
-tk_status tk_lower_control(tk_lower *L, const tk_op *op);
 
 #endif

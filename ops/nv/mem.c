@@ -18,7 +18,7 @@
  *            rows x 128 bytes: byte b of row r sits in block b / 128 at
  *            r * 128 + (b % 128 ^ swizzle). That is the layout Hopper's copy
  *            engine writes with its 128-byte swizzle, one box per block
- *            (jit/tma.h); the accesses above stay conflict-free (each block
+ *            (jit/plan.c); the accesses above stay conflict-free (each block
  *            row is a whole bank line).
  * Global views: a window (row0, col0) over the last two dims (or the last
  * one), leading indices fixed; all arithmetic is i64. */

@@ -1,4 +1,4 @@
-/* Lowering for kernels with a TMA plan (jit/tma.h) on sm_90+: the tensor-map
+/* Lowering for kernels with copies on the engine (ops/nv/plan.h): the tensor-map
  * parameters, the aligned shared base, the mbarrier ring that tracks async
  * groups, and COPY_G2S issued through the copy engine.
  *
@@ -6,7 +6,7 @@
  * the copy engine, so in these kernels group j (the j-th ASYNC_COMMIT, the
  * same count in every thread) also completes on ring barrier j % R in
  * phase j / R (R = TK_TMA_RING; each phase expects one arrival per warp;
- * warp-specialized kernels change the roles, ops/nv/ws.c):
+ * warp-specialized kernels change the roles, ops/nv/sync.c):
  *   copy    thread 0 adds the tile's bytes to barrier cnt % R
  *           (mbarrier.expect_tx) and issues one box per 128-byte column
  *           block; the engine completes those bytes on it. A copy that
@@ -24,8 +24,6 @@
  * measured on the H200). Both counters are per-thread allocas, which
  * mem2reg turns into registers; in the GEMM's k-loop R is deeper than the
  * stages, so that first wait is a compare that never branches. */
-#include "jit/tma.h"
-
 #include <stdio.h>
 
 #include "ops/nv/lower.h"
@@ -34,11 +32,11 @@ static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
 
 /* ---- Entry ------------------------------------------------------------------ */
 int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max) {
-    if (!L->tma.nmaps)
+    if (!L->plan->nmaps)
         return n;
-    if (n + L->tma.nmaps + 1 > max)
+    if (n + L->plan->nmaps + 1 > max)
         return -1;
-    for (int i = 0; i < L->tma.nmaps; i++)
+    for (int i = 0; i < L->plan->nmaps; i++)
         tys[n++] = LLVMPointerTypeInContext(L->c, 0);
     tys[n++] = L->i32;
     return n;
@@ -48,12 +46,12 @@ int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max) {
  * copy engine: `.param .align 64 .b8 [128]`, its address taken as a
  * grid constant (no local copy). */
 void tk_tma_bind(tk_lower *L, unsigned first) {
-    if (!L->tma.nmaps)
+    if (!L->plan->nmaps)
         return;
     LLVMTypeRef map_ty = LLVMArrayType2(L->i8, 128);
     unsigned byval = LLVMGetEnumAttributeKindForName("byval", 5);
     unsigned align = LLVMGetEnumAttributeKindForName("align", 5);
-    for (int i = 0; i < L->tma.nmaps; i++) {
+    for (int i = 0; i < L->plan->nmaps; i++) {
         unsigned idx = first + (unsigned)i + 1; /* attribute index: params from 1 */
         LLVMAddAttributeAtIndex(L->fn, idx, LLVMCreateTypeAttribute(L->c, byval, map_ty));
         LLVMAddAttributeAtIndex(L->fn, idx, LLVMCreateEnumAttribute(L->c, align, 64));
@@ -61,7 +59,7 @@ void tk_tma_bind(tk_lower *L, unsigned first) {
                                 LLVMCreateStringAttribute(L->c, "nvvm.grid_constant", 18, "", 0));
         L->tma_map[i] = LLVMGetParam(L->fn, first + (unsigned)i);
     }
-    L->tma_flags = LLVMGetParam(L->fn, first + (unsigned)L->tma.nmaps);
+    L->tma_flags = LLVMGetParam(L->fn, first + (unsigned)L->plan->nmaps);
     LLVMSetValueName2(L->tma_flags, "tma.flags", 9);
 }
 
@@ -71,13 +69,13 @@ static LLVMValueRef ring_bar(tk_lower *L, LLVMValueRef j) {
 }
 
 /* In the entry block: the base of SHARED offsets rounded up to
- * TK_TMA_ALIGN (tk_tma_smem_extra pays for the slack), the ring after the
+ * TK_TMA_ALIGN (the plan's smem_extra pays for the slack), the ring after the
  * tiles, initialized by thread 0 before a block-wide barrier, and the two
  * group counters. Without a plan the base is tk_smem itself. */
 void tk_tma_entry(tk_lower *L) {
     LLVMBuilderRef b = L->b;
     L->sbase = L->smem;
-    if (!L->tma.nmaps)
+    if (!L->plan->nmaps)
         return;
     L->ring_cnt = LLVMBuildAlloca(b, L->i32, "ring.cnt");
     L->ring_done = LLVMBuildAlloca(b, L->i32, "ring.done");
@@ -87,23 +85,23 @@ void tk_tma_entry(tk_lower *L) {
     LLVMValueRef up = LLVMBuildAnd(b, LLVMBuildAdd(b, addr, tk_lw_i64c(L, TK_TMA_ALIGN - 1), ""),
                                    tk_lw_i64c(L, -TK_TMA_ALIGN), "");
     L->sbase = tk_lw_gep(L, L->smem, LLVMBuildSub(b, up, addr, ""));
-    L->ring = tk_lw_gep(L, L->sbase, i32c(L, (int64_t)tk_tma_ring_offset(L->k)));
+    L->ring = tk_lw_gep(L, L->sbase, i32c(L, (int64_t)L->plan->ring_offset));
     L->rel = tk_lw_gep(L, L->ring, i32c(L, 8 * TK_TMA_RING));
     L->ack = tk_lw_gep(L, L->ring, i32c(L, 16 * TK_TMA_RING));
     L->bar_cnt = LLVMBuildAlloca(b, L->i32, "bar.cnt");
     LLVMBuildStore(b, i32c(L, 0), L->bar_cnt);
     /* arrivals per phase: one per warp; warp-specialized, one per consumer
-     * warp and one per producer lane (ops/nv/ws.c) */
-    int arrivals = L->k->warps + (L->tma.producer_warps ? 32 : 0);
+     * warp and one per producer lane (ops/nv/sync.c) */
+    int arrivals = L->k->warps + (L->plan->producer_warps ? 32 : 0);
     LLVMBasicBlockRef init = tk_lw_block(L, "ring.init"), go = tk_lw_block(L, "ring.ready");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->tid, i32c(L, 0), ""), init, go);
     LLVMPositionBuilderAtEnd(b, init);
     for (int i = 0; i < TK_TMA_RING; i++) {
         LLVMValueRef a[2] = {tk_lw_gep(L, L->ring, i32c(L, 8 * i)), i32c(L, arrivals)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, a, 2);
-        if (!L->tma.producer_warps)
+        if (!L->plan->producer_warps)
             continue;
-        /* the release rings (ops/nv/ws.c): every consumer warp; the producer */
+        /* the release rings (ops/nv/sync.c): every consumer warp; the producer */
         LLVMValueRef r[2] = {tk_lw_gep(L, L->rel, i32c(L, 8 * i)), i32c(L, L->k->warps)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, r, 2);
         LLVMValueRef q[2] = {tk_lw_gep(L, L->ack, i32c(L, 8 * i)), i32c(L, 1)};
@@ -250,12 +248,12 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
 static void fallback(tk_lower *L, void *ctx, LLVMValueRef *out) {
     tma_copy *t = ctx;
     t->cp_async(L, t->cp_ctx, out);
-    tk_ws_fallback_done(L);
+    L->sync->copy_done(L);
 }
 
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
                  void *cp_ctx) {
-    tma_copy t = {.op = op, .m = &L->tma.maps[map], .map = L->tma_map[map], .dst = dst,
+    tma_copy t = {.op = op, .m = &L->plan->maps[map], .map = L->tma_map[map], .dst = dst,
                   .cp_async = cp_async, .cp_ctx = cp_ctx};
     LLVMValueRef ok = coords(L, &t);
     LLVMValueRef bit = LLVMBuildAnd(L->b, LLVMBuildLShr(L->b, L->tma_flags, i32c(L, map), ""),

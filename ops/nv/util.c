@@ -1,8 +1,11 @@
-/* Small helpers shared by every lowering: errors, the value map, types,
- * conversions, intrinsic / inline-asm calls, loops and masked memory. */
+/* Small helpers shared by every lowering: errors, allocations, the value
+ * map, types, conversions, intrinsic / inline-asm calls, loops and masked
+ * memory. */
 #include <llvm-c/DebugInfo.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/nv/lower.h"
@@ -26,6 +29,32 @@ tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...) {
     return s;
 }
 
+/* ---- Allocations: a list of blocks, freed together ------------------------- */
+struct tk_lower_mem {
+    tk_lower_mem *next;
+    max_align_t data[];
+};
+
+void *tk_lw_alloc(tk_lower *L, size_t n) {
+    tk_lower_mem *m = calloc(1, sizeof *m + n);
+    if (!m) {
+        tk_lw_fail(L, TK_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    m->next = L->mem;
+    L->mem = m;
+    return m->data;
+}
+
+void tk_lw_free_all(tk_lower *L) {
+    for (tk_lower_mem *m = L->mem, *n; m; m = n) {
+        n = m->next;
+        free(m);
+    }
+    L->mem = NULL;
+}
+
+/* ---- The value map ------------------------------------------------------------ */
 tk_lv *tk_lw_get(tk_lower *L, const tk_value *v) {
     if (!v || v->id == 0 || v->id >= L->nvals) {
         tk_lw_fail(L, TK_ERR_LLVM, "operand is not a value of this kernel");
@@ -47,6 +76,18 @@ tk_lv *tk_lw_def(tk_lower *L, const tk_value *v, int n) {
     lv->v = tk_lw_alloc(L, (size_t)n * sizeof *lv->v);
     lv->n = lv->v ? n : 0;
     return lv->v ? lv : NULL;
+}
+
+bool tk_lw_emits_op(const tk_lower *L, const tk_op *op) {
+    return L->sync->role != TK_ROLE_PRODUCER || tk_plan_has_op(L->plan, op);
+}
+
+bool tk_lw_emits_val(const tk_lower *L, const tk_value *v) {
+    return L->sync->role != TK_ROLE_PRODUCER || tk_plan_has_val(L->plan, v);
+}
+
+bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v) {
+    return L->use && v && v->id < L->nvals && L->use[v->id] == TK_USE_MMA_B;
 }
 
 /* ---- Types, constants, conversions --------------------------------------- */

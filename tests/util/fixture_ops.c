@@ -324,7 +324,7 @@ static void pipe_load(tk_kernel *k, tk_value *const *s, tk_value *const *v, tk_v
 
 /* A k-loop shaped like the GEMM's: ring stages filled two k-tiles ahead
  * through the copy engine, then a shared store, a barrier and a block copy
- * out. On sm_90a it is warp-specialized (jit/ws.h): the producer's slice is
+ * out. On sm_90a it is warp-specialized (jit/plan.c): the producer's slice is
  * the loop, the stage index and the copies; the consumers' barriers also
  * sync them with each other (they write shared memory). B is column-major,
  * so the launch encodes no map for it and its copies take the producer

@@ -1,0 +1,406 @@
+/* The plan of a kernel for a target (ops/nv/plan.h): computed here, once per
+ * (kernel, target), and read by the program, the lowering and the launch.
+ *
+ * Copies on the engine (targets with the copy engine, tk_target.tma). A
+ * COPY_G2S qualifies when it asks for the engine (TK_COPY_TMA: the kernel
+ * author's choice) and reads a kernel tensor parameter that the kernel
+ * never writes (the engine reads through the async proxy), and its shared
+ * tile is SWIZZLE with rows of 32, 64 or 128 bytes or a multiple of 128
+ * bytes (ops/nv/mem.c: those layouts are the engine's 32/64/128-byte
+ * swizzles, wide rows cut into 128-byte column blocks), at most 256 rows, at
+ * a 1024-byte aligned offset with 1024-byte stages (offsets follow
+ * allocation order, 128-byte aligned: allocate such tiles first, or pad).
+ * Each (parameter, box) pair is one map, at most TK_TMA_MAX_MAPS, used by
+ * at most TK_TMA_MAX_COPIES copy ops (further copies take cp.async; the
+ * plan lists the copies so that nobody applies these rules again): the box
+ * is the tile's rows by one swizzle span of columns, and a tile with wider
+ * rows is issued as one box per column block. A kernel gets no maps when
+ * an async commit or wait is under control flow that differs between warps
+ * (the ring counts one arrival per warp and group), or when the ring would
+ * not fit beside its tiles in the target's shared memory.
+ *
+ * Warp specialization (targets with setmaxnreg, tk_target.setmaxnreg): a
+ * producer warp issues the copies while the kernel's own warps only
+ * compute. The IR stays lockstep: every warp runs the same program, and the
+ * interpreter is its meaning; the lowering emits it twice (jit/lower_ws.c):
+ *   consumers  the kernel's warps: everything except the planned copies;
+ *              a barrier becomes a release (an mbarrier arrival per warp),
+ *              an async wait a wait on the copy's mbarrier.
+ *   producer   one more warp after them (in a warpgroup of its own, see
+ *              PRODUCER_WARPS): the "slice", i.e. the planned copies, the
+ *              commits and barriers, and the scalar ops and control flow
+ *              they depend on; a barrier becomes "wait until every
+ *              consumer warp has released it".
+ * The lockstep program's barriers are exactly the write-after-read edges
+ * between the consumers' reads of a stage and the next copy into it, so the
+ * producer stays as far ahead as the program allows and no further.
+ * A kernel is split when every async COPY_G2S has a map, everything the
+ * slice needs is block-uniform scalar work (ids, constants, dims, scalar
+ * arithmetic, shared tiles and stages, FOR / IF): the producer has no
+ * tiles; the kernel has whole warpgroups, at least MIN_WARPS; its op and
+ * value ids are below TK_WS_MAX_IDS; and the release rings fit. */
+#include "jit/plan.h"
+
+#include <string.h>
+
+#include "ir/abi.h"
+#include "ir/ctx.h"
+#include "tk/tk_jit.h"
+
+/* A producer warpgroup, of which one warp works: setmaxnreg, which hands
+ * the producer's registers to the consumers, acts on whole warpgroups. It
+ * is needed: an SM sub-partition's 16 K registers are shared by its warps,
+ * so with one extra warp (9 of them) every warp gets at most 168 registers
+ * and the 8-warp GEMM's consumers spill. */
+#define PRODUCER_WARPS 4
+/* Fewer consumer warps stay in lockstep: with a producer warpgroup their
+ * block needs the register file of a whole SM (240 x 256), where two
+ * blocks ran before (H200, 128x128x64 with 4 warps: 358 TFLOP/s split,
+ * 456 in lockstep, 444 by cp.async). */
+#define MIN_WARPS 8
+/* Registers per thread after setmaxnreg.dec in the producer. 48 / 224 for
+ * 8 consumer warps is the pair with no spills in any GEMM block shape tried
+ * (ptxas, CUDA 13): 40 spills the producer's loop-invariant fallback
+ * addresses, 56 / 216 and 40 / 232 spill some shapes' consumers. */
+#define PRODUCER_REGS 48
+
+/* ---- Copies on the engine -------------------------------------------------- */
+/* The SHARED op behind a copy's smem operand (direct or through STAGE). */
+static const tk_op *shared_of(const tk_value *v) {
+    const tk_op *d = v ? v->def : NULL;
+    if (d && d->opc == TK_OP_STAGE)
+        d = d->opnds[0]->def;
+    return d && d->opc == TK_OP_SHARED ? d : NULL;
+}
+
+/* The kernel parameter a view is, or -1. */
+static int param_of(const tk_kernel *k, const tk_value *v) {
+    for (int i = 0; i < k->nparams; i++)
+        if (k->params[i] == v)
+            return i;
+    return -1;
+}
+
+/* Marks the tensor parameters the kernel writes: the engine reads global
+ * memory through the async proxy, which the kernel's own stores would need a
+ * global proxy fence to reach, so such tensors stay on cp.async. */
+static void mark_written(const tk_kernel *k, const tk_region *r, uint64_t *mask) {
+    if (!r)
+        return;
+    TK_FOREACH_OP(r, op) {
+        int p = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G
+                    ? param_of(k, op->opnds[0]) : -1;
+        if (p >= 0)
+            *mask |= (uint64_t)1 << p;
+        mark_written(k, op->regions[0], mask);
+        mark_written(k, op->regions[1], mask);
+    }
+}
+
+/* The map copy op would use (not yet deduplicated); false if it cannot. */
+static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, tk_tma_map *m) {
+    if (op->opc != TK_OP_COPY_G2S || op->attr[0] != TK_COPY_TMA) /* fill is 0 (rule) */
+        return false;
+    const tk_value *sm = op->opnds[0], *view = op->opnds[1];
+    const tk_op *sh = shared_of(sm);
+    const tk_type *st = &sm->type;
+    int p = param_of(k, view);
+    if (!sh || p < 0 || view->type.rank > 4 || st->smem != TK_SMEM_SWIZZLE ||
+        (plan->written >> p & 1))
+        return false;
+    size_t esz = tk_dtype_size(st->dtype);
+    int rb = st->cols * (int)esz;
+    if (st->rows > 256 || tk_smem_offset(sh) % TK_TMA_ALIGN ||
+        tk_smem_stage_bytes(st) % TK_TMA_ALIGN)
+        return false;
+    if (rb != 32 && rb != 64 && rb % 128)
+        return false;
+    int sw = rb < 128 ? rb : 128;
+    *m = (tk_tma_map){.param = p, .rank = view->type.rank, .dtype = st->dtype,
+                      .box_rows = st->rows, .box_cols = sw / (int)esz, .swizzle = sw};
+    return true;
+}
+
+static int find(const tk_plan *plan, const tk_tma_map *m) {
+    for (int i = 0; i < plan->nmaps; i++) {
+        const tk_tma_map *x = &plan->maps[i];
+        if (x->param == m->param && x->box_rows == m->box_rows && x->box_cols == m->box_cols)
+            return i; /* same parameter: same rank and dtype; same box: same swizzle */
+    }
+    return -1;
+}
+
+/* A qualifying copy: its map (new or shared), and the copy's entry. */
+static void add_copy(tk_plan *plan, const tk_op *op, const tk_tma_map *m) {
+    int i = find(plan, m);
+    if (i < 0 && plan->nmaps < TK_TMA_MAX_MAPS) {
+        i = plan->nmaps++;
+        plan->maps[i] = *m;
+    }
+    if (i >= 0 && plan->ncopies < TK_TMA_MAX_COPIES)
+        plan->copies[plan->ncopies++] = (tk_tma_copy_ref){.op = op->id, .map = i};
+}
+
+/* Collects the maps and copies; false when an async commit or wait sits
+ * under control flow that not every warp takes alike: the ring counts one
+ * arrival per warp per group, so every warp must commit every group. */
+static bool walk(const tk_kernel *k, const tk_region *r, bool uniform, tk_plan *plan) {
+    if (!r)
+        return true;
+    TK_FOREACH_OP(r, op) {
+        tk_tma_map m;
+        if ((op->opc == TK_OP_ASYNC_COMMIT || op->opc == TK_OP_ASYNC_WAIT) && !uniform)
+            return false;
+        if (eligible(k, plan, op, &m))
+            add_copy(plan, op, &m);
+        bool u = uniform;
+        int nctl = op->opc == TK_OP_IF ? 1 : op->opc == TK_OP_FOR ? 3 : 0;
+        for (int i = 0; i < nctl; i++)
+            u = u && op->opnds[i]->uni == TK_UNI_BLOCK;
+        if (!walk(k, op->regions[0], u, plan) || !walk(k, op->regions[1], u, plan))
+            return false;
+    }
+    return true;
+}
+
+/* Dynamic shared memory a kernel with maps needs beyond its tiles: a whole
+ * TK_TMA_ALIGN of slack for the aligned base (tk_smem is TK_SMEM_ALIGN-
+ * aligned, so TK_TMA_ALIGN - TK_SMEM_ALIGN would do; the full amount is
+ * what ran on the H200), the ring's alignment to 8, the ring, and with a
+ * producer warpgroup its two release rings. */
+static size_t smem_extra(const tk_plan *plan) {
+    size_t rings = plan->producer_warps ? 3 : 1;
+    return plan->nmaps ? TK_TMA_ALIGN + 8 + 8 * TK_TMA_RING * rings : 0;
+}
+
+static bool fits(const tk_kernel *k, const tk_plan *plan) {
+    return k->smem_bytes + smem_extra(plan) <= (size_t)plan->tgt->smem_max;
+}
+
+static void drop_maps(tk_plan *plan) {
+    plan->nmaps = 0;
+    plan->ncopies = 0;
+}
+
+/* ---- The producer's slice ---------------------------------------------------- */
+static bool has(const uint64_t *set, uint32_t id) { return set[id / 64] >> (id % 64) & 1; }
+
+/* Adds id to set; whether it was new. */
+static bool add(uint64_t *set, uint32_t id) {
+    if (has(set, id))
+        return false;
+    set[id / 64] |= (uint64_t)1 << (id % 64);
+    return true;
+}
+
+static bool need_val(tk_ws_slice *s, const tk_value *v) { return v && add(s->val, v->id); }
+
+static bool is_async_copy(const tk_op *op) {
+    return op->opc == TK_OP_COPY_G2S && op->attr[0] != TK_COPY_SYNC;
+}
+
+/* The ops the producer must run no matter what they compute. */
+static bool is_root(const tk_plan *plan, const tk_op *op) {
+    return op->opc == TK_OP_ASYNC_COMMIT || op->opc == TK_OP_BARRIER ||
+           (is_async_copy(op) && tk_plan_copy_map(plan, op) >= 0);
+}
+
+/* A FOR's carried slot i (or an IF's result i) is needed as a whole: its
+ * region argument, result, yields and initial value. */
+static bool need_slot(tk_ws_slice *s, const tk_op *op, int i) {
+    bool ch = need_val(s, op->res[i]);
+    for (int r = 0; r < 2; r++) {
+        const tk_region *g = op->regions[r];
+        if (!g)
+            continue;
+        if (op->opc == TK_OP_FOR)
+            ch |= need_val(s, g->args[1 + i]);
+        if (i < g->nyield)
+            ch |= need_val(s, g->yield[i]);
+    }
+    if (op->opc == TK_OP_FOR)
+        ch |= need_val(s, op->opnds[3 + i]);
+    return ch;
+}
+
+static bool slot_needed(const tk_ws_slice *s, const tk_op *op, int i) {
+    if (has(s->val, op->res[i]->id))
+        return true;
+    return op->opc == TK_OP_FOR && has(s->val, op->regions[0]->args[1 + i]->id);
+}
+
+/* One pass over region r: marks the ops whose work the producer needs and
+ * the values they read. Returns whether r holds a needed op; *ch is set
+ * when anything new was marked (the caller repeats to a fixed point, since
+ * a loop's later ops can need its earlier ones' results). */
+static bool mark(const tk_plan *plan, const tk_region *r, tk_ws_slice *s, bool *ch) {
+    bool any = false;
+    TK_FOREACH_OP(r, op) {
+        bool need = is_root(plan, op);
+        for (int i = 0; i < 2; i++)
+            if (op->regions[i] && mark(plan, op->regions[i], s, ch))
+                need = true;
+        bool ctl = op->opc == TK_OP_FOR || op->opc == TK_OP_IF;
+        for (int i = 0; i < op->nres; i++) {
+            if (!slot_needed(s, op, i))
+                continue;
+            need = true;
+            if (ctl)
+                *ch |= need_slot(s, op, i);
+        }
+        if (!need)
+            continue;
+        any = true;
+        *ch |= add(s->op, op->id);
+        int nread = op->opc == TK_OP_FOR ? 3 : op->opc == TK_OP_IF ? 1 : op->nopnds;
+        for (int i = 0; i < nread; i++)
+            *ch |= need_val(s, op->opnds[i]);
+    }
+    return any;
+}
+
+static bool uniform_scalar(const tk_value *v) {
+    return v->type.kind == TK_KIND_SCALAR && v->uni == TK_UNI_BLOCK;
+}
+
+/* Whether the producer can run op: block-uniform scalar work, shared tiles,
+ * control flow (carrying scalars only), and the roots. */
+static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op) {
+    switch (op->opc) {
+    case TK_OP_WARP_ID: case TK_OP_WARPGROUP_ID: case TK_OP_LANE_ID:
+        return false;
+    case TK_OP_SHARED: case TK_OP_STAGE: case TK_OP_DIM: case TK_OP_ASYNC_COMMIT:
+    case TK_OP_BARRIER:
+        return true;
+    case TK_OP_COPY_G2S:
+        return is_root(plan, op);
+    default:
+        break;
+    }
+    const char *fam = tk_op_infos[op->opc].family;
+    bool ctl = !strcmp(fam, "control");
+    if (!ctl && strcmp(fam, "ids") && strcmp(fam, "scalar") && strcmp(fam, "elementwise"))
+        return false;
+    /* control flow: its bounds or condition, and the slots the slice keeps */
+    int nread = op->opc == TK_OP_FOR ? 3 : op->opc == TK_OP_IF ? 1 : op->nopnds;
+    for (int i = 0; i < nread; i++)
+        if (!uniform_scalar(op->opnds[i]))
+            return false;
+    for (int i = 0; i < op->nres; i++)
+        if ((!ctl || slot_needed(s, op, i)) && op->res[i]->type.kind != TK_KIND_SCALAR)
+            return false;
+    return true;
+}
+
+/* Every needed op is runnable; no async copy is left to the consumers
+ * (their groups would mix cp.async and mbarriers); notes whether the
+ * consumers write shared memory, and (bit p of *read) which tensors they
+ * read themselves. */
+static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, tk_ws_slice *s,
+                  uint64_t *read) {
+    TK_FOREACH_OP(r, op) {
+        if (is_async_copy(op) && tk_plan_copy_map(plan, op) < 0)
+            return false;
+        bool sync_copy = op->opc == TK_OP_COPY_G2S && !is_async_copy(op);
+        if (op->opc == TK_OP_STORE_R2S || sync_copy)
+            s->consumer_sync = true;
+        int p = op->opc == TK_OP_LOAD_G2R ? param_of(k, op->opnds[0])
+                : sync_copy ? param_of(k, op->opnds[1]) : -1;
+        if (p >= 0)
+            *read |= (uint64_t)1 << p;
+        if (has(s->op, op->id) && !runnable(plan, s, op))
+            return false;
+        for (int i = 0; i < 2; i++)
+            if (op->regions[i] && !check(k, plan, op->regions[i], s, read))
+                return false;
+    }
+    return true;
+}
+
+/* Whether kernel k with the maps of `plan` splits; fills *s when it does. */
+static bool slice_make(const tk_kernel *k, const tk_plan *plan, tk_ws_slice *s) {
+    memset(s, 0, sizeof *s);
+    if (!plan->nmaps || k->warps % 4 || k->warps < MIN_WARPS ||
+        k->warps + PRODUCER_WARPS > 32 || k->nops >= TK_WS_MAX_IDS ||
+        k->nvalues >= TK_WS_MAX_IDS)
+        return false;
+    bool ch = true;
+    while (ch) {
+        ch = false;
+        mark(plan, k->body, s, &ch);
+    }
+    uint64_t read = 0;
+    if (!check(k, plan, k->body, s, &read))
+        return false;
+    /* a barrier between a store and another warp's load of the same tensor */
+    s->consumer_sync |= (read & plan->written) != 0;
+    return true;
+}
+
+/* setmaxnreg moves registers within the block's pool, which holds what the
+ * launch gave every thread: the cap for one block per SM (the kernel has
+ * .reqntid and .minnctapersm 1; each SM sub-partition's 16 K registers
+ * split among its warps), when a role needs more than that, else that
+ * role's count. So what the producer gives back must pay for the
+ * consumers' increase: 32 W C + 128 P <= threads x cap, which also holds
+ * when the pool is threads x C. 240 is the most the GEMM's consumers use. */
+static int consumer_regs(int warps) {
+    int threads = 32 * (warps + PRODUCER_WARPS);
+    int cap = 65536 / threads / 8 * 8;
+    int r = (threads * cap - 32 * PRODUCER_WARPS * PRODUCER_REGS) / (32 * warps);
+    r = r / 8 * 8;
+    return r > 240 ? 240 : r;
+}
+
+/* A producer warpgroup, when the slice can be split off and its release
+ * rings fit. */
+static void plan_producer(const tk_kernel *k, tk_plan *plan) {
+    if (!plan->tgt->setmaxnreg || !slice_make(k, plan, &plan->slice))
+        return;
+    plan->producer_warps = PRODUCER_WARPS;
+    if (!fits(k, plan)) { /* no room for its release rings */
+        plan->producer_warps = 0;
+        memset(&plan->slice, 0, sizeof plan->slice);
+        return;
+    }
+    plan->producer_regs = PRODUCER_REGS;
+    plan->consumer_regs = consumer_regs(k->warps);
+}
+
+/* ---- The plan ------------------------------------------------------------------ */
+void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    plan->tgt = tgt;
+    if (!k)
+        return;
+    if (tgt && tgt->tma) {
+        mark_written(k, k->body, &plan->written);
+        if (!walk(k, k->body, true, plan) || !fits(k, plan))
+            drop_maps(plan); /* the ring and the alignment slack must fit beside the tiles */
+        plan_producer(k, plan);
+    }
+    plan->threads = 32 * (k->warps + plan->producer_warps);
+    plan->smem_extra = smem_extra(plan);
+    plan->smem = k->smem_bytes + plan->smem_extra;
+    plan->ring_offset = (k->smem_bytes + 7) & ~(size_t)7;
+}
+
+/* ---- The public query ------------------------------------------------------------ */
+tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out) {
+    if (!arch || !out)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_target_caps_get: %s is NULL",
+                           arch ? "out" : "arch");
+    const tk_target *t = tk_target_find(arch);
+    if (!t) {
+        char known[128];
+        tk_target_names(known, sizeof known);
+        return tk_ctx_fail(ctx, TK_ERR_UNSUPPORTED, "tk_target_caps_get: unsupported arch '%s' "
+                           "(known: %s)", arch, known);
+    }
+    *out = (tk_target_caps){.arch = t->arch, .llvm_cpu = t->cpu, .llvm_features = t->features,
+                            .sm = t->sm, .mma_sync = t->mma_sync, .ldmatrix = t->ldmatrix,
+                            .cp_async = t->cp_async, .stmatrix = t->stmatrix, .tma = t->tma,
+                            .wgmma = t->wgmma, .setmaxnreg = t->setmaxnreg,
+                            .smem_per_block = (size_t)t->smem_max};
+    return TK_OK;
+}
