@@ -6,12 +6,13 @@
  *                      r x i64 strides (in elements)
  *   scalar           : i32 for TK_I32/TK_BOOL, i64 for TK_I64, f32 for TK_F32
  *                      (bf16/f16 scalar parameters are rejected by the builder)
- *   then, when the kernel's copy-engine plan (jit/tma.h) has maps: one
+ *   then, when the kernel's plan (ops/nv/plan.h, made by jit/plan.c) has maps: one
  *   `.param .align 64 .b8 [128]` CUtensorMap per map and an i32 whose bit i
  *   says map i was encoded (else its copies take cp.async).
- * Block: (warps * 32, 1, 1) threads. Grid: tk_kernel_grid().
+ * Block: the plan's threads: (warps * 32, 1, 1), plus a producer warpgroup
+ * when the plan splits one off. Grid: tk_kernel_grid().
  * Shared memory: one dynamic extern array of tk_kernel_smem_bytes() bytes
- * (plus tk_tma_smem_extra() with a plan: the base is then rounded up to 1024
+ * (plus the plan's smem_extra with maps: the base is then rounded up to 1024
  * bytes and an mbarrier ring follows the tiles); each SHARED op owns
  * [offset, offset + bytes) from that base, offsets from tk_smem_offset()
  * below (128-byte aligned). */

@@ -37,7 +37,7 @@
  * What is left: the cp.async copies themselves (per-thread LDGSTS beside the
  * ldmatrix traffic) cost ~19% (round 4's ablations). `tma` = 1 moves A and
  * B through the Hopper copy engine (TK_COPY_TMA). On sm_90a the kernel is
- * then warp-specialized (jit/ws.h): a producer warp issues the tiles and the
+ * then warp-specialized (jit/plan.c): a producer warp issues the tiles and the
  * 8 warps only compute, which is tk_gemm_config_for's choice there for the
  * 128x256 sizes, with 128-deep k-tiles and 2 stages (4096³, randn: 461-462
  * TFLOP/s against 426 for cp.async, 0.63 x cuBLAS; round 6). In lockstep
@@ -62,17 +62,20 @@ tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int
                             .block_k = 64, .warps = 4, .stages = 3};
 }
 
-tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
-                                  int64_t m, int64_t n, const char *arch) {
+/* The choice of tk_gemm_config_for on a target with capabilities t (NULL:
+ * unknown); `producer`: a producer warpgroup may feed the copy engine. The
+ * shapes were tuned on an H200 (sm 90): other GPUs get the default. */
+static tk_gemm_config choose(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b, int64_t m,
+                             int64_t n, const tk_target_caps *t, bool producer) {
     tk_gemm_config c = tk_gemm_default_config(in_dtype, out_dtype, transpose_b);
-    if (!arch || strncmp(arch, "sm_90", 5) || m <= 0 || n <= 0) return c;
+    if (!t || t->sm != 90 || m <= 0 || n <= 0) return c;
     /* ceil(m/128) * ceil(n/256) >= 264 without overflow: the product is only
      * formed when both factors are below 264. */
     int64_t bm = (m - 1) / 128 + 1, bn = (n - 1) / 256 + 1, bn128 = (n - 1) / 128 + 1;
     if (bm >= 264 || bn >= 264 || bm * bn >= 264) {
         c.block_n = 256;
         c.warps = 8;
-        if (!strcmp(arch, "sm_90a")) { /* a producer warpgroup feeds the copy engine */
+        if (producer && t->tma && t->setmaxnreg) { /* a producer warpgroup feeds the engine */
             c.block_k = 128;
             c.stages = 2;
             c.tma = 1;
@@ -81,6 +84,13 @@ tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int tra
         c.block_n = 64; /* fewer 128x128 blocks than SMs: twice the blocks */
     }
     return c;
+}
+
+tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
+                                  int64_t m, int64_t n, const char *arch) {
+    tk_target_caps t;
+    bool known = arch && tk_target_caps_get(NULL, arch, &t) == TK_OK;
+    return choose(in_dtype, out_dtype, transpose_b, m, n, known ? &t : NULL, true);
 }
 
 /* The warps_m x warps_n split of the block with the squarest warp tile
@@ -385,9 +395,10 @@ tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch
     int64_t ldb = p->ldb ? p->ldb : (p->transpose_b ? p->k : p->n);
     bool engine = ((uintptr_t)p->a | (uintptr_t)p->b) % 16 == 0 && lda * esz % 16 == 0 &&
                   ldb * esz % 16 == 0;
-    if (arch && !engine && !strcmp(arch, "sm_90a"))
-        arch = "sm_90";
-    return tk_gemm_config_for(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, arch);
+    tk_target_caps t;
+    bool known = arch && tk_target_caps_get(NULL, arch, &t) == TK_OK;
+    return choose(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, known ? &t : NULL,
+                  engine);
 }
 
 /* The configuration of a call: the caller's, if it names one for the same

@@ -12,7 +12,7 @@
  * STORE_R2G view, idx[rank], val   (out-of-range elements are skipped)
  * STORE_R2S smem, row0, col0, val
  * COPY_G2S  smem, view, idx[rank]; attr[0] = TK_COPY_SYNC / _ASYNC (cp.async) /
- *           _TMA (the copy engine where it can, jit/tma.h), fattr = fill
+ *           _TMA (the copy engine where the plan allows, jit/plan.c), fattr = fill
  * COPY_S2G  view, idx[rank], smem
  * ASYNC_WAIT attr[0] = groups allowed to stay pending
  * Views of any layout work: the tile walks the view's strides.

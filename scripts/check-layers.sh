@@ -18,6 +18,9 @@ set -euo pipefail
 # belongs to the layer whose folder holds it directly: ops/nv/lower.h is layer
 # ops/nv, not ops.
 LAYERS=(ir:tk_ir ops/nv:tk_opsnv ops:tk_ops jit:tk_jit kernels:tk_kernels)
+# kernels/ is written on the public API: besides tk/ it may include only the
+# registry's one internal header (docs/DESIGN.md, "Adding a kernel").
+KERNEL_INCLUDES="jit/registry.h"
 
 die() { echo "check-layers: $*" >&2; exit 2; }
 
@@ -70,6 +73,9 @@ check_includes() {
                 r=$(rank_of "$inc")
                 if ((r > i)); then
                     echo "$dir: $dir/${f##*/}:$line includes $inc (higher layer ${LAYERS[r]%%:*})"
+                elif [[ $dir == kernels && $inc == */* && $inc != tk/* ]] &&
+                     [[ " $KERNEL_INCLUDES " != *" $inc "* ]]; then
+                    echo "$dir: $dir/${f##*/}:$line includes $inc (kernels use tk/ and $KERNEL_INCLUDES)"
                 fi
             done < <(awk 'match($0, /^[ \t]*#[ \t]*include[ \t]*["<][^">]+[">]/) {
                               s = substr($0, RSTART, RLENGTH)
@@ -111,12 +117,16 @@ self_test() {
         printf '/* public */\n' >"$t/src/tk/tk.h"
         printf 'int tk_low(void);\n' >"$t/src/ir/low.h"
         printf 'int tk_high(void);\n' >"$t/src/jit/high.h"
+        printf 'int tk_reg(void);\n' >"$t/src/jit/registry.h"
         printf '#include "ir/low.h"\nint tk_high(void) { return tk_low(); }\n' >"$t/src/jit/high.c"
         printf 'int tk_op(void);\n' >"$t/src/ops/op.h"
         printf '#include "ops/nv/nv.h"\nint tk_op(void) { return tk_nv(); }\n' >"$t/src/ops/op.c"
         printf 'int tk_nv(void);\n' >"$t/src/ops/nv/nv.h"
-        printf '#include "ops/op.h"\nint tk_k(void) { return tk_op(); }\n' >"$t/src/kernels/k.c"
+        printf '#include "tk/tk.h"\n#include "jit/registry.h"\nint tk_k(void) { return 2; }\n' \
+            >"$t/src/kernels/k.c"
         if ((bad)); then
+            printf '#include "ops/op.h"\nint tk_k2(void) { return tk_op(); }\n' \
+                >"$t/src/kernels/k2.c"
             printf '#include "jit/high.h"\nint tk_low(void) { return tk_high(); }\n' \
                 >"$t/src/ir/low.c"
             printf '#include "tk/tk.h"\n#include "ops/op.h"\n%s\n' \
@@ -142,7 +152,8 @@ self_test() {
             local w want=("ir: tk_high (defined in higher layer jit, referenced by low.c.o)"
                           "ops/nv: tk_op (defined in higher layer ops, referenced by nv.c.o)"
                           "ir: ir/low.c:1 includes jit/high.h (higher layer jit)"
-                          "ops/nv: ops/nv/nv.c:2 includes ops/op.h (higher layer ops)")
+                          "ops/nv: ops/nv/nv.c:2 includes ops/op.h (higher layer ops)"
+                          "kernels: kernels/k2.c:1 includes ops/op.h (kernels use tk/ and jit/registry.h)")
             ((rc == 1)) || { echo "$out"; die "self-test: upward tree passed (rc $rc)"; }
             for w in "${want[@]}"; do
                 grep -qxF "$w" <<<"$out" || { echo "$out"; die "self-test: missed: $w"; }
