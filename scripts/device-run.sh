@@ -4,7 +4,7 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [notma] [bench] [configs] [sweep] [ncu]   (default: tests bench)
+#   scripts/device-run.sh [tests] [notma] [race] [bench] [configs] [sweep] [ncu]   (default: tests race bench)
 # notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
 # cp.async path on the same mbarrier ring).
 set -uo pipefail
@@ -13,7 +13,7 @@ out=${OUT:-device-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export TK_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1
-what=${*:-tests bench}
+what=${*:-tests race bench}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 summary() { grep -E "^gpu|^lower gpu|skipped|Checks|Failure|Error|first call|second process|kernel .*:" "$1" | tail -100; }
@@ -66,6 +66,32 @@ if [[ $what == *notma* ]]; then
   echo "== test_gpu_kernels with TK_NO_TMA=1 (cp.async copies on the ring)"
   TK_NO_TMA=1 TK_CACHE_DIR=/tmp/tk-notma ./build-device/test_gpu_kernels >"$out/kernels_notma.log" 2>&1 || rc=1
   summary "$out/kernels_notma.log"
+fi
+if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engine kernel
+  # racecheck credits an mbarrier arrival with the arriving thread's own
+  # accesses only (docs/PERF_NOTES.md, "The racecheck report"): a WAR whose
+  # reader is lane 1-31 of a consumer warp, released through bar.warp.sync
+  # and lane 0's arrival, is the tool's blind spot. What fails: a WAR read by
+  # a lane 0 (the arriving lane itself), and any RAW or WAW.
+  echo "== racecheck: copy-engine kernels at a ragged shape (the producer's fallback is visible)"
+  if cc -O2 -Iinclude tests/gpu/ring_gemm.c -Lbuild-device -ltk -Wl,-rpath,"$PWD/build-device" \
+       -lm -o /tmp/ring_gemm; then
+    for cfg in "128 256 128 8 2 1" "128 256 64 8 3 1" "128 128 64 4 3 1"; do
+      log="$out/race_${cfg// /_}.log"
+      timeout 150 compute-sanitizer --tool racecheck --racecheck-report all --print-limit 3000 \
+        --kernel-name kns=tk_gemm /tmp/ring_gemm 300 700 200 $cfg >"$log" 2>&1
+      line=$(awk -v prod=256 -f scripts/racecheck-hazards.awk "$log")
+      echo "  $cfg: $line"
+      set -- $cfg
+      if (($4 < 8)); then # lockstep (no producer): bar.sync, which the tool sees; any hazard is real
+        [[ $line == "0 hazards"* ]] || rc=1
+      else
+        grep -qE "reader lane 0 [1-9]|RAW [1-9]|WAW [1-9]" <<<"$line" && rc=1
+      fi
+    done
+  else
+    rc=1
+  fi
 fi
 if [[ $what == *bench* ]]; then
   echo "== bench"

@@ -43,8 +43,12 @@
  *           bar.warp.sync (any mask) in a converged warp to a BRA.DIV and a
  *           NOP, so a tool that watches instructions sees no warp sync there,
  *           while BAR.SYNC is an instruction every tool knows
- *   broken  the producer does not wait for rel: a stage is refilled while
- *           consumers still read it. Must show mismatches on the GPU.
+ *   broken  the producer waits for the release of the barrier BEFORE the one
+ *           it should (b - 1 instead of b): a stage is refilled while
+ *           consumers still read it. Must show mismatches on the GPU. (One
+ *           barrier early, not no wait at all: a producer that never waits
+ *           runs whole mbarrier phases ahead of the consumers, whose parity
+ *           waits then alias and hang instead of reading bad data.)
  *   ring_race VARIANT [copy=cp|st] [read=ldsm|lds] [warps=8] [stages=3]
  *             [tiles=64] [blocks=264] [iters=20] [sleep=2000 (ns, 0: none)]
  * Prints the mismatch count; exit 0 when there is none, 1 when there are,
@@ -156,8 +160,9 @@ __device__ static void produce_commit(ring &r) { /* tk_ws_commit_producer */
 
 __device__ static void produce_barrier(const params &p, ring &r, int lane) {
     int b = r.barriers++;
-    if (p.variant != V_BROKEN) /* every lane: each one's copies come after */
-        mbar_wait(&r.rel[b % RING], (unsigned)(b / RING) & 1u);
+    int w = p.variant == V_BROKEN ? b - 1 : b; /* broken: one barrier too early */
+    if (w >= 0) /* every lane: each one's copies come after */
+        mbar_wait(&r.rel[w % RING], (unsigned)(w / RING) & 1u);
     warp_sync_all();
     if (lane == 0)
         mbar_arrive(&r.ack[b % RING]);
