@@ -174,6 +174,13 @@ bool tk_dtype_is_int(tk_dtype dt);   /* i32, i64 */
 size_t tk_smem_stage_bytes(const tk_type *t);
 /* Row pitch in elements of a shared tile (padding included). */
 int32_t tk_smem_pitch(const tk_type *t);
+/* The hardware swizzle a SWIZZLE shared tile's layout is (ops/nv/mem.c): 32,
+ * 64 or 128 bytes for rows of 32, 64 or a multiple of 128 bytes (wide rows
+ * cut into 128-byte column blocks), 0 for any other tile. The copy engine's
+ * tensor maps (jit/plan.c) and wgmma's matrix descriptors (ops/wgmma_nv.c)
+ * both name the swizzle through this one function, so what the engine
+ * writes is what the tensor cores read. */
+int32_t tk_smem_swizzle_bytes(const tk_type *t);
 
 /* Building an op takes three steps; the ops layer's tk_build_op
  * (ops/build.h) runs them with the op's rule in the middle:

@@ -114,6 +114,13 @@ int32_t tk_smem_pitch(const tk_type *t) {
     return t->cols + pad;
 }
 
+int32_t tk_smem_swizzle_bytes(const tk_type *t) {
+    int32_t rb = t->cols * (int32_t)tk_dtype_size(t->dtype);
+    if (t->kind != TK_KIND_SMEM || t->smem != TK_SMEM_SWIZZLE)
+        return 0;
+    return rb == 32 || rb == 64 ? rb : rb % 128 == 0 ? 128 : 0;
+}
+
 size_t tk_smem_stage_bytes(const tk_type *t) {
     size_t b = (size_t)t->rows * (size_t)tk_smem_pitch(t) * tk_dtype_size(t->dtype);
     return (b + 127) & ~(size_t)127;

@@ -109,13 +109,12 @@ static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, t
         (plan->written >> p & 1))
         return false;
     size_t esz = tk_dtype_size(st->dtype);
-    int rb = st->cols * (int)esz;
     if (st->rows > 256 || tk_smem_offset(sh) % TK_TMA_ALIGN ||
         tk_smem_stage_bytes(st) % TK_TMA_ALIGN)
         return false;
-    if (rb != 32 && rb != 64 && rb % 128)
+    int sw = tk_smem_swizzle_bytes(st);
+    if (!sw)
         return false;
-    int sw = rb < 128 ? rb : 128;
     *m = (tk_tma_map){.param = p, .rank = view->type.rank, .dtype = st->dtype,
                       .box_rows = st->rows, .box_cols = sw / (int)esz, .swizzle = sw};
     return true;
