@@ -7,8 +7,8 @@
  *                                             or the tile's dtype
  *   tile∘vec (and reversed)                -> the tile; a PER_ROW vector
  *      broadcasts along rows (v[i] meets row i), PER_COL along columns
- * unary (NEG ABS EXP EXP2 LOG LOG2 SQRT RSQRT): same type; the
- *   transcendental ones need a float dtype. CVT: attr[0] = target dtype.
+ * unary (NEG ABS EXP EXP2 LOG LOG2 SQRT RSQRT SIN COS): same type; all but
+ *   NEG and ABS need a float dtype. CVT: attr[0] = target dtype.
  * FILL: operand = scalar, result = the requested tile/vec type.
  * Interpreter: ops/elementwise_interp.c; lowering: ops/elementwise_nv.c. */
 #include "ops/build.h"
@@ -178,6 +178,8 @@ tk_value *tk_log(tk_kernel *k, tk_value *a) { return un(k, TK_OP_LOG, a); }
 tk_value *tk_log2(tk_kernel *k, tk_value *a) { return un(k, TK_OP_LOG2, a); }
 tk_value *tk_sqrt(tk_kernel *k, tk_value *a) { return un(k, TK_OP_SQRT, a); }
 tk_value *tk_rsqrt(tk_kernel *k, tk_value *a) { return un(k, TK_OP_RSQRT, a); }
+tk_value *tk_sin(tk_kernel *k, tk_value *a) { return un(k, TK_OP_SIN, a); }
+tk_value *tk_cos(tk_kernel *k, tk_value *a) { return un(k, TK_OP_COS, a); }
 
 tk_value *tk_cvt(tk_kernel *k, tk_value *a, tk_dtype to) {
     tk_op *op = tk_build_op_attr(k, TK_OP_CVT, 1, &a, to, 0, 0.0);

@@ -1,7 +1,9 @@
 /* Interpreter semantics of the elementwise ops (ops/elementwise.c).
  *
  * Float math is done in float, as the GPU does (expf, exp2f, logf, log2f,
- * sqrtf, 1/sqrtf; max/min ignore a NaN operand like PTX max.f32). Every
+ * sqrtf, 1/sqrtf, sinf, cosf; max/min ignore a NaN operand like PTX
+ * max.f32); libm's sinf/cosf reduce any argument exactly, the GPU's
+ * polynomial is within 2e-6 for |x| <= 1e5 (ops/elementwise_nv.c). Every
  * bf16/f16 result is rounded to its dtype (RNE) as it is produced; because
  * f32 carries more than 2*8+2 bits, computing +-*÷/sqrt in float and then
  * rounding gives the correctly rounded bf16/f16 result (no double-rounding
@@ -31,6 +33,8 @@ static float f_log(float a) { return logf(a); }
 static float f_log2(float a) { return log2f(a); }
 static float f_sqrt(float a) { return sqrtf(a); }
 static float f_rsqrt(float a) { return 1.0f / sqrtf(a); }
+static float f_sin(float a) { return sinf(a); }
+static float f_cos(float a) { return cosf(a); }
 
 static bin_fn binary_fn(tk_opcode opc) {
     switch (opc) {
@@ -52,6 +56,8 @@ static un_fn unary_fn(tk_opcode opc) {
     case TK_OP_LOG: return f_log;
     case TK_OP_LOG2: return f_log2;
     case TK_OP_SQRT: return f_sqrt;
+    case TK_OP_SIN: return f_sin;
+    case TK_OP_COS: return f_cos;
     default: return f_rsqrt;
     }
 }

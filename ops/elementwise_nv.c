@@ -8,13 +8,18 @@
  * Precision: float math runs in f32 and rounds once to the result dtype
  * (bf16/f16 tiles), like the interpreter. exp2/log2/rsqrt use the SFU
  * approximations (ex2.approx, lg2.approx, rsqrt.approx); exp(x) =
- * ex2(x*log2 e), log(x) = lg2(x)*ln 2; sqrt is IEEE (llvm.sqrt).
+ * ex2(x*log2 e), log(x) = lg2(x)*ln 2; sqrt is IEEE (llvm.sqrt). sin/cos
+ * are a Cody-Waite reduction and polynomials in f32 FMAs (ops/trig.h: abs
+ * error < 1e-7 for |x| <= 1e5), not sin.approx (its error grows with |x|)
+ * nor llvm.sin (LLVM 22's NVPTX cannot select it, a fatal error that aborts
+ * the process; with `afn` it is sin.approx).
  * ex2 is the .ftz form: results below 2^-126 become 0 (an absolute error
  * under 1.2e-38). Without .ftz, ptxas wraps every MUFU.EX2 in a range test
  * and two conditional multiplies to produce denormals - 4 instructions
  * instead of 1, which in attention's softmax (one exp2 per score) costs
  * more issue slots than the mma.sync themselves. */
 #include "ops/lower_walk.h"
+#include "ops/trig.h"
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
@@ -71,6 +76,45 @@ static LLVMValueRef ibin(tk_lower *L, tk_opcode opc, LLVMValueRef a, LLVMValueRe
     }
 }
 
+static LLVMValueRef fc(tk_lower *L, float v) { return LLVMConstReal(L->f32, v); }
+
+static LLVMValueRef fma3(tk_lower *L, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+    LLVMValueRef abc[3] = {a, b, c};
+    return tk_lw_intrin(L, "llvm.fma", &L->f32, 1, abc, 3);
+}
+
+/* Whether bit `bit` of q is set (i1). */
+static LLVMValueRef bit_set(tk_lower *L, LLVMValueRef q, int bit) {
+    LLVMValueRef m = LLVMBuildAnd(L->b, q, tk_lw_i32c(L, bit), "");
+    return LLVMBuildICmp(L->b, LLVMIntNE, m, tk_lw_i32c(L, 0), "");
+}
+
+/* sin x (is_cos 0) or cos x (1), operation for operation as tk_trig_f32
+ * (ops/trig.h). Both polynomials are built and one is selected, so a tk_sin
+ * and a tk_cos of one value share all but the selects once LLVM merges them. */
+static LLVMValueRef trig(tk_lower *L, LLVMValueRef x, int is_cos) {
+    LLVMBuilderRef B = L->b;
+    LLVMValueRef k = LLVMBuildFMul(B, x, fc(L, TK_TRIG_2_OVER_PI), "");
+    k = tk_lw_intrin(L, "llvm.rint", &L->f32, 1, &k, 1);
+    LLVMValueRef r = fma3(L, k, fc(L, -TK_TRIG_PIO2_HI), x);
+    r = fma3(L, k, fc(L, -TK_TRIG_PIO2_MID), r);
+    r = fma3(L, k, fc(L, -TK_TRIG_PIO2_LO), r);
+    LLVMValueRef r2 = LLVMBuildFMul(B, r, r, "");
+    LLVMValueRef s = fma3(L, fma3(L, fc(L, TK_TRIG_S3), r2, fc(L, TK_TRIG_S2)), r2,
+                          fc(L, TK_TRIG_S1));
+    s = fma3(L, LLVMBuildFMul(B, s, r2, ""), r, r);
+    LLVMValueRef c = fma3(L, fma3(L, fc(L, TK_TRIG_C3), r2, fc(L, TK_TRIG_C2)), r2,
+                          fc(L, TK_TRIG_C1));
+    c = fma3(L, fma3(L, c, r2, fc(L, -0.5f)), r2, fc(L, 1.0f));
+    /* The quadrant. fptosi is poison past i32 (|x| > 3e9, inf, NaN: r is
+     * meaningless or NaN there anyway); freeze makes that an arbitrary
+     * quadrant instead of undefined behaviour. */
+    LLVMValueRef q = LLVMBuildFreeze(B, LLVMBuildFPToSI(B, k, L->i32, ""), "");
+    q = LLVMBuildAdd(B, q, tk_lw_i32c(L, is_cos), ""); /* cos x = sin(x + pi/2) */
+    LLVMValueRef v = LLVMBuildSelect(B, bit_set(L, q, 1), c, s, "");
+    return LLVMBuildSelect(B, bit_set(L, q, 2), LLVMBuildFNeg(B, v, ""), v, "");
+}
+
 static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
     LLVMBuilderRef B = L->b;
     LLVMTypeRef f = L->f32;
@@ -86,6 +130,8 @@ static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
         return LLVMBuildFMul(B, x, LLVMConstReal(f, LN2), "");
     case TK_OP_LOG2: return tk_lw_intrin(L, "llvm.nvvm.lg2.approx.f", NULL, 0, &x, 1);
     case TK_OP_SQRT: return tk_lw_intrin(L, "llvm.sqrt", &f, 1, &x, 1);
+    case TK_OP_SIN: return trig(L, x, 0);
+    case TK_OP_COS: return trig(L, x, 1);
     default: return tk_lw_intrin(L, "llvm.nvvm.rsqrt.approx.f", NULL, 0, &x, 1);
     }
 }

@@ -54,6 +54,30 @@ START_TEST(exp_int) {
 }
 END_TEST
 
+START_TEST(sin_int) {
+    ck_assert_ptr_null(tk_sin(k, ci(1)));
+    EXPECT(TK_ERR_TYPE, "tk_sin: operand is a i32; expected a float dtype");
+}
+END_TEST
+
+START_TEST(cos_i64) {
+    ck_assert_ptr_null(tk_cos(k, tk_const_i64(k, 3)));
+    EXPECT(TK_ERR_TYPE, "tk_cos: operand is a i64; expected a float dtype");
+}
+END_TEST
+
+START_TEST(sin_bool) {
+    ck_assert_ptr_null(tk_sin(k, tk_const_bool(k, 1)));
+    EXPECT(TK_ERR_TYPE, "tk_sin: operand is a bool; expected a numeric scalar, tile or vector");
+}
+END_TEST
+
+START_TEST(cos_smem) {
+    ck_assert_ptr_null(tk_cos(k, tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1)));
+    EXPECT(TK_ERR_TYPE, "tk_cos: operand is a 16x16 f32 plain shared; expected a numeric");
+}
+END_TEST
+
 START_TEST(add_smem) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
     ck_assert_ptr_null(tk_add(k, s, f32t(16, 16)));
@@ -559,7 +583,7 @@ static Suite *rules_suite(void) {
     Suite *s = suite_create("builder_rules");
     const TTest *tests[] = {
         add_tile_shapes, add_scalar_dtypes, add_bool_scalars, tile_int_scalar, broadcast_length,
-        broadcast_layout, exp_int, add_smem, neg_view, cvt_tile_to_int, cvt_scalar_to_bf16,
+        broadcast_layout, exp_int, sin_int, cos_i64, sin_bool, cos_smem, add_smem, neg_view, cvt_tile_to_int, cvt_scalar_to_bf16,
         fill_bad_shape, fill_wg_rows, fill_int_tile, fill_wg_col, fill_no_owner, fill_no_layout,
         fill_value_tile, zeros_scalar_type, vec_bad_axis, vec_bad_length, rem_float,
         ceil_div_mixed, lt_bool, and_ints, select_cond, select_branches, scalar_op_tile, mma_inner,

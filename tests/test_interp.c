@@ -107,30 +107,33 @@ static const struct {
     bool positive; /* needs positive inputs */
 } UN[] = {{tk_neg, u_neg, false}, {tk_abs, u_abs, false}, {tk_exp, expf, false},
           {tk_exp2, exp2f, false}, {tk_log, logf, true},  {tk_log2, log2f, true},
-          {tk_sqrt, sqrtf, true},  {tk_rsqrt, u_rsqrt, true}};
+          {tk_sqrt, sqrtf, true},  {tk_rsqrt, u_rsqrt, true}, {tk_sin, sinf, false},
+          {tk_cos, cosf, false}};
+enum { N_UN = sizeof UN / sizeof UN[0] }; /* op N_UN: CVT */
 
-/* Unary op `op` (or, op == 8, CVT to `to`) on a 32x16 tile and a vec. */
+/* Unary op `op` (or, op == N_UN, CVT to `to`) on a 32x16 tile and a vec. */
 static void check_unary(int op, tk_dtype dt, tk_dtype to, rng *r) {
     tk_kernel *k = kern("ew_unary", 1);
-    tk_dtype od = op == 8 ? to : dt; /* the result's dtype; stored as f32 */
+    tk_dtype od = op == N_UN ? to : dt; /* the result's dtype; stored as f32 */
     tk_value *A = tk_param_tensor(k, "A", dt, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
     tk_value *OV = tk_param_tensor(k, "OV", TK_F32, 1), *z = c32(k, 0);
     tk_value *t = ld2(k, wtile(dt, 32, 16), A, z, z, 0);
     tk_value *idx1[1] = {z}, *vi[2] = {z, z};
     tk_value *vec = tk_load(k, cvec(dt, 16), A, vi, 0);
-    tk_value *rt = tk_cvt(k, op == 8 ? tk_cvt(k, t, to) : UN[op].b(k, t), TK_F32);
-    tk_value *rv = tk_cvt(k, op == 8 ? tk_cvt(k, vec, to) : UN[op].b(k, vec), TK_F32);
+    bool cvt = op == N_UN;
+    tk_value *rt = tk_cvt(k, cvt ? tk_cvt(k, t, to) : UN[op].b(k, t), TK_F32);
+    tk_value *rv = tk_cvt(k, cvt ? tk_cvt(k, vec, to) : UN[op].b(k, vec), TK_F32);
     st2(k, O, z, z, rt);
     tk_store(k, OV, idx1, rv);
     finish(k);
     hbuf hA = hb(dt, 512), hO = hb(TK_F32, 512), hOV = hb(TK_F32, 16);
-    bool pos = op < 8 && UN[op].positive;
+    bool pos = !cvt && UN[op].positive;
     hrand(&hA, r, pos ? 0.01f : -6.0f, pos ? 50.0f : 6.0f);
     tk_arg args[3] = {targ(&hA, 2, 32, 16, 0, 0), targ(&hO, 2, 32, 16, 0, 0),
                       targ(&hOV, 1, 16, 0, 0, 0)};
     run_ok(k, 3, args);
     for (size_t i = 0; i < 512; i++) {
-        float a = hget(&hA, i), want = rnd(od, op == 8 ? a : UN[op].f(a));
+        float a = hget(&hA, i), want = rnd(od, cvt ? a : UN[op].f(a));
         EXPECT_F("unary tile", i, hget(&hO, i), want);
         if (i < 16) EXPECT_F("unary vec", i, hget(&hOV, i), want);
     }
@@ -142,9 +145,53 @@ START_TEST(elementwise_unary) {
     rng r = rng_for(__func__);
     tk_dtype dts[3] = {TK_F32, TK_BF16, TK_F16};
     for (int d = 0; d < 3; d++) {
-        for (int op = 0; op < 8; op++) check_unary(op, dts[d], dts[d], &r);
-        for (int to = 0; to < 3; to++) check_unary(8, dts[d], dts[to], &r);
+        for (int op = 0; op < N_UN; op++) check_unary(op, dts[d], dts[d], &r);
+        for (int to = 0; to < 3; to++) check_unary(N_UN, dts[d], dts[to], &r);
     }
+}
+END_TEST
+
+/* sin/cos at rotary-embedding angles (position x frequency, |x| up to 1e5),
+ * on a tile and on scalars (the scalar path grid evaluation shares): the
+ * interpreter gives libm's sinf/cosf, within 1.2e-7 of double sin/cos. */
+enum { NT = 4 };
+START_TEST(trig_large) {
+    rng r = rng_for(__func__);
+    tk_kernel *k = kern("trig", 1);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *f[NT], *OS = tk_param_tensor(k, "OS", TK_F32, 1), *z = c32(k, 0);
+    const char *names[NT] = {"f0", "f1", "f2", "f3"};
+    for (int i = 0; i < NT; i++) f[i] = tk_param_scalar(k, names[i], TK_F32);
+    tk_value *t = ld2(k, wtile(TK_F32, 32, 16), A, z, z, 0);
+    st2(k, O, z, z, tk_sin(k, t));
+    st2(k, O, c32(k, 32), z, tk_cos(k, t));
+    for (int i = 0; i < 2 * NT; i++) {
+        tk_value *v = i < NT ? tk_sin(k, f[i]) : tk_cos(k, f[i - NT]), *idx[1] = {c32(k, 16 * i)};
+        tk_store(k, OS, idx, tk_fill(k, cvec(TK_F32, 16), v));
+    }
+    finish(k);
+    hbuf hA = hb(TK_F32, 512), hO = hb(TK_F32, 1024), hOS = hb(TK_F32, 16 * 2 * NT);
+    hrand(&hA, &r, -1e5f, 1e5f);
+    const float fixed[6] = {0.0f, 1e5f, -1e5f, (float)M_PI_2, 1000 * (float)M_PI_2, 63661.5f};
+    for (int i = 0; i < 6; i++) hset(&hA, (size_t)i, fixed[i]);
+    float fv[NT] = {1e5f, -99999.9f, frand(&r, -1e5f, 1e5f), 0.5f};
+    tk_arg args[3 + NT] = {targ(&hA, 2, 32, 16, 0, 0), targ(&hO, 2, 64, 16, 0, 0),
+                           targ(&hOS, 1, 16 * 2 * NT, 0, 0, 0)};
+    for (int i = 0; i < NT; i++) args[3 + i] = tk_arg_f32(fv[i]);
+    run_ok(k, 3 + NT, args);
+    for (size_t i = 0; i < 512; i++) {
+        float a = hget(&hA, i);
+        EXPECT_F("sin", i, hget(&hO, i), sinf(a));
+        EXPECT_F("cos", i, hget(&hO, 512 + i), cosf(a));
+        ck_assert_double_le(fabs(sinf(a) - sin((double)a)) + fabs(cosf(a) - cos((double)a)),
+                            1.2e-7);
+    }
+    for (int i = 0; i < 2 * NT; i++) {
+        float a = fv[i % NT], want = i < NT ? sinf(a) : cosf(a);
+        EXPECT_F("scalar sin/cos", i, hget(&hOS, (size_t)(16 * i + 15)), want);
+    }
+    hfree(&hA), hfree(&hO), hfree(&hOS);
+    tk_kernel_destroy(k);
 }
 END_TEST
 
@@ -448,6 +495,7 @@ END_TEST
 int main(void) {
     const interp_test tests[] = {
         {"elementwise", elementwise_binary}, {"elementwise", elementwise_unary},
+        {"elementwise", trig_large},
         {"scalar", scalar_ops}, {"reduce", reductions}, {"reduce", max_all}, {"reduce", reduction_warpgroup},
         {"reduce", masks}, {"mma", mma_warp}, {"mma", mma_warpgroup}};
     return interp_run("test_interp", "interp", tests, sizeof tests / sizeof tests[0]);

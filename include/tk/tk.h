@@ -185,6 +185,10 @@ tk_value *tk_log(tk_kernel *k, tk_value *a);
 tk_value *tk_log2(tk_kernel *k, tk_value *a);
 tk_value *tk_sqrt(tk_kernel *k, tk_value *a);
 tk_value *tk_rsqrt(tk_kernel *k, tk_value *a);
+/* sin/cos (radians) of a float scalar, tile or vector, same type out (TK_ERR_TYPE
+ * on integers). In f32, then rounded to the dtype; abs error < 1e-7 for |x| <= 1e5. */
+tk_value *tk_sin(tk_kernel *k, tk_value *x);
+tk_value *tk_cos(tk_kernel *k, tk_value *x);
 /* Scalar-only integer and logic ops. */
 tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b);
 tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b);

@@ -103,10 +103,11 @@ tk_kernel *tu_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, 
     a = tk_add(k, a, tk_mul(k, tk_log(k, tk_add(k, tk_abs(k, a), s)), tk_exp2(k, a)));
     a = tk_add(k, a, tk_mul(k, tk_sqrt(k, tk_abs(k, a)), tk_rsqrt(k, tk_add(k, tk_abs(k, a), s))));
     a = tk_add(k, a, tk_log2(k, tk_add(k, tk_abs(k, a), s)));
+    a = tk_add(k, a, tk_cvt(k, tk_sin(k, x), TK_F32));          /* 16-bit sin */
     tk_value *rm = tk_row_max(k, a), *cs = tk_col_sum(k, a);
     a = tk_add(k, tk_sub(k, a, rm), cs);
     a = tk_mul(k, cs, tk_sub(k, rm, a)); /* vec∘tile */
-    tk_value *vv = tk_max(k, tk_mul(k, tk_add(k, rm, rm), s), tk_sub(k, s, rm));
+    tk_value *vv = tk_max(k, tk_mul(k, tk_add(k, rm, rm), s), tk_cos(k, tk_sub(k, s, rm)));
     tk_value *hb = tk_add(k, tk_mul(k, x, x), s);               /* 16-bit tile ∘ f32 scalar */
     hb = tk_cvt(k, tk_cvt(k, hb, dt == TK_BF16 ? TK_F16 : TK_BF16), dt);
     a = tk_add(k, a, tk_cvt(k, hb, TK_F32));
@@ -133,6 +134,32 @@ tk_kernel *tu_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, 
     ts[5] = (ref_tensor){0};
     sc[5] = tk_arg_f32(1.25f);
     *n = 6;
+    return finish(k);
+}
+
+/* sin/cos at rotary-embedding angles: X in [-1, 1] times s = 1e5 (f32
+ * tiles, both layouts), and of scalars. dt is unused: 16-bit sin/cos are in
+ * tu_elementwise. */
+tk_kernel *tu_trig(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_trig", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", TK_F32, 2), *S = tk_param_tensor(k, "S", TK_F32, 2);
+    tk_value *C = tk_param_tensor(k, "C", TK_F32, 2), *s = tk_param_scalar(k, "s", TK_F32);
+    tk_value *row = band(k, 64, 16), *idx[2] = {row, c64(k, 0)};
+    tk_value *a = tk_mul(k, tk_load(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), X, idx,
+                                    0.0f), s);
+    tk_value *ac = tk_mul(k, tk_load(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_COL), X, idx,
+                                     0.0f), s);
+    tk_value *ss = tk_fill(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), tk_sin(k, s));
+    tk_store(k, S, idx, tk_add(k, tk_sin(k, a), tk_mul(k, ss, f32c(k, 0.25f))));
+    tk_store(k, C, idx, tk_cos(k, ac));
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 64)), NULL, NULL);
+    (void)dt;
+    int64_t d[2] = {100, 64};
+    for (int i = 0; i < 3; i++) ts[i] = tensor(TK_F32, 2, d, i > 0); /* X; S, C poisoned */
+    ts[3] = (ref_tensor){0};
+    sc[3] = tk_arg_f32(1e5f);
+    *n = 4;
     return finish(k);
 }
 
@@ -422,6 +449,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"reduce", tu_reduce, 1e-3},     {"mma", tu_mma, 1e-3},
     {"memory", tu_memory, 1e-2},     {"strided", tu_strided, 1e-6},
     {"control", tu_control, 1e-3},   {"pipe", tu_pipe, 1e-5},
+    {"trig", tu_trig, 1e-6}, /* f32 out; per element |GPU - interp| <= 1.4e-7 (ops/trig.h) */
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 
