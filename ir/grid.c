@@ -11,7 +11,7 @@
 static tk_status emit(tk_grid_prog *g, tk_ginst in, tk_diag *dg) {
     if (g->n >= TK_GRID_MAX_CODE)
         return tk_diag_fail(dg, TK_ERR_UNSUPPORTED, "the grid expression has more than %d terms",
-                     TK_GRID_MAX_CODE);
+                            TK_GRID_MAX_CODE);
     if ((g->n & (g->n - 1)) == 0) { /* capacity doubles at powers of two */
         tk_ginst *c = realloc(g->code, (size_t)(g->n ? g->n * 2 : 8) * sizeof *c);
         if (!c) return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
@@ -25,7 +25,7 @@ static bool is_param(const tk_value *v) { return !v->def && !v->region_arg; }
 
 static tk_status cannot(const tk_op *op, tk_diag *dg) {
     return tk_diag_fail(dg, TK_ERR_SCOPE, "the grid depends on op #%u (%s), which the host "
-                 "cannot evaluate", op->id, tk_op_infos[op->opc].name);
+                        "cannot evaluate", op->id, tk_op_infos[op->opc].name);
 }
 
 /* Postfix code for v: operands first, then the op. The tree is expanded
@@ -35,11 +35,11 @@ static tk_status emit_value(tk_grid_prog *g, const tk_value *v, int depth, tk_di
     const tk_op *op = v->def;
     if (depth > TK_GRID_MAX_CODE)
         return tk_diag_fail(dg, TK_ERR_UNSUPPORTED, "the grid expression nests deeper than %d",
-                     TK_GRID_MAX_CODE);
+                            TK_GRID_MAX_CODE);
     if (!op) {
         if (!is_param(v) || v->type.kind != TK_KIND_SCALAR)
             return tk_diag_fail(dg, TK_ERR_SCOPE, "the grid depends on %%%u, a %s", v->id,
-                         v->region_arg ? "loop variable" : "tensor");
+                                v->region_arg ? "loop variable" : "tensor");
         tk_ginst p = {.op = TK_GOP_PARAM, .dt = (uint8_t)v->type.dtype, .param = v->index};
         return emit(g, p, dg);
     }

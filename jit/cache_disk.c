@@ -147,7 +147,7 @@ static tk_status tk_entry_write(const char *dir, const char *hex, const tk_disk_
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return tk_diag_fail(dg, TK_ERR_IO, "cannot create a file in %s: %s", dir,
-                       strerror(errno));
+                            strerror(errno));
     int bad = tk_write_all(fd, h, sizeof *h) || tk_write_all(fd, payload, h->payload_size) ||
               fsync(fd) != 0;
     int e = errno;
@@ -172,7 +172,7 @@ tk_status tk_disk_put(tk_cache *c, const tk_cache_id *id, const void *payload, s
         return tk_diag_fail(dg, TK_ERR_CACHE, "the disk cache is disabled");
     if (tk_mkdirs(dir) != 0)
         return tk_diag_fail(dg, TK_ERR_IO, "cannot create cache directory %s: %s", dir,
-                       strerror(errno));
+                            strerror(errno));
     tk_key_hex(id->key, hex);
     if ((size_t)snprintf(path, sizeof path, "%s/%s.tkc", dir, hex) >= sizeof path)
         return tk_diag_fail(dg, TK_ERR_IO, "cache path too long: %s", dir);
@@ -186,7 +186,7 @@ tk_status tk_disk_put(tk_cache *c, const tk_cache_id *id, const void *payload, s
         int e = errno;
         unlink(tmp);
         return tk_diag_fail(dg, TK_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
-                       strerror(e));
+                            strerror(e));
     }
     tk_disk_evict(c, dir);
     return TK_OK;

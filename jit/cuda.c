@@ -63,8 +63,8 @@ static tk_status tk_cuda_resolve(tk_cuda *cu, tk_diag *dg)
         memcpy(&gp1, &sym, sizeof sym);
     else
         return tk_diag_fail(dg, TK_ERR_NO_DRIVER,
-                       "no CUDA driver (libcuda.so.1 has no cuGetProcAddress: driver older "
-                       "than 11.3)");
+                            "no CUDA driver (libcuda.so.1 has no cuGetProcAddress: driver older "
+                            "than 11.3)");
     for (size_t i = 0; i < sizeof tk_cuda_syms / sizeof tk_cuda_syms[0]; i++) {
         void *p = NULL;
         CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -72,8 +72,8 @@ static tk_status tk_cuda_resolve(tk_cuda *cu, tk_diag *dg)
                          : gp1(tk_cuda_syms[i].name, &p, TK_CUDA_ABI, CU_GET_PROC_ADDRESS_DEFAULT);
         if (r != CUDA_SUCCESS || !p || q != CU_GET_PROC_ADDRESS_SUCCESS)
             return tk_diag_fail(dg, TK_ERR_NO_DRIVER,
-                           "CUDA driver lacks %s (cuGetProcAddress: CUresult %d)",
-                           tk_cuda_syms[i].name, (int)r);
+                                "CUDA driver lacks %s (cuGetProcAddress: CUresult %d)",
+                                tk_cuda_syms[i].name, (int)r);
         memcpy((char *)cu + tk_cuda_syms[i].off, &p, sizeof p);
     }
     return TK_OK;
@@ -116,7 +116,7 @@ tk_status tk_cuda_open(tk_cuda **out, tk_diag *dg)
     if (!cu->dl) {
         const char *why = dlerror();
         tk_diag_fail(dg, TK_ERR_NO_DRIVER, "no CUDA driver (%s)",
-                why ? why : "not found");
+                     why ? why : "not found");
         free(cu);
         return TK_ERR_NO_DRIVER;
     }

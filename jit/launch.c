@@ -26,7 +26,7 @@ tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[
         if (grid[d] < 0 || grid[d] > max[d])
             s = tk_diag_fail(dg, TK_ERR_LAUNCH,
                         "tk_launch: kernel '%s' grid[%d] = %lld is outside 0..%lld", p->name, d,
-                        (long long)grid[d], (long long)max[d]);
+                             (long long)grid[d], (long long)max[d]);
     return s;
 }
 
@@ -134,7 +134,7 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
         s = tk_program_grid(p, args, g, &dg);
     if (s == TK_OK && !p->fn)
         s = tk_diag_fail(&dg, TK_ERR_STATE, "tk_launch: program '%s' has no loaded module",
-                    p->name);
+                         p->name);
     if (s != TK_OK)
         return tk_ctx_report(p->ctx, "", &dg);
     if (g[0] == 0 || g[1] == 0 || g[2] == 0)

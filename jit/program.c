@@ -58,8 +58,8 @@ static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg)
         return s;
     if (cu->max_smem_optin > 0 && p->plan.smem > (size_t)cu->max_smem_optin)
         return tk_diag_fail(dg, TK_ERR_UNSUPPORTED,
-                       "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
-                       p->name, p->plan.smem, cu->max_smem_optin);
+                            "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
+                            p->name, p->plan.smem, cu->max_smem_optin);
     return tk_cuda_check(cu,
                          cu->cuFuncSetAttribute(p->fn,
                                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -92,7 +92,7 @@ static tk_status tk_ptxas_version(tk_ptxas *p, tk_diag *dg)
     int rc = tk_run_capture(argv, out, sizeof out);
     if (rc != 0)
         return tk_diag_fail(dg, TK_ERR_PTXAS, "%s --version failed (%s): %s", p->path,
-                       rc < 0 ? strerror(errno) : "non-zero exit", out);
+                            rc < 0 ? strerror(errno) : "non-zero exit", out);
     size_t len = strlen(out);
     while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r' || out[len - 1] == ' '))
         out[--len] = '\0';
@@ -120,7 +120,7 @@ tk_status tk_ptxas_find(tk_ptxas *p, tk_diag *dg)
         if (!tk_is_exec(p->path))
             return tk_diag_fail(dg, TK_ERR_PTXAS,
                            "ptxas not found (set TK_PTXAS, add it to PATH, or install the CUDA "
-                           "toolkit in /usr/local/cuda)");
+                                "toolkit in /usr/local/cuda)");
     }
     return tk_ptxas_version(p, dg);
 }
@@ -156,10 +156,10 @@ static tk_status tk_ptxas_in(const tk_ptxas *p, const char *dir, const char *ptx
             s = tk_diag_fail(dg, TK_ERR_PTXAS, "cannot run %s: %s", p->path, strerror(errno));
         else if (rc != 0)
             s = tk_diag_fail(dg, TK_ERR_PTXAS, "ptxas -arch=%s failed (exit %d):\n%s", arch,
-                        rc, log);
+                             rc, log);
         else if (tk_read_file(outp, cubin, n) != 0)
             s = tk_diag_fail(dg, TK_ERR_PTXAS, "ptxas wrote no cubin %s: %s", outp,
-                        strerror(errno));
+                             strerror(errno));
     }
     unlink(in);
     unlink(outp);
@@ -178,7 +178,7 @@ tk_status tk_ptxas_compile(const tk_ptxas *p, const char *ptx, const char *arch,
     if ((size_t)snprintf(dir, sizeof dir, "%s/tk-ptxas-XXXXXX", tk_tmpdir()) >= sizeof dir ||
         !mkdtemp(dir))
         return tk_diag_fail(dg, TK_ERR_IO, "cannot create a temp directory in %s: %s",
-                       tk_tmpdir(), strerror(errno));
+                            tk_tmpdir(), strerror(errno));
     tk_status s = tk_ptxas_in(p, dir, ptx, arch, cubin, n, dg);
     rmdir(dir);
     return s;

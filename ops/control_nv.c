@@ -88,7 +88,8 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
             continue;
         tk_lv *phis = tk_lw_get(L, body->args[1 + i]);
         if (!phis || phis->n != next[i]->n)
-            return L->dg->st ? L->dg->st : tk_lw_fail(L, TK_ERR_LLVM, "carried value %d changes shape", i);
+            return L->dg->st ? L->dg->st
+                             : tk_lw_fail(L, TK_ERR_LLVM, "carried value %d changes shape", i);
         add_incoming(phis, init[i], pre);
         add_incoming(phis, next[i], latch);
         tk_lv *res = tk_lw_def(L, op->res[i], phis->n);
@@ -134,7 +135,8 @@ static tk_status lower_if(tk_lower *L, const tk_op *op) {
             continue;
         tk_lv *phis = tk_lw_get(L, op->res[i]);
         if (!phis || ey[i]->n != phis->n)
-            return L->dg->st ? L->dg->st : tk_lw_fail(L, TK_ERR_LLVM, "if result %d: shapes differ", i);
+            return L->dg->st ? L->dg->st
+                             : tk_lw_fail(L, TK_ERR_LLVM, "if result %d: shapes differ", i);
         add_incoming(phis, ty[i], then_end);
         add_incoming(phis, ey[i], else_end);
     }

@@ -790,6 +790,8 @@ START_TEST(test_precompile_and_compile)
         ck_assert_uint_eq(st.disk_hits, 1);
     }
     ck_assert_int_eq(tk_precompile(ctx, ks, 1, "bogus"), TK_ERR_INVALID_ARG);
+    tk_target_caps caps; /* the same status for the same bad arch string */
+    ck_assert_int_eq(tk_target_caps_get(ctx, "bogus", &caps), TK_ERR_INVALID_ARG);
     tk_cache_set_dir(ctx, NULL);
     ck_assert_ptr_null(tk_cache_dir(ctx));
     ck_assert_int_eq(tk_precompile(ctx, ks, 1, "sm_90a"), TK_ERR_CACHE);
