@@ -337,10 +337,10 @@ void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z) {
         }
         /* Reported here, where the user can still see the call, rather than
          * at tk_kernel_finish (which checks again, for IR edited by hand). */
-        char err[256];
-        tk_status s = tk_grid_check(g[i], err, sizeof err);
+        tk_diag dg = {0};
+        tk_status s = tk_grid_check(g[i], &dg);
         if (s) {
-            tk_kfail(k, s, "tk_set_grid: dimension %d: %s", i, err);
+            tk_kfail(k, s, "tk_set_grid: dimension %d: %s", i, dg.msg);
             return;
         }
     }

@@ -83,18 +83,19 @@ void *tk_ctx_slot(tk_ctx *ctx, const tk_ctx_slot_def *def) {
 
 /* ---- Errors ----------------------------------------------------------------- */
 const char *tk_ctx_error(const tk_ctx *ctx) {
-    return ctx ? ctx->error : "tk_ctx_error: ctx is NULL";
+    return ctx ? ctx->error.msg : "tk_ctx_error: ctx is NULL";
 }
 
-static void ctx_vfail(tk_ctx *ctx, const char *fmt, va_list ap) {
-    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+static void ctx_vfail(tk_ctx *ctx, tk_status s, const char *fmt, va_list ap) {
+    tk_diag_clear(&ctx->error);
+    tk_diag_vfail(&ctx->error, s, fmt, ap);
 }
 
 tk_status tk_ctx_fail(tk_ctx *ctx, tk_status s, const char *fmt, ...) {
     if (!ctx) return s;
     va_list ap;
     va_start(ap, fmt);
-    ctx_vfail(ctx, fmt, ap);
+    ctx_vfail(ctx, s, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -103,13 +104,18 @@ tk_status tk_ctx_set_error(tk_ctx *ctx, tk_status s, const char *fmt, ...) {
     if (!ctx || !fmt) return s;
     va_list ap;
     va_start(ap, fmt);
-    ctx_vfail(ctx, fmt, ap);
+    ctx_vfail(ctx, s, fmt, ap);
     va_end(ap);
     return s;
 }
 
+tk_status tk_ctx_report(tk_ctx *ctx, const char *prefix, const tk_diag *d) {
+    if (!d || d->st == TK_OK) return TK_OK;
+    return tk_ctx_fail(ctx, d->st, "%s%s", prefix ? prefix : "", d->msg);
+}
+
 void tk_ctx_clear_error(tk_ctx *ctx) {
-    if (ctx) ctx->error[0] = '\0';
+    if (ctx) tk_diag_clear(&ctx->error);
 }
 
 void tk_free(void *p) { free(p); }

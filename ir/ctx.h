@@ -9,6 +9,7 @@
 #ifndef TK_CTX_H
 #define TK_CTX_H
 
+#include "ir/diag.h"
 #include "tk/tk.h"
 
 /* A kind of per-context state. Its address is the slot's identity: declare
@@ -28,7 +29,7 @@ enum { TK_CTX_SLOTS = 8 };
 struct tk_ctx_slot; /* ir/ctx.c: one made slot (its def and state) */
 
 struct tk_ctx {
-    char error[2048]; /* last context-level error message */
+    tk_diag error; /* the last failed context-level call (tk_ctx_error) */
     /* Made slots in order of creation; NULL past the last. Filled by
      * compare-and-swap, never emptied before tk_ctx_destroy. */
     struct tk_ctx_slot *slots[TK_CTX_SLOTS];
@@ -44,9 +45,13 @@ void *tk_ctx_slot(tk_ctx *ctx, const tk_ctx_slot_def *def);
 /* The state of `def` if it was made, else NULL; never makes it. */
 void *tk_ctx_slot_find(const tk_ctx *ctx, const tk_ctx_slot_def *def);
 
-/* Records a context-level error; returns `s`. */
+/* Records a context-level error, replacing the last one (each failed
+ * public call reports once); returns `s`. NULL ctx: only returns s. */
 tk_status tk_ctx_fail(tk_ctx *ctx, tk_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The one place a public entry point hands an internal failure to the
+ * context: records "<prefix><d->msg>" with d's status; returns d->st. */
+tk_status tk_ctx_report(tk_ctx *ctx, const char *prefix, const tk_diag *d);
 void tk_ctx_clear_error(tk_ctx *ctx);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "ir/diag.h"
 #include "ir/ir.h"
 
 typedef struct tk_ginst {
@@ -36,12 +37,12 @@ typedef struct tk_grid_prog {
     tk_ginst *code;            /* malloc'd */
 } tk_grid_prog;
 
-/* Compiles k's grid; on failure g is empty and err says why. */
-tk_status tk_grid_build(const tk_kernel *k, tk_grid_prog *g, char *err, size_t errn);
+/* Compiles k's grid; on failure g is empty and dg says why. */
+tk_status tk_grid_build(const tk_kernel *k, tk_grid_prog *g, tk_diag *dg);
 /* Whether one value is a grid expression the host can evaluate: TK_OK, or
  * TK_ERR_SCOPE ("the grid depends on op #N (name), which the host cannot
- * evaluate") / TK_ERR_UNSUPPORTED (too large) with err set. */
-tk_status tk_grid_check(const tk_value *v, char *err, size_t errn);
+ * evaluate") / TK_ERR_UNSUPPORTED (too large) with dg set. */
+tk_status tk_grid_check(const tk_value *v, tk_diag *dg);
 void tk_grid_free(tk_grid_prog *g);
 
 #endif

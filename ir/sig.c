@@ -1,66 +1,91 @@
 /* Argument checking against a kernel signature (see ir/sig.h). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ir/sig.h"
 
-void tk_sig_of(const tk_kernel *k, tk_sig_param *out) {
+void tk_sig_of(const tk_kernel *k, tk_sig *out) {
+    memset(out, 0, sizeof *out);
+    out->nparams = k->nparams;
     for (int i = 0; i < k->nparams; i++) {
-        const tk_value *p = k->params[i];
-        memset(&out[i], 0, sizeof out[i]);
-        snprintf(out[i].name, sizeof out[i].name, "%s", p->name);
-        out[i].kind = p->type.kind;
-        out[i].dtype = p->type.dtype;
-        out[i].rank = p->type.rank;
+        const tk_value *v = k->params[i];
+        tk_sig_param *p = &out->params[i];
+        snprintf(p->name, sizeof p->name, "%s", v->name ? v->name : "?");
+        p->kind = v->type.kind;
+        p->dtype = v->type.dtype;
+        p->rank = v->type.kind == TK_KIND_GVIEW ? v->type.rank : 0;
     }
 }
 
-static tk_status check_one(const tk_sig_param *p, const tk_arg *a, const char *fn, int i,
-                           char *err, size_t n) {
-    char at[96];
-    snprintf(at, sizeof at, "%s: argument %d ('%s')", fn, i, p->name);
-    const char *want = p->kind == TK_KIND_GVIEW ? "tensor" : "scalar";
-    if (a->kind != p->kind) {
-        snprintf(err, n, "%s is a %s, the kernel expects a %s", at,
-                 a->kind == TK_KIND_GVIEW ? "tensor" : a->kind == TK_KIND_SCALAR ? "scalar"
-                 : "value of no argument kind", want);
-        return TK_ERR_LAUNCH;
-    }
-    if (a->dtype != p->dtype) {
-        snprintf(err, n, "%s has dtype %s, the kernel expects %s", at, tk_dtype_name(a->dtype),
-                 tk_dtype_name(p->dtype));
-        return TK_ERR_LAUNCH;
-    }
-    if (p->kind != TK_KIND_GVIEW) return TK_OK;
-    if (a->rank != p->rank) {
-        snprintf(err, n, "%s is a rank-%d tensor, the kernel expects rank %d", at, a->rank,
-                 p->rank);
-        return TK_ERR_LAUNCH;
-    }
-    if (!a->data) {
-        snprintf(err, n, "%s has a NULL data pointer", at);
-        return TK_ERR_LAUNCH;
-    }
+static const char *an(tk_dtype dt) { /* "an i32" vs "a f32" reads better */
+    return dt == TK_I32 || dt == TK_I64 ? "an" : "a";
+}
+
+/* The kind of argument a parameter takes, for messages. */
+static void want_str(const tk_sig_param *p, char *buf, size_t n) {
+    if (p->kind == TK_KIND_GVIEW)
+        snprintf(buf, n, "a rank-%d %s tensor", p->rank, tk_dtype_name(p->dtype));
+    else
+        snprintf(buf, n, "%s %s scalar", an(p->dtype), tk_dtype_name(p->dtype));
+}
+
+/* A scalar argument fits a parameter of the same dtype; bool parameters
+ * also take i32 (the public API has no bool constructor). */
+static bool scalar_fits(tk_dtype param, tk_dtype arg) {
+    return param == arg || (param == TK_BOOL && arg == TK_I32);
+}
+
+static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char *at,
+                              tk_diag *dg) {
+    if (a->rank < 1 || a->rank > 4)
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has rank %d, ranks 1..4 are supported", at,
+                            a->rank);
+    if (a->dtype != p->dtype)
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is a %s tensor, the kernel expects %s", at,
+                            tk_dtype_name(a->dtype), tk_dtype_name(p->dtype));
+    if (a->rank != p->rank)
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is a rank-%d tensor, the kernel expects "
+                            "rank %d", at, a->rank, p->rank);
+    if (!a->data)
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has a NULL data pointer", at);
     for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] < 0) {
-            snprintf(err, n, "%s has dims[%d] = %lld < 0", at, d, (long long)a->dims[d]);
-            return TK_ERR_LAUNCH;
-        }
+        if (a->dims[d] < 0)
+            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has dims[%d] = %lld (must be >= 0)", at,
+                                d, (long long)a->dims[d]);
     return TK_OK;
 }
 
-tk_status tk_sig_check(const tk_sig_param *sig, int np, int nargs, const tk_arg *args,
-                       const char *fn, char *err, size_t errn) {
-    if (nargs != np) {
-        snprintf(err, errn, "%s: %d arguments given, the kernel takes %d", fn, nargs, np);
-        return TK_ERR_LAUNCH;
-    }
-    if (np && !args) {
-        snprintf(err, errn, "%s: args is NULL", fn);
-        return TK_ERR_LAUNCH;
-    }
+static tk_status check_one(const tk_sig_param *p, const tk_arg *a, const char *fn, int i,
+                           tk_diag *dg) {
+    char at[128], want[64];
+    snprintf(at, sizeof at, "%s: argument %d ('%s')", fn, i, p->name);
+    want_str(p, want, sizeof want);
+    bool is_tensor = a->kind == TK_KIND_GVIEW;
+    if (a->kind != TK_KIND_GVIEW && a->kind != TK_KIND_SCALAR)
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has invalid kind %d, the kernel expects %s",
+                            at, (int)a->kind, want);
+    if (is_tensor != (p->kind == TK_KIND_GVIEW))
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is a %s, the kernel expects %s", at,
+                            is_tensor ? "tensor" : "scalar", want);
+    if (is_tensor)
+        return check_tensor(p, a, at, dg);
+    if (!scalar_fits(p->dtype, a->dtype))
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is %s %s scalar, the kernel expects %s", at,
+                            an(a->dtype), tk_dtype_name(a->dtype), want);
+    return TK_OK;
+}
+
+tk_status tk_sig_check(const tk_sig *sig, const char *kernel, int nargs, const tk_arg *args,
+                       const char *fn, tk_diag *dg) {
+    int np = sig->nparams;
+    if (nargs != np)
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: kernel '%s' takes %d argument%s, got %d", fn,
+                            kernel, np, np == 1 ? "" : "s", nargs);
+    if (np && !args)
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: args is NULL", fn);
     for (int i = 0; i < np; i++) {
-        tk_status s = check_one(&sig[i], &args[i], fn, i, err, errn);
+        tk_status s = check_one(&sig->params[i], &args[i], fn, i, dg);
         if (s) return s;
     }
     return TK_OK;

@@ -411,7 +411,7 @@ static tk_status check_grid(vctx *c) {
     tk_kernel *k = c->k;
     for (int d = 0; d < 3; d++) {
         const tk_value *g = k->grid[d];
-        char b[32], err[256];
+        char b[32];
         if (!g) continue;
         if (!id_ok(c, g) || (c->state[g->id] & V_LIFE) != V_LIVE)
             return fail(c, TK_ERR_STATE, NULL, "grid dimension %d is not a top-level value of "
@@ -419,8 +419,9 @@ static tk_status check_grid(vctx *c) {
         if (g->type.kind != TK_KIND_SCALAR || !tk_dtype_is_int(g->type.dtype))
             return fail(c, TK_ERR_TYPE, NULL, "grid dimension %d (%s) is not an i32/i64 scalar",
                         d, vname(g, b, sizeof b));
-        tk_status s = tk_grid_check(g, err, sizeof err);
-        if (s) return fail(c, s, NULL, "%s", err);
+        tk_diag dg = {0};
+        tk_status s = tk_grid_check(g, &dg);
+        if (s) return fail(c, s, NULL, "%s", dg.msg);
     }
     return TK_OK;
 }

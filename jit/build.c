@@ -28,36 +28,36 @@ typedef struct tk_lower_req {
     const tk_plan *plan;
 } tk_lower_req;
 
-static tk_status tk_ptx_from_kernel(void *user, char **ptx, char *err, size_t errn)
+static tk_status tk_ptx_from_kernel(void *user, char **ptx, tk_diag *dg)
 {
     const tk_lower_req *r = user;
-    return tk_lower_ptx_plan(r->k, r->arch, r->plan, ptx, err, errn);
+    return tk_lower_ptx_plan(r->k, r->arch, r->plan, ptx, dg);
 }
 
 /* make_ptx, timed into llvm_ms. */
 static tk_status tk_make_ptx_timed(struct tk_jit *j, tk_ptx_fn make, void *user, char **ptx,
-                                   char *err, size_t errn)
+                                   tk_diag *dg)
 {
     *ptx = NULL;
     double t0 = tk_now_ms();
-    tk_status s = make(user, ptx, err, errn);
+    tk_status s = make(user, ptx, dg);
     tk_cache_note(&j->cache, TK_STAT_LLVM_MS, tk_now_ms() - t0);
     if (s == TK_OK && !*ptx)
-        s = tk_errf(err, errn, TK_ERR_LLVM, "lowering produced no PTX");
+        s = tk_diag_fail(dg, TK_ERR_LLVM, "lowering produced no PTX");
     return s;
 }
 
 /* Lowering + ptxas, each timed into the statistics. */
 static tk_status tk_ptxas_build(struct tk_jit *j, const tk_ptxas *px, const char *arch,
                                 tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
-                                char *err, size_t errn)
+                                tk_diag *dg)
 {
     char *ptx;
-    tk_status s = tk_make_ptx_timed(j, make_ptx, user, &ptx, err, errn);
+    tk_status s = tk_make_ptx_timed(j, make_ptx, user, &ptx, dg);
     if (s != TK_OK)
         return s;
     double t0 = tk_now_ms();
-    s = tk_ptxas_compile(px, ptx, arch, cubin, n, err, errn);
+    s = tk_ptxas_compile(px, ptx, arch, cubin, n, dg);
     tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
     free(ptx);
     return s;
@@ -65,24 +65,24 @@ static tk_status tk_ptxas_build(struct tk_jit *j, const tk_ptxas *px, const char
 
 tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *arch,
                              tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
-                             tk_origin *from, char *err, size_t errn)
+                             tk_origin *from, tk_diag *dg)
 {
     const tk_ptxas *px;
-    char comp[192], why[512];
+    char comp[192];
     *cubin = NULL;
-    tk_status s = tk_jit_ptxas(j, &px, err, errn);
+    tk_status s = tk_jit_ptxas(j, &px, dg);
     if (s != TK_OK)
         return s;
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, ir_text, arch, comp);
-    tk_disk_get(&j->cache, &id, cubin, n, why, sizeof why);
+    tk_disk_get(&j->cache, &id, cubin, n, NULL);
     *from = *cubin ? TK_FROM_DISK : TK_FROM_COMPILE;
     tk_cache_note(&j->cache, *cubin ? TK_STAT_DISK_HIT : TK_STAT_MISS, 1);
     if (*cubin)
         return TK_OK;
-    s = tk_ptxas_build(j, px, arch, make_ptx, user, cubin, n, err, errn);
-    if (s == TK_OK && (s = tk_disk_put(&j->cache, &id, *cubin, *n, err, errn)) != TK_OK) {
+    s = tk_ptxas_build(j, px, arch, make_ptx, user, cubin, n, dg);
+    if (s == TK_OK && (s = tk_disk_put(&j->cache, &id, *cubin, *n, dg)) != TK_OK) {
         free(*cubin);
         *cubin = NULL;
     }
@@ -96,11 +96,10 @@ static bool tk_load_from_disk(struct tk_jit *j, tk_cuda *cu, const tk_cache_id *
 {
     void *cubin;
     size_t n;
-    char why[512];
-    tk_disk_get(&j->cache, id, &cubin, &n, why, sizeof why);
+    tk_disk_get(&j->cache, id, &cubin, &n, NULL);
     if (!cubin)
         return false;
-    tk_status s = tk_program_load(p, cu, cubin, why, sizeof why);
+    tk_status s = tk_program_load(p, cu, cubin, NULL);
     free(cubin);
     if (s != TK_OK)
         tk_disk_reject(&j->cache, id);
@@ -114,7 +113,7 @@ static bool tk_compile_disk(struct tk_jit *j, tk_cuda *cu, const char *text,
     if (tk_load_from_disk(j, cu, drv, p))
         return true;
     const tk_ptxas *px;
-    if (tk_jit_ptxas(j, &px, NULL, 0) != TK_OK)
+    if (tk_jit_ptxas(j, &px, NULL) != TK_OK)
         return false;
     char comp[192];
     tk_compiler_id_ptxas(px, comp, sizeof comp);
@@ -130,19 +129,18 @@ static bool tk_compile_fresh_ptxas(struct tk_jit *j, tk_cuda *cu, const tk_kerne
                                    const char *text, tk_program *p)
 {
     const tk_ptxas *px;
-    if (!p->plan.producer_warps || tk_jit_ptxas(j, &px, NULL, 0) != TK_OK)
+    if (!p->plan.producer_warps || tk_jit_ptxas(j, &px, NULL) != TK_OK)
         return false;
-    char comp[192], why[512];
+    char comp[192];
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, text, cu->arch, comp);
     tk_lower_req req = { k, cu->arch, &p->plan };
     void *cubin = NULL;
     size_t n = 0;
-    tk_status s = tk_ptxas_build(j, px, cu->arch, tk_ptx_from_kernel, &req, &cubin, &n, why,
-                                 sizeof why);
-    if (s == TK_OK && (s = tk_program_load(p, cu, cubin, why, sizeof why)) == TK_OK)
-        tk_disk_put(&j->cache, &id, cubin, n, why, sizeof why); /* failing only costs time */
+    tk_status s = tk_ptxas_build(j, px, cu->arch, tk_ptx_from_kernel, &req, &cubin, &n, NULL);
+    if (s == TK_OK && (s = tk_program_load(p, cu, cubin, NULL)) == TK_OK)
+        tk_disk_put(&j->cache, &id, cubin, n, NULL); /* failing only costs time */
     free(cubin);
     return s == TK_OK;
 }
@@ -150,7 +148,7 @@ static bool tk_compile_fresh_ptxas(struct tk_jit *j, tk_cuda *cu, const tk_kerne
 /* Lowering + the driver's linker, stored under the driver key, loaded. */
 static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel *k,
                                   const char *text, const tk_cache_id *drv, tk_program *p,
-                                  char *err, size_t errn)
+                                  tk_diag *dg)
 {
     if (tk_compile_fresh_ptxas(j, cu, k, text, p))
         return TK_OK;
@@ -158,17 +156,17 @@ static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel
     char *ptx;
     void *cubin = NULL;
     size_t n = 0;
-    tk_status s = tk_make_ptx_timed(j, tk_ptx_from_kernel, &req, &ptx, err, errn);
+    tk_status s = tk_make_ptx_timed(j, tk_ptx_from_kernel, &req, &ptx, dg);
     if (s != TK_OK)
         return s;
     double t0 = tk_now_ms();
-    s = tk_culink_compile(cu, ptx, p->plan.producer_warps > 0, &cubin, &n, err, errn);
+    s = tk_culink_compile(cu, ptx, p->plan.producer_warps > 0, &cubin, &n, dg);
     tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
     free(ptx);
     if (s == TK_OK) {
-        char ignored[512]; /* the disk cache only saves time: failing to write is no error */
-        tk_disk_put(&j->cache, drv, cubin, n, ignored, sizeof ignored);
-        s = tk_program_load(p, cu, cubin, err, errn);
+        /* the disk cache only saves time: failing to write is no error (NULL: no message) */
+        tk_disk_put(&j->cache, drv, cubin, n, NULL);
+        s = tk_program_load(p, cu, cubin, dg);
     }
     free(cubin);
     return s;
@@ -177,10 +175,10 @@ static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel
 /* Builds a new program for k: disk entry or fresh compile. */
 static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, const tk_kernel *k,
                                 const char *text, const tk_cache_id *drv, tk_program **out,
-                                char *err, size_t errn)
+                                tk_diag *dg)
 {
     tk_program *p;
-    tk_status s = tk_program_new(ctx, k, cu->arch, &p, err, errn);
+    tk_status s = tk_program_new(ctx, k, cu->arch, &p, dg);
     if (s != TK_OK)
         return s;
     if (tk_compile_disk(j, cu, text, drv, p)) {
@@ -188,7 +186,7 @@ static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, cons
         atomic_store(&p->origin, TK_FROM_DISK);
     } else {
         tk_cache_note(&j->cache, TK_STAT_MISS, 1);
-        if ((s = tk_compile_fresh(j, cu, k, text, drv, p, err, errn)) != TK_OK) {
+        if ((s = tk_compile_fresh(j, cu, k, text, drv, p, dg)) != TK_OK) {
             tk_program_release(p);
             return s;
         }
@@ -199,22 +197,23 @@ static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, cons
 
 /* The driver, current on this thread, and the kernel's canonical text. */
 static tk_status tk_compile_begin(tk_ctx *ctx, const tk_kernel *k, struct tk_jit **j,
-                                  tk_cuda **cu, char **text, char *err, size_t errn)
+                                  tk_cuda **cu, char **text, tk_diag *dg)
 {
     if (!(*j = tk_jit_of(ctx)))
-        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
-    tk_status s = tk_jit_cuda(*j, cu, err, errn);
+        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
+    tk_status s = tk_jit_cuda(*j, cu, dg);
     if (s == TK_OK)
-        s = tk_cuda_enter(*cu, err, errn);
+        s = tk_cuda_enter(*cu, dg);
     /* A finished kernel carries its canonical text: no printing per lookup. */
     if (s == TK_OK && !(*text = strdup(k->canon)))
-        s = tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+        s = tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
     return s;
 }
 
 tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out)
 {
-    char err[TK_ERRN], comp[64];
+    tk_diag dg = {0};
+    char comp[64];
     if (out)
         *out = NULL;
     tk_status s = tk_jit_check_kernel(ctx, "tk_compile", k, NULL);
@@ -225,8 +224,8 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out)
     struct tk_jit *j;
     tk_cuda *cu;
     char *text = NULL;
-    if ((s = tk_compile_begin(ctx, k, &j, &cu, &text, err, sizeof err)) != TK_OK)
-        return tk_ctx_fail(ctx, s, "tk_compile: %s", err);
+    if ((s = tk_compile_begin(ctx, k, &j, &cu, &text, &dg)) != TK_OK)
+        return tk_ctx_report(ctx, "tk_compile: ", &dg);
     tk_compiler_id_driver(cu, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, text, cu->arch, comp);
@@ -234,7 +233,7 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out)
     if (p) {
         tk_cache_note(&j->cache, TK_STAT_MEMORY_HIT, 1);
         atomic_store(&p->origin, TK_FROM_MEMORY);
-    } else if ((s = tk_compile_new(j, cu, ctx, k, text, &id, &p, err, sizeof err)) == TK_OK) {
+    } else if ((s = tk_compile_new(j, cu, ctx, k, text, &id, &p, &dg)) == TK_OK) {
         tk_program *q = tk_mem_insert(&j->cache, id.key, p);
         if (q != p) { /* another thread compiled it meanwhile: share theirs */
             tk_program_release(p);
@@ -243,14 +242,15 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out)
     }
     free(text);
     if (s != TK_OK)
-        return tk_ctx_fail(ctx, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), err);
+        return tk_ctx_fail(ctx, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), dg.msg);
     *out = p;
     return TK_OK;
 }
 
 tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch)
 {
-    char err[TK_ERRN], dir[PATH_MAX];
+    tk_diag dg = {0};
+    char dir[PATH_MAX];
     const tk_ptxas *px;
     if (!ctx)
         return TK_ERR_INVALID_ARG;
@@ -262,9 +262,9 @@ tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const ch
         return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
     if (!tk_cache_dir_copy(&j->cache, dir, sizeof dir))
         return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: the disk cache is disabled");
-    tk_status s = tk_jit_ptxas(j, &px, err, sizeof err);
+    tk_status s = tk_jit_ptxas(j, &px, &dg);
     if (s != TK_OK)
-        return tk_ctx_fail(ctx, s, "tk_precompile: %s", err);
+        return tk_ctx_report(ctx, "tk_precompile: ", &dg);
     for (int i = 0; i < n && s == TK_OK; i++) {
         if ((s = tk_jit_check_kernel(ctx, "tk_precompile", ks[i], NULL)) != TK_OK)
             return s;
@@ -274,15 +274,15 @@ tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const ch
         tk_origin from;
         tk_lower_req req = { ks[i], arch, NULL };
         if ((s = tk_kernel_print(ks[i], &text)) != TK_OK)
-            tk_errf(err, sizeof err, s, "cannot print the kernel");
+            tk_diag_fail(&dg, s, "cannot print the kernel");
         else
             s = tk_cubin_via_ptxas(j, text, arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from,
-                                   err, sizeof err);
+                                   &dg);
         free(cubin);
         free(text);
         if (s != TK_OK)
             return tk_ctx_fail(ctx, s, "tk_precompile: kernel '%s': %s", tk_kernel_name(ks[i]),
-                               err);
+                               dg.msg);
     }
     return TK_OK;
 }

@@ -6,7 +6,7 @@
 #include "jit/jit.h"
 
 /* Produces PTX on a cache miss (malloc'd into *ptx). */
-typedef tk_status (*tk_ptx_fn)(void *user, char **ptx, char *err, size_t errn);
+typedef tk_status (*tk_ptx_fn)(void *user, char **ptx, tk_diag *dg);
 
 /* Ahead of time: the ptxas disk entry for (ir_text, arch, local ptxas
  * version); on a miss (or a rejected entry) make_ptx + ptxas build it and
@@ -14,6 +14,6 @@ typedef tk_status (*tk_ptx_fn)(void *user, char **ptx, char *err, size_t errn);
  * disk_hits / misses / llvm_ms (time in make_ptx) / ptx_to_cubin_ms. */
 tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *arch,
                              tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
-                             tk_origin *from, char *err, size_t errn);
+                             tk_origin *from, tk_diag *dg);
 
 #endif

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ir/diag.h"
 #include "tk/tk_jit.h"
 
 typedef struct tk_key {
@@ -117,13 +118,13 @@ void tk_cache_stats_copy(tk_cache *c, tk_cache_stats *out);
 
 /* ---- Disk store (jit/cache_disk.c) ---------------------------------------- */
 /* TK_OK with *payload (malloc'd) on a hit, TK_OK with *payload NULL on a miss
- * (including a rejected entry, which is deleted). Hits touch the mtime. */
-tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t *n, char *err,
-                      size_t errn);
+ * (including a rejected entry, which is deleted: TK_ERR_CACHE and the reason
+ * are recorded in dg, but the call succeeds). Hits touch the mtime. */
+tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t *n, tk_diag *dg);
 /* Stores atomically, then evicts past the limit. TK_ERR_CACHE when the disk
  * cache is disabled, TK_ERR_IO when the directory cannot be written. */
 tk_status tk_disk_put(tk_cache *c, const tk_cache_id *id, const void *payload, size_t n,
-                      char *err, size_t errn);
+                      tk_diag *dg);
 /* Deletes an entry found unusable after a hit (e.g. the driver refused the
  * cubin), counting it as rejected. */
 void tk_disk_reject(tk_cache *c, const tk_cache_id *id);

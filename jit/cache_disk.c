@@ -110,8 +110,7 @@ static void tk_entry_drop(tk_cache *c, const char *path, int fd)
     tk_cache_note(c, TK_STAT_REJECTED, 1);
 }
 
-tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t *n, char *err,
-                      size_t errn)
+tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t *n, tk_diag *dg)
 {
     char path[PATH_MAX];
     *payload = NULL;
@@ -123,7 +122,7 @@ tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t
         return TK_OK; /* absent or unreadable: a miss either way */
     const char *why = tk_entry_read(fd, id, payload, n);
     if (why) {
-        tk_errf(err, errn, TK_OK, "rejected %s: %s", path, why);
+        tk_diag_fail(dg, TK_ERR_CACHE, "rejected %s: %s", path, why); /* still a miss */
         tk_entry_drop(c, path, fd);
     } else {
         futimens(fd, NULL); /* LRU: a hit makes the entry young again */
@@ -141,15 +140,14 @@ void tk_disk_reject(tk_cache *c, const tk_cache_id *id)
 
 /* Header + payload into a fresh temp file next to the entry, fsync'ed. */
 static tk_status tk_entry_write(const char *dir, const char *hex, const tk_disk_header *h,
-                                const void *payload, char *tmp, size_t tmpn, char *err,
-                                size_t errn)
+                                const void *payload, char *tmp, size_t tmpn, tk_diag *dg)
 {
     if ((size_t)snprintf(tmp, tmpn, "%s/.tmp-%s-XXXXXX", dir, hex) >= tmpn)
-        return tk_errf(err, errn, TK_ERR_IO, "cache path too long: %s", dir);
+        return tk_diag_fail(dg, TK_ERR_IO, "cache path too long: %s", dir);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
-        return tk_errf(err, errn, TK_ERR_IO, "cannot create a file in %s: %s", dir,
-                       strerror(errno));
+        return tk_diag_fail(dg, TK_ERR_IO, "cannot create a file in %s: %s", dir,
+                            strerror(errno));
     int bad = tk_write_all(fd, h, sizeof *h) || tk_write_all(fd, payload, h->payload_size) ||
               fsync(fd) != 0;
     int e = errno;
@@ -159,7 +157,7 @@ static tk_status tk_entry_write(const char *dir, const char *hex, const tk_disk_
     }
     if (bad) {
         unlink(tmp);
-        return tk_errf(err, errn, TK_ERR_IO, "cannot write %s: %s", tmp, strerror(e));
+        return tk_diag_fail(dg, TK_ERR_IO, "cannot write %s: %s", tmp, strerror(e));
     }
     return TK_OK;
 }
@@ -167,28 +165,28 @@ static tk_status tk_entry_write(const char *dir, const char *hex, const tk_disk_
 static void tk_disk_evict(tk_cache *c, const char *dir);
 
 tk_status tk_disk_put(tk_cache *c, const tk_cache_id *id, const void *payload, size_t n,
-                      char *err, size_t errn)
+                      tk_diag *dg)
 {
     char dir[PATH_MAX], hex[33], tmp[PATH_MAX], path[PATH_MAX];
     if (!tk_cache_dir_copy(c, dir, sizeof dir))
-        return tk_errf(err, errn, TK_ERR_CACHE, "the disk cache is disabled");
+        return tk_diag_fail(dg, TK_ERR_CACHE, "the disk cache is disabled");
     if (tk_mkdirs(dir) != 0)
-        return tk_errf(err, errn, TK_ERR_IO, "cannot create cache directory %s: %s", dir,
-                       strerror(errno));
+        return tk_diag_fail(dg, TK_ERR_IO, "cannot create cache directory %s: %s", dir,
+                            strerror(errno));
     tk_key_hex(id->key, hex);
     if ((size_t)snprintf(path, sizeof path, "%s/%s.tkc", dir, hex) >= sizeof path)
-        return tk_errf(err, errn, TK_ERR_IO, "cache path too long: %s", dir);
+        return tk_diag_fail(dg, TK_ERR_IO, "cache path too long: %s", dir);
     tk_disk_header h;
     tk_header_make(&h, id, payload, n);
-    tk_status s = tk_entry_write(dir, hex, &h, payload, tmp, sizeof tmp, err, errn);
+    tk_status s = tk_entry_write(dir, hex, &h, payload, tmp, sizeof tmp, dg);
     if (s != TK_OK)
         return s;
     /* rename is atomic: readers see the old entry, none, or the whole new one. */
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        return tk_errf(err, errn, TK_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
-                       strerror(e));
+        return tk_diag_fail(dg, TK_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
+                            strerror(e));
     }
     tk_disk_evict(c, dir);
     return TK_OK;

@@ -40,19 +40,19 @@ void tk_cuda_arch_name(int major, int minor, char *buf, size_t n)
         snprintf(buf, n, "sm_%d%d", major, minor);
 }
 
-tk_status tk_cuda_check(const tk_cuda *cu, CUresult r, const char *call, char *err, size_t errn)
+tk_status tk_cuda_check(const tk_cuda *cu, CUresult r, const char *call, tk_diag *dg)
 {
     if (r == CUDA_SUCCESS)
         return TK_OK;
     const char *s = NULL;
     if (!cu || !cu->cuGetErrorString || cu->cuGetErrorString(r, &s) != CUDA_SUCCESS || !s)
         s = "unknown CUDA error";
-    return tk_errf(err, errn, TK_ERR_CUDA, "%s: %s (CUresult %d)", call, s, (int)r);
+    return tk_diag_fail(dg, TK_ERR_CUDA, "%s: %s (CUresult %d)", call, s, (int)r);
 }
 
 /* Finds cuGetProcAddress (the _v2 export first: since CUDA 12 the plain
  * name keeps the old 4-argument prototype) and resolves the table. */
-static tk_status tk_cuda_resolve(tk_cuda *cu, char *err, size_t errn)
+static tk_status tk_cuda_resolve(tk_cuda *cu, tk_diag *dg)
 {
     tk_getproc_v2_fn gp2 = NULL;
     tk_getproc_v1_fn gp1 = NULL;
@@ -62,69 +62,67 @@ static tk_status tk_cuda_resolve(tk_cuda *cu, char *err, size_t errn)
     else if ((sym = dlsym(cu->dl, "cuGetProcAddress")))
         memcpy(&gp1, &sym, sizeof sym);
     else
-        return tk_errf(err, errn, TK_ERR_NO_DRIVER,
-                       "no CUDA driver (libcuda.so.1 has no cuGetProcAddress: driver older "
-                       "than 11.3)");
+        return tk_diag_fail(dg, TK_ERR_NO_DRIVER,
+                            "no CUDA driver (libcuda.so.1 has no cuGetProcAddress: driver older "
+                            "than 11.3)");
     for (size_t i = 0; i < sizeof tk_cuda_syms / sizeof tk_cuda_syms[0]; i++) {
         void *p = NULL;
         CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
         CUresult r = gp2 ? gp2(tk_cuda_syms[i].name, &p, TK_CUDA_ABI, CU_GET_PROC_ADDRESS_DEFAULT, &q)
                          : gp1(tk_cuda_syms[i].name, &p, TK_CUDA_ABI, CU_GET_PROC_ADDRESS_DEFAULT);
         if (r != CUDA_SUCCESS || !p || q != CU_GET_PROC_ADDRESS_SUCCESS)
-            return tk_errf(err, errn, TK_ERR_NO_DRIVER,
-                           "CUDA driver lacks %s (cuGetProcAddress: CUresult %d)",
-                           tk_cuda_syms[i].name, (int)r);
+            return tk_diag_fail(dg, TK_ERR_NO_DRIVER,
+                                "CUDA driver lacks %s (cuGetProcAddress: CUresult %d)",
+                                tk_cuda_syms[i].name, (int)r);
         memcpy((char *)cu + tk_cuda_syms[i].off, &p, sizeof p);
     }
     return TK_OK;
 }
 
-static tk_status tk_cuda_attr(tk_cuda *cu, CUdevice_attribute a, int *v, char *err, size_t errn)
+static tk_status tk_cuda_attr(tk_cuda *cu, CUdevice_attribute a, int *v, tk_diag *dg)
 {
     return tk_cuda_check(cu, cu->cuDeviceGetAttribute(v, a, cu->dev), "cuDeviceGetAttribute",
-                         err, errn);
+                         dg);
 }
 
 /* cuInit, device 0, its primary context, and the facts we key on. */
-static tk_status tk_cuda_start(tk_cuda *cu, char *err, size_t errn)
+static tk_status tk_cuda_start(tk_cuda *cu, tk_diag *dg)
 {
     tk_status s;
-    if ((s = tk_cuda_check(cu, cu->cuInit(0), "cuInit", err, errn)) ||
+    if ((s = tk_cuda_check(cu, cu->cuInit(0), "cuInit", dg)) ||
         (s = tk_cuda_check(cu, cu->cuDriverGetVersion(&cu->driver_version),
-                           "cuDriverGetVersion", err, errn)) ||
-        (s = tk_cuda_check(cu, cu->cuDeviceGet(&cu->dev, 0), "cuDeviceGet", err, errn)) ||
-        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &cu->cc_major, err,
-                          errn)) ||
-        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &cu->cc_minor, err,
-                          errn)) ||
+                           "cuDriverGetVersion", dg)) ||
+        (s = tk_cuda_check(cu, cu->cuDeviceGet(&cu->dev, 0), "cuDeviceGet", dg)) ||
+        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &cu->cc_major, dg)) ||
+        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &cu->cc_minor, dg)) ||
         (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                          &cu->max_smem_optin, err, errn)))
+                          &cu->max_smem_optin, dg)))
         return s;
     if ((s = tk_cuda_check(cu, cu->cuDevicePrimaryCtxRetain(&cu->pctx, cu->dev),
-                           "cuDevicePrimaryCtxRetain", err, errn)))
+                           "cuDevicePrimaryCtxRetain", dg)))
         return s;
     tk_cuda_arch_name(cu->cc_major, cu->cc_minor, cu->arch, sizeof cu->arch);
-    return tk_cuda_enter(cu, err, errn);
+    return tk_cuda_enter(cu, dg);
 }
 
-tk_status tk_cuda_open(tk_cuda **out, char *err, size_t errn)
+tk_status tk_cuda_open(tk_cuda **out, tk_diag *dg)
 {
     *out = NULL;
     tk_cuda *cu = calloc(1, sizeof *cu);
     if (!cu)
-        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
     atomic_init(&cu->refs, 1);
     cu->dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cu->dl) {
         const char *why = dlerror();
-        tk_errf(err, errn, TK_ERR_NO_DRIVER, "no CUDA driver (%s)",
-                why ? why : "not found");
+        tk_diag_fail(dg, TK_ERR_NO_DRIVER, "no CUDA driver (%s)",
+                     why ? why : "not found");
         free(cu);
         return TK_ERR_NO_DRIVER;
     }
-    tk_status s = tk_cuda_resolve(cu, err, errn);
+    tk_status s = tk_cuda_resolve(cu, dg);
     if (s == TK_OK)
-        s = tk_cuda_start(cu, err, errn);
+        s = tk_cuda_start(cu, dg);
     if (s != TK_OK) {
         tk_cuda_unref(cu);
         return s;
@@ -151,7 +149,7 @@ void tk_cuda_unref(tk_cuda *cu)
     free(cu);
 }
 
-tk_status tk_cuda_enter(const tk_cuda *cu, char *err, size_t errn)
+tk_status tk_cuda_enter(const tk_cuda *cu, tk_diag *dg)
 {
-    return tk_cuda_check(cu, cu->cuCtxSetCurrent(cu->pctx), "cuCtxSetCurrent", err, errn);
+    return tk_cuda_check(cu, cu->cuCtxSetCurrent(cu->pctx), "cuCtxSetCurrent", dg);
 }

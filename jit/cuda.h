@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "ir/diag.h"
 #include "tk/tk.h"
 
 /* Our own prototypes (cuda.h's names are macros for versioned symbols). */
@@ -88,15 +89,15 @@ typedef struct tk_cuda {
 
 /* Loads the driver, initializes it and retains device 0's primary context.
  * TK_ERR_NO_DRIVER (no libcuda.so.1 / no cuGetProcAddress) or TK_ERR_CUDA. */
-tk_status tk_cuda_open(tk_cuda **out, char *err, size_t errn);
+tk_status tk_cuda_open(tk_cuda **out, tk_diag *dg);
 tk_cuda *tk_cuda_ref(tk_cuda *cu);
 /* Drops a reference; the last releases the context and dlcloses. NULL-safe. */
 void tk_cuda_unref(tk_cuda *cu);
 /* Turns a failed call into TK_ERR_CUDA: "<call>: <cuGetErrorString> (code)". */
-tk_status tk_cuda_check(const tk_cuda *cu, CUresult r, const char *call, char *err, size_t errn);
+tk_status tk_cuda_check(const tk_cuda *cu, CUresult r, const char *call, tk_diag *dg);
 /* Makes the primary context current on the calling thread (cheap; done by
  * every entry point because CUDA's current context is per thread). */
-tk_status tk_cuda_enter(const tk_cuda *cu, char *err, size_t errn);
+tk_status tk_cuda_enter(const tk_cuda *cu, tk_diag *dg);
 /* Target name for a compute capability: 9.0 -> "sm_90a", 8.6 -> "sm_86". */
 void tk_cuda_arch_name(int major, int minor, char *buf, size_t n);
 

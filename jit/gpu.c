@@ -10,17 +10,17 @@
 /* The driver, with the primary context current on this thread. */
 static tk_status tk_gpu_begin(tk_ctx *ctx, const char *what, tk_cuda **cu)
 {
-    char err[TK_ERRN];
+    tk_diag dg = {0};
     if (!ctx)
         return TK_ERR_INVALID_ARG;
     struct tk_jit *j = tk_jit_of(ctx);
     if (!j)
         return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", what);
-    tk_status s = tk_jit_cuda(j, cu, err, sizeof err);
+    tk_status s = tk_jit_cuda(j, cu, &dg);
     if (s == TK_OK)
-        s = tk_cuda_enter(*cu, err, sizeof err);
+        s = tk_cuda_enter(*cu, &dg);
     if (s != TK_OK)
-        return tk_ctx_fail(ctx, s, "%s: %s", what, err);
+        return tk_ctx_fail(ctx, s, "%s: %s", what, dg.msg);
     return TK_OK;
 }
 
@@ -28,9 +28,9 @@ static tk_status tk_gpu_begin(tk_ctx *ctx, const char *what, tk_cuda **cu)
 static tk_status tk_gpu_check(tk_ctx *ctx, const tk_cuda *cu, CUresult r, const char *what,
                               const char *call)
 {
-    char err[TK_ERRN];
-    tk_status s = tk_cuda_check(cu, r, call, err, sizeof err);
-    return s == TK_OK ? TK_OK : tk_ctx_fail(ctx, s, "%s: %s", what, err);
+    tk_diag dg = {0};
+    tk_status s = tk_cuda_check(cu, r, call, &dg);
+    return s == TK_OK ? TK_OK : tk_ctx_fail(ctx, s, "%s: %s", what, dg.msg);
 }
 
 static CUdeviceptr tk_dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }

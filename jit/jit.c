@@ -10,17 +10,6 @@
 #include "jit/lower.h"
 #include "jit/program.h"
 
-tk_status tk_errf(char *err, size_t errn, tk_status s, const char *fmt, ...)
-{
-    if (err && errn) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errn, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
 double tk_now_ms(void)
 {
     struct timespec t;
@@ -79,32 +68,32 @@ void tk_jit_destroy(struct tk_jit *j)
     free(j);
 }
 
-tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, char *err, size_t errn)
+tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, tk_diag *dg)
 {
     pthread_mutex_lock(&j->lock);
     if (!j->cu_tried) {
         j->cu_tried = true;
-        j->cu_status = tk_cuda_open(&j->cu, j->cu_err, sizeof j->cu_err);
+        tk_cuda_open(&j->cu, &j->cu_diag);
     }
-    tk_status s = j->cu_status;
+    tk_status s = j->cu_diag.st;
     *cu = j->cu;
     if (s != TK_OK)
-        tk_errf(err, errn, s, "%s", j->cu_err);
+        tk_diag_fail(dg, s, "%s", j->cu_diag.msg);
     pthread_mutex_unlock(&j->lock);
     return s;
 }
 
-tk_status tk_jit_ptxas(struct tk_jit *j, const tk_ptxas **out, char *err, size_t errn)
+tk_status tk_jit_ptxas(struct tk_jit *j, const tk_ptxas **out, tk_diag *dg)
 {
     pthread_mutex_lock(&j->lock);
     if (!j->ptxas_tried) {
         j->ptxas_tried = true;
-        j->ptxas_status = tk_ptxas_find(&j->ptxas, j->ptxas_err, sizeof j->ptxas_err);
+        tk_ptxas_find(&j->ptxas, &j->ptxas_diag);
     }
-    tk_status s = j->ptxas_status;
+    tk_status s = j->ptxas_diag.st;
     *out = &j->ptxas;
     if (s != TK_OK)
-        tk_errf(err, errn, s, "%s", j->ptxas_err);
+        tk_diag_fail(dg, s, "%s", j->ptxas_diag.msg);
     pthread_mutex_unlock(&j->lock);
     return s;
 }
@@ -171,12 +160,12 @@ tk_status tk_jit_check_kernel(tk_ctx *ctx, const char *what, const tk_kernel *k,
 }
 
 /* tk_emit_ptx / tk_emit_llvm: check, lower with `lower`, report as `what`. */
-typedef tk_status (*lower_text_fn)(const tk_kernel *, const char *, char **, char *, size_t);
+typedef tk_status (*lower_text_fn)(const tk_kernel *, const char *, char **, tk_diag *);
 
 static tk_status emit_text(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **out,
                            const char *what, const char *outname, lower_text_fn lower)
 {
-    char err[TK_ERRN];
+    tk_diag dg = {0};
     if (out)
         *out = NULL;
     tk_status s = tk_jit_check_kernel(ctx, what, k, arch ? arch : "");
@@ -184,8 +173,8 @@ static tk_status emit_text(tk_ctx *ctx, const tk_kernel *k, const char *arch, ch
         return s;
     if (!out)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", what, outname);
-    s = lower(k, arch, out, err, sizeof err);
-    return s == TK_OK ? s : tk_ctx_fail(ctx, s, "%s: %s", what, err);
+    s = lower(k, arch, out, &dg);
+    return s == TK_OK ? s : tk_ctx_fail(ctx, s, "%s: %s", what, dg.msg);
 }
 
 tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx)

@@ -15,20 +15,14 @@
 #include "jit/link.h"
 #include "tk/tk_jit.h"
 
-/* Room for one internal error message; public entry points copy it into the
- * context's error with tk_ctx_fail. */
-#define TK_ERRN 2048
-
 struct tk_jit {
     pthread_mutex_t lock;  /* guards the driver start and the ptxas probe     */
     tk_cuda *cu;           /* refcounted; NULL until the driver is up        */
-    tk_status cu_status;   /* TK_OK, or why the driver is unusable           */
     bool cu_tried;         /* driver start attempted (failures are sticky)   */
-    char cu_err[512];
+    tk_diag cu_diag;       /* TK_OK, or why the driver is unusable           */
     tk_ptxas ptxas;        /* ptxas path and version, probed once            */
-    tk_status ptxas_status;
     bool ptxas_tried;
-    char ptxas_err[512];
+    tk_diag ptxas_diag;    /* TK_OK, or why no ptxas was found               */
     tk_cache cache;        /* memory table, disk settings, statistics        */
 };
 
@@ -43,18 +37,15 @@ struct tk_jit *tk_jit_of(tk_ctx *ctx);
 struct tk_jit *tk_jit_find(const tk_ctx *ctx);
 /* The driver, started on first use; failures stay (a missing driver does not
  * appear later) and are re-reported with the same message. */
-tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, char *err, size_t errn);
+tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, tk_diag *dg);
 /* ptxas, probed once: TK_ERR_PTXAS with a message when none is found. */
-tk_status tk_jit_ptxas(struct tk_jit *j, const tk_ptxas **out, char *err, size_t errn);
+tk_status tk_jit_ptxas(struct tk_jit *j, const tk_ptxas **out, tk_diag *dg);
 
 /* A finished, error-free kernel (and, when arch is not NULL, a valid target);
  * otherwise reports "<what>: ..." on ctx. */
 tk_status tk_jit_check_kernel(tk_ctx *ctx, const char *what, const tk_kernel *k,
                               const char *arch);
 
-/* snprintf into err (if any) and return s: the internal error style. */
-tk_status tk_errf(char *err, size_t errn, tk_status s, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 /* Monotonic milliseconds, for statistics and timing. */
 double tk_now_ms(void);
 

@@ -13,101 +13,20 @@
 /* a rank-4 tensor: ptr, 4 dims, 4 strides; then the tensor maps and their flags */
 #define TK_MAX_SLOTS (TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1)
 
-static const char *tk_an(tk_dtype dt) /* "an i32" vs "a f32" reads better */
+tk_status tk_program_check_args(const tk_program *p, int nargs, const tk_arg *args, tk_diag *dg)
 {
-    return dt == TK_I32 || dt == TK_I64 ? "an" : "a";
+    return tk_sig_check(&p->sig, p->name, nargs, args, "tk_launch", dg);
 }
 
-/* The kind of argument a parameter takes, for messages. */
-static void tk_psig_str(const tk_psig *s, char *buf, size_t n)
-{
-    if (s->kind == TK_KIND_GVIEW)
-        snprintf(buf, n, "a rank-%d %s tensor", s->rank, tk_dtype_name(s->dtype));
-    else
-        snprintf(buf, n, "%s %s scalar", tk_an(s->dtype), tk_dtype_name(s->dtype));
-}
-
-/* A scalar argument fits a parameter of the same dtype; bool parameters
- * also take i32 (the public API has no bool constructor). */
-static int tk_scalar_fits(tk_dtype param, tk_dtype arg)
-{
-    return param == arg || (param == TK_BOOL && arg == TK_I32);
-}
-
-static tk_status tk_check_tensor(const tk_psig *s, int i, const tk_arg *a, char *err, size_t errn)
-{
-    if (a->rank < 1 || a->rank > 4)
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: argument %d ('%s') has rank %d, ranks 1..4 are supported", i,
-                       s->name, a->rank);
-    if (a->dtype != s->dtype)
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: argument %d ('%s') is a %s tensor, the kernel expects %s", i,
-                       s->name, tk_dtype_name(a->dtype), tk_dtype_name(s->dtype));
-    if (a->rank != s->rank)
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: argument %d ('%s') is a rank-%d tensor, the kernel expects "
-                       "rank %d", i, s->name, a->rank, s->rank);
-    if (!a->data)
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: argument %d ('%s') has a NULL data pointer", i, s->name);
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] < 0)
-            return tk_errf(err, errn, TK_ERR_LAUNCH,
-                           "tk_launch: argument %d ('%s') has dims[%d] = %lld (must be >= 0)", i,
-                           s->name, d, (long long)a->dims[d]);
-    return TK_OK;
-}
-
-static tk_status tk_check_arg(const tk_psig *s, int i, const tk_arg *a, char *err, size_t errn)
-{
-    char want[64];
-    tk_psig_str(s, want, sizeof want);
-    int is_tensor = a->kind == TK_KIND_GVIEW;
-    if (a->kind != TK_KIND_GVIEW && a->kind != TK_KIND_SCALAR)
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: argument %d ('%s') has invalid kind %d, the kernel expects %s",
-                       i, s->name, (int)a->kind, want);
-    if (is_tensor != (s->kind == TK_KIND_GVIEW))
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: argument %d ('%s') is a %s, the kernel expects %s", i,
-                       s->name, is_tensor ? "tensor" : "scalar", want);
-    if (is_tensor)
-        return tk_check_tensor(s, i, a, err, errn);
-    if (!tk_scalar_fits(s->dtype, a->dtype))
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: argument %d ('%s') is %s %s scalar, the kernel expects %s", i,
-                       s->name, tk_an(a->dtype), tk_dtype_name(a->dtype), want);
-    return TK_OK;
-}
-
-tk_status tk_program_check_args(const tk_program *p, int nargs, const tk_arg *args, char *err,
-                                size_t errn)
-{
-    if (nargs != p->nparams)
-        return tk_errf(err, errn, TK_ERR_LAUNCH,
-                       "tk_launch: kernel '%s' takes %d argument%s, got %d", p->name, p->nparams,
-                       p->nparams == 1 ? "" : "s", nargs);
-    if (nargs > 0 && !args)
-        return tk_errf(err, errn, TK_ERR_LAUNCH, "tk_launch: args is NULL");
-    for (int i = 0; i < nargs; i++) {
-        tk_status s = tk_check_arg(&p->params[i], i, &args[i], err, errn);
-        if (s != TK_OK)
-            return s;
-    }
-    return TK_OK;
-}
-
-tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[3], char *err,
-                          size_t errn)
+tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[3], tk_diag *dg)
 {
     static const int64_t max[3] = { INT32_MAX, 65535, 65535 };
-    tk_status s = tk_grid_eval(&p->grid, args, grid, "tk_launch", err, errn);
+    tk_status s = tk_grid_eval(&p->grid, args, grid, "tk_launch", dg);
     for (int d = 0; s == TK_OK && d < 3; d++)
         if (grid[d] < 0 || grid[d] > max[d])
-            s = tk_errf(err, errn, TK_ERR_LAUNCH,
+            s = tk_diag_fail(dg, TK_ERR_LAUNCH,
                         "tk_launch: kernel '%s' grid[%d] = %lld is outside 0..%lld", p->name, d,
-                        (long long)grid[d], (long long)max[d]);
+                             (long long)grid[d], (long long)max[d]);
     return s;
 }
 
@@ -124,20 +43,20 @@ typedef union {
 static int tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void **ptrs)
 {
     int n = 0;
-    for (int i = 0; i < p->nparams; i++) {
+    for (int i = 0; i < p->sig.nparams; i++) {
         const tk_arg *a = &args[i];
-        if (p->params[i].kind == TK_KIND_GVIEW) {
+        if (p->sig.params[i].kind == TK_KIND_GVIEW) {
             slot[n++].ptr = (uint64_t)(uintptr_t)a->data;
             for (int d = 0; d < a->rank; d++)
                 slot[n++].i64 = a->dims[d];
             for (int d = 0; d < a->rank; d++)
                 slot[n++].i64 = a->strides[d];
-        } else if (p->params[i].dtype == TK_F32) {
+        } else if (p->sig.params[i].dtype == TK_F32) {
             slot[n++].f32 = (float)a->scalar.f;
-        } else if (p->params[i].dtype == TK_I64) {
+        } else if (p->sig.params[i].dtype == TK_I64) {
             slot[n++].i64 = a->scalar.i;
         } else { /* i32, bool */
-            slot[n++].i32 = p->params[i].dtype == TK_BOOL ? a->scalar.i != 0
+            slot[n++].i32 = p->sig.params[i].dtype == TK_BOOL ? a->scalar.i != 0
                                                            : (int32_t)a->scalar.i;
         }
     }
@@ -204,26 +123,20 @@ static int tk_pack_maps(const tk_program *p, const tk_arg *args, CUtensorMap *ma
     return n;
 }
 
-static tk_status tk_launch_fail(const tk_program *p, tk_status s, const char *prefix,
-                                const char *err)
-{
-    return p->ctx ? tk_ctx_fail(p->ctx, s, "%s%s", prefix, err) : s;
-}
-
 tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
 {
-    char err[TK_ERRN];
+    tk_diag dg = {0};
     int64_t g[3];
     if (!p)
         return TK_ERR_INVALID_ARG;
-    tk_status s = tk_program_check_args(p, nargs, args, err, sizeof err);
+    tk_status s = tk_program_check_args(p, nargs, args, &dg);
     if (s == TK_OK)
-        s = tk_program_grid(p, args, g, err, sizeof err);
+        s = tk_program_grid(p, args, g, &dg);
     if (s == TK_OK && !p->fn)
-        s = tk_errf(err, sizeof err, TK_ERR_STATE, "tk_launch: program '%s' has no loaded module",
-                    p->name);
+        s = tk_diag_fail(&dg, TK_ERR_STATE, "tk_launch: program '%s' has no loaded module",
+                         p->name);
     if (s != TK_OK)
-        return tk_launch_fail(p, s, "", err);
+        return tk_ctx_report(p->ctx, "", &dg);
     if (g[0] == 0 || g[1] == 0 || g[2] == 0)
         return TK_OK; /* an empty problem: nothing to run */
     tk_slot slot[TK_MAX_SLOTS];
@@ -232,12 +145,12 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
     uint32_t flags;
     tk_pack_maps(p, args, maps, &flags, ptrs, tk_pack(p, args, slot, ptrs));
     const tk_cuda *cu = p->cu;
-    s = tk_cuda_enter(cu, err, sizeof err);
+    s = tk_cuda_enter(cu, &dg);
     if (s == TK_OK)
         s = tk_cuda_check(cu,
                           cu->cuLaunchKernel(p->fn, (unsigned)g[0], (unsigned)g[1],
                                              (unsigned)g[2], (unsigned)p->plan.threads, 1, 1,
                                              (unsigned)p->plan.smem, (CUstream)stream, ptrs, NULL),
-                          "cuLaunchKernel", err, sizeof err);
-    return s == TK_OK ? TK_OK : tk_launch_fail(p, s, "tk_launch: ", err);
+                          "cuLaunchKernel", &dg);
+    return s == TK_OK ? TK_OK : tk_ctx_report(p->ctx, "tk_launch: ", &dg);
 }

@@ -34,12 +34,11 @@ void tk_compiler_id_ptxas(const tk_ptxas *p, char *buf, size_t n)
 }
 
 /* Copies the linker's cubin out (it lives inside the link state). */
-static tk_status tk_link_take(const void *img, size_t sz, void **cubin, size_t *n, char *err,
-                              size_t errn)
+static tk_status tk_link_take(const void *img, size_t sz, void **cubin, size_t *n, tk_diag *dg)
 {
     *cubin = malloc(sz ? sz : 1);
     if (!*cubin)
-        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory for a %zu-byte cubin", sz);
+        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory for a %zu-byte cubin", sz);
     memcpy(*cubin, img, sz);
     *n = sz;
     return TK_OK;
@@ -48,11 +47,11 @@ static tk_status tk_link_take(const void *img, size_t sz, void **cubin, size_t *
 /* One failed link step: the driver's message plus the linker's logs, which
  * hold ptxas's own diagnostics (line numbers, register errors). */
 static tk_status tk_link_fail(const tk_cuda *cu, CUresult r, const char *call, const char *elog,
-                              const char *ilog, char *err, size_t errn)
+                              const char *ilog, tk_diag *dg)
 {
-    char what[512];
-    tk_cuda_check(cu, r, call, what, sizeof what);
-    return tk_errf(err, errn, TK_ERR_PTXAS, "%s\n%s%s%s", what, elog, *ilog ? "\n" : "", ilog);
+    tk_diag what = {0};
+    tk_cuda_check(cu, r, call, &what);
+    return tk_diag_fail(dg, TK_ERR_PTXAS, "%s\n%s%s%s", what.msg, elog, *ilog ? "\n" : "", ilog);
 }
 
 /* ptxas ignores setmaxnreg in relocatable code, which is all the JIT linker
@@ -65,24 +64,24 @@ static tk_status tk_link_fail(const tk_cuda *cu, CUresult r, const char *call, c
  * which makes a real cubin. */
 static tk_status tk_whole_compile(const tk_cuda *cu, const char *ptx, CUjit_option *opt,
                                   void **val, const char *elog, const char *ilog, void **cubin,
-                                  size_t *n, char *err, size_t errn)
+                                  size_t *n, tk_diag *dg)
 {
     CUmodule mod = NULL;
     CUresult r = cu->cuModuleLoadDataEx(&mod, ptx, 4, opt, val);
     if (r != CUDA_SUCCESS)
-        return tk_link_fail(cu, r, "cuModuleLoadDataEx", elog, ilog, err, errn);
+        return tk_link_fail(cu, r, "cuModuleLoadDataEx", elog, ilog, dg);
     cu->cuModuleUnload(mod);
-    return tk_link_take(ptx, strlen(ptx) + 1, cubin, n, err, errn);
+    return tk_link_take(ptx, strlen(ptx) + 1, cubin, n, dg);
 }
 
 tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void **cubin,
-                            size_t *n, char *err, size_t errn)
+                            size_t *n, tk_diag *dg)
 {
     *cubin = NULL;
     *n = 0;
     char *elog = calloc(2, TK_LINK_LOG);
     if (!elog)
-        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
     char *ilog = elog + TK_LINK_LOG;
     CUjit_option opt[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                            CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES };
@@ -90,7 +89,7 @@ tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void
     void *val[] = { elog, (void *)(uintptr_t)(TK_LINK_LOG - 1), ilog,
                     (void *)(uintptr_t)(TK_LINK_LOG - 1) };
     if (whole) {
-        tk_status s = tk_whole_compile(cu, ptx, opt, val, elog, ilog, cubin, n, err, errn);
+        tk_status s = tk_whole_compile(cu, ptx, opt, val, elog, ilog, cubin, n, dg);
         free(elog);
         return s;
     }
@@ -98,16 +97,16 @@ tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void
     CUresult r = cu->cuLinkCreate(4, opt, val, &st);
     tk_status s = TK_OK;
     if (r != CUDA_SUCCESS) {
-        s = tk_cuda_check(cu, r, "cuLinkCreate", err, errn);
+        s = tk_cuda_check(cu, r, "cuLinkCreate", dg);
     } else if ((r = cu->cuLinkAddData(st, CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx) + 1,
                                       "tk.ptx", 0, NULL, NULL)) != CUDA_SUCCESS) {
-        s = tk_link_fail(cu, r, "cuLinkAddData", elog, ilog, err, errn);
+        s = tk_link_fail(cu, r, "cuLinkAddData", elog, ilog, dg);
     } else {
         void *img = NULL;
         size_t sz = 0;
         r = cu->cuLinkComplete(st, &img, &sz);
-        s = r != CUDA_SUCCESS ? tk_link_fail(cu, r, "cuLinkComplete", elog, ilog, err, errn)
-                              : tk_link_take(img, sz, cubin, n, err, errn);
+        s = r != CUDA_SUCCESS ? tk_link_fail(cu, r, "cuLinkComplete", elog, ilog, dg)
+                              : tk_link_take(img, sz, cubin, n, dg);
     }
     if (st)
         cu->cuLinkDestroy(st);

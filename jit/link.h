@@ -21,17 +21,17 @@ typedef struct tk_ptxas {
 /* Finds ptxas: $TK_PTXAS, else the first `ptxas` on PATH, else
  * /usr/local/cuda/bin/ptxas; then runs `ptxas --version`. TK_ERR_PTXAS
  * with a message when none is usable. */
-tk_status tk_ptxas_find(tk_ptxas *p, char *err, size_t errn);
+tk_status tk_ptxas_find(tk_ptxas *p, tk_diag *dg);
 /* Runs `ptxas -arch=<arch> -o <cubin> <ptx>` on private temp files.
  * *cubin is malloc'd. TK_ERR_PTXAS carries ptxas's output. */
 tk_status tk_ptxas_compile(const tk_ptxas *p, const char *ptx, const char *arch, void **cubin,
-                           size_t *n, char *err, size_t errn);
+                           size_t *n, tk_diag *dg);
 /* The driver's JIT linker on the current device (context must be current).
  * *cubin is malloc'd. TK_ERR_PTXAS carries the linker's error log. With
  * `whole` (PTX that uses setmaxnreg) the module loader compiles it instead
  * and the image is the PTX itself (jit/link.c says why). */
 tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void **cubin,
-                            size_t *n, char *err, size_t errn);
+                            size_t *n, tk_diag *dg);
 
 /* Compiler identities for cache keys and entry headers (< 64 bytes kept in
  * headers; keys hash the whole string). */

@@ -104,7 +104,7 @@ static tk_status bind_params(tk_lower *L) {
             int r = p->type.rank;
             tk_lv *lv = tk_lw_def(L, p, 1 + 2 * r);
             if (!lv)
-                return L->st;
+                return L->dg->st;
             lv->v[0] = LLVMGetParam(L->fn, a++);
             name_param(lv->v[0], p->name, NULL, 0);
             for (int d = 0; d < 2 * r; d++) {
@@ -114,7 +114,7 @@ static tk_status bind_params(tk_lower *L) {
         } else {
             tk_lv *lv = tk_lw_def(L, p, 1);
             if (!lv)
-                return L->st;
+                return L->dg->st;
             LLVMValueRef v = LLVMGetParam(L->fn, a++);
             name_param(v, p->name, NULL, 0);
             if (p->type.dtype == TK_BOOL) /* bool travels as i32 */
@@ -171,9 +171,9 @@ static tk_status build_entry(tk_lower *L) {
 
     init_ids(L);
     if (bind_params(L) != TK_OK)
-        return L->st;
+        return L->dg->st;
     tk_tma_entry(L);
-    return L->st;
+    return L->dg->st;
 }
 
 /* ---- Use pre-pass ---------------------------------------------------------- */
@@ -268,7 +268,7 @@ static tk_status verify(tk_lower *L) {
     if (LLVMVerifyModule(L->m, LLVMReturnStatusAction, &msg)) {
         tk_lw_fail(L, TK_ERR_LLVM, "LLVM verifier: %s", msg ? msg : "?");
         LLVMDisposeMessage(msg);
-        return L->st;
+        return L->dg->st;
     }
     LLVMDisposeMessage(msg);
     return TK_OK;
@@ -283,7 +283,7 @@ static tk_status optimize(tk_lower *L, LLVMTargetMachineRef tm) {
         tk_lw_fail(L, TK_ERR_LLVM, "LLVM passes: %s", msg);
         LLVMDisposeErrorMessage(msg);
     }
-    return L->st;
+    return L->dg->st;
 }
 
 static char *dup_n(const char *s, size_t n) {
@@ -306,7 +306,7 @@ static tk_status emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out
         if (LLVMTargetMachineEmitToMemoryBuffer(tm, L->m, LLVMAssemblyFile, &msg, &buf)) {
             tk_lw_fail(L, TK_ERR_LLVM, "PTX emission: %s", msg ? msg : "?");
             LLVMDisposeMessage(msg);
-            return L->st;
+            return L->dg->st;
         }
         *out = dup_n(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
         LLVMDisposeMemoryBuffer(buf);
@@ -332,31 +332,30 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     L->vals = tk_lw_alloc(L, L->nvals * sizeof *L->vals);
     L->use = tk_lw_alloc(L, L->nvals);
     if (!L->vals || !L->use)
-        return L->st;
+        return L->dg->st;
     note_uses(L, L->k->body);
     while (carry_uses(L, L->k->body)) {
     }
     if (build_entry(L) != TK_OK)
-        return L->st;
+        return L->dg->st;
     if (lower_body(L) != TK_OK)
-        return L->st;
+        return L->dg->st;
     LLVMBuildRetVoid(L->b);
     if (verify(L) != TK_OK || optimize(L, tm) != TK_OK)
-        return L->st;
+        return L->dg->st;
     return emit(L, tm, ptx, out);
 }
 
 static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, bool ptx,
-                     char **out, char *err, size_t errn) {
-    tk_lower L = {.k = k, .sync = &tk_sync_lockstep, .err = err, .errn = errn};
+                     char **out, tk_diag *dg) {
+    tk_diag diag = {0}; /* this call's own: a fresh lowering starts with no failure */
+    tk_lower L = {.k = k, .sync = &tk_sync_lockstep, .dg = &diag};
     tk_plan own;
-    if (err && errn)
-        err[0] = 0;
     if (!out)
-        return tk_lw_fail(&L, TK_ERR_INVALID_ARG, "output pointer is NULL");
+        return tk_diag_fail(dg, TK_ERR_INVALID_ARG, "output pointer is NULL");
     *out = NULL;
     if (check_kernel(&L, k, arch, plan, &own) != TK_OK)
-        return L.st;
+        return tk_diag_fail(dg, diag.st, "%s", diag.msg);
     L.c = LLVMContextCreate();
     L.m = LLVMModuleCreateWithNameInContext(k->name, L.c);
     L.b = LLVMCreateBuilderInContext(L.c);
@@ -370,23 +369,22 @@ static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, 
     LLVMDisposeModule(L.m);
     LLVMContextDispose(L.c);
     tk_lw_free_all(&L);
-    if (L.st != TK_OK) {
-        free(*out);
-        *out = NULL;
-    }
-    return L.st;
+    if (diag.st == TK_OK)
+        return TK_OK;
+    free(*out);
+    *out = NULL;
+    return tk_diag_fail(dg, diag.st, "%s", diag.msg);
 }
 
-tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, char *err, size_t errn) {
-    return run(k, arch, NULL, true, ptx, err, errn);
+tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, tk_diag *dg) {
+    return run(k, arch, NULL, true, ptx, dg);
 }
 
 tk_status tk_lower_ptx_plan(const tk_kernel *k, const char *arch, const tk_plan *plan, char **ptx,
-                            char *err, size_t errn) {
-    return run(k, arch, plan, true, ptx, err, errn);
+                            tk_diag *dg) {
+    return run(k, arch, plan, true, ptx, dg);
 }
 
-tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, char *err,
-                             size_t errn) {
-    return run(k, arch, NULL, false, text, err, errn);
+tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, tk_diag *dg) {
+    return run(k, arch, NULL, false, text, dg);
 }

@@ -1,25 +1,25 @@
 /* Lowering a finished kernel to NVPTX (jit/lower.c): the contract between the
- * lowering and the rest of jit/. Each returns TK_OK or a status with a
- * message in err (NUL-terminated, at most errn bytes). Thread-safe: each
+ * lowering and the rest of jit/. Each returns TK_OK or a status with its
+ * message recorded in dg (ir/diag.h). Thread-safe: each
  * call uses its own LLVM context. */
 #ifndef TK_JIT_LOWER_H
 #define TK_JIT_LOWER_H
 
 #include <stddef.h>
 
+#include "ir/diag.h"
 #include "ops/nv/plan.h"
 #include "tk/tk.h"
 
 /* PTX text for arch ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"); *ptx is
  * malloc'd and NUL-terminated. The kernel's plan is made for this call. */
-tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, char *err, size_t errn);
+tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, tk_diag *dg);
 /* The same with the plan the caller made for k and arch (tk_plan_make; the
  * program's), NULL: made for this call. TK_ERR_STATE when the plan is for
  * another target. */
 tk_status tk_lower_ptx_plan(const tk_kernel *k, const char *arch, const tk_plan *plan, char **ptx,
-                            char *err, size_t errn);
+                            tk_diag *dg);
 /* Textual LLVM IR after lowering and optimization; *text is malloc'd. */
-tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, char *err,
-                             size_t errn);
+tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, tk_diag *dg);
 
 #endif

@@ -42,14 +42,14 @@ static tk_status lower_role(tk_lower *L, const tk_sync_ops *sync) {
 tk_status tk_lower_split(tk_lower *L) {
     tk_lv *params = tk_lw_alloc(L, L->nvals * sizeof *params);
     if (!params)
-        return L->st;
+        return L->dg->st;
     memcpy(params, L->vals, L->nvals * sizeof *params); /* what the entry defined */
     LLVMBasicBlockRef prod = tk_lw_block(L, "ws.producer"), cons = tk_lw_block(L, "ws.consumer");
     LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntUGE, L->warp, i32c(L, L->k->warps), ""),
                     prod, cons);
     LLVMPositionBuilderAtEnd(L->b, prod);
     if (lower_role(L, &tk_sync_producer) != TK_OK)
-        return L->st;
+        return L->dg->st;
     L->sync->wait(L, 0); /* its fallback copies land before the warp exits */
     LLVMBuildRetVoid(L->b);
     memcpy(L->vals, params, L->nvals * sizeof *params);

@@ -45,6 +45,7 @@
 
 #include "ir/abi.h"
 #include "ir/ctx.h"
+#include "jit/link.h"
 #include "tk/tk_jit.h"
 
 /* A producer warpgroup, of which one warp works: setmaxnreg, which hands
@@ -389,6 +390,9 @@ tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out)
     if (!arch || !out)
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_target_caps_get: %s is NULL",
                            arch ? "out" : "arch");
+    if (!tk_arch_valid(arch)) /* as tk_emit_ptx: not an arch name at all */
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_target_caps_get: invalid target \"%s\"",
+                           arch);
     const tk_target *t = tk_target_find(arch);
     if (!t) {
         char known[128];

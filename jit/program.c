@@ -16,35 +16,30 @@
 /* Copies the parameter list: what tk_launch checks and packs. */
 static void tk_program_sig(tk_program *p, const tk_kernel *k)
 {
-    p->nparams = k->nparams;
+    tk_sig_of(k, &p->sig);
     p->nslots = 0;
     for (int i = 0; i < k->nparams; i++) {
-        const tk_value *v = k->params[i];
-        tk_psig *s = &p->params[i];
-        s->kind = v->type.kind;
-        s->dtype = v->type.dtype;
-        s->rank = v->type.kind == TK_KIND_GVIEW ? v->type.rank : 0;
-        snprintf(s->name, sizeof s->name, "%s", v->name ? v->name : "?");
+        const tk_sig_param *s = &p->sig.params[i];
         /* Same count as tk_abi_param_slots, without needing the value later. */
         p->nslots += s->kind == TK_KIND_GVIEW ? 1 + 2 * s->rank : 1;
     }
 }
 
 tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_program **out,
-                         char *err, size_t errn)
+                         tk_diag *dg)
 {
     *out = NULL;
     tk_program *p = calloc(1, sizeof *p);
     if (!p || !(p->name = strdup(k->name ? k->name : ""))) {
         free(p);
-        return tk_errf(err, errn, TK_ERR_NO_MEMORY, "out of memory");
+        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
     }
     atomic_init(&p->refs, 1);
     atomic_init(&p->origin, TK_FROM_COMPILE);
     p->ctx = ctx;
     tk_plan_make(k, tk_target_find(arch), &p->plan);
     tk_program_sig(p, k);
-    tk_status s = tk_grid_build(k, &p->grid, err, errn);
+    tk_status s = tk_grid_build(k, &p->grid, dg);
     if (s != TK_OK) {
         tk_program_release(p);
         return s;
@@ -54,36 +49,35 @@ tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_p
 }
 
 /* Function attributes a launch relies on. */
-static tk_status tk_program_setup_fn(tk_program *p, char *err, size_t errn)
+static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg)
 {
     const tk_cuda *cu = p->cu;
     tk_status s = tk_cuda_check(cu, cu->cuModuleGetFunction(&p->fn, p->mod, p->name),
-                                "cuModuleGetFunction", err, errn);
+                                "cuModuleGetFunction", dg);
     if (s != TK_OK || p->plan.smem <= TK_SMEM_DEFAULT_MAX)
         return s;
     if (cu->max_smem_optin > 0 && p->plan.smem > (size_t)cu->max_smem_optin)
-        return tk_errf(err, errn, TK_ERR_UNSUPPORTED,
-                       "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
-                       p->name, p->plan.smem, cu->max_smem_optin);
+        return tk_diag_fail(dg, TK_ERR_UNSUPPORTED,
+                            "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
+                            p->name, p->plan.smem, cu->max_smem_optin);
     return tk_cuda_check(cu,
                          cu->cuFuncSetAttribute(p->fn,
                                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                 (int)p->plan.smem),
-                         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", err, errn);
+                         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", dg);
 }
 
-tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, char *err, size_t errn)
+tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, tk_diag *dg)
 {
     CUmodule mod = NULL;
-    tk_status s = tk_cuda_check(cu, cu->cuModuleLoadData(&mod, cubin), "cuModuleLoadData", err,
-                                errn);
+    tk_status s = tk_cuda_check(cu, cu->cuModuleLoadData(&mod, cubin), "cuModuleLoadData", dg);
     if (s != TK_OK)
         return s;
     p->cu = tk_cuda_ref(cu);
     p->mod = mod;
     const char *off = getenv("TK_NO_TMA"); /* A/B runs and a test of the fallback */
     p->tma_off = off && *off && strcmp(off, "0") != 0;
-    s = tk_program_setup_fn(p, err, errn);
+    s = tk_program_setup_fn(p, dg);
     if (s != TK_OK) { /* leave p without a module, as before */
         cu->cuModuleUnload(mod);
         tk_cuda_unref(p->cu);
@@ -107,8 +101,8 @@ void tk_program_release(tk_program *p)
     if (p->mod) {
         /* The module belongs to the primary context: make it current first
          * (this thread may never have used the GPU). */
-        char err[256];
-        if (tk_cuda_enter(p->cu, err, sizeof err) == TK_OK)
+        tk_diag dg = {0};
+        if (tk_cuda_enter(p->cu, &dg) == TK_OK)
             p->cu->cuModuleUnload(p->mod);
     }
     tk_cuda_unref(p->cu);

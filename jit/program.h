@@ -11,14 +11,8 @@
 #include "jit/cache.h"
 #include "jit/cuda.h"
 #include "ir/grid.h"
+#include "ir/sig.h"
 #include "ops/nv/plan.h"
-
-typedef struct tk_psig {
-    tk_kind kind;     /* TK_KIND_GVIEW or TK_KIND_SCALAR */
-    tk_dtype dtype;
-    int32_t rank;
-    char name[48];    /* for messages (truncated) */
-} tk_psig;
 
 struct tk_program {
     atomic_int refs;       /* users + the memory cache                       */
@@ -31,8 +25,8 @@ struct tk_program {
     tk_plan plan;          /* made once (jit/plan.c): the lowering reads it,
                               tk_launch takes threads, smem and maps from it */
     bool tma_off;          /* TK_NO_TMA was set at load: encode no maps      */
-    int32_t nparams, nslots;
-    tk_psig params[TK_MAX_PARAMS];
+    tk_sig sig;            /* the kernel's, checked by tk_launch (ir/sig.c)  */
+    int32_t nslots;
     tk_grid_prog grid;
 };
 
@@ -41,17 +35,16 @@ struct tk_program {
  * exercise argument checking without a GPU). ctx may be NULL (then launch
  * errors are only returned). */
 tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_program **out,
-                         char *err, size_t errn);
+                         tk_diag *dg);
 /* Loads a cubin into p (context current), finds the entry, raises the
  * dynamic shared memory limit when above the 48 KB default. */
-tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, char *err, size_t errn);
+tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, tk_diag *dg);
 tk_program *tk_program_retain(tk_program *p);
-/* Arguments against the signature; TK_ERR_LAUNCH with a precise message. */
-tk_status tk_program_check_args(const tk_program *p, int nargs, const tk_arg *args, char *err,
-                                size_t errn);
+/* Arguments against the signature (tk_sig_check, the interpreter's rule);
+ * TK_ERR_LAUNCH with a precise message. */
+tk_status tk_program_check_args(const tk_program *p, int nargs, const tk_arg *args, tk_diag *dg);
 /* Grid for checked args. */
-tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[3], char *err,
-                          size_t errn);
+tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[3], tk_diag *dg);
 
 /* Memory-cache hooks. */
 void *tk_program_retain_v(void *p);

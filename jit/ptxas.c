@@ -85,81 +85,81 @@ static bool tk_ptxas_on_path(char *buf, size_t n)
 }
 
 /* The last non-empty line of `ptxas --version` identifies the build. */
-static tk_status tk_ptxas_version(tk_ptxas *p, char *err, size_t errn)
+static tk_status tk_ptxas_version(tk_ptxas *p, tk_diag *dg)
 {
     char out[TK_CAPTURE_MAX];
     char *argv[] = { p->path, (char *)"--version", NULL };
     int rc = tk_run_capture(argv, out, sizeof out);
     if (rc != 0)
-        return tk_errf(err, errn, TK_ERR_PTXAS, "%s --version failed (%s): %s", p->path,
-                       rc < 0 ? strerror(errno) : "non-zero exit", out);
+        return tk_diag_fail(dg, TK_ERR_PTXAS, "%s --version failed (%s): %s", p->path,
+                            rc < 0 ? strerror(errno) : "non-zero exit", out);
     size_t len = strlen(out);
     while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r' || out[len - 1] == ' '))
         out[--len] = '\0';
     const char *last = strrchr(out, '\n');
     last = last ? last + 1 : out;
     if (!*last)
-        return tk_errf(err, errn, TK_ERR_PTXAS, "%s --version printed nothing", p->path);
+        return tk_diag_fail(dg, TK_ERR_PTXAS, "%s --version printed nothing", p->path);
     size_t n = strlen(last) < sizeof p->version ? strlen(last) : sizeof p->version - 1;
     memcpy(p->version, last, n); /* a build line is short; cut, it still identifies */
     p->version[n] = '\0';
     return TK_OK;
 }
 
-tk_status tk_ptxas_find(tk_ptxas *p, char *err, size_t errn)
+tk_status tk_ptxas_find(tk_ptxas *p, tk_diag *dg)
 {
     memset(p, 0, sizeof *p);
     const char *env = getenv("TK_PTXAS");
     if (env && *env) {
         /* An explicit choice is honoured or reported, never silently replaced. */
         if (!tk_is_exec(env))
-            return tk_errf(err, errn, TK_ERR_PTXAS, "TK_PTXAS=%s is not an executable file", env);
+            return tk_diag_fail(dg, TK_ERR_PTXAS, "TK_PTXAS=%s is not an executable file", env);
         snprintf(p->path, sizeof p->path, "%s", env);
     } else if (!tk_ptxas_on_path(p->path, sizeof p->path)) {
         snprintf(p->path, sizeof p->path, "/usr/local/cuda/bin/ptxas");
         if (!tk_is_exec(p->path))
-            return tk_errf(err, errn, TK_ERR_PTXAS,
+            return tk_diag_fail(dg, TK_ERR_PTXAS,
                            "ptxas not found (set TK_PTXAS, add it to PATH, or install the CUDA "
-                           "toolkit in /usr/local/cuda)");
+                                "toolkit in /usr/local/cuda)");
     }
-    return tk_ptxas_version(p, err, errn);
+    return tk_ptxas_version(p, dg);
 }
 
 /* Writes the PTX into dir/k.ptx. */
-static tk_status tk_write_ptx(const char *path, const char *ptx, char *err, size_t errn)
+static tk_status tk_write_ptx(const char *path, const char *ptx, tk_diag *dg)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
-        return tk_errf(err, errn, TK_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+        return tk_diag_fail(dg, TK_ERR_IO, "cannot create %s: %s", path, strerror(errno));
     int bad = tk_write_all(fd, ptx, strlen(ptx));
     int e = errno;
     if (close(fd) != 0 && !bad) {
         bad = 1;
         e = errno;
     }
-    return bad ? tk_errf(err, errn, TK_ERR_IO, "cannot write %s: %s", path, strerror(e)) : TK_OK;
+    return bad ? tk_diag_fail(dg, TK_ERR_IO, "cannot write %s: %s", path, strerror(e)) : TK_OK;
 }
 
 /* Runs ptxas inside the private directory `dir`, reading the cubin back. */
 static tk_status tk_ptxas_in(const tk_ptxas *p, const char *dir, const char *ptx,
-                             const char *arch, void **cubin, size_t *n, char *err, size_t errn)
+                             const char *arch, void **cubin, size_t *n, tk_diag *dg)
 {
     char in[PATH_MAX + 16], outp[PATH_MAX + 16], archopt[32], log[TK_CAPTURE_MAX];
     snprintf(in, sizeof in, "%s/k.ptx", dir);
     snprintf(outp, sizeof outp, "%s/k.cubin", dir);
     snprintf(archopt, sizeof archopt, "-arch=%s", arch);
-    tk_status s = tk_write_ptx(in, ptx, err, errn);
+    tk_status s = tk_write_ptx(in, ptx, dg);
     if (s == TK_OK) {
         char *argv[] = { (char *)p->path, archopt, (char *)"-o", outp, in, NULL };
         int rc = tk_run_capture(argv, log, sizeof log);
         if (rc < 0)
-            s = tk_errf(err, errn, TK_ERR_PTXAS, "cannot run %s: %s", p->path, strerror(errno));
+            s = tk_diag_fail(dg, TK_ERR_PTXAS, "cannot run %s: %s", p->path, strerror(errno));
         else if (rc != 0)
-            s = tk_errf(err, errn, TK_ERR_PTXAS, "ptxas -arch=%s failed (exit %d):\n%s", arch,
-                        rc, log);
+            s = tk_diag_fail(dg, TK_ERR_PTXAS, "ptxas -arch=%s failed (exit %d):\n%s", arch,
+                             rc, log);
         else if (tk_read_file(outp, cubin, n) != 0)
-            s = tk_errf(err, errn, TK_ERR_PTXAS, "ptxas wrote no cubin %s: %s", outp,
-                        strerror(errno));
+            s = tk_diag_fail(dg, TK_ERR_PTXAS, "ptxas wrote no cubin %s: %s", outp,
+                             strerror(errno));
     }
     unlink(in);
     unlink(outp);
@@ -167,19 +167,19 @@ static tk_status tk_ptxas_in(const tk_ptxas *p, const char *dir, const char *ptx
 }
 
 tk_status tk_ptxas_compile(const tk_ptxas *p, const char *ptx, const char *arch, void **cubin,
-                           size_t *n, char *err, size_t errn)
+                           size_t *n, tk_diag *dg)
 {
     *cubin = NULL;
     *n = 0;
     if (!tk_arch_valid(arch))
-        return tk_errf(err, errn, TK_ERR_INVALID_ARG, "invalid target \"%s\"", arch ? arch : "");
+        return tk_diag_fail(dg, TK_ERR_INVALID_ARG, "invalid target \"%s\"", arch ? arch : "");
     /* A fresh 0700 directory: nobody else can read or swap our files. */
     char dir[PATH_MAX];
     if ((size_t)snprintf(dir, sizeof dir, "%s/tk-ptxas-XXXXXX", tk_tmpdir()) >= sizeof dir ||
         !mkdtemp(dir))
-        return tk_errf(err, errn, TK_ERR_IO, "cannot create a temp directory in %s: %s",
-                       tk_tmpdir(), strerror(errno));
-    tk_status s = tk_ptxas_in(p, dir, ptx, arch, cubin, n, err, errn);
+        return tk_diag_fail(dg, TK_ERR_IO, "cannot create a temp directory in %s: %s",
+                            tk_tmpdir(), strerror(errno));
+    tk_status s = tk_ptxas_in(p, dir, ptx, arch, cubin, n, dg);
     rmdir(dir);
     return s;
 }

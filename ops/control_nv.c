@@ -22,7 +22,7 @@ static tk_status make_phis(tk_lower *L, tk_value *const *vals, int n, tk_lv *con
             continue;
         tk_lv *lv = tk_lw_def(L, vals[i], like[i]->n);
         if (!lv)
-            return L->st;
+            return L->dg->st;
         for (int s = 0; s < lv->n; s++)
             lv->v[s] = LLVMBuildPhi(L->b, LLVMTypeOf(like[i]->v[s]), "");
     }
@@ -56,10 +56,10 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
     tk_lv *lo = operand(L, op, 0), *hi = operand(L, op, 1), *step = operand(L, op, 2);
     tk_lv **init = tk_lw_alloc(L, sizeof *init * (size_t)(n + 1));
     if (!lo || !hi || !step || !init || !body || body->nargs != n + 1)
-        return L->st ? L->st : tk_lw_fail(L, TK_ERR_LLVM, "malformed for");
+        return L->dg->st ? L->dg->st : tk_lw_fail(L, TK_ERR_LLVM, "malformed for");
     for (int i = 0; i < n; i++)
         if (live(L, body->args[1 + i]) && !(init[i] = operand(L, op, 3 + i)))
-            return L->st;
+            return L->dg->st;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(L->b);
     LLVMBasicBlockRef head = tk_lw_block(L, "for.head"), bodyb = tk_lw_block(L, "for.body"),
                       exit = tk_lw_block(L, "for.exit");
@@ -67,16 +67,16 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
     LLVMPositionBuilderAtEnd(L->b, head);
     tk_lv *iv = tk_lw_def(L, body->args[0], 1);
     if (!iv || make_phis(L, body->args + 1, n, init))
-        return L->st;
+        return L->dg->st;
     iv->v[0] = LLVMBuildPhi(L->b, LLVMTypeOf(lo->v[0]), "iv");
     LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntSLT, iv->v[0], hi->v[0], ""), bodyb, exit);
 
     LLVMPositionBuilderAtEnd(L->b, bodyb);
     if (tk_lower_region(L, body) != TK_OK)
-        return L->st;
+        return L->dg->st;
     tk_lv **next = yields(L, body, n, body->args + 1);
     if (!next)
-        return L->st;
+        return L->dg->st;
     tk_lv ivn = {1, (LLVMValueRef[1]){LLVMBuildAdd(L->b, iv->v[0], step->v[0], "iv.next")}};
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(L->b);
     LLVMBuildBr(L->b, head);
@@ -88,12 +88,13 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
             continue;
         tk_lv *phis = tk_lw_get(L, body->args[1 + i]);
         if (!phis || phis->n != next[i]->n)
-            return L->st ? L->st : tk_lw_fail(L, TK_ERR_LLVM, "carried value %d changes shape", i);
+            return L->dg->st ? L->dg->st
+                             : tk_lw_fail(L, TK_ERR_LLVM, "carried value %d changes shape", i);
         add_incoming(phis, init[i], pre);
         add_incoming(phis, next[i], latch);
         tk_lv *res = tk_lw_def(L, op->res[i], phis->n);
         if (!res)
-            return L->st;
+            return L->dg->st;
         for (int s = 0; s < phis->n; s++)
             res->v[s] = phis->v[s];
     }
@@ -117,7 +118,7 @@ static tk_lv **lower_branch(tk_lower *L, const tk_op *op, int which, LLVMBasicBl
 static tk_status lower_if(tk_lower *L, const tk_op *op) {
     tk_lv *cond = operand(L, op, 0);
     if (!cond)
-        return L->st;
+        return L->dg->st;
     int n = op->nres;
     LLVMBasicBlockRef thenb = tk_lw_block(L, "if.then"), elseb = tk_lw_block(L, "if.else"),
                       merge = tk_lw_block(L, "if.end"), then_end, else_end;
@@ -125,16 +126,17 @@ static tk_status lower_if(tk_lower *L, const tk_op *op) {
     tk_lv **ty = lower_branch(L, op, 0, thenb, merge, &then_end);
     tk_lv **ey = ty ? lower_branch(L, op, 1, elseb, merge, &else_end) : NULL;
     if (!ty || !ey)
-        return L->st;
+        return L->dg->st;
     LLVMPositionBuilderAtEnd(L->b, merge);
     if (make_phis(L, op->res, n, ty))
-        return L->st;
+        return L->dg->st;
     for (int i = 0; i < n; i++) {
         if (!live(L, op->res[i]))
             continue;
         tk_lv *phis = tk_lw_get(L, op->res[i]);
         if (!phis || ey[i]->n != phis->n)
-            return L->st ? L->st : tk_lw_fail(L, TK_ERR_LLVM, "if result %d: shapes differ", i);
+            return L->dg->st ? L->dg->st
+                             : tk_lw_fail(L, TK_ERR_LLVM, "if result %d: shapes differ", i);
         add_incoming(phis, ty[i], then_end);
         add_incoming(phis, ey[i], else_end);
     }

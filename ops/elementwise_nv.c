@@ -169,7 +169,7 @@ static void round_pairs(tk_lower *L, LLVMValueRef *v, int n, tk_dtype from, tk_d
 static tk_status lower_binary(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
     tk_lv *a = tk_lw_get(L, op->opnds[0]), *b = tk_lw_get(L, op->opnds[1]);
     if (!a || !b)
-        return L->st;
+        return L->dg->st;
     tk_dtype cdt = compute_dt(rt->dtype);
     for (int i = 0; i < r->n; i++) {
         LLVMValueRef x = elem(L, op->opnds[0], a, rt, i, cdt);
@@ -184,7 +184,7 @@ static tk_status lower_unary(tk_lower *L, const tk_op *op, const tk_type *rt, tk
     const tk_value *in = op->opnds[0];
     tk_lv *a = tk_lw_get(L, in);
     if (!a)
-        return L->st;
+        return L->dg->st;
     if (op->opc == TK_OP_FILL) { /* one conversion, repeated */
         LLVMValueRef x = tk_lw_cvt(L, a->v[0], in->type.dtype, rt->dtype);
         for (int i = 0; i < r->n; i++)
@@ -212,7 +212,7 @@ tk_status tk_lower_elementwise(tk_lower *L, const tk_op *op) {
     const tk_type *rt = &op->res[0]->type;
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(rt));
     if (!r)
-        return L->st;
+        return L->dg->st;
     /* FILL/CVT results repeat or convert their single operand. */
     if (op->nopnds == 2)
         return lower_binary(L, op, rt, r);

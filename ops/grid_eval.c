@@ -24,7 +24,7 @@ static tk_status run_inst(const tk_ginst *in, const tk_arg *args, tk_sv *st, int
     tk_sv r = {.i = 0};
     tk_status s = TK_OK;
     switch (in->op) {
-    case TK_GOP_PARAM: r = tk_interp_arg_sv(&args[in->param]); break;
+    case TK_GOP_PARAM: r = tk_interp_arg_sv((tk_dtype)in->dt, &args[in->param]); break;
     case TK_OP_CONST: r = tk_interp_const((tk_dtype)in->dt, in->attr, in->f); break;
     case TK_OP_DIM: r.i = args[in->param].dims[in->attr]; break;
     default:
@@ -36,7 +36,7 @@ static tk_status run_inst(const tk_ginst *in, const tk_arg *args, tk_sv *st, int
 }
 
 tk_status tk_grid_eval(const tk_grid_prog *g, const tk_arg *args, int64_t out[3], const char *fn,
-                       char *err, size_t errn) {
+                       tk_diag *dg) {
     tk_sv st[TK_GRID_MAX_CODE];
     for (int d = 0; d < 3; d++) {
         out[d] = 1;
@@ -46,10 +46,8 @@ tk_status tk_grid_eval(const tk_grid_prog *g, const tk_arg *args, int64_t out[3]
         for (; in < end; in++) {
             const char *why = "";
             if (run_inst(in, args, st, &n, &why)) {
-                if (err && errn)
-                    snprintf(err, errn, "%s: grid dimension %d: op #%u (%s): %s", fn, d, in->id,
-                             tk_op_infos[in->op].name, why);
-                return TK_ERR_LAUNCH;
+                return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: grid dimension %d: op #%u (%s): %s",
+                                    fn, d, in->id, tk_op_infos[in->op].name, why);
             }
         }
         out[d] = st[0].i; /* grid values are integers (verified) */

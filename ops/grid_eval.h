@@ -9,6 +9,6 @@
 /* Evaluates the grid for args (checked against the signature already).
  * TK_ERR_LAUNCH on a zero divisor, the message prefixed with `fn`. */
 tk_status tk_grid_eval(const tk_grid_prog *g, const tk_arg *args, int64_t out[3], const char *fn,
-                       char *err, size_t errn);
+                       tk_diag *dg);
 
 #endif

@@ -40,10 +40,10 @@ tk_status tk_lower_ids(tk_lower *L, const tk_op *op) {
     default: return tk_lw_fail(L, TK_ERR_LLVM, "not an ids op");
     }
     if (!r)
-        return L->st ? L->st : tk_lw_fail(L, TK_ERR_LLVM, "cannot lower");
+        return L->dg->st ? L->dg->st : tk_lw_fail(L, TK_ERR_LLVM, "cannot lower");
     tk_lv *lv = tk_lw_def(L, op->res[0], 1);
     if (!lv)
-        return L->st;
+        return L->dg->st;
     lv->v[0] = r;
     return TK_OK;
 }

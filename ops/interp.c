@@ -46,9 +46,9 @@ tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s,
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (op)
-        return tk_ctx_fail(I->k->ctx, s, "%s: op #%u (%s): %s", where, op->id,
-                           tk_op_infos[op->opc].name, what);
-    return tk_ctx_fail(I->k->ctx, s, "%s: %s", where, what);
+        return tk_diag_fail(&I->diag, s, "%s: op #%u (%s): %s", where, op->id,
+                            tk_op_infos[op->opc].name, what);
+    return tk_diag_fail(&I->diag, s, "%s: %s", where, what);
 }
 
 /* ---- storage ------------------------------------------------------------ */
@@ -154,7 +154,7 @@ static tk_status bind_params(tk_interp *I) {
         tk_status s = tk_interp_ensure(I, NULL, v);
         if (s) return s;
         tk_sv x = {.i = p};
-        if (v->type.kind == TK_KIND_SCALAR) x = tk_interp_arg_sv(&I->args[p]);
+        if (v->type.kind == TK_KIND_SCALAR) x = tk_interp_arg_sv(v->type.dtype, &I->args[p]);
         tk_sv *d = tk_interp_sv(I, v);
         for (int t = 0; t < I->nthreads; t++) d[t] = x;
     }
@@ -189,7 +189,8 @@ static tk_status run_grid(tk_interp *I) {
 /* ---- arguments and grid ------------------------------------------------- */
 /* Every in-range element offset must fit an int64 so element addressing
  * never overflows: sum (dims[d]-1)*|strides[d]| < 2^63. */
-static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const char *fn) {
+static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const char *fn,
+                               tk_diag *dg) {
     for (int p = 0; p < k->nparams; p++) {
         const tk_arg *a = &args[p];
         if (a->kind != TK_KIND_GVIEW) continue;
@@ -202,9 +203,9 @@ static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const cha
                   __builtin_add_overflow(sum, m < 0 ? -m : m, &sum);
         }
         if (bad)
-            return tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: argument %d ('%s'): its dims and "
-                               "strides reach elements more than 2^63 apart", fn, p,
-                               k->params[p]->name);
+            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: argument %d ('%s'): its dims and "
+                                "strides reach elements more than 2^63 apart", fn, p,
+                                k->params[p]->name);
     }
     return TK_OK;
 }
@@ -212,66 +213,66 @@ static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const cha
 /* The grid through ir/grid.c and ops/grid_eval.c (as tk_launch), then the
  * interpreter's own limits: every dimension >= 1, at most 2^31 blocks. */
 static tk_status eval_grid(const tk_kernel *k, const tk_arg *args, int64_t grid[3],
-                           const char *fn) {
+                           const char *fn, tk_diag *dg) {
     tk_grid_prog g;
-    char err[512];
-    tk_status s = tk_grid_build(k, &g, err, sizeof err);
-    if (!s) s = tk_grid_eval(&g, args, grid, fn, err, sizeof err);
+    tk_status s = tk_grid_build(k, &g, dg);
+    if (!s) s = tk_grid_eval(&g, args, grid, fn, dg);
     tk_grid_free(&g);
-    if (s) return tk_ctx_fail(k->ctx, s, "%s", err);
+    if (s) return s;
     int64_t total = 1;
     for (int d = 0; d < 3; d++) {
         if (grid[d] < 1)
-            return tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: grid dimension %d is %lld; every grid "
-                               "dimension must be >= 1", fn, d, (long long)grid[d]);
+            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: grid dimension %d is %lld; every grid "
+                                "dimension must be >= 1", fn, d, (long long)grid[d]);
         if (grid[d] > GRID_MAX_BLOCKS / total) /* i.e. total * grid[d] > 2^31, unoverflowed */
-            return tk_ctx_fail(k->ctx, TK_ERR_LAUNCH, "%s: the grid (%lld x %lld x %lld) has "
-                               "more than 2^31 blocks", fn, (long long)grid[0],
-                               (long long)(d > 0 ? grid[1] : 1), (long long)(d > 1 ? grid[2] : 1));
+            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: the grid (%lld x %lld x %lld) has "
+                                "more than 2^31 blocks", fn, (long long)grid[0],
+                                (long long)(d > 0 ? grid[1] : 1),
+                                (long long)(d > 1 ? grid[2] : 1));
         total *= grid[d];
     }
     return TK_OK;
 }
 
-/* Checks the kernel and args, then evaluates the grid. */
+/* Checks the kernel and args (the same check as tk_launch: ir/sig.c), then
+ * evaluates the grid. */
 static tk_status prepare(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3],
-                         const char *fn) {
-    if (!k) return TK_ERR_INVALID_ARG;
+                         const char *fn, tk_diag *dg) {
     if (!k->finished)
-        return tk_ctx_fail(k->ctx, TK_ERR_STATE, "%s: kernel '%s' is not finished; call "
-                           "tk_kernel_finish first", fn, k->name);
-    tk_sig_param sig[TK_MAX_PARAMS];
-    char err[512];
-    tk_sig_of(k, sig);
-    tk_status s = tk_sig_check(sig, k->nparams, nargs, args, fn, err, sizeof err);
-    if (s) return tk_ctx_fail(k->ctx, s, "%s", err);
-    if ((s = check_extents(k, args, fn))) return s;
-    return eval_grid(k, args, grid, fn);
+        return tk_diag_fail(dg, TK_ERR_STATE, "%s: kernel '%s' is not finished; call "
+                            "tk_kernel_finish first", fn, k->name);
+    tk_sig sig;
+    tk_sig_of(k, &sig);
+    tk_status s = tk_sig_check(&sig, k->name, nargs, args, fn, dg);
+    if (s) return s;
+    if ((s = check_extents(k, args, fn, dg))) return s;
+    return eval_grid(k, args, grid, fn, dg);
 }
 
 tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]) {
-    if (!grid) {
-        if (k) tk_ctx_fail(k->ctx, TK_ERR_INVALID_ARG, "tk_kernel_grid: grid is NULL");
-        return TK_ERR_INVALID_ARG;
-    }
-    return prepare(k, nargs, args, grid, "tk_kernel_grid");
+    if (!k) return TK_ERR_INVALID_ARG;
+    tk_diag dg = {0};
+    if (!grid) tk_diag_fail(&dg, TK_ERR_INVALID_ARG, "tk_kernel_grid: grid is NULL");
+    else prepare(k, nargs, args, grid, "tk_kernel_grid", &dg);
+    return tk_ctx_report(k->ctx, "", &dg);
 }
 
 tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args) {
+    if (!k) return TK_ERR_INVALID_ARG;
     tk_interp I = {.k = k, .args = args};
-    tk_status s = prepare(k, nargs, args, I.grid, "tk_interp_run");
-    if (s) return s;
+    tk_status s = prepare(k, nargs, args, I.grid, "tk_interp_run", &I.diag);
+    if (s) return tk_ctx_report(k->ctx, "", &I.diag);
     I.warps = k->warps;
     I.nthreads = 32 * k->warps;
     I.smem_n = smem_floats(k);
     I.slots = calloc((size_t)k->nvalues + 1, sizeof *I.slots);
     I.smem = calloc(I.smem_n ? I.smem_n : 1, sizeof(float));
     if (!I.slots || !I.smem)
-        s = tk_ctx_fail(k->ctx, TK_ERR_NO_MEMORY, "tk_interp_run: out of memory");
-    else
-        s = run_grid(&I);
+        tk_diag_fail(&I.diag, TK_ERR_NO_MEMORY, "tk_interp_run: out of memory");
+    else if ((s = run_grid(&I)))
+        tk_diag_fail(&I.diag, s, "tk_interp_run: failed"); /* kept: a failure recorded */
     free_slots(&I);
     free(I.smem);
     free(I.pend);
-    return s;
+    return tk_ctx_report(k->ctx, "", &I.diag); /* the run's one report */
 }

@@ -19,6 +19,7 @@
 #ifndef TK_OPS_INTERP_H
 #define TK_OPS_INTERP_H
 
+#include "ir/diag.h"
 #include "ir/ir.h"
 
 /* One thread's copy of a scalar-like value. Integers (and bool, 0/1) are
@@ -56,6 +57,7 @@ typedef struct tk_interp {
     size_t npend, cappend;
     int64_t groups_committed; /* groups closed by ASYNC_COMMIT so far      */
     int64_t groups_applied;   /* groups applied by ASYNC_WAIT so far       */
+    tk_diag diag;             /* the run's failure; tk_interp_run reports it */
 } tk_interp;
 
 typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
@@ -66,7 +68,7 @@ typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
 #undef X
 
 /* ---- driver services (ops/interp.c) --------------------------------------- */
-/* Records a run-time error in k->ctx naming the op, block and `warp` (-1: the
+/* Records a run-time error in I->diag naming the op, block and `warp` (-1: the
  * block as a whole); returns s. */
 tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s,
                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -152,8 +154,9 @@ tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_s
                                 const char **why);
 /* A CONST op's value (dtype attr[1], integer attr[0], float fattr). */
 tk_sv tk_interp_const(tk_dtype dt, int64_t i, double f);
-/* A scalar kernel argument as the kernel sees it. */
-tk_sv tk_interp_arg_sv(const tk_arg *a);
+/* A scalar kernel argument as a parameter of dtype `param` sees it (a bool
+ * parameter given an i32 argument sees nonzero as 1, as tk_launch packs it). */
+tk_sv tk_interp_arg_sv(tk_dtype param, const tk_arg *a);
 
 /* Applies pending async copies up to group `upto` (INT64_MAX: all, even
  * uncommitted ones) in issue order (ops/memory_interp.c). */

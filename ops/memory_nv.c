@@ -21,7 +21,7 @@
 static tk_status def1(tk_lower *L, const tk_op *op, LLVMValueRef v) {
     tk_lv *lv = tk_lw_def(L, op->res[0], 1);
     if (!lv)
-        return L->st;
+        return L->dg->st;
     lv->v[0] = v;
     return TK_OK;
 }
@@ -34,7 +34,7 @@ static tk_status lower_shared(tk_lower *L, const tk_op *op) {
 static tk_status lower_stage(tk_lower *L, const tk_op *op) {
     tk_lv *s = tk_lw_get(L, op->opnds[0]), *i = tk_lw_get(L, op->opnds[1]);
     if (!s || !i)
-        return L->st;
+        return L->dg->st;
     LLVMValueRef bytes = tk_lw_i32c(L, (int64_t)tk_smem_stage_bytes(&op->opnds[0]->type));
     LLVMValueRef off = LLVMBuildMul(L->b, tk_lw_to_i32(L, i->v[0]), bytes, "");
     return def1(L, op, tk_lw_gep(L, s->v[0], off));
@@ -54,7 +54,7 @@ static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     default:
         L->sync->barrier(L);
     }
-    return L->st;
+    return L->dg->st;
 }
 
 /* ---- register <-> global ---------------------------------------------------- */
@@ -285,13 +285,13 @@ static tk_status lower_g2r(tk_lower *L, const tk_op *op) {
     gio_open(L, &g, op, t);
     g.fill = tk_lw_constf(L, t->dtype, op->fattr);
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
-    if (!r || L->st)
-        return L->st;
+    if (!r || L->dg->st)
+        return L->dg->st;
     if (t->kind == TK_KIND_VEC)
         g2r_slow(L, &g, r->v);
     else
         tk_lw_branch2(L, gio_fast(L, &g), g2r_fast, g2r_masked, &g, r->n, r->v);
-    return L->st;
+    return L->dg->st;
 }
 
 static tk_status lower_r2g(tk_lower *L, const tk_op *op) {
@@ -299,13 +299,13 @@ static tk_status lower_r2g(tk_lower *L, const tk_op *op) {
     gio g = {0};
     gio_open(L, &g, op, &val->type);
     g.val = tk_lw_get(L, val);
-    if (!g.val || L->st)
-        return L->st;
+    if (!g.val || L->dg->st)
+        return L->dg->st;
     if (val->type.kind == TK_KIND_VEC)
         r2g_slow(L, &g, NULL);
     else
         tk_lw_branch2(L, gio_fast(L, &g), r2g_fast, r2g_masked, &g, 0, NULL);
-    return L->st;
+    return L->dg->st;
 }
 
 /* ---- register <-> shared ------------------------------------------------- */
@@ -494,19 +494,19 @@ static tk_status lower_s2r(tk_lower *L, const tk_op *op) {
     sio s;
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
     if (!r || !sio_open(L, &s, op, t))
-        return L->st;
+        return L->dg->st;
     s.border = tk_lw_mma_b_only(L, op->res[0]);
     tk_lw_branch2(L, sio_fast(L, &s), s2r_fast, s2r_slow, &s, r->n, r->v);
-    return L->st;
+    return L->dg->st;
 }
 
 static tk_status lower_r2s(tk_lower *L, const tk_op *op) {
     const tk_value *val = op->opnds[3];
     sio s;
     if (!sio_open(L, &s, op, &val->type) || !(s.val = tk_lw_get(L, val)))
-        return L->st;
+        return L->dg->st;
     tk_lw_branch2(L, sio_fast(L, &s), r2s_fast, r2s_slow, &s, 0, NULL);
-    return L->st;
+    return L->dg->st;
 }
 
 tk_status tk_lower_memory(tk_lower *L, const tk_op *op) {

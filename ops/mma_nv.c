@@ -57,7 +57,7 @@ tk_status tk_lower_mma(tk_lower *L, const tk_op *op) {
     tk_lv *c = op->nopnds > 2 ? tk_lw_get(L, op->opnds[2]) : NULL;
     tk_lv *d = tk_lw_def(L, op->res[0], tk_frag_count(ct));
     if (!a || !b || !d || (op->nopnds > 2 && !c))
-        return L->st;
+        return L->dg->st;
     /* bf16 has one spelling; f16 names its D and C types (both f32 here). */
     const char *name = at->dtype == TK_BF16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
                                             : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
@@ -80,5 +80,5 @@ tk_status tk_lower_mma(tk_lower *L, const tk_op *op) {
                 d->v[base + e] = acc[e];
         }
     }
-    return L->st;
+    return L->dg->st;
 }

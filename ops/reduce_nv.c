@@ -38,7 +38,7 @@ static tk_status lower_reduction(tk_lower *L, const tk_op *op) {
     tk_lv *x = tk_lw_get(L, op->opnds[0]);
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(vt));
     if (!x || !r)
-        return L->st;
+        return L->dg->st;
     for (int s = 0; s < r->n; s++)
         r->v[s] = NULL;
     for (int i = 0; i < x->n; i++) { /* own elements, in tile order */
@@ -59,7 +59,7 @@ static tk_status lower_max_all(tk_lower *L, const tk_op *op) {
     tk_lv *x = tk_lw_get(L, op->opnds[0]);
     tk_lv *r = tk_lw_def(L, op->res[0], 1);
     if (!x || !r)
-        return L->st;
+        return L->dg->st;
     LLVMValueRef m = NULL;
     for (int i = 0; i < x->n; i++)
         m = combine(L, true, m, tk_lw_cvt(L, x->v[i], t->dtype, TK_F32));
@@ -90,7 +90,7 @@ static tk_status lower_mask(tk_lower *L, const tk_op *op) {
     tk_lv *av = tk_lw_get(L, op->opnds[1]), *bv = tk_lw_get(L, op->opnds[2]);
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
     if (!x || !av || !bv || !r)
-        return L->st;
+        return L->dg->st;
     LLVMValueRef a = tk_lw_to_i64(L, av->v[0]), b = tk_lw_to_i64(L, bv->v[0]);
     LLVMValueRef lr = tk_lw_to_i64(L, tk_frag_lane_row(L, t));
     LLVMValueRef lc = tk_lw_to_i64(L, tk_frag_lane_col(L, t));

@@ -48,7 +48,7 @@ tk_status tk_lower_scalar(tk_lower *L, const tk_op *op) {
     for (int i = 0; i < op->nopnds && i < 3; i++) {
         tk_lv *lv = tk_lw_get(L, op->opnds[i]);
         if (!lv)
-            return L->st;
+            return L->dg->st;
         in[i] = lv->v[0];
     }
     LLVMValueRef r;
@@ -65,7 +65,7 @@ tk_status tk_lower_scalar(tk_lower *L, const tk_op *op) {
     }
     tk_lv *lv = tk_lw_def(L, op->res[0], 1);
     if (!lv)
-        return L->st;
+        return L->dg->st;
     lv->v[0] = r;
     return TK_OK;
 }

@@ -486,9 +486,10 @@ START_TEST(errors_args_and_grid) {
     run_fails(k, 2, ok, TK_ERR_STATE, "not finished");
     finish(k);
     run_ok(k, 2, ok);
-    run_fails(k, 1, ok, TK_ERR_LAUNCH, "1 arguments given");
+    run_fails(k, 1, ok, TK_ERR_LAUNCH, "kernel 'args' takes 2 arguments, got 1");
     tk_arg bad[2] = {targ(&hB, 2, 16, 16, 0, 0), tk_arg_i32(1)};
-    run_fails(k, 2, bad, TK_ERR_LAUNCH, "argument 0 ('A') has dtype bf16");
+    run_fails(k, 2, bad, TK_ERR_LAUNCH,
+              "argument 0 ('A') is a bf16 tensor, the kernel expects f32");
     bad[0] = targ(&hA, 3, 1, 16, 16, 0);
     run_fails(k, 2, bad, TK_ERR_LAUNCH, "rank-3");
     bad[0] = targ(&hA, 2, 16, 16, 0, 0), bad[0].data = NULL;
@@ -496,7 +497,8 @@ START_TEST(errors_args_and_grid) {
     bad[0] = tk_arg_i32(3);
     run_fails(k, 2, bad, TK_ERR_LAUNCH, "is a scalar");
     bad[0] = targ(&hA, 2, 16, 16, 0, 0), bad[1] = tk_arg_i64(1);
-    run_fails(k, 2, bad, TK_ERR_LAUNCH, "argument 1 ('n') has dtype i64");
+    run_fails(k, 2, bad, TK_ERR_LAUNCH,
+              "argument 1 ('n') is an i64 scalar, the kernel expects an i32");
     int64_t huge[2] = {INT64_C(1) << 40, INT64_C(1) << 40}, st[2] = {INT64_C(1) << 40, 1};
     bad[0] = tk_arg_strided(hA.p, TK_F32, 2, huge, st), bad[1] = tk_arg_i32(1);
     run_fails(k, 2, bad, TK_ERR_LAUNCH, "2^63");

@@ -68,7 +68,7 @@ typedef struct ptx_src {
     int bad;   /* produce PTX ptxas rejects */
 } ptx_src;
 
-static tk_status make_ptx(void *user, char **ptx, char *err, size_t errn)
+static tk_status make_ptx(void *user, char **ptx, tk_diag *dg)
 {
     ptx_src *s = user;
     s->calls++;
@@ -152,33 +152,35 @@ END_TEST
 START_TEST(test_ptxas_compile)
 {
     tk_ptxas px;
-    char err[TK_ERRN];
-    ck_assert_msg(tk_ptxas_find(&px, err, sizeof err) == TK_OK, "%s", err);
+    tk_diag dg = {0};
+    ck_assert_msg(tk_ptxas_find(&px, &dg) == TK_OK, "%s", dg.msg);
     ck_assert_msg(strlen(px.version) > 0, "empty ptxas version");
     printf("ptxas: %s (%s)\n", px.path, px.version);
     ptx_src src = { "sm_90a", 0, 0 };
     char *ptx;
     void *cubin;
     size_t n;
-    make_ptx(&src, &ptx, err, sizeof err);
-    ck_assert_msg(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, err, sizeof err) == TK_OK,
-                  "%s", err);
+    make_ptx(&src, &ptx, &dg);
+    ck_assert_msg(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, &dg) == TK_OK,
+                  "%s", dg.msg);
     ck_assert(n > 4 && memcmp(cubin, "\177ELF", 4) == 0);
     free(cubin);
     free(ptx);
     src.bad = 1;
-    make_ptx(&src, &ptx, err, sizeof err);
-    ck_assert_int_eq(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, err, sizeof err),
+    make_ptx(&src, &ptx, &dg);
+    ck_assert_int_eq(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, &dg),
                      TK_ERR_PTXAS);
     ck_assert_ptr_null(cubin);
-    ck_assert_msg(strstr(err, "ptxas") && strstr(err, "line"), "%s", err);
+    ck_assert_msg(strstr(dg.msg, "ptxas") && strstr(dg.msg, "line"), "%s", dg.msg);
     free(ptx);
-    ck_assert_int_eq(tk_ptxas_compile(&px, "", "sm_9x; rm", &cubin, &n, err, sizeof err),
+    tk_diag_clear(&dg); /* the first failure wins: start afresh */
+    ck_assert_int_eq(tk_ptxas_compile(&px, "", "sm_9x; rm", &cubin, &n, &dg),
                      TK_ERR_INVALID_ARG);
     /* An explicit TK_PTXAS that is not there is reported, not replaced. */
     setenv("TK_PTXAS", "/nonexistent/ptxas", 1);
-    ck_assert_int_eq(tk_ptxas_find(&px, err, sizeof err), TK_ERR_PTXAS);
-    ck_assert_ptr_nonnull(strstr(err, "TK_PTXAS"));
+    tk_diag_clear(&dg);
+    ck_assert_int_eq(tk_ptxas_find(&px, &dg), TK_ERR_PTXAS);
+    ck_assert_ptr_nonnull(strstr(dg.msg, "TK_PTXAS"));
     unsetenv("TK_PTXAS");
 }
 END_TEST
@@ -193,24 +195,24 @@ START_TEST(test_disk_hit_miss)
     ck_assert(a.key.lo != b.key.lo || a.key.hi != b.key.hi);
     void *p;
     size_t n;
-    char err[512] = "";
-    ck_assert_int_eq(tk_disk_get(&j->cache, &a, &p, &n, err, sizeof err), TK_OK);
+    tk_diag dg = {0};
+    ck_assert_int_eq(tk_disk_get(&j->cache, &a, &p, &n, &dg), TK_OK);
     ck_assert_ptr_null(p);
     const char payload[] = "not really a cubin";
-    ck_assert_int_eq(tk_disk_put(&j->cache, &a, payload, sizeof payload, err, sizeof err), TK_OK);
-    ck_assert_int_eq(tk_disk_get(&j->cache, &a, &p, &n, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_put(&j->cache, &a, payload, sizeof payload, &dg), TK_OK);
+    ck_assert_int_eq(tk_disk_get(&j->cache, &a, &p, &n, &dg), TK_OK);
     ck_assert_ptr_nonnull(p);
     ck_assert_uint_eq(n, sizeof payload);
     ck_assert_mem_eq(p, payload, n);
     free(p);
-    ck_assert_int_eq(tk_disk_get(&j->cache, &b, &p, &n, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_get(&j->cache, &b, &p, &n, &dg), TK_OK);
     ck_assert_ptr_null(p);
     ck_assert_uint_eq(j->cache.stats.rejected, 0);
     /* Disabled disk cache: misses, and writes say why. */
     tk_cache_dir_set(&j->cache, NULL);
-    ck_assert_int_eq(tk_disk_get(&j->cache, &a, &p, &n, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_get(&j->cache, &a, &p, &n, &dg), TK_OK);
     ck_assert_ptr_null(p);
-    ck_assert_int_eq(tk_disk_put(&j->cache, &a, payload, 1, err, sizeof err), TK_ERR_CACHE);
+    ck_assert_int_eq(tk_disk_put(&j->cache, &a, payload, 1, &dg), TK_ERR_CACHE);
     tk_jit_destroy(j);
 }
 END_TEST
@@ -262,13 +264,13 @@ START_TEST(test_disk_rejects)
     void *cubin;
     size_t n;
     tk_origin from;
-    char err[TK_ERRN], path[PATH_MAX], comp[192];
-    ck_assert_msg(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from, err,
-                                     sizeof err) == TK_OK, "%s", err);
+    char path[PATH_MAX], comp[192];
+    tk_diag dg = {0};
+    ck_assert_msg(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from, &dg) == TK_OK, "%s", dg.msg);
     ck_assert_int_eq(from, TK_FROM_COMPILE);
     free(cubin);
     const tk_ptxas *px;
-    ck_assert_int_eq(tk_jit_ptxas(j, &px, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_jit_ptxas(j, &px, &dg), TK_OK);
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, text, "sm_90a", comp);
@@ -278,27 +280,27 @@ START_TEST(test_disk_rejects)
         damage(path, kind);
         /* The bare store reports why... */
         void *p;
-        char why[512] = "";
-        tk_disk_get(&j->cache, &id, &p, &n, why, sizeof why);
+        tk_diag why = {0};
+        tk_disk_get(&j->cache, &id, &p, &n, &why);
         ck_assert_ptr_null(p);
-        ck_assert_msg(strstr(why, damage_why[kind]), "damage %d: %s", kind, why);
+        ck_assert_msg(strstr(why.msg, damage_why[kind]), "damage %d: %s", kind, why.msg);
         ck_assert(!file_exists(path));
         ck_assert_uint_eq(j->cache.stats.rejected, 2 * (uint64_t)kind + 1);
         /* ...and the ptxas path rebuilds (damaging again first). */
         int calls = src.calls;
         ck_assert_int_eq(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                            err, sizeof err), TK_OK);
+                                            &dg), TK_OK);
         free(cubin);
         ck_assert_int_eq(src.calls, calls + 1);
         damage(path, kind);
         ck_assert_int_eq(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                            err, sizeof err), TK_OK);
+                                            &dg), TK_OK);
         free(cubin);
         ck_assert_int_eq(from, TK_FROM_COMPILE);
         ck_assert_int_eq(src.calls, calls + 2);
         ck_assert_uint_eq(j->cache.stats.rejected, 2 * (uint64_t)kind + 2);
         ck_assert_int_eq(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                            err, sizeof err), TK_OK);
+                                            &dg), TK_OK);
         free(cubin);
         ck_assert_int_eq(from, TK_FROM_DISK);
         ck_assert_int_eq(src.calls, calls + 2);
@@ -311,7 +313,7 @@ START_TEST(test_disk_rejects)
     /* ptxas errors come back with its message. */
     src.bad = 1;
     ck_assert_int_eq(tk_cubin_via_ptxas(j, "other", "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                        err, sizeof err), TK_ERR_PTXAS);
+                                        &dg), TK_ERR_PTXAS);
     ck_assert_ptr_null(cubin);
     tk_jit_destroy(j);
 }
@@ -338,9 +340,9 @@ START_TEST(test_disk_race)
             for (int r = 0; r < ROUNDS && !bad; r++) {
                 void *p;
                 size_t n;
-                char err[512];
-                bad |= tk_disk_put(&j->cache, &id, payload, SIZE, err, sizeof err) != TK_OK;
-                tk_disk_get(&j->cache, &id, &p, &n, err, sizeof err);
+                tk_diag dg = {0};
+                bad |= tk_disk_put(&j->cache, &id, payload, SIZE, &dg) != TK_OK;
+                tk_disk_get(&j->cache, &id, &p, &n, &dg);
                 bad |= !p || n != SIZE || memcmp(p, payload, SIZE) != 0;
                 free(p);
             }
@@ -357,8 +359,8 @@ START_TEST(test_disk_race)
     struct tk_jit *j = jit_in("race");
     void *p;
     size_t n;
-    char err[512];
-    tk_disk_get(&j->cache, &id, &p, &n, err, sizeof err);
+    tk_diag dg = {0};
+    tk_disk_get(&j->cache, &id, &p, &n, &dg);
     ck_assert_ptr_nonnull(p);
     ck_assert_mem_eq(p, payload, SIZE);
     free(p);
@@ -386,7 +388,8 @@ START_TEST(test_disk_evict)
     enum { PAY = 1000 };
     const uint64_t entry = sizeof(tk_disk_header) + PAY;
     j->cache.limit = 3 * entry;
-    char payload[PAY] = { 0 }, err[512], path[4][PATH_MAX];
+    char payload[PAY] = { 0 }, path[4][PATH_MAX];
+    tk_diag dg = {0};
     tk_cache_id id[4];
     for (int i = 0; i < 4; i++) {
         char text[32];
@@ -396,12 +399,12 @@ START_TEST(test_disk_evict)
         if (i == 3) { /* touch entry 0: now entry 1 is the least recently used */
             void *p;
             size_t n;
-            tk_disk_get(&j->cache, &id[0], &p, &n, err, sizeof err);
+            tk_disk_get(&j->cache, &id[0], &p, &n, &dg);
             ck_assert_ptr_nonnull(p);
             free(p);
             sleep_ms(30);
         }
-        ck_assert_int_eq(tk_disk_put(&j->cache, &id[i], payload, PAY, err, sizeof err), TK_OK);
+        ck_assert_int_eq(tk_disk_put(&j->cache, &id[i], payload, PAY, &dg), TK_OK);
         sleep_ms(30); /* mtimes must differ (coarse file system clocks) */
     }
     ck_assert(file_exists(path[0]));
@@ -411,7 +414,7 @@ START_TEST(test_disk_evict)
     ck_assert_uint_eq(j->cache.stats.evicted, 1);
     /* A tighter bound drops everything but the newest after the next write. */
     j->cache.limit = entry;
-    ck_assert_int_eq(tk_disk_put(&j->cache, &id[1], payload, PAY, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_put(&j->cache, &id[1], payload, PAY, &dg), TK_OK);
     ck_assert_uint_eq(j->cache.stats.evicted, 4);
     ck_assert(file_exists(path[1]));
     ck_assert(!file_exists(path[0]) && !file_exists(path[2]) && !file_exists(path[3]));
@@ -484,8 +487,8 @@ START_TEST(test_launch_checks)
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     tk_kernel *k = sig_kernel(ctx);
     tk_program *p;
-    char err[TK_ERRN];
-    ck_assert_msg(tk_program_new(ctx, k, NULL, &p, err, sizeof err) == TK_OK, "%s", err);
+    tk_diag dg = {0};
+    ck_assert_msg(tk_program_new(ctx, k, NULL, &p, &dg) == TK_OK, "%s", dg.msg);
     float a[4 * 100];
     uint16_t v[16];
     int64_t ad[2] = { 4, 100 }, vd[4] = { 1, 2, 2, 4 };
@@ -496,10 +499,10 @@ START_TEST(test_launch_checks)
     ck_assert_msg(tk_kernel_grid(k, 4, args, grid) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_mem_eq(grid, want, sizeof want);
     tk_kernel_destroy(k); /* the program must not need it any more */
-    ck_assert_int_eq(tk_program_grid(p, args, grid, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_program_grid(p, args, grid, &dg), TK_OK);
     ck_assert_mem_eq(grid, want, sizeof want);
     args[1] = tk_arg_i32(-3);
-    ck_assert_int_eq(tk_program_grid(p, args, grid, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_program_grid(p, args, grid, &dg), TK_OK);
     ck_assert(grid[0] == 7 && grid[1] == 1 && grid[2] == 3);
     args[1] = tk_arg_i32(5);
 
@@ -539,6 +542,72 @@ START_TEST(test_launch_checks)
 }
 END_TEST
 
+/* The interpreter and tk_launch check arguments with one rule (ir/sig.c):
+ * each argument list is accepted or rejected by both, with one message. A
+ * bool parameter takes a bool or an i32 argument, and reads nonzero as 1. */
+START_TEST(test_one_signature_check)
+{
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_kernel *k;
+    ck_assert_int_eq(tk_kernel_create(ctx, "tk_test_same", 1, &k), TK_OK);
+    tk_value *a = tk_param_tensor(k, "A", TK_I32, 1);
+    tk_value *b = tk_param_scalar(k, "b", TK_BOOL);
+    tk_param_scalar(k, "s", TK_F32);
+    (void)a;
+    /* grid x = b + 1: both grid paths show how the flag reads. */
+    tk_set_grid(k, tk_add(k, tk_cvt(k, b, TK_I32), tk_const_i32(k, 1)), NULL, NULL);
+    ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
+    tk_program *p;
+    tk_diag dg = { 0 };
+    ck_assert_msg(tk_program_new(ctx, k, NULL, &p, &dg) == TK_OK, "%s", dg.msg);
+    int32_t buf[1] = { -1 };
+    int64_t d1[1] = { 1 };
+    tk_arg ok[3] = { tk_arg_tensor(buf, TK_I32, 1, d1), tk_arg_i32(7), tk_arg_f32(1) };
+    tk_arg flag = ok[1];
+    flag.dtype = TK_BOOL; /* a bool argument made by hand */
+    struct { int slot; tk_arg arg; tk_status want; } cases[] = {
+        { -1, { 0 }, TK_OK },                               /* as given: bool <- i32 */
+        { 1, flag, TK_OK },                                 /* bool <- bool */
+        { 1, tk_arg_i64(1), TK_ERR_LAUNCH },                /* bool <- i64 */
+        { 1, tk_arg_f32(1), TK_ERR_LAUNCH },                /* bool <- f32 */
+        { 2, tk_arg_i32(1), TK_ERR_LAUNCH },                /* f32 <- i32 */
+        { 0, tk_arg_tensor(NULL, TK_I32, 1, d1), TK_ERR_LAUNCH },
+        { 0, tk_arg_tensor(buf, TK_F32, 1, d1), TK_ERR_LAUNCH },
+        { 0, tk_arg_tensor(buf, TK_I32, 2, d1), TK_ERR_LAUNCH },
+        { 0, tk_arg_i32(3), TK_ERR_LAUNCH },
+        { 3, { 0 }, TK_ERR_LAUNCH },                        /* too few */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tk_arg args[3];
+        memcpy(args, ok, sizeof args);
+        int n = cases[c].slot == 3 ? 2 : 3;
+        if (cases[c].slot >= 0 && cases[c].slot < 3)
+            args[cases[c].slot] = cases[c].arg;
+        tk_diag_clear(&dg);
+        tk_status sl = tk_program_check_args(p, n, args, &dg);
+        tk_status si = tk_interp_run(k, n, args);
+        ck_assert_msg(sl == cases[c].want && si == cases[c].want, "case %zu: launch %s, interp %s",
+                      c, tk_status_name(sl), tk_status_name(si));
+        if (sl == TK_OK) { /* the flag reads as 1 (tk_launch packs nonzero as 1) */
+            int64_t gl[3], gi[3];
+            ck_assert_int_eq(tk_program_grid(p, args, gl, &dg), TK_OK);
+            ck_assert_int_eq(tk_kernel_grid(k, n, args, gi), TK_OK);
+            ck_assert(gl[0] == 2 && gi[0] == 2);
+            continue;
+        }
+        /* Same message but for the entry point's name. */
+        const char *ml = strchr(dg.msg, ':'), *mi = strchr(tk_ctx_error(ctx), ':');
+        ck_assert_ptr_nonnull(ml);
+        ck_assert_ptr_nonnull(mi);
+        ck_assert_str_eq(ml, mi);
+    }
+    tk_program_release(p);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* The launch's grid and the interpreter's come from one evaluator: they agree
  * where separate code used to differ (a negative ceil_div; float->i32
  * saturating rather than wrapping), and a zero divisor says where. */
@@ -557,18 +626,18 @@ START_TEST(test_grid_one_evaluator)
                                  tk_const_i32(k, 1)));
     ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
     tk_program *p;
-    char err[TK_ERRN];
-    ck_assert_msg(tk_program_new(ctx, k, NULL, &p, err, sizeof err) == TK_OK, "%s", err);
+    tk_diag dg = {0};
+    ck_assert_msg(tk_program_new(ctx, k, NULL, &p, &dg) == TK_OK, "%s", dg.msg);
     tk_arg args[3] = { tk_arg_i32(8), tk_arg_f32(0.3f), tk_arg_i32(-3) };
     int64_t want[3] = { 3, 2, 3 }, gi[3], gp[3]; /* ceil(8/3); INT32_MAX % 7 + 1; 3 */
     ck_assert_msg(tk_kernel_grid(k, 3, args, gi) == TK_OK, "%s", tk_ctx_error(ctx));
-    ck_assert_msg(tk_program_grid(p, args, gp, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_msg(tk_program_grid(p, args, gp, &dg) == TK_OK, "%s", dg.msg);
     ck_assert_mem_eq(gi, want, sizeof want);
     ck_assert_mem_eq(gp, want, sizeof want);
     args[2] = tk_arg_i32(0);
-    ck_assert_int_eq(tk_program_grid(p, args, gp, err, sizeof err), TK_ERR_LAUNCH);
-    ck_assert_msg(strstr(err, "tk_launch: grid dimension 0: op #2 (ceil_div): division by zero"),
-                  "%s", err);
+    ck_assert_int_eq(tk_program_grid(p, args, gp, &dg), TK_ERR_LAUNCH);
+    ck_assert_msg(strstr(dg.msg, "tk_launch: grid dimension 0: op #2 (ceil_div): division by zero"),
+                  "%s", dg.msg);
     tk_program_release(p);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
@@ -587,27 +656,27 @@ START_TEST(test_gpu_launch)
     }
     struct tk_jit *j = tk_jit_of(ctx);
     tk_cuda *cu;
-    char err[TK_ERRN];
-    ck_assert_int_eq(tk_jit_cuda(j, &cu, err, sizeof err), TK_OK);
+    tk_diag dg = {0};
+    ck_assert_int_eq(tk_jit_cuda(j, &cu, &dg), TK_OK);
     ptx_src src = { cu->arch, 0, 0 };
     char *ptx;
     void *cubin[2];
     size_t n;
-    make_ptx(&src, &ptx, err, sizeof err);
-    ck_assert_msg(tk_culink_compile(cu, ptx, false, &cubin[0], &n, err, sizeof err) == TK_OK, "%s",
-                  err);
+    make_ptx(&src, &ptx, &dg);
+    ck_assert_msg(tk_culink_compile(cu, ptx, false, &cubin[0], &n, &dg) == TK_OK, "%s",
+                  dg.msg);
     const tk_ptxas *px;
-    ck_assert_msg(tk_jit_ptxas(j, &px, err, sizeof err) == TK_OK, "%s", err);
-    ck_assert_msg(tk_ptxas_compile(px, ptx, cu->arch, &cubin[1], &n, err, sizeof err) == TK_OK,
-                  "%s", err);
+    ck_assert_msg(tk_jit_ptxas(j, &px, &dg) == TK_OK, "%s", dg.msg);
+    ck_assert_msg(tk_ptxas_compile(px, ptx, cu->arch, &cubin[1], &n, &dg) == TK_OK,
+                  "%s", dg.msg);
     free(ptx);
     enum { N = 1000 };
     for (int c = 0; c < 2; c++) { /* the driver's cubin, then ptxas's */
         tk_kernel *k = fill_kernel(ctx);
         tk_program *p;
-        ck_assert_int_eq(tk_program_new(ctx, k, NULL, &p, err, sizeof err), TK_OK);
+        ck_assert_int_eq(tk_program_new(ctx, k, NULL, &p, &dg), TK_OK);
         tk_kernel_destroy(k);
-        ck_assert_msg(tk_program_load(p, cu, cubin[c], err, sizeof err) == TK_OK, "%s", err);
+        ck_assert_msg(tk_program_load(p, cu, cubin[c], &dg) == TK_OK, "%s", dg.msg);
         free(cubin[c]);
         float *h = malloc(N * sizeof *h);
         void *d;
@@ -634,7 +703,8 @@ END_TEST
 START_TEST(test_gpu_compile_seeded)
 {
     tk_ctx *ctx;
-    char dir[PATH_MAX], err[TK_ERRN], comp[192];
+    char dir[PATH_MAX], comp[192];
+    tk_diag dg = {0};
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     if (tk_gpu_init(ctx) != TK_OK) {
         tk_ctx_destroy(ctx);
@@ -645,8 +715,8 @@ START_TEST(test_gpu_compile_seeded)
     struct tk_jit *j = tk_jit_of(ctx);
     tk_cuda *cu;
     const tk_ptxas *px;
-    ck_assert_int_eq(tk_jit_cuda(j, &cu, err, sizeof err), TK_OK);
-    ck_assert_msg(tk_jit_ptxas(j, &px, err, sizeof err) == TK_OK, "%s", err);
+    ck_assert_int_eq(tk_jit_cuda(j, &cu, &dg), TK_OK);
+    ck_assert_msg(tk_jit_ptxas(j, &px, &dg) == TK_OK, "%s", dg.msg);
     tk_kernel *k = fill_kernel(ctx);
     char *text;
     ck_assert_int_eq(tk_kernel_print(k, &text), TK_OK);
@@ -660,12 +730,12 @@ START_TEST(test_gpu_compile_seeded)
     char *ptx;
     void *cubin;
     size_t n;
-    make_ptx(&src, &ptx, err, sizeof err);
-    ck_assert_int_eq(tk_ptxas_compile(px, ptx, cu->arch, &cubin, &n, err, sizeof err), TK_OK);
+    make_ptx(&src, &ptx, &dg);
+    ck_assert_int_eq(tk_ptxas_compile(px, ptx, cu->arch, &cubin, &n, &dg), TK_OK);
     free(ptx);
-    ck_assert_int_eq(tk_disk_put(&j->cache, &aot, cubin, n, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_put(&j->cache, &aot, cubin, n, &dg), TK_OK);
     free(cubin);
-    ck_assert_int_eq(tk_disk_put(&j->cache, &drv, "garbage", 8, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_disk_put(&j->cache, &drv, "garbage", 8, &dg), TK_OK);
     tk_program *p, *q;
     ck_assert_msg(tk_compile(ctx, k, &p) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_program_origin(p), TK_FROM_DISK);
@@ -720,6 +790,8 @@ START_TEST(test_precompile_and_compile)
         ck_assert_uint_eq(st.disk_hits, 1);
     }
     ck_assert_int_eq(tk_precompile(ctx, ks, 1, "bogus"), TK_ERR_INVALID_ARG);
+    tk_target_caps caps; /* the same status for the same bad arch string */
+    ck_assert_int_eq(tk_target_caps_get(ctx, "bogus", &caps), TK_ERR_INVALID_ARG);
     tk_cache_set_dir(ctx, NULL);
     ck_assert_ptr_null(tk_cache_dir(ctx));
     ck_assert_int_eq(tk_precompile(ctx, ks, 1, "sm_90a"), TK_ERR_CACHE);
@@ -783,6 +855,7 @@ int main(void)
     tcase_add_test(tc, test_disk_evict);
     tcase_add_test(tc, test_memory_table);
     tcase_add_test(tc, test_launch_checks);
+    tcase_add_test(tc, test_one_signature_check);
     tcase_add_test(tc, test_grid_one_evaluator);
     tcase_add_test(tc, test_gpu_launch);
     tcase_add_test(tc, test_gpu_compile_seeded);

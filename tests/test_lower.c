@@ -78,17 +78,18 @@ static int run_ptxas(const char *ptx, const char *arch, long *spills, char *log,
 /* Lowers k for both archs: IR verifies, PTX assembles. Returns the spill
  * bytes of the worse arch (0 when ptxas is missing). */
 static long check_lowers(const tk_kernel *k) {
-    char err[2048], log[8192];
+    char log[8192];
+    tk_diag dg = {0};
     long worst = 0;
     ck_assert_msg(tk_kernel_status(k) == TK_OK, "build: %s", tk_kernel_error(k));
     for (int a = 0; a < 2; a++) {
         char *text = NULL, *ptx = NULL;
-        tk_status s = tk_lower_llvm_text(k, archs[a], &text, err, sizeof err);
-        ck_assert_msg(s == TK_OK, "%s %s: %s", tk_kernel_name(k), archs[a], err);
+        tk_status s = tk_lower_llvm_text(k, archs[a], &text, &dg);
+        ck_assert_msg(s == TK_OK, "%s %s: %s", tk_kernel_name(k), archs[a], dg.msg);
         ck_assert_ptr_nonnull(strstr(text, "ptx_kernel"));
         free(text);
-        s = tk_lower_ptx(k, archs[a], &ptx, err, sizeof err);
-        ck_assert_msg(s == TK_OK, "%s %s: %s", tk_kernel_name(k), archs[a], err);
+        s = tk_lower_ptx(k, archs[a], &ptx, &dg);
+        ck_assert_msg(s == TK_OK, "%s %s: %s", tk_kernel_name(k), archs[a], dg.msg);
         ck_assert_ptr_nonnull(strstr(ptx, ".entry"));
         long spills;
         int rc = run_ptxas(ptx, archs[a], &spills, log, sizeof log);
@@ -144,18 +145,22 @@ END_TEST
 START_TEST(bad_arch_and_kernel) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    char err[512], *out = (char *)1;
+    char *out = (char *)1;
+    tk_diag dg = {0}; /* cleared before each call: the first failure wins */
     tk_kernel *k = tu_op_kernel(ctx, tu_ids, TK_BF16);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_75", &out, err, sizeof err), TK_ERR_UNSUPPORTED);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_75", &out, &dg), TK_ERR_UNSUPPORTED);
     ck_assert_ptr_null(out);
-    ck_assert_ptr_nonnull(strstr(err, "sm_75"));
-    ck_assert_int_eq(tk_lower_ptx(k, NULL, &out, err, sizeof err), TK_ERR_UNSUPPORTED);
-    ck_assert_int_eq(tk_lower_ptx(NULL, "sm_90a", &out, err, sizeof err), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(dg.msg, "sm_75"));
+    tk_diag_clear(&dg);
+    ck_assert_int_eq(tk_lower_ptx(k, NULL, &out, &dg), TK_ERR_UNSUPPORTED);
+    tk_diag_clear(&dg);
+    ck_assert_int_eq(tk_lower_ptx(NULL, "sm_90a", &out, &dg), TK_ERR_INVALID_ARG);
     tk_kernel_destroy(k);
     tk_kernel *open;
     ck_assert_int_eq(tk_kernel_create(ctx, "open", 1, &open), TK_OK);
-    ck_assert_int_eq(tk_lower_llvm_text(open, "sm_80", &out, err, sizeof err), TK_ERR_STATE);
-    ck_assert_ptr_nonnull(strstr(err, "not finished"));
+    tk_diag_clear(&dg);
+    ck_assert_int_eq(tk_lower_llvm_text(open, "sm_80", &out, &dg), TK_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(dg.msg, "not finished"));
     tk_kernel_destroy(open);
     /* Every supported arch, and the tk_jit.h wrapper. */
     k = tu_op_kernel(ctx, tu_ids, TK_BF16);
@@ -209,13 +214,14 @@ START_TEST(target_caps_and_plans) {
     tk_kernel *k = tu_op_kernel(ctx, tu_pipe, TK_BF16);
     tk_plan pl;
     tk_plan_make(k, tk_target_find("sm_90a"), &pl);
-    char err[512], *a = NULL, *b = NULL;
-    ck_assert_msg(tk_lower_ptx_plan(k, "sm_90a", &pl, &a, err, sizeof err) == TK_OK, "%s", err);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &b, err, sizeof err), TK_OK);
+    char *a = NULL, *b = NULL;
+    tk_diag dg = {0};
+    ck_assert_msg(tk_lower_ptx_plan(k, "sm_90a", &pl, &a, &dg) == TK_OK, "%s", dg.msg);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &b, &dg), TK_OK);
     ck_assert_str_eq(a, b);
     free(a);
     free(b);
-    ck_assert_int_eq(tk_lower_ptx_plan(k, "sm_90", &pl, &a, err, sizeof err), TK_ERR_STATE);
+    ck_assert_int_eq(tk_lower_ptx_plan(k, "sm_90", &pl, &a, &dg), TK_ERR_STATE);
     ck_assert_ptr_null(a);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
@@ -229,8 +235,9 @@ START_TEST(ptx_uses_the_intended_instructions) {
     tk_gemm_config cfg = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
     tk_kernel *k;
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
-    char err[1024], *ptx;
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, err, sizeof err), TK_OK);
+    char *ptx;
+    tk_diag dg = {0};
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, &dg), TK_OK);
     const char *want[] = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
                           "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
@@ -239,7 +246,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(ptx, want[i]), "GEMM PTX lacks %s", want[i]);
     free(ptx);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
     ck_assert_msg(!strstr(ptx, "cp.async.bulk") && !strstr(ptx, "mbarrier"),
                   "the default GEMM uses the copy engine");
     free(ptx);
@@ -248,7 +255,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
      * lockstep, groups also on mbarriers */
     cfg.tma = 1;
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90", &ptx, &dg), TK_OK);
     const char *want90[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
                             "mbarrier.try_wait.parity", "mbarrier.arrive.shared",
                             "mbarrier.expect_tx", ".param .align 64 .b8", "cp.async.cg.shared",
@@ -258,7 +265,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
         ck_assert_msg(strstr(ptx, want90[i]), "sm_90 GEMM PTX lacks %s", want90[i]);
     ck_assert_ptr_null(strstr(ptx, "setmaxnreg"));
     free(ptx);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
     ck_assert_ptr_null(strstr(ptx, "setmaxnreg")); /* 4 warps: lockstep on sm_90a too */
     free(ptx);
     tk_kernel_destroy(k);
@@ -267,7 +274,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
      * ring's setup */
     cfg = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 4096, 4096, "sm_90a");
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
     const char *want90a[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
                              "setmaxnreg.dec.sync.aligned.u32 \t48",
                              "setmaxnreg.inc.sync.aligned.u32 \t224", ".reqntid 384",
@@ -283,7 +290,7 @@ START_TEST(ptx_uses_the_intended_instructions) {
     free(ptx);
     tk_kernel_destroy(k);
     k = tu_op_kernel(ctx, tu_memory, TK_F16);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
     ck_assert_ptr_nonnull(strstr(ptx, "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
     /* a cp.async copy beside the engine's: every warp in lockstep, the
      * groups on cp.async's own and on the mbarrier ring */
@@ -294,12 +301,12 @@ START_TEST(ptx_uses_the_intended_instructions) {
     for (size_t i = 0; i < sizeof lockstep / sizeof *lockstep; i++)
         ck_assert_msg(strstr(ptx, lockstep[i]), "memory-op PTX lacks %s", lockstep[i]);
     free(ptx);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, &dg), TK_OK);
     ck_assert_ptr_null(strstr(ptx, "stmatrix"));
     free(ptx);
     tk_kernel_destroy(k);
     k = tu_op_kernel(ctx, tu_elementwise, TK_BF16);
-    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, err, sizeof err), TK_OK);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
     ck_assert_ptr_nonnull(strstr(ptx, "ex2.approx"));
     ck_assert_ptr_nonnull(strstr(ptx, "lg2.approx"));
     ck_assert_ptr_nonnull(strstr(ptx, "shfl.sync.bfly.b32"));

@@ -19,10 +19,10 @@ static tk_ctx *ctx;
 static atomic_int g_builds, g_compiles;
 
 static tk_status fake_compile(tk_ctx *c, const tk_kernel *k, tk_program **out) {
-    char err[256];
+    tk_diag dg = {0};
     atomic_fetch_add(&g_compiles, 1);
-    tk_status s = tk_program_new(c, k, NULL, out, err, sizeof err);
-    return s ? tk_ctx_fail(c, s, "fake compile: %s", err) : TK_OK;
+    tk_status s = tk_program_new(c, k, NULL, out, &dg);
+    return s ? tk_ctx_fail(c, s, "fake compile: %s", dg.msg) : TK_OK;
 }
 
 static void setup(void) {

@@ -40,8 +40,8 @@ typedef struct tk_target_caps {
     bool setmaxnreg;           /* setmaxnreg (sm_90a): producer warpgroups       */
     size_t smem_per_block;     /* dynamic shared memory per block, opt-in maximum */
 } tk_target_caps;
-/* The capabilities of `arch`. TK_ERR_INVALID_ARG for a NULL arch or out,
- * TK_ERR_UNSUPPORTED (the message lists the known archs) for an arch the
+/* The capabilities of `arch`. TK_ERR_INVALID_ARG for a NULL arch or out, or
+ * a string that is no arch name ("bogus"), TK_ERR_UNSUPPORTED (the message lists the known archs) for an arch the
  * lowering does not know. ctx may be NULL: then only the status reports. */
 tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out);
 

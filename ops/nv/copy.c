@@ -298,16 +298,16 @@ static bool copy_open(tk_lower *L, copy *c, const tk_op *op, int si, int vi) {
         c->dr = c->nt / c->cpr;
         affine_init(L, c);
     }
-    return L->st == TK_OK;
+    return L->dg->st == TK_OK;
 }
 
 tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
     copy c;
     if (!copy_open(L, &c, op, 0, 1))
-        return L->st;
+        return L->dg->st;
     int map = tk_plan_copy_map(L->plan, op);
     if (map >= 0 && L->sync->role == TK_ROLE_CONSUMER)
-        return L->st; /* the producer's copy (ops/nv/sync.c) */
+        return L->dg->st; /* the producer's copy (ops/nv/sync.c) */
     if (map >= 0) {
         /* The producer warp's fallback stays rolled: unrolled over its 32
          * threads it would be many rounds of live addresses, in a warp that
@@ -321,15 +321,15 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
         LLVMValueRef inb = tk_gwin_all_inb(L, &c.w, c.rows, c.cols);
         tk_lw_branch2(L, LLVMBuildAnd(L->b, aligned, inb, ""), g2s_vec, g2s_slow, &c, 0, NULL);
     }
-    return L->st;
+    return L->dg->st;
 }
 
 tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op) {
     copy c;
     if (!copy_open(L, &c, op, op->nopnds - 1, 0))
-        return L->st;
+        return L->dg->st;
     LLVMValueRef fast = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c.w, 16),
                                      tk_gwin_all_inb(L, &c.w, c.rows, c.cols), "");
     tk_lw_branch2(L, fast, s2g_vec, s2g_slow, &c, 0, NULL);
-    return L->st;
+    return L->dg->st;
 }

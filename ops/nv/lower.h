@@ -19,6 +19,7 @@
 #include <llvm-c/Core.h>
 #include <stdbool.h>
 
+#include "ir/diag.h"
 #include "ir/ir.h"
 #include "ops/nv/plan.h"
 #include "ops/nv/target.h"
@@ -84,9 +85,7 @@ struct tk_lower {
     uint8_t *use;       /* per value id: TK_USE_* bits (jit/lower.c, pre-pass)  */
     tk_lower_mem *mem;
     const tk_op *cur;   /* op being lowered, for messages                      */
-    tk_status st;
-    char *err;
-    size_t errn;
+    tk_diag *dg;        /* the first failure (tk_lw_fail); never NULL          */
 };
 
 /* How a value is used, found by a walk over the kernel before lowering: a
@@ -98,7 +97,8 @@ enum { TK_USE_MMA_A = 1, TK_USE_MMA_B = 2, TK_USE_OTHER = 4 };
 bool tk_lw_mma_b_only(const tk_lower *L, const tk_value *v);
 
 /* ---- Context helpers (ops/nv/util.c) --------------------------------- */
-/* Records the first failure in L->err; returns s. */
+/* Records the first failure in L->dg, prefixed with the op being lowered;
+ * returns the recorded status. Code that lowers reads L->dg->st to stop. */
 tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void *tk_lw_alloc(tk_lower *L, size_t n); /* zeroed, freed by tk_lw_free_all */

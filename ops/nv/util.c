@@ -11,22 +11,17 @@
 #include "ops/nv/lower.h"
 
 tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...) {
-    if (L->st != TK_OK) /* the first failure is the informative one */
-        return L->st;
-    L->st = s;
-    if (!L->err || !L->errn)
-        return s;
-    size_t n = 0;
-    if (L->cur)
-        n = (size_t)snprintf(L->err, L->errn, "op %u (%s): ", L->cur->id,
-                             tk_op_infos[L->cur->opc].name);
-    if (n < L->errn) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(L->err + n, L->errn - n, fmt, ap);
-        va_end(ap);
-    }
-    return s;
+    if (L->dg->st != TK_OK) /* the first failure is the informative one */
+        return L->dg->st;
+    char what[TK_DIAG_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!L->cur)
+        return tk_diag_fail(L->dg, s, "%s", what);
+    return tk_diag_fail(L->dg, s, "op %u (%s): %s", L->cur->id, tk_op_infos[L->cur->opc].name,
+                        what);
 }
 
 /* ---- Allocations: a list of blocks, freed together ------------------------- */
