@@ -3,7 +3,7 @@
  *
  *   tk_dump gemm|attention [ir|llvm|ptx] [arch] [options]
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
- *                        stages= to override the default block shape
+ *                        stages= tma= wgmma= to override the default block shape
  *     attention options: dtype=bf16|f16 d=64|128 causal=0|1 warps=4|8
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
@@ -46,6 +46,7 @@ int main(int argc, char **argv) {
         c.warps = atoi(opt(argc, argv, "warps", "4"));
         c.stages = atoi(opt(argc, argv, "stages", "3"));
         c.tma = atoi(opt(argc, argv, "tma", "0"));
+        c.wgmma = atoi(opt(argc, argv, "wgmma", "0"));
         s = tk_gemm_build(ctx, &c, &k);
     } else {
         tk_attention_config c = {dtype(opt(argc, argv, "dtype", "bf16")),

@@ -170,7 +170,23 @@ static bool walk(const tk_kernel *k, const tk_region *r, bool uniform, tk_plan *
  * producer warpgroup its two release rings. */
 static size_t smem_extra(const tk_plan *plan) {
     size_t rings = plan->producer_warps ? 3 : 1;
-    return plan->nmaps ? TK_TMA_ALIGN + 8 + 8 * TK_TMA_RING * rings : 0;
+    if (!plan->nmaps) /* wgmma's descriptors alone: the slack for the aligned base */
+        return plan->align_base ? TK_TMA_ALIGN : 0;
+    return TK_TMA_ALIGN + 8 + 8 * TK_TMA_RING * rings;
+}
+
+/* Whether any op reads shared memory through wgmma's matrix descriptors,
+ * whose swizzle patterns start at TK_TMA_ALIGN boundaries like the copy
+ * engine's: the shared base must then be aligned as for maps. */
+static bool uses_descriptors(const tk_region *r) {
+    if (!r)
+        return false;
+    TK_FOREACH_OP(r, op) {
+        if (op->opc == TK_OP_WGMMA ||
+            uses_descriptors(op->regions[0]) || uses_descriptors(op->regions[1]))
+            return true;
+    }
+    return false;
 }
 
 static bool fits(const tk_kernel *k, const tk_plan *plan) {
@@ -379,6 +395,7 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
             drop_maps(plan); /* the ring and the alignment slack must fit beside the tiles */
         plan_producer(k, plan);
     }
+    plan->align_base = plan->nmaps > 0 || uses_descriptors(k->body);
     plan->threads = 32 * (k->warps + plan->producer_warps);
     plan->smem_extra = smem_extra(plan);
     plan->smem = k->smem_bytes + plan->smem_extra;

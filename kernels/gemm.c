@@ -128,6 +128,22 @@ static tk_status check_types(tk_ctx *ctx, const char *fn, tk_dtype in, tk_dtype 
     return TK_OK;
 }
 
+/* Rows of 32, 64 or a multiple of 128 bytes: the swizzles a wgmma
+ * descriptor names (tk_smem_swizzle_bytes). */
+static bool wgmma_row(int elems) { int b = 2 * elems; return b == 32 || b == 64 || b % 128 == 0; }
+
+static tk_status check_wgmma(tk_ctx *ctx, const tk_gemm_config *c) {
+    if (c->warps % 4 || c->block_m != 16 * c->warps)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: wgmma: %d warps and "
+                                "block_m %d; each warpgroup of 4 warps owns 64 rows (block_m = "
+                                "16 * warps)", c->warps, c->block_m);
+    if (!wgmma_row(c->block_k) || (!c->transpose_b && !wgmma_row(c->block_n)))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: wgmma: block_k %d, "
+                                "block_n %d; shared rows must be 32, 64 or a multiple of 128 "
+                                "bytes", c->block_k, c->block_n);
+    return TK_OK;
+}
+
 static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int *wn) {
     tk_status s = check_types(ctx, "tk_gemm_build", c->in_dtype, c->out_dtype, c->transpose_b);
     if (s) return s;
@@ -146,6 +162,11 @@ static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int
     if (c->stages < 2 || c->stages > 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: stages is %d; expected "
                                 "2..8", c->stages);
+    if (c->wgmma != 0 && c->wgmma != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: wgmma is %d; expected "
+                                "0 or 1", c->wgmma);
+    if (c->wgmma)
+        return check_wgmma(ctx, c);
     if (!warp_grid(c, wm, wn))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: %d warps cannot split "
                                 "a %dx%d block into warp tiles of multiples of 16", c->warps,
@@ -217,6 +238,41 @@ static frags load_frags(gemm *g, tk_value *a, tk_value *b, tk_value *kk) {
     return (frags){tk_load(k, a_t, a, ia, 0.0f), tk_load(k, b_t, b, ib, 0.0f)};
 }
 
+/* (st + 1) % S without a division. */
+static tk_value *next_stage(tk_kernel *k, tk_value *st, int S) {
+    tk_value *st1 = tk_add(k, st, i32c(k, 1));
+    return tk_select(k, tk_eq(k, st1, i32c(k, S)), i32c(k, 0), st1);
+}
+
+/* The k-loop on Hopper's warpgroup multiply: warpgroup g multiplies rows
+ * `row` = 64g .. of each A stage by the whole B stage into its 64 x BN
+ * accumulator, asynchronously; it waits for its multiply before the
+ * barrier that lets k-tile kt+S refill the stage (the tensor cores read
+ * shared memory until the wait). The prologue in build() left k-tile 0
+ * landed and k-tile S-1 issued, as for the mma.sync loop. */
+static tk_value *kloop_wgmma(gemm *g, tk_value *nk, tk_value *row) {
+    tk_kernel *k = g->k;
+    const tk_gemm_config *c = g->c;
+    const int S = c->stages;
+    tk_type acc_t = tk_tile_type(TK_F32, 64, c->block_n, TK_WARPGROUP, TK_ROW);
+    tk_value *init[2] = {tk_zeros(k, acc_t), i32c(k, 0)}, *cur[2], *next[2], *fin[2];
+    tk_value *kt = tk_for_begin(k, i32c(k, 0), nk, i32c(k, 1), 2, init, cur);
+    {
+        tk_value *st = cur[1];
+        tk_value *acc = tk_wgmma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, cur[0],
+                                 tk_stage(k, g->sA, st), tk_stage(k, g->sB, st), row);
+        next[0] = tk_wgmma_wait(k, acc, 0);
+        /* k-tile kt+1 (group kt+1 of the S + kt committed) landed */
+        tk_async_wait(k, S - 2);
+        tk_barrier(k);
+        load_tile_if(g, tk_add(k, kt, i32c(k, S)), st, nk);
+        tk_async_commit(k);
+        next[1] = next_stage(k, st, S);
+    }
+    tk_for_end(k, 2, next, fin);
+    return fin[0];
+}
+
 static void build(gemm *g, int wm, int wn) {
     tk_kernel *k = g->k;
     const tk_gemm_config *c = g->c;
@@ -230,6 +286,8 @@ static void build(gemm *g, int wm, int wn) {
     tk_value *BK = tk_cvt(k, tk_spec(k, "block_k", c->block_k), TK_I32);
     tk_spec(k, "stages", S);
     tk_spec(k, "transpose_b", c->transpose_b);
+    if (c->wgmma)
+        tk_spec(k, "wgmma", 1);
 
     tk_value *M = dim32(k, A, 0), *K = dim32(k, A, 1), *N = dim32(k, C, 1);
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
@@ -239,10 +297,14 @@ static void build(gemm *g, int wm, int wn) {
     block_coords(k, gx, gy, &bm, &bn);
     g->m0 = tk_mul(k, bm, BM);
     g->n0 = tk_mul(k, bn, BN);
-    /* This warp's corner inside the block tile. */
-    tk_value *warp = tk_warp_id(k);
-    tk_value *wr0 = g->wr0 = tk_mul(k, tk_div(k, warp, i32c(k, wn)), i32c(k, WM));
-    tk_value *wc0 = g->wc0 = tk_mul(k, tk_rem(k, warp, i32c(k, wn)), i32c(k, WN));
+    /* This warp's corner inside the block tile (mma.sync: wgmma's warpgroups
+     * own whole 64-row bands). */
+    tk_value *wr0 = NULL, *wc0 = NULL;
+    if (!c->wgmma) {
+        tk_value *warp = tk_warp_id(k);
+        wr0 = g->wr0 = tk_mul(k, tk_div(k, warp, i32c(k, wn)), i32c(k, WM));
+        wc0 = g->wc0 = tk_mul(k, tk_rem(k, warp, i32c(k, wn)), i32c(k, WN));
+    }
     g->wm_rows = WM;
     g->wn_cols = WN;
 
@@ -267,6 +329,14 @@ static void build(gemm *g, int wm, int wn) {
     load_tile_if(g, i32c(k, S - 1), NULL, nk);
     tk_async_commit(k);
 
+    if (c->wgmma) {
+        tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
+        tk_value *acc = kloop_wgmma(g, nk, row);
+        tk_value *out = c->out_dtype == TK_F32 ? acc : tk_cvt(k, acc, c->out_dtype);
+        tk_value *ic[2] = {tk_add(k, g->m0, row), g->n0};
+        tk_store(k, C, ic, out);
+        return;
+    }
     frags f0 = load_frags(g, tk_stage(k, g->sA, i32c(k, 0)), tk_stage(k, g->sB, i32c(k, 0)),
                           i32c(k, 0));
     tk_type acc_t = tk_tile_type(TK_F32, WM, WN, TK_WARP, TK_ROW);
@@ -329,10 +399,10 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
     tk_status s = check_config(ctx, cfg, &wm, &wn);
     if (s) return s;
     char name[96];
-    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s",
+    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s%s",
              tk_dtype_name(cfg->in_dtype), tk_dtype_name(cfg->out_dtype),
              cfg->transpose_b ? "abt" : "ab", cfg->block_m, cfg->block_n, cfg->block_k,
-             cfg->warps, cfg->stages, cfg->tma ? "_tma" : "");
+             cfg->warps, cfg->stages, cfg->tma ? "_tma" : "", cfg->wgmma ? "_wgmma" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, cfg->warps, &k))) return s;
     gemm g = {.k = k, .c = cfg};
@@ -350,6 +420,7 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
  * The registry's GEMM: one compiled kernel per configuration. */
 typedef struct gemm_key {
     int32_t in_dtype, out_dtype, transpose_b, block_m, block_n, block_k, warps, stages, tma;
+    int32_t wgmma;
 } gemm_key;
 
 static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -357,7 +428,7 @@ static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
     tk_gemm_config c = {.in_dtype = (tk_dtype)g->in_dtype, .out_dtype = (tk_dtype)g->out_dtype,
                         .transpose_b = g->transpose_b, .block_m = g->block_m,
                         .block_n = g->block_n, .block_k = g->block_k, .warps = g->warps,
-                        .stages = g->stages, .tma = g->tma};
+                        .stages = g->stages, .tma = g->tma, .wgmma = g->wgmma};
     return tk_gemm_build(ctx, &c, out);
 }
 
@@ -434,7 +505,7 @@ static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program *
     memset(&key, 0, sizeof key);
     key.in_dtype = c.in_dtype, key.out_dtype = c.out_dtype, key.transpose_b = c.transpose_b;
     key.block_m = c.block_m, key.block_n = c.block_n, key.block_k = c.block_k;
-    key.warps = c.warps, key.stages = c.stages, key.tma = c.tma;
+    key.warps = c.warps, key.stages = c.stages, key.tma = c.tma, key.wgmma = c.wgmma;
     return tk_registry_program(ctx, &gemm_def, &key, prog, info);
 }
 

@@ -11,13 +11,10 @@
  * its slice (tk_lw_emits_op). */
 tk_status tk_lower_region(tk_lower *L, const tk_region *r);
 
-/* ---- Family entry points (ops/<family>_nv.c) ---------------------------- */
-tk_status tk_lower_ids(tk_lower *L, const tk_op *op);
-tk_status tk_lower_elementwise(tk_lower *L, const tk_op *op);
-tk_status tk_lower_scalar(tk_lower *L, const tk_op *op);
-tk_status tk_lower_mma(tk_lower *L, const tk_op *op);
-tk_status tk_lower_reduce(tk_lower *L, const tk_op *op);
-tk_status tk_lower_memory(tk_lower *L, const tk_op *op);
-tk_status tk_lower_control(tk_lower *L, const tk_op *op);
+/* ---- Family entry points (ops/<family>_nv.c), one per family column -------- */
+#define X(e, name, mn, mx, nres, scope, fam, ...) \
+    tk_status tk_lower_##fam(tk_lower *L, const tk_op *op);
+#include "ir/ops.def"
+#undef X
 
 #endif

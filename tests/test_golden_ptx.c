@@ -43,9 +43,11 @@ static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
  * benchmarks name, each over dtype/transpose combinations that exercise the
  * three store paths; every attention specialization. */
 static int make_variants(variant *v) {
-    static const struct { int bm, bn, bk, w, st, tma; } shapes[] = {
-        {128, 128, 64, 4, 3, 0}, {128, 64, 64, 4, 3, 0},  {128, 256, 64, 8, 3, 0},
-        {128, 256, 128, 8, 2, 1}, {128, 256, 64, 8, 3, 1}, {128, 128, 64, 4, 3, 1},
+    static const struct { int bm, bn, bk, w, st, tma, wgmma; } shapes[] = {
+        {128, 128, 64, 4, 3, 0, 0}, {128, 64, 64, 4, 3, 0, 0},  {128, 256, 64, 8, 3, 0, 0},
+        {128, 256, 128, 8, 2, 1, 0}, {128, 256, 64, 8, 3, 1, 0}, {128, 128, 64, 4, 3, 1, 0},
+        /* wgmma (sm_90a only): producer + two warpgroups, lockstep, one warpgroup */
+        {128, 256, 64, 8, 4, 1, 1}, {128, 256, 64, 8, 4, 0, 1}, {64, 128, 32, 4, 3, 0, 1},
     };
     static const struct { tk_dtype in, out; int tb; } dts[] = {
         {TK_BF16, TK_BF16, 0}, {TK_BF16, TK_BF16, 1}, {TK_F16, TK_F32, 0}, {TK_F16, TK_F16, 1},
@@ -54,6 +56,8 @@ static int make_variants(variant *v) {
     for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+                if (shapes[s].wgmma && strcmp(archs[a], "sm_90a"))
+                    continue;
                 variant *x = &v[n++];
                 x->arch = archs[a];
                 x->is_gemm = 1;
@@ -64,10 +68,12 @@ static int make_variants(variant *v) {
                 x->g.warps = shapes[s].w;
                 x->g.stages = shapes[s].st;
                 x->g.tma = shapes[s].tma;
-                snprintf(x->name, sizeof x->name, "gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s",
+                x->g.wgmma = shapes[s].wgmma;
+                snprintf(x->name, sizeof x->name, "gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s%s",
                          tk_dtype_name(dts[d].in), tk_dtype_name(dts[d].out),
                          dts[d].tb ? "abt" : "ab", shapes[s].bm, shapes[s].bn, shapes[s].bk,
-                         shapes[s].w, shapes[s].st, shapes[s].tma ? "_tma" : "");
+                         shapes[s].w, shapes[s].st, shapes[s].tma ? "_tma" : "",
+                         shapes[s].wgmma ? "_wgmma" : "");
             }
         for (int dt = 0; dt < 2; dt++)
             for (int d = 64; d <= 128; d += 64)

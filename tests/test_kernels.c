@@ -41,6 +41,9 @@ static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
     case 5: c.block_m = 64; c.block_n = 64; c.block_k = 16; c.warps = 4; c.stages = 6; break;
     case 6: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 8; break;
     case 7: c.block_n = 256; c.warps = 8; break; /* tk_gemm_config_for's large shape */
+    /* wgmma: two warpgroups of 64 rows; a one-warpgroup block with 64-byte rows (SW64) */
+    case 8: c.block_n = 256; c.warps = 8; c.stages = 4; c.tma = 1; c.wgmma = 1; break;
+    case 9: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 4; c.wgmma = 1; break;
     default: break;
     }
     return c;
@@ -71,6 +74,11 @@ static const gemm_case gemm_cases[] = {
     {40, 40, 70, 0, TK_BF16, TK_F32, 6},  /* fewer k-tiles than stages */
     {150, 300, 200, 0, TK_BF16, TK_BF16, 7},
     {130, 260, 70, 1, TK_F16, TK_F32, 7},
+    {150, 300, 200, 0, TK_BF16, TK_BF16, 8},
+    {130, 260, 70, 1, TK_F16, TK_F32, 8},
+    {1, 1, 1, 0, TK_BF16, TK_F32, 9},
+    {70, 150, 90, 0, TK_F16, TK_F16, 9},
+    {65, 129, 33, 1, TK_BF16, TK_BF16, 9},
 };
 #define N_GEMM (int)(sizeof gemm_cases / sizeof gemm_cases[0])
 

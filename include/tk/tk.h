@@ -218,6 +218,30 @@ typedef enum tk_mma_kind {
 /* bf16/f16 inputs, f32 row accumulator. c == NULL: start from zero. */
 tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b, tk_value *c);
 
+/* Warpgroup matrix multiply: Hopper's tensor cores fed from shared memory
+ * (wgmma, sm_90a only; on other targets a kernel uses tk_mma). Returns
+ * acc + A·B (kind TK_MMA_AB) or acc + A·Bᵀ (TK_MMA_ABT):
+ *   acc   f32 ROW tile owned by a warpgroup, 64q x N (N <= 256): one 64-row
+ *         block per instruction, q repeats;
+ *   a     a bf16/f16 ROW tile owned by the warpgroup, 64q x K (a_row NULL),
+ *         or a shared tile of the same dtype with K columns, whose rows
+ *         a_row .. a_row + 64q - 1 are A (a_row: a warpgroup-uniform integer,
+ *         a multiple of 8, e.g. 64 * warpgroup id);
+ *   b     a shared tile: K x N for AB, N x K for ABT;
+ * K a multiple of 16. Shared operands are SWIZZLE tiles with rows of 32, 64
+ * or a multiple of 128 bytes (the layouts the copy engine writes), made by
+ * tk_shared (or tk_stage of one) at an offset that is a multiple of their
+ * swizzle atom (8 rows): allocate them first.
+ * The multiply is asynchronous: the result may feed the acc of further
+ * tk_wgmma calls at once, but anything else must read it through
+ * tk_wgmma_wait, which returns it once at most `pending` (0..7) of the
+ * warpgroup's tk_wgmma calls are still in flight. Shared operands must not
+ * be overwritten before that wait. On the interpreter the multiply happens at
+ * issue and the wait is a copy. */
+tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a, tk_value *b,
+                   tk_value *a_row);
+tk_value *tk_wgmma_wait(tk_kernel *k, tk_value *acc, int pending);
+
 tk_value *tk_row_max(tk_kernel *k, tk_value *tile); /* -> PER_ROW vec */
 tk_value *tk_row_sum(tk_kernel *k, tk_value *tile);
 tk_value *tk_col_max(tk_kernel *k, tk_value *tile); /* -> PER_COL vec */

@@ -38,6 +38,13 @@ typedef struct tk_gemm_config {
                            (TK_COPY_TMA), issued by a producer warpgroup on
                            sm_90a when warps is 8, 12 or 16 (whose warps
                            then get 224, 152 or 104 registers); 0: cp.async */
+    int wgmma;          /* 1: Hopper's warpgroup multiply (sm_90a only): each
+                           warpgroup of 4 warps owns 64 rows of the block
+                           (block_m = 16 * warps) and multiplies its rows of
+                           the A stage by the whole B stage from shared
+                           memory; block_n <= 256, and A's and B's rows
+                           (block_k, or block_n for B of A·B, times 2 bytes)
+                           32, 64 or a multiple of 128 bytes. 0: mma.sync */
 } tk_gemm_config;
 
 /* The default configuration: 128x128x64 blocks, 4 warps of 64x64 each, 3

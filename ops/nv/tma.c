@@ -71,20 +71,25 @@ static LLVMValueRef ring_bar(tk_lower *L, LLVMValueRef j) {
 /* In the entry block: the base of SHARED offsets rounded up to
  * TK_TMA_ALIGN (the plan's smem_extra pays for the slack), the ring after the
  * tiles, initialized by thread 0 before a block-wide barrier, and the two
- * group counters. Without a plan the base is tk_smem itself. */
+ * group counters. A kernel with neither maps nor wgmma descriptors
+ * (plan.align_base) uses tk_smem itself as the base. */
 void tk_tma_entry(tk_lower *L) {
     LLVMBuilderRef b = L->b;
     L->sbase = L->smem;
-    if (!L->plan->nmaps)
+    if (!L->plan->align_base)
         return;
-    L->ring_cnt = LLVMBuildAlloca(b, L->i32, "ring.cnt");
-    L->ring_done = LLVMBuildAlloca(b, L->i32, "ring.done");
-    LLVMBuildStore(b, i32c(L, 0), L->ring_cnt);
-    LLVMBuildStore(b, i32c(L, 0), L->ring_done);
+    if (L->plan->nmaps) {
+        L->ring_cnt = LLVMBuildAlloca(b, L->i32, "ring.cnt");
+        L->ring_done = LLVMBuildAlloca(b, L->i32, "ring.done");
+        LLVMBuildStore(b, i32c(L, 0), L->ring_cnt);
+        LLVMBuildStore(b, i32c(L, 0), L->ring_done);
+    }
     LLVMValueRef addr = LLVMBuildPtrToInt(b, L->smem, L->i64, "");
     LLVMValueRef up = LLVMBuildAnd(b, LLVMBuildAdd(b, addr, tk_lw_i64c(L, TK_TMA_ALIGN - 1), ""),
                                    tk_lw_i64c(L, -TK_TMA_ALIGN), "");
     L->sbase = tk_lw_gep(L, L->smem, LLVMBuildSub(b, up, addr, ""));
+    if (!L->plan->nmaps)
+        return;
     L->ring = tk_lw_gep(L, L->sbase, i32c(L, (int64_t)L->plan->ring_offset));
     L->rel = tk_lw_gep(L, L->ring, i32c(L, 8 * TK_TMA_RING));
     L->ack = tk_lw_gep(L, L->ring, i32c(L, 16 * TK_TMA_RING));

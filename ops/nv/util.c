@@ -235,8 +235,10 @@ LLVMValueRef tk_lw_intrin(tk_lower *L, const char *name, LLVMTypeRef *ov, unsign
 
 LLVMValueRef tk_lw_asm(tk_lower *L, LLVMTypeRef ret, const char *text, const char *cons,
                        LLVMValueRef *args, unsigned nargs, bool side_effects) {
-    LLVMTypeRef pt[16];
-    for (unsigned i = 0; i < nargs && i < 16; i++)
+    LLVMTypeRef *pt = tk_lw_alloc(L, (nargs + 1) * sizeof *pt); /* wgmma ties 256 */
+    if (!pt)
+        return NULL;
+    for (unsigned i = 0; i < nargs; i++)
         pt[i] = LLVMTypeOf(args[i]);
     LLVMTypeRef fty = LLVMFunctionType(ret, pt, nargs, 0);
     LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), side_effects,

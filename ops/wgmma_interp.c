@@ -1,0 +1,66 @@
+/* Interpreter semantics of WGMMA and WGMMA_WAIT (ops/wgmma.c).
+ *
+ * The multiply happens at issue and the wait is a copy: the interpreter is
+ * the meaning of a correctly waited program. Per warpgroup instance:
+ *   D[m][n] = acc[m][n] + sum over k ascending of A[m][k] * B(k, n)
+ * one float add per k, as tk_mma's semantics (the bf16/f16 products are
+ * exact in float); B(k, n) = b[k][n] (AB) or b[n][k] (ABT). A shared A
+ * contributes rows a_row .. a_row + M - 1, with a_row read from the
+ * warpgroup's first active lane; it must be a multiple of 8 (the
+ * descriptor's core matrices start there) and inside the tile. */
+#include "ops/interp.h"
+
+/* The shared operand's elements (logical row-major), checked in range. */
+static tk_status smem_of(tk_interp *I, const tk_op *op, const tk_value *v, int th,
+                         const float **out) {
+    const tk_type *t = &v->type;
+    int64_t off = tk_interp_sv(I, v)[th].i;
+    size_t n = (size_t)t->rows * (size_t)t->cols;
+    if (off < 0 || (size_t)off > I->smem_n || I->smem_n - (size_t)off < n)
+        return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "shared handle at float offset "
+                              "%lld lies outside the block's shared memory", (long long)off);
+    *out = I->smem + off;
+    return TK_OK;
+}
+
+static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
+    const tk_type *ct = &op->res[0]->type, *at = &op->opnds[1]->type;
+    const int M = ct->rows, N = ct->cols, K = at->cols, th = tk_interp_inst_thread(I, TK_WARPGROUP, inst);
+    const bool bt = op->attr[0] == TK_MMA_ABT;
+    const float *A, *B, *acc = tk_interp_tile(I, op->opnds[0], inst);
+    tk_status s = smem_of(I, op, op->opnds[2], th, &B);
+    if (s) return s;
+    if (at->kind == TK_KIND_TILE) {
+        A = tk_interp_tile(I, op->opnds[1], inst);
+    } else {
+        int64_t r0 = tk_interp_sv(I, op->opnds[3])[th].i;
+        if (r0 < 0 || r0 % 8 || r0 > at->rows - M)
+            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "a_row is %lld; A's %d rows "
+                                  "from there must lie inside its %d-row shared tile, starting "
+                                  "at a multiple of 8", (long long)r0, M, at->rows);
+        if ((s = smem_of(I, op, op->opnds[1], th, &A))) return s;
+        A += (size_t)r0 * (size_t)K;
+    }
+    float *out = tk_interp_tile(I, op->res[0], inst);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float x = acc[(size_t)m * N + n];
+            for (int k = 0; k < K; k++)
+                x = x + A[(size_t)m * K + k] * (bt ? B[(size_t)n * K + k] : B[(size_t)k * N + n]);
+            out[(size_t)m * N + n] = x;
+        }
+    return TK_OK;
+}
+
+tk_status tk_interp_wgmma(tk_interp *I, const tk_op *op) {
+    for (int i = 0; i < tk_interp_ninst(I, TK_WARPGROUP); i++) {
+        if (!tk_interp_inst_active(I, TK_WARPGROUP, i)) continue;
+        if (op->opc == TK_OP_WGMMA_WAIT) {
+            tk_interp_copy(I, op->res[0], op->opnds[0], tk_interp_inst_warps(TK_WARPGROUP, i));
+            continue;
+        }
+        tk_status s = issue(I, op, i);
+        if (s) return s;
+    }
+    return TK_OK;
+}
