@@ -28,6 +28,7 @@ class GemmConfig(ctypes.Structure):
         ("in_dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("transpose_b", ctypes.c_int),
         ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("block_k", ctypes.c_int),
         ("warps", ctypes.c_int), ("stages", ctypes.c_int), ("tma", ctypes.c_int),
+        ("wgmma", ctypes.c_int),
     ]
 
 
@@ -100,8 +101,8 @@ class TK:
                     "tk_attention_forward")
 
     def gemm_params(self, a, b, c, transpose_b, shape=None):
-        """shape: optional (block_m, block_n, block_k, warps, stages); None = the library's
-        choice for the call and GPU (tk_gemm_config_for_call)."""
+        """shape: optional (block_m, block_n, block_k, warps, stages[, tma[, wgmma]]); None =
+        the library's choice for the call and GPU (tk_gemm_config_for_call)."""
         p = GemmParams()
         p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
         p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
@@ -122,7 +123,7 @@ class TK:
         self._check(self.lib.tk_gpu_arch(self.ctx, arch, 16), "tk_gpu_arch")
         c = self.lib.tk_gemm_config_for_call(ctypes.byref(p), arch.value)
         return (f"{c.block_m}x{c.block_n}x{c.block_k} w{c.warps} s{c.stages}" +
-                (" tma" if c.tma else ""))
+                (" tma" if c.tma else "") + (" wgmma" if c.wgmma else ""))
 
     def gemm_prepare(self, p):
         info = PrepareInfo()

@@ -4,7 +4,8 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [notma] [race] [bench] [configs] [sweep] [ncu]   (default: tests race bench)
+#   scripts/device-run.sh [tests] [notma] [race] [bench] [wgmma] [configs] [sweep] [ncu]
+#   (default: tests race bench wgmma)
 # notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
 # cp.async path on the same mbarrier ring).
 set -uo pipefail
@@ -13,7 +14,7 @@ out=${OUT:-device-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export TK_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1
-what=${*:-tests race bench}
+what=${*:-tests race bench wgmma}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 summary() { grep -E "^gpu|^lower gpu|skipped|Checks|Failure|Error|first call|second process|kernel .*:" "$1" | tail -100; }
@@ -57,6 +58,10 @@ if [[ $what == *tests* ]]; then
   echo "== test_lower (every op family: GPU vs interpreter)"
   ./build-device/test_lower >"$out/ops.log" 2>&1 || rc=1
   summary "$out/ops.log"
+  echo "== test_wgmma (wgmma: GPU vs interpreter)"
+  ./build-device/test_wgmma >"$out/wgmma.log" 2>&1 || rc=1
+  summary "$out/wgmma.log"
+  grep -E "^gpu wgmma" "$out/wgmma.log" | tail -25
   echo "== test_gpu_kernels (run 1: compiles)"
   rm -rf /tmp/tk-kept && mkdir -p /tmp/tk-kept
   kernels_run 1
@@ -76,7 +81,8 @@ if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engin
   echo "== racecheck: copy-engine kernels at a ragged shape (the producer's fallback is visible)"
   if cc -O2 -Iinclude tests/gpu/ring_gemm.c -Lbuild-device -ltk -Wl,-rpath,"$PWD/build-device" \
        -lm -o /tmp/ring_gemm; then
-    for cfg in "128 256 128 8 2 1" "128 256 64 8 3 1" "128 128 64 4 3 1"; do
+    for cfg in "128 256 128 8 2 1" "128 256 64 8 3 1" "128 128 64 4 3 1" \
+               "128 256 64 8 4 1 0 1" "128 256 64 8 4 0 1 1"; do
       log="$out/race_${cfg// /_}.log"
       timeout 150 compute-sanitizer --tool racecheck --racecheck-report all --print-limit 3000 \
         --kernel-name kns=tk_gemm /tmp/ring_gemm 300 700 200 $cfg >"$log" 2>&1
@@ -92,6 +98,10 @@ if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engin
   else
     rc=1
   fi
+fi
+if [[ $what == *wgmma* ]]; then # issue 12's table: wgmma beside mma.sync and cuBLAS
+  echo "== GEMM on wgmma"
+  (cd bench && python3 bench_gemm_wgmma.py ../build-device 2>&1 | tee "$out/bench_gemm_wgmma.md") || rc=1
 fi
 if [[ $what == *bench* ]]; then
   echo "== bench"
@@ -110,11 +120,12 @@ if [[ $what == *tests* ]]; then
   ./build-device/test_jit >"$out/jit.log" 2>&1 || rc=1
   summary "$out/jit.log"
   echo "== SASS"
-  for k in "gemm" "gemm bm=128 bn=256 bk=128 warps=8 stages=2 tma=1" "attention d=128" "attention d=64"; do
+  for k in "gemm" "gemm bm=128 bn=256 bk=128 warps=8 stages=2 tma=1" \
+           "gemm bm=128 bn=256 bk=64 warps=8 stages=4 tma=1 wgmma=1" "attention d=128" "attention d=64"; do
     set -- $k # kernel, then its options (after the stage and arch)
     ./build-device/tk_dump "$1" ptx sm_90a "${@:2}" >/tmp/k.ptx &&
       ptxas -arch=sm_90a -v /tmp/k.ptx -o /tmp/k.cubin 2>&1 | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' '
-    echo " $k: HMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HMMA) UTMALDG $(cuobjdump -sass /tmp/k.cubin | grep -c UTMALDG)"
+    echo " $k: HMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HMMA) HGMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HGMMA) UTMALDG $(cuobjdump -sass /tmp/k.cubin | grep -c UTMALDG)"
   done | tee "$out/sass.txt"
 fi
 # The device tool returns at most 8 files.

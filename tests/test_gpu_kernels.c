@@ -10,6 +10,7 @@
  * GPU parts skip with one line where there is no GPU. */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,8 +167,9 @@ static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dty
     tk_gemm_config chosen = tk_gemm_config_for_call(&p, arch);
     const tk_gemm_config *used = cfg ? cfg : &chosen;
     char shape[64];
-    snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d%s", cfg ? "" : "auto ", used->block_m,
-             used->block_n, used->block_k, used->warps, used->stages, used->tma ? " tma" : "");
+    snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d%s%s", cfg ? "" : "auto ", used->block_m,
+             used->block_n, used->block_k, used->warps, used->stages, used->tma ? " tma" : "",
+             used->wgmma ? " wgmma" : "");
     tk_prepare_info info;
     ck_assert_msg(tk_gemm_prepare(ctx, &p, &info) == TK_OK, "%s", tk_ctx_error(ctx));
     printf("gemm kernel %s->%s %s %s: %s\n", tk_dtype_name(in), tk_dtype_name(out),
@@ -263,6 +265,38 @@ START_TEST(gemm_configs_on_gpu) {
         const int64_t *sz = gemm_alt_sizes[j];
         check_gemm(sz[0], sz[1], sz[2], in, out, tb, &cfg);
     }
+}
+END_TEST
+
+/* The wgmma GEMM (sm_90a): every shape of gemm_on_gpu and the long-k ones,
+ * both transposes and all output dtypes, in four block shapes: the
+ * producer-fed 128x256 (its fallback copies where a pitch is not 16-byte
+ * aligned), the same by cp.async in lockstep, a 128x128 producer kernel, and
+ * one warpgroup with 64-byte rows (the 64-byte swizzle). */
+static const int gemm_wgmma_shapes[][6] = { /* block m, n, k, warps, stages, tma */
+    {128, 256, 64, 8, 4, 1}, {128, 256, 64, 8, 4, 0}, {128, 128, 64, 8, 4, 1},
+    {64, 128, 32, 4, 3, 0},
+};
+#define N_GEMM_SHAPES (int)(sizeof gemm_shapes / sizeof *gemm_shapes)
+#define N_LONG_SHAPES (int)(sizeof gemm_long_shapes / sizeof *gemm_long_shapes)
+
+START_TEST(gemm_wgmma_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    char arch[16];
+    if (tk_gpu_arch(ctx, arch, sizeof arch) || strcmp(arch, "sm_90a")) {
+        if (_i == 0) printf("gpu gemm wgmma skipped: the GPU is %s, wgmma needs sm_90a\n", arch);
+        return;
+    }
+    bool lng = _i >= N_GEMM_SHAPES;
+    const int64_t *sh = lng ? gemm_long_shapes[_i - N_GEMM_SHAPES] : gemm_shapes[_i];
+    const int *cs = gemm_wgmma_shapes[_i % 4];
+    tk_dtype in = _i % 2 ? TK_F16 : TK_BF16;
+    tk_dtype out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[_i % 3];
+    int tb = (_i / 2) % 2;
+    tk_gemm_config cfg = tk_gemm_default_config(in, out, tb);
+    cfg.block_m = cs[0], cfg.block_n = cs[1], cfg.block_k = cs[2];
+    cfg.warps = cs[3], cfg.stages = cs[4], cfg.tma = cs[5], cfg.wgmma = 1;
+    check_gemm_rows(sh[0], sh[1], sh[2], in, out, tb, &cfg, lng ? 16 : 1);
 }
 END_TEST
 
@@ -479,6 +513,7 @@ int main(int argc, char **argv) {
                         3 * (int)(sizeof gemm_long_shapes / sizeof *gemm_long_shapes));
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
+    tcase_add_loop_test(tg, gemm_wgmma_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
     tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
     tcase_add_test(tg, one_kernel_serves_all_shapes);
     suite_add_tcase(s, tg);

@@ -1,0 +1,76 @@
+"""Issue 12's GEMM table: the wgmma kernel (sm_90a) beside the mma.sync kernel the
+library picks today and torch.matmul (cuBLAS), same run, same GPU, bf16 in and out.
+Each shape is checked against torch first (rel err of the bf16 output; NaN-poisoned
+C), so nothing wrong gets timed. Timing: triton do_bench (median after warm-up; it
+clears the L2 before every call), ours and cuBLAS alternating over ROUNDS rounds
+under the GPU's power limit; the SM clock is sampled by nvidia-smi while it runs.
+Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick]"""
+import subprocess
+import sys
+
+import torch
+from triton.testing import do_bench
+
+from tk_ctypes import TK
+
+ROUNDS = 3
+# (block_m, block_n, block_k, warps, stages, tma, wgmma)
+WGMMA = (128, 256, 64, 8, 4, 1, 1)
+SHAPES = [(n, n, n) for n in (1024, 2048, 4096, 6144, 8192)] + [
+    (8192, 4096, 4096), (8192, 11008, 4096), (8192, 4096, 11008), (16384, 3 * 4096, 4096),
+    (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096)]
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def main():
+    tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
+    shapes = SHAPES[2:3] if "quick" in sys.argv else SHAPES
+    torch.manual_seed(0)
+    stream = torch.cuda.current_stream().cuda_stream
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
+                            "--format=csv,noheader", "-lms", "200"],
+                           stdout=subprocess.PIPE, text=True)
+    rows = []
+    for m, n, k in shapes:
+        for tb in (False, True):
+            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) if tb else \
+                torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+            bb = b.t() if tb else b
+            ref = (a @ bb).float()
+            fns, errs = {}, {}
+            for name, shape in (("wgmma", WGMMA), ("mma.sync", None)):
+                c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                p = tk.gemm_params(a, b, c, tb, shape)
+                tk.gemm_prepare(p)
+                tk.gemm(p, stream)
+                torch.cuda.synchronize()
+                errs[name] = ((c.float() - ref).norm() / ref.norm()).item()
+                fns[name] = (lambda p=p: tk.gemm(p, stream))
+            fns["cuBLAS"] = lambda: torch.matmul(a, bb)
+            fl = 2 * m * n * k / 1e9
+            per_round = []
+            for _ in range(ROUNDS):
+                per_round.append({x: fl / do_bench(f, warmup=50, rep=250, return_mode="median")
+                                  for x, f in fns.items()})
+            med = {x: median([r[x] for r in per_round]) for x in fns}
+            ratio = median([r["wgmma"] / r["cuBLAS"] for r in per_round])
+            rows.append((m, n, k, "A·Bᵀ" if tb else "A·B", med, ratio, errs))
+    smi.terminate()
+    clocks = [line.split(",")[0].strip() for line in smi.stdout.read().splitlines() if line]
+    print("| M | N | K | op | wgmma | mma.sync | cuBLAS | wgmma / cuBLAS | rel err wgmma | "
+          "rel err mma.sync |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for m, n, k, op, med, r, e in rows:
+        print(f"| {m} | {n} | {k} | {op} | {med['wgmma']:.0f} | {med['mma.sync']:.0f} | "
+              f"{med['cuBLAS']:.0f} | {r:.2f} | {e['wgmma']:.1e} | {e['mma.sync']:.1e} |")
+    print(f"SM clock while timing (nvidia-smi, {len(clocks)} samples): "
+          f"median {median(clocks) if clocks else '?'}")
+
+
+if __name__ == "__main__":
+    main()
