@@ -58,7 +58,8 @@ static un_fn unary_fn(tk_opcode opc) {
     case TK_OP_SQRT: return f_sqrt;
     case TK_OP_SIN: return f_sin;
     case TK_OP_COS: return f_cos;
-    default: return f_rsqrt;
+    case TK_OP_RSQRT: return f_rsqrt;
+    default: return NULL; /* an op of the family without semantics: reported */
     }
 }
 
@@ -119,7 +120,12 @@ tk_status tk_interp_eval_elementwise(tk_opcode opc, tk_dtype dt, int64_t attr, c
         return TK_OK;
     }
     if (fl) {
-        r->f = tk_interp_round(dt, unary_fn(opc)(x[0].f));
+        un_fn f = unary_fn(opc);
+        if (!f) {
+            *why = "the elementwise family has no semantics for this op";
+            return TK_ERR_UNSUPPORTED;
+        }
+        r->f = tk_interp_round(dt, f(x[0].f));
         return TK_OK;
     }
     /* integer NEG / ABS (the rule admits no other unary op on integers) */
@@ -195,13 +201,16 @@ static void run_instance(tk_interp *I, const tk_op *op, int inst) {
             d[e] = tk_interp_round(rt->dtype, f(src_get(&a, e), src_get(&b, e)));
     } else {
         un_fn f = unary_fn(op->opc);
-        for (size_t e = 0; e < n; e++) d[e] = tk_interp_round(rt->dtype, f(src_get(&a, e)));
+        for (size_t e = 0; f && e < n; e++) d[e] = tk_interp_round(rt->dtype, f(src_get(&a, e)));
     }
 }
 
 tk_status tk_interp_elementwise(tk_interp *I, const tk_op *op) {
     const tk_type *rt = &op->res[0]->type;
     if (rt->kind == TK_KIND_SCALAR) return run_scalar(I, op);
+    if (op->nopnds == 1 && op->opc != TK_OP_FILL && op->opc != TK_OP_CVT && !unary_fn(op->opc))
+        return tk_interp_fail(I, op, -1, TK_ERR_UNSUPPORTED, "the elementwise family has no "
+                              "semantics for this op (ops/elementwise_interp.c, unary_fn)");
     for (int i = 0; i < tk_interp_ninst(I, rt->owner); i++)
         if (tk_interp_inst_active(I, rt->owner, i)) run_instance(I, op, i);
     return TK_OK;

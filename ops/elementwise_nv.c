@@ -132,7 +132,11 @@ static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
     case TK_OP_SQRT: return tk_lw_intrin(L, "llvm.sqrt", &f, 1, &x, 1);
     case TK_OP_SIN: return trig(L, x, 0);
     case TK_OP_COS: return trig(L, x, 1);
-    default: return tk_lw_intrin(L, "llvm.nvvm.rsqrt.approx.f", NULL, 0, &x, 1);
+    case TK_OP_RSQRT: return tk_lw_intrin(L, "llvm.nvvm.rsqrt.approx.f", NULL, 0, &x, 1);
+    default: /* an op of the family without a lowering: reported, never guessed */
+        tk_lw_fail(L, TK_ERR_UNSUPPORTED, "no lowering for %s (ops/elementwise_nv.c, fun)",
+                   tk_op_infos[opc].name);
+        return LLVMGetPoison(f);
     }
 }
 
