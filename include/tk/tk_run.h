@@ -51,10 +51,11 @@ typedef struct tk_prepare_info {
 
 /* Checks the parameters and makes sure the kernel for their
  * specialization is compiled and loaded (info may be NULL). */
-tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info);
+TK_API tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p,
+    tk_prepare_info *info);
 /* Checks, prepares (a memory hit after the first call) and launches on
  * `stream` (a CUstream; NULL = default stream). Asynchronous. */
-tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
+TK_API tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
 
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
@@ -77,12 +78,12 @@ typedef struct tk_gemm_params {
     const tk_gemm_config *config;
 } tk_gemm_params;
 
-tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
+TK_API tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
 /* The configuration tk_gemm uses for p when p->config is NULL, on a GPU of
  * `arch`: tk_gemm_config_for's choice, with the copy engine only for 16-byte
  * aligned A and B and row pitches. */
-tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch);
-tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
+TK_API tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch);
+TK_API tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
 
 #ifdef __cplusplus
 }
