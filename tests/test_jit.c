@@ -175,11 +175,16 @@ START_TEST(test_ptxas_compile)
     free(ptx);
     ck_assert_int_eq(tk_ptxas_compile(&px, "", "sm_9x; rm", &cubin, &n, err, sizeof err),
                      TK_ERR_INVALID_ARG);
-    /* An explicit TK_PTXAS that is not there is reported, not replaced. */
+    /* An explicit TK_PTXAS that is not there is reported, not replaced. The
+     * caller's own (the ctest environment's, without /usr/local/cuda) is
+     * put back for the tests after this one. */
+    char *was = getenv("TK_PTXAS") ? strdup(getenv("TK_PTXAS")) : NULL;
     setenv("TK_PTXAS", "/nonexistent/ptxas", 1);
     ck_assert_int_eq(tk_ptxas_find(&px, err, sizeof err), TK_ERR_PTXAS);
     ck_assert_ptr_nonnull(strstr(err, "TK_PTXAS"));
-    unsetenv("TK_PTXAS");
+    if (was) setenv("TK_PTXAS", was, 1);
+    else unsetenv("TK_PTXAS");
+    free(was);
 }
 END_TEST
 
