@@ -74,7 +74,8 @@ int main(void) {
     /* Host cost of a launch through the public entry point (tiny problem). */
     void *buf;
     tk_gpu_alloc(ctx, 1 << 20, &buf);
-    tk_attention_params a = {.dtype = TK_BF16, .head_dim = 128, .batch = 1, .heads_q = 1,
+    tk_attention_params a = {.struct_size = sizeof(tk_attention_params),
+                             .dtype = TK_BF16, .head_dim = 128, .batch = 1, .heads_q = 1,
                              .heads_kv = 1, .seq_q = 64, .seq_kv = 64, .q = buf, .k = buf,
                              .v = buf, .o = buf, .lse = buf};
     tk_attention_forward(ctx, &a, NULL);

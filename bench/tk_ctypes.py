@@ -9,8 +9,11 @@ TK_BF16, TK_F16, TK_F32 = 2, 3, 1
 _DT = {"bf16": TK_BF16, "f16": TK_F16, "f32": TK_F32}
 
 
+# Both parameter structs open with struct_size (include/tk/tk_run.h): set to
+# the ctypes size, which must match C's sizeof (docs/API.md, "Parameter structs").
 class AttentionParams(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
         ("scale", ctypes.c_float),
         ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
@@ -34,6 +37,7 @@ class GemmConfig(ctypes.Structure):
 
 class GemmParams(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("in_dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("transpose_b", ctypes.c_int32),
         ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64),
         ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("c", ctypes.c_void_p),
@@ -77,7 +81,7 @@ class TK:
 
     def attention_params(self, q, k, v, o, lse, causal, bhnd=True):
         """q/k/v/o are torch tensors in logical [B,H,N,D] order (any strides)."""
-        p = AttentionParams()
+        p = AttentionParams(struct_size=ctypes.sizeof(AttentionParams))
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.head_dim, p.causal, p.scale = q.shape[3], int(causal), 0.0
         p.batch, p.heads_q, p.seq_q = q.shape[0], q.shape[1], q.shape[2]
@@ -103,7 +107,7 @@ class TK:
     def gemm_params(self, a, b, c, transpose_b, shape=None):
         """shape: optional (block_m, block_n, block_k, warps, stages[, tma[, wgmma]]); None =
         the library's choice for the call and GPU (tk_gemm_config_for_call)."""
-        p = GemmParams()
+        p = GemmParams(struct_size=ctypes.sizeof(GemmParams))
         p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
         p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
                        "torch.float32": TK_F32}[str(c.dtype)]

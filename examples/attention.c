@@ -99,7 +99,8 @@ static int run_gpu(tk_ctx *ctx, const shape *shapes, int nshapes) {
         for (int t = 0; t < 5 && !s; t++) s = tk_gpu_alloc(ctx, t < 4 ? bytes : lbytes, &d[t]);
         const void *host[5] = {p.q, p.k, p.v, p.o, p.lse};
         for (int t = 0; t < 5 && !s; t++) s = tk_gpu_upload(ctx, d[t], host[t], t < 4 ? bytes : lbytes);
-        tk_attention_params a = {.dtype = TK_BF16, .head_dim = (int32_t)p.s.d, .batch = p.s.b,
+        tk_attention_params a = {.struct_size = sizeof(tk_attention_params),
+                                 .dtype = TK_BF16, .head_dim = (int32_t)p.s.d, .batch = p.s.b,
                                  .heads_q = p.s.h, .heads_kv = p.s.h, .seq_q = p.s.n,
                                  .seq_kv = p.s.n, .q = d[0], .k = d[1], .v = d[2], .o = d[3],
                                  .lse = d[4]};

@@ -48,6 +48,16 @@ tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void 
  * driver once per context (again only while it gave none). */
 void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n);
 
+/* The caller's parameter struct `src` (a tk_attention_params, a
+ * tk_gemm_params: a leading size_t struct_size, docs/API.md) into `dst`, the
+ * library's own layout of dst_size bytes: the bytes the caller's struct has,
+ * zero for fields it ends before (each grown field's 0 means its old
+ * behaviour). A NULL src, a struct_size of 0 or below min_size (the end of
+ * the first layout), or a larger struct with non-zero bytes this library does
+ * not know is an error whose message names fn. */
+tk_status tk_params_read(tk_ctx *ctx, const char *fn, const void *src, void *dst,
+                         size_t dst_size, size_t min_size);
+
 /* ---- For tests ----------------------------------------------------------- */
 /* How the memo compiles a built kernel; tk_compile unless a test (without a
  * GPU) sets another. */

@@ -385,11 +385,18 @@ static tk_arg attn_tensor(const void *data, tk_dtype dt, int rank, const int64_t
                  : tk_arg_strided((void *)data, dt, rank, dims, strides);
 }
 
-/* The checked parameters' program (built and compiled on first use). */
-static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *p, tk_program **prog,
+/* The end of tk_attention_params' first layout: the smallest struct_size. */
+#define ATTN_PARAMS_MIN (offsetof(tk_attention_params, lse_strides) + 3 * sizeof(int64_t))
+
+/* The caller's parameters (`user`, any struct_size) read into *p and
+ * checked, and their program (built and compiled on first use). */
+static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *user,
+                                   tk_attention_params *p, tk_program **prog,
                                    tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
-    tk_status s = check_attention(ctx, p);
+    tk_status s = tk_params_read(ctx, "tk_attention_forward", user, p, sizeof *p,
+                                 ATTN_PARAMS_MIN);
+    if (!s) s = check_attention(ctx, p);
     if (s) return s;
     attn_key key;
     memset(&key, 0, sizeof key);
@@ -397,14 +404,18 @@ static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *p, tk
     return tk_registry_program(ctx, &attn_def, &key, prog, info);
 }
 
-tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info) {
+tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *user,
+                               tk_prepare_info *info) {
     tk_program *prog = NULL;
-    return attention_program(ctx, p, &prog, info);
+    tk_attention_params p;
+    return attention_program(ctx, user, &p, &prog, info);
 }
 
-tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream) {
+tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *user, void *stream) {
     tk_program *prog = NULL;
-    tk_status s = attention_program(ctx, p, &prog, NULL);
+    tk_attention_params params;
+    const tk_attention_params *p = &params;
+    tk_status s = attention_program(ctx, user, &params, &prog, NULL);
     if (s) return s;
     int64_t D = p->head_dim;
     int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, D};

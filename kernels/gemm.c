@@ -434,6 +434,10 @@ static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
 
 static const tk_kernel_def gemm_def = {"tk_gemm", sizeof(gemm_key), build_gemm_key};
 
+/* The end of tk_gemm_params' first layout, the smallest struct_size: `config`
+ * was added after it, and reads as NULL from a struct that ends before it. */
+#define GEMM_PARAMS_MIN (offsetof(tk_gemm_params, ldc) + sizeof(int64_t))
+
 static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
     const char *fn = "tk_gemm";
     if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
@@ -460,7 +464,12 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
  * (else the launch encodes no map, and the producer warp's own copies are
  * slow): other calls get the cp.async kernel that sm_90 without its
  * arch-specific features would. */
-tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch) {
+tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *user, const char *arch) {
+    tk_gemm_params params;
+    const tk_gemm_params *p = &params;
+    if (tk_params_read(NULL, "tk_gemm_config_for_call", user, &params, sizeof params,
+                       GEMM_PARAMS_MIN))
+        return (tk_gemm_config){0};
     int64_t esz = (int64_t)tk_dtype_size(p->in_dtype);
     int64_t lda = p->lda ? p->lda : p->k;
     int64_t ldb = p->ldb ? p->ldb : (p->transpose_b ? p->k : p->n);
@@ -493,12 +502,14 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
     return TK_OK;
 }
 
-/* The checked parameters' program (built and compiled on first use). */
-static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program **prog,
-                              tk_prepare_info *info) {
+/* The caller's parameters (`user`, any struct_size) read into *p and
+ * checked, and their program (built and compiled on first use). */
+static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_params *p,
+                              tk_program **prog, tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_gemm_config c = {0};
-    tk_status s = check_gemm(ctx, p);
+    tk_status s = tk_params_read(ctx, "tk_gemm", user, p, sizeof *p, GEMM_PARAMS_MIN);
+    if (!s) s = check_gemm(ctx, p);
     if (!s) s = gemm_choose(ctx, p, &c);
     if (s) return s;
     gemm_key key;
@@ -509,14 +520,17 @@ static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *p, tk_program *
     return tk_registry_program(ctx, &gemm_def, &key, prog, info);
 }
 
-tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info) {
+tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *user, tk_prepare_info *info) {
     tk_program *prog = NULL;
-    return gemm_program(ctx, p, &prog, info);
+    tk_gemm_params p;
+    return gemm_program(ctx, user, &p, &prog, info);
 }
 
-tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream) {
+tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *user, void *stream) {
     tk_program *prog = NULL;
-    tk_status s = gemm_program(ctx, p, &prog, NULL);
+    tk_gemm_params params;
+    const tk_gemm_params *p = &params;
+    tk_status s = gemm_program(ctx, user, &params, &prog, NULL);
     if (s) return s;
     int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;
     int64_t ad[2] = {p->m, p->k}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: a warnings-as-errors build, then an
-# AddressSanitizer + UndefinedBehaviorSanitizer build.
+# Sets up, builds and runs every test: a warnings-as-errors build, its install
+# into a temporary prefix with a consumer project built against it
+# (scripts/test-install.sh), then an AddressSanitizer + UndefinedBehaviorSanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -8,6 +9,7 @@ jobs=$(nproc)
 cmake -S . -B build -DTK_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure
+./scripts/test-install.sh build
 cmake -S . -B build-asan -DTK_WERROR=ON -DTK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -54,7 +54,8 @@ static const char *origin_name(tk_origin o) {
 /* ---- validation ---------------------------------------------------------- */
 static tk_attention_params good_attention(void) {
     static char dummy[64];
-    return (tk_attention_params){.dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 4,
+    return (tk_attention_params){.struct_size = sizeof(tk_attention_params),
+                                 .dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 4,
                                  .heads_kv = 2, .seq_q = 8, .seq_kv = 8, .q = dummy,
                                  .k = dummy, .v = dummy, .o = dummy, .lse = (float *)dummy};
 }
@@ -95,7 +96,8 @@ END_TEST
 
 START_TEST(gemm_rejects_bad_params) {
     static char dummy[64];
-    tk_gemm_params g = {.in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 4, .n = 4, .k = 4,
+    tk_gemm_params g = {.struct_size = sizeof(tk_gemm_params),
+                        .in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 4, .n = 4, .k = 4,
                         .a = dummy, .b = dummy, .c = dummy};
     tk_gemm_params b = g;
     b.k = 0;
@@ -159,7 +161,8 @@ static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dty
     ref_tensor_fill_all(&C, NAN);
     void *da = th_upload(ctx, &A), *db = th_upload(ctx, &B), *dc = th_upload(ctx, &C);
     ck_assert(da && db && dc);
-    tk_gemm_params p = {.in_dtype = in, .out_dtype = out, .transpose_b = tb, .m = M, .n = N,
+    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
+                        .in_dtype = in, .out_dtype = out, .transpose_b = tb, .m = M, .n = N,
                         .k = K, .a = da, .b = db, .c = dc, .config = cfg};
     /* cfg NULL: tk_gemm uses tk_gemm_config_for's choice, named "auto" */
     char arch[16];
@@ -308,7 +311,8 @@ START_TEST(gemm_choice_is_keyed) {
     static char dummy[64]; /* prepare checks and compiles; it launches nothing */
     char arch[16];
     ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
-    tk_gemm_params p = {.in_dtype = TK_BF16, .out_dtype = TK_BF16, .m = 8192, .n = 8192,
+    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
+                        .in_dtype = TK_BF16, .out_dtype = TK_BF16, .m = 8192, .n = 8192,
                         .k = 64, .a = dummy, .b = dummy, .c = dummy};
     tk_gemm_config big = tk_gemm_config_for(TK_BF16, TK_BF16, 0, p.m, p.n, arch);
     tk_gemm_config dflt = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
@@ -388,7 +392,8 @@ START_TEST(attention_on_gpu) {
     void *dq = th_upload(ctx, &Q), *dk = th_upload(ctx, &K), *dv = th_upload(ctx, &V);
     void *dO = th_upload(ctx, &O), *dl = th_upload(ctx, &L);
     ck_assert(dq && dk && dv && dO && dl);
-    tk_attention_params p = {.dtype = c->dt, .head_dim = c->d, .causal = c->causal,
+    tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
+                             .dtype = c->dt, .head_dim = c->d, .causal = c->causal,
                              .batch = c->b, .heads_q = c->hq, .heads_kv = c->hkv,
                              .seq_q = c->nq, .seq_kv = c->nkv, .q = dq, .k = dk, .v = dv,
                              .o = dO, .lse = dl};
@@ -433,7 +438,8 @@ static int64_t run_triples(tk_ctx *c, tk_origin *first) {
     tk_status s = tk_gpu_alloc(c, bytes, &buf);
     for (int i = 0; i < 20 && !s; i++) {
         int64_t b = 1 + i % 4, h = 1 + (i * 7) % 8, n = 1 + (i * 37) % 300;
-        tk_attention_params p = {.dtype = TK_BF16, .head_dim = 64, .batch = b, .heads_q = h,
+        tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
+                                 .dtype = TK_BF16, .head_dim = 64, .batch = b, .heads_q = h,
                                  .heads_kv = h, .seq_q = n, .seq_kv = n, .q = buf, .k = buf,
                                  .v = buf, .o = buf, .lse = buf};
         if (i == 0) {

@@ -176,12 +176,17 @@ START_TEST(test_ptxas_compile)
     tk_diag_clear(&dg); /* the first failure wins: start afresh */
     ck_assert_int_eq(tk_ptxas_compile(&px, "", "sm_9x; rm", &cubin, &n, &dg),
                      TK_ERR_INVALID_ARG);
-    /* An explicit TK_PTXAS that is not there is reported, not replaced. */
+    /* An explicit TK_PTXAS that is not there is reported, not replaced. The
+     * caller's own (the ctest environment's, without /usr/local/cuda) is
+     * put back for the tests after this one. */
+    char *was = getenv("TK_PTXAS") ? strdup(getenv("TK_PTXAS")) : NULL;
     setenv("TK_PTXAS", "/nonexistent/ptxas", 1);
     tk_diag_clear(&dg);
     ck_assert_int_eq(tk_ptxas_find(&px, &dg), TK_ERR_PTXAS);
     ck_assert_ptr_nonnull(strstr(dg.msg, "TK_PTXAS"));
-    unsetenv("TK_PTXAS");
+    if (was) setenv("TK_PTXAS", was, 1);
+    else unsetenv("TK_PTXAS");
+    free(was);
 }
 END_TEST
 

@@ -180,7 +180,8 @@ START_TEST(test_gemm_config_for) {
     ck_assert_int_eq(c.tma, 0);
     /* a call's choice: the copy engine only for aligned tensors and pitches */
     static char buf[64] __attribute__((aligned(16)));
-    tk_gemm_params p = {.in_dtype = TK_F16, .out_dtype = TK_F32, .transpose_b = 1,
+    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
+                        .in_dtype = TK_F16, .out_dtype = TK_F32, .transpose_b = 1,
                         .m = 4096, .n = 4096, .k = 4096, .a = buf, .b = buf, .c = buf};
     ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 1);
     p.lda = 4100; /* 8200-byte rows */

@@ -8,6 +8,8 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "jit/jit.h"
@@ -162,7 +164,8 @@ END_TEST
 /* ---- The ready-made kernels through the registry -------------------------- */
 START_TEST(gemm_prepare_keys_on_the_config) {
     static char dummy[64];
-    tk_gemm_params p = {.in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 64, .n = 64, .k = 64,
+    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
+                        .in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 64, .n = 64, .k = 64,
                         .a = dummy, .b = dummy, .c = dummy};
     tk_prepare_info info;
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
@@ -188,7 +191,8 @@ END_TEST
 
 START_TEST(attention_prepare_keys_on_the_spec) {
     static char dummy[64];
-    tk_attention_params p = {.dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 2,
+    tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
+                             .dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 2,
                              .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
                              .v = dummy, .o = dummy, .lse = (float *)dummy};
     tk_prepare_info info;
@@ -207,7 +211,8 @@ END_TEST
 /* One status per kind of bad input, the same from every entry point. */
 START_TEST(bad_head_dim_is_invalid_everywhere) {
     static char dummy[64];
-    tk_attention_params p = {.dtype = TK_BF16, .head_dim = 96, .batch = 1, .heads_q = 1,
+    tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
+                             .dtype = TK_BF16, .head_dim = 96, .batch = 1, .heads_q = 1,
                              .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
                              .v = dummy, .o = dummy, .lse = (float *)dummy};
     ck_assert_int_eq(tk_attention_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
@@ -219,6 +224,84 @@ START_TEST(bad_head_dim_is_invalid_everywhere) {
     ck_assert_str_eq(tk_ctx_error(ctx), "tk_attention_fwd_build: head_dim is 96; expected 64 or "
                                         "128");
     ck_assert_int_eq(atomic_load(&g_builds) + atomic_load(&g_compiles), 0);
+}
+END_TEST
+
+/* ---- Parameter structs grow (docs/API.md): struct_size ------------------- */
+static tk_gemm_params small_gemm(void *dummy) {
+    return (tk_gemm_params){.struct_size = sizeof(tk_gemm_params), .in_dtype = TK_BF16,
+                            .out_dtype = TK_F32, .m = 64, .n = 64, .k = 64, .a = dummy,
+                            .b = dummy, .c = dummy};
+}
+
+START_TEST(struct_size_zero_or_small_is_invalid) {
+    static char dummy[64];
+    tk_gemm_params g = small_gemm(dummy);
+    g.struct_size = 0;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &g, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tk_gemm: params.struct_size is 0"));
+    ck_assert_int_eq(tk_gemm(ctx, &g, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_gemm_config_for_call(&g, "sm_90a").block_m, 0);
+    g.struct_size = sizeof(size_t);
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &g, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "smallest layout"));
+    tk_attention_params a = {.struct_size = offsetof(tk_attention_params, lse_strides),
+                             .dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 1,
+                             .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
+                             .v = dummy, .o = dummy, .lse = (float *)dummy};
+    ck_assert_int_eq(tk_attention_prepare(ctx, &a, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tk_attention_forward: params.struct_size"));
+    ck_assert_int_eq(tk_attention_forward(ctx, &a, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_attention_prepare(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(atomic_load(&g_builds) + atomic_load(&g_compiles), 0);
+}
+END_TEST
+
+/* A caller built before `config` existed: its struct ends at ldc, and the
+ * library reads no further (a mismatched config there would be an error). */
+START_TEST(old_size_gets_defaults) {
+    static char dummy[64];
+    tk_gemm_config wrong = tk_gemm_default_config(TK_F16, TK_F16, 1);
+    tk_gemm_params g = small_gemm(dummy);
+    g.config = &wrong;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &g, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "config is for"));
+    g.struct_size = offsetof(tk_gemm_params, config);
+    tk_prepare_info info;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &g, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    tk_gemm_params fresh = small_gemm(dummy); /* config NULL: the same kernel */
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &fresh, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    tk_gemm_config a = tk_gemm_config_for_call(&g, "sm_90a");
+    tk_gemm_config b = tk_gemm_config_for_call(&fresh, "sm_90a");
+    ck_assert_int_ne(a.block_m, 0);
+    ck_assert_int_eq(memcmp(&a, &b, sizeof a), 0);
+}
+END_TEST
+
+/* A caller built against a newer, larger struct: accepted while the fields
+ * this library does not know are zero (their "as before" value). */
+START_TEST(newer_size_needs_unknown_fields_zero) {
+    static char dummy[64];
+    struct {
+        tk_gemm_params p;
+        int64_t future;
+    } big = {.p = small_gemm(dummy)};
+    big.p.struct_size = sizeof big;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &big.p, NULL), TK_OK);
+    big.future = 7;
+    ck_assert_int_eq(tk_gemm_prepare(ctx, &big.p, NULL), TK_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "does not know"));
+}
+END_TEST
+
+START_TEST(version_is_the_headers) {
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", TK_VERSION_MAJOR, TK_VERSION_MINOR,
+             TK_VERSION_PATCH);
+    ck_assert_str_eq(tk_version(), want);
+    ck_assert_int_eq(tk_version_number(), TK_VERSION_NUMBER);
 }
 END_TEST
 
@@ -234,6 +317,10 @@ int main(void) {
     tcase_add_test(tc, gemm_prepare_keys_on_the_config);
     tcase_add_test(tc, attention_prepare_keys_on_the_spec);
     tcase_add_test(tc, bad_head_dim_is_invalid_everywhere);
+    tcase_add_test(tc, struct_size_zero_or_small_is_invalid);
+    tcase_add_test(tc, old_size_gets_defaults);
+    tcase_add_test(tc, newer_size_needs_unknown_fields_zero);
+    tcase_add_test(tc, version_is_the_headers);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

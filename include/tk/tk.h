@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tk/tk_export.h"
+#include "tk/tk_version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,26 +40,26 @@ typedef enum tk_status {
     TK_ERR_RUNTIME = 15     /* the interpreter met an invalid access         */
 } tk_status;
 
-const char *tk_status_name(tk_status s);
+TK_API const char *tk_status_name(tk_status s);
 
 /* ---- Context ------------------------------------------------------------ */
 typedef struct tk_ctx tk_ctx;
 
-tk_status tk_ctx_create(tk_ctx **out);
-void tk_ctx_destroy(tk_ctx *ctx);
+TK_API tk_status tk_ctx_create(tk_ctx **out);
+TK_API void tk_ctx_destroy(tk_ctx *ctx);
 /* Message of the last failed context-level call (never NULL). */
-const char *tk_ctx_error(const tk_ctx *ctx);
+TK_API const char *tk_ctx_error(const tk_ctx *ctx);
 /* Records a printf-style message as the context's last error and returns
  * `s`: for code written on this API that reports its own failures the way
  * the library does (the ready-made kernels use it). NULL ctx or fmt: only
  * returns s. */
-tk_status tk_ctx_set_error(tk_ctx *ctx, tk_status s, const char *fmt, ...)
+TK_API tk_status tk_ctx_set_error(tk_ctx *ctx, tk_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* Frees strings and buffers the library hands out (printer text, PTX, ...). */
-void tk_free(void *p);
+TK_API void tk_free(void *p);
 
 /* ---- Types -------------------------------------------------------------- */
 typedef enum tk_dtype {
@@ -110,11 +113,11 @@ typedef struct tk_type {
     int32_t rank;         /* GVIEW                                          */
 } tk_type;
 
-tk_type tk_scalar_type(tk_dtype dt);
-tk_type tk_tile_type(tk_dtype dt, int rows, int cols, tk_owner owner, tk_layout layout);
-tk_type tk_vec_type(tk_dtype dt, int len, tk_axis axis, tk_owner owner, tk_layout layout);
-const char *tk_dtype_name(tk_dtype dt);
-size_t tk_dtype_size(tk_dtype dt);
+TK_API tk_type tk_scalar_type(tk_dtype dt);
+TK_API tk_type tk_tile_type(tk_dtype dt, int rows, int cols, tk_owner owner, tk_layout layout);
+TK_API tk_type tk_vec_type(tk_dtype dt, int len, tk_axis axis, tk_owner owner, tk_layout layout);
+TK_API const char *tk_dtype_name(tk_dtype dt);
+TK_API size_t tk_dtype_size(tk_dtype dt);
 
 /* ---- Kernels ------------------------------------------------------------ */
 typedef struct tk_kernel tk_kernel;
@@ -129,85 +132,85 @@ typedef enum tk_scope {
 } tk_scope;
 
 /* A kernel run by blocks of `warps` warps (1..32). */
-tk_status tk_kernel_create(tk_ctx *ctx, const char *name, int warps, tk_kernel **out);
-void tk_kernel_destroy(tk_kernel *k);
-tk_status tk_kernel_status(const tk_kernel *k);
-const char *tk_kernel_error(const tk_kernel *k); /* "" when OK */
+TK_API tk_status tk_kernel_create(tk_ctx *ctx, const char *name, int warps, tk_kernel **out);
+TK_API void tk_kernel_destroy(tk_kernel *k);
+TK_API tk_status tk_kernel_status(const tk_kernel *k);
+TK_API const char *tk_kernel_error(const tk_kernel *k); /* "" when OK */
 /* Verifies the kernel; afterwards it is immutable and can be run/compiled. */
-tk_status tk_kernel_finish(tk_kernel *k);
+TK_API tk_status tk_kernel_finish(tk_kernel *k);
 /* Stable text form; *out is freed with tk_free. */
-tk_status tk_kernel_print(const tk_kernel *k, char **out);
-const char *tk_kernel_name(const tk_kernel *k);
-int tk_kernel_warps(const tk_kernel *k);
+TK_API tk_status tk_kernel_print(const tk_kernel *k, char **out);
+TK_API const char *tk_kernel_name(const tk_kernel *k);
+TK_API int tk_kernel_warps(const tk_kernel *k);
 /* Bytes of shared memory the kernel's tiles take per block (a launch on
  * sm_90 adds up to 1.2 KiB for kernels whose copies use the copy engine). */
-size_t tk_kernel_smem_bytes(const tk_kernel *k);
+TK_API size_t tk_kernel_smem_bytes(const tk_kernel *k);
 
 /* Signature. Parameters are numbered in creation order (tensors and scalars
  * share one numbering) and passed to tk_interp_run / tk_launch in that order. */
-tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank);
-tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt);
+TK_API tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank);
+TK_API tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt);
 /* A specialization constant: part of the kernel's identity (printed, hashed
  * into the cache key); an i64 constant inside the kernel. Top level only,
  * like parameters (TK_ERR_STATE inside a for/if). */
-tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value);
+TK_API tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value);
 /* Grid = (x, y, z) blocks, from values computed from parameters and
  * constants only (the host evaluates them at launch). NULL means 1. A value
  * depending on anything else (ids, loop results, exp/log/...) is rejected
  * here with TK_ERR_SCOPE. */
-void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z);
+TK_API void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z);
 
 /* ---- Ids and scalars ---------------------------------------------------- */
-tk_value *tk_block_id(tk_kernel *k, int dim);  /* i32, dim 0..2 */
-tk_value *tk_warp_id(tk_kernel *k);            /* i32, warp in block */
-tk_value *tk_warpgroup_id(tk_kernel *k);       /* i32, warp_id / 4 */
-tk_value *tk_lane_id(tk_kernel *k);            /* i32, 0..31 (per thread) */
-tk_value *tk_const_i32(tk_kernel *k, int32_t v);
-tk_value *tk_const_i64(tk_kernel *k, int64_t v);
-tk_value *tk_const_f32(tk_kernel *k, float v);
-tk_value *tk_const_bool(tk_kernel *k, int v);
+TK_API tk_value *tk_block_id(tk_kernel *k, int dim);  /* i32, dim 0..2 */
+TK_API tk_value *tk_warp_id(tk_kernel *k);            /* i32, warp in block */
+TK_API tk_value *tk_warpgroup_id(tk_kernel *k);       /* i32, warp_id / 4 */
+TK_API tk_value *tk_lane_id(tk_kernel *k);            /* i32, 0..31 (per thread) */
+TK_API tk_value *tk_const_i32(tk_kernel *k, int32_t v);
+TK_API tk_value *tk_const_i64(tk_kernel *k, int64_t v);
+TK_API tk_value *tk_const_f32(tk_kernel *k, float v);
+TK_API tk_value *tk_const_bool(tk_kernel *k, int v);
 /* Run-time size of dimension `dim` of a global view (i64). */
-tk_value *tk_dim(tk_kernel *k, tk_value *view, int dim);
+TK_API tk_value *tk_dim(tk_kernel *k, tk_value *view, int dim);
 
 /* Elementwise. Operands: scalar∘scalar, tile∘tile, vec∘vec, tile∘scalar,
  * vec∘scalar, and tile∘vec (broadcast along the vector's axis). */
-tk_value *tk_add(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_sub(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_mul(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_div(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_max(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_min(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_neg(tk_kernel *k, tk_value *a);
-tk_value *tk_abs(tk_kernel *k, tk_value *a);
-tk_value *tk_exp(tk_kernel *k, tk_value *a);
-tk_value *tk_exp2(tk_kernel *k, tk_value *a);
-tk_value *tk_log(tk_kernel *k, tk_value *a);
-tk_value *tk_log2(tk_kernel *k, tk_value *a);
-tk_value *tk_sqrt(tk_kernel *k, tk_value *a);
-tk_value *tk_rsqrt(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_add(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_sub(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_mul(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_div(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_max(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_min(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_neg(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_abs(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_exp(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_exp2(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_log(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_log2(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_sqrt(tk_kernel *k, tk_value *a);
+TK_API tk_value *tk_rsqrt(tk_kernel *k, tk_value *a);
 /* sin/cos (radians) of a float scalar, tile or vector, same type out (TK_ERR_TYPE
  * on integers). In f32, then rounded to the dtype; abs error < 1e-7 for |x| <= 1e5. */
-tk_value *tk_sin(tk_kernel *k, tk_value *x);
-tk_value *tk_cos(tk_kernel *k, tk_value *x);
+TK_API tk_value *tk_sin(tk_kernel *k, tk_value *x);
+TK_API tk_value *tk_cos(tk_kernel *k, tk_value *x);
 /* Scalar-only integer and logic ops. */
-tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_lt(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_le(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_gt(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_ge(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_eq(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_ne(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_and(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_or(tk_kernel *k, tk_value *a, tk_value *b);
-tk_value *tk_select(tk_kernel *k, tk_value *cond, tk_value *a, tk_value *b);
+TK_API tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_lt(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_le(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_gt(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_ge(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_eq(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_ne(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_and(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_or(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_select(tk_kernel *k, tk_value *cond, tk_value *a, tk_value *b);
 /* dtype conversion of a scalar, tile or vector. */
-tk_value *tk_cvt(tk_kernel *k, tk_value *a, tk_dtype to);
+TK_API tk_value *tk_cvt(tk_kernel *k, tk_value *a, tk_dtype to);
 
 /* ---- Tiles --------------------------------------------------------------- */
 /* A register tile or vector of `type` with every element = scalar `v`. */
-tk_value *tk_fill(tk_kernel *k, tk_type type, tk_value *v);
-tk_value *tk_zeros(tk_kernel *k, tk_type type);
+TK_API tk_value *tk_fill(tk_kernel *k, tk_type type, tk_value *v);
+TK_API tk_value *tk_zeros(tk_kernel *k, tk_type type);
 
 typedef enum tk_mma_kind {
     TK_MMA_AB = 0,   /* A row, B col   : C += A * B     */
@@ -216,7 +219,7 @@ typedef enum tk_mma_kind {
     TK_MMA_ATBT = 3  /* A col, B row   : C += A^T * B^T */
 } tk_mma_kind;
 /* bf16/f16 inputs, f32 row accumulator. c == NULL: start from zero. */
-tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b, tk_value *c);
+TK_API tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b, tk_value *c);
 
 /* Warpgroup matrix multiply: Hopper's tensor cores fed from shared memory
  * (wgmma, sm_90a only; on other targets a kernel uses tk_mma). Returns
@@ -238,18 +241,18 @@ tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b, tk_va
  * warpgroup's tk_wgmma calls are still in flight. Shared operands must not
  * be overwritten before that wait. On the interpreter the multiply happens at
  * issue and the wait is a copy. */
-tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a, tk_value *b,
-                   tk_value *a_row);
-tk_value *tk_wgmma_wait(tk_kernel *k, tk_value *acc, int pending);
+TK_API tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a,
+                          tk_value *b, tk_value *a_row);
+TK_API tk_value *tk_wgmma_wait(tk_kernel *k, tk_value *acc, int pending);
 
-tk_value *tk_row_max(tk_kernel *k, tk_value *tile); /* -> PER_ROW vec */
-tk_value *tk_row_sum(tk_kernel *k, tk_value *tile);
-tk_value *tk_col_max(tk_kernel *k, tk_value *tile); /* -> PER_COL vec */
-tk_value *tk_col_sum(tk_kernel *k, tk_value *tile);
+TK_API tk_value *tk_row_max(tk_kernel *k, tk_value *tile); /* -> PER_ROW vec */
+TK_API tk_value *tk_row_sum(tk_kernel *k, tk_value *tile);
+TK_API tk_value *tk_col_max(tk_kernel *k, tk_value *tile); /* -> PER_COL vec */
+TK_API tk_value *tk_col_sum(tk_kernel *k, tk_value *tile);
 /* The max of all elements of a warp's tile or vector: an f32 scalar, the
  * same in every lane, so it may steer an if (e.g. skip a rescale that no
  * row of the warp needs). */
-tk_value *tk_max_all(tk_kernel *k, tk_value *x);
+TK_API tk_value *tk_max_all(tk_kernel *k, tk_value *x);
 
 typedef enum tk_mask_kind {
     TK_MASK_CAUSAL = 0,  /* drop (i,j) where b + j > a + i   (a=row0, b=col0) */
@@ -258,23 +261,24 @@ typedef enum tk_mask_kind {
 } tk_mask_kind;
 /* Elements dropped by the mask become `fill` (e.g. -INFINITY). a, b: i32/i64
  * scalars, uniform over the owner. */
-tk_value *tk_mask(tk_kernel *k, tk_value *tile, tk_mask_kind kind, tk_value *a,
+TK_API tk_value *tk_mask(tk_kernel *k, tk_value *tile, tk_mask_kind kind, tk_value *a,
                   tk_value *b, float fill);
 
 /* ---- Memory -------------------------------------------------------------- */
 /* Block-wide shared tile(s); `count` > 1 makes a ring of stages. */
-tk_value *tk_shared(tk_kernel *k, tk_dtype dt, int rows, int cols, tk_smem_layout layout,
+TK_API tk_value *tk_shared(tk_kernel *k, tk_dtype dt, int rows, int cols, tk_smem_layout layout,
                     int count);
 /* Stage `idx` (run-time, block-uniform) of a multi-stage shared tile. */
-tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
+TK_API tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
 
 /* Register tile/vector loads and stores (scope: the owner).
  * Global: idx has `rank` entries: leading ones index dims, the last two are
  * the element row and column of the tile's top-left corner (a vector: the
  * last one is its first element). Out-of-range elements read `fill` and are
  * not written. Shared: idx = {row0, col0} inside the shared tile. */
-tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const *idx, float fill);
-void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val);
+TK_API tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const *idx,
+    float fill);
+TK_API void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val);
 
 /* Block-wide copies between global and shared memory (scope: block).
  * async: TK_COPY_SYNC, or TK_COPY_ASYNC (cp.async; fill must be 0), or
@@ -290,30 +294,30 @@ void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val);
  * kernel's warps compute (docs/LOWERING.md, "Warp specialization"); the
  * kernel is written, and interpreted, as if every warp ran every op. */
 enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2 };
-void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *const *idx,
+TK_API void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *const *idx,
                        float fill, int async);
-void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const *idx, tk_value *smem);
-void tk_async_commit(tk_kernel *k);
+TK_API void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const *idx, tk_value *smem);
+TK_API void tk_async_commit(tk_kernel *k);
 /* Wait until at most `pending` committed groups are in flight. */
-void tk_async_wait(tk_kernel *k, int pending);
-void tk_barrier(tk_kernel *k);
+TK_API void tk_async_wait(tk_kernel *k, int pending);
+TK_API void tk_barrier(tk_kernel *k);
 
 /* ---- Control flow ------------------------------------------------------- */
 /* for (iv = lo; iv < hi; iv += step) with `n` loop-carried values.
  * Returns iv; carried[i] receives the in-loop handle of init[i]. */
-tk_value *tk_for_begin(tk_kernel *k, tk_value *lo, tk_value *hi, tk_value *step, int n,
+TK_API tk_value *tk_for_begin(tk_kernel *k, tk_value *lo, tk_value *hi, tk_value *step, int n,
                        tk_value *const *init, tk_value **carried);
 /* Closes the innermost for; next[i] become carried[i] of the next trip;
  * results[i] receive the values after the last trip. */
-void tk_for_end(tk_kernel *k, int n, tk_value *const *next, tk_value **results);
+TK_API void tk_for_end(tk_kernel *k, int n, tk_value *const *next, tk_value **results);
 /* if (cond) { ... } [else { ... }] yielding `n` values. cond: bool scalar,
  * uniform over a warp (e.g. a warp-role test). */
-void tk_if_begin(tk_kernel *k, tk_value *cond);
-void tk_else(tk_kernel *k, int n, tk_value *const *then_yield);
+TK_API void tk_if_begin(tk_kernel *k, tk_value *cond);
+TK_API void tk_else(tk_kernel *k, int n, tk_value *const *then_yield);
 /* n, yield: the else branch's (or, with no tk_else, the then branch's; an
  * if without else yields nothing). Yields are scalars, tiles or vectors: a
  * shared tile or tensor is TK_ERR_TYPE (here and in tk_else). */
-void tk_if_end(tk_kernel *k, int n, tk_value *const *yield, tk_value **results);
+TK_API void tk_if_end(tk_kernel *k, int n, tk_value *const *yield, tk_value **results);
 
 /* ---- Arguments and the CPU interpreter ---------------------------------- */
 typedef struct tk_arg {
@@ -327,23 +331,23 @@ typedef struct tk_arg {
 } tk_arg;
 
 /* A dense row-major tensor (strides derived from dims). */
-tk_arg tk_arg_tensor(void *data, tk_dtype dt, int rank, const int64_t *dims);
-tk_arg tk_arg_strided(void *data, tk_dtype dt, int rank, const int64_t *dims,
+TK_API tk_arg tk_arg_tensor(void *data, tk_dtype dt, int rank, const int64_t *dims);
+TK_API tk_arg tk_arg_strided(void *data, tk_dtype dt, int rank, const int64_t *dims,
                       const int64_t *strides);
-tk_arg tk_arg_i32(int32_t v);
-tk_arg tk_arg_i64(int64_t v);
-tk_arg tk_arg_f32(float v);
+TK_API tk_arg tk_arg_i32(int32_t v);
+TK_API tk_arg tk_arg_i64(int64_t v);
+TK_API tk_arg tk_arg_f32(float v);
 
 /* Runs a finished kernel over its whole grid on host buffers. */
-tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args);
+TK_API tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args);
 /* Evaluates the grid for these arguments. */
-tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]);
+TK_API tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]);
 
 /* bf16/f16 helpers for host code (round to nearest even). */
-uint16_t tk_f32_to_bf16(float f);
-float tk_bf16_to_f32(uint16_t h);
-uint16_t tk_f32_to_f16(float f);
-float tk_f16_to_f32(uint16_t h);
+TK_API uint16_t tk_f32_to_bf16(float f);
+TK_API float tk_bf16_to_f32(uint16_t h);
+TK_API uint16_t tk_f32_to_f16(float f);
+TK_API float tk_f16_to_f32(uint16_t h);
 
 #ifdef __cplusplus
 }

@@ -19,9 +19,9 @@ extern "C" {
 /* ---- Lowering ----------------------------------------------------------- */
 /* PTX for `arch` ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"). *ptx is
  * NUL-terminated, freed with tk_free. */
-tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx);
+TK_API tk_status tk_emit_ptx(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ptx);
 /* Textual LLVM IR after lowering and optimization (for debugging). */
-tk_status tk_emit_llvm(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ir);
+TK_API tk_status tk_emit_llvm(tk_ctx *ctx, const tk_kernel *k, const char *arch, char **ir);
 
 /* ---- Targets -------------------------------------------------------------- */
 /* What a target can do: kernels pick instructions and block shapes by these
@@ -43,19 +43,19 @@ typedef struct tk_target_caps {
 /* The capabilities of `arch`. TK_ERR_INVALID_ARG for a NULL arch or out, or
  * a string that is no arch name ("bogus"), TK_ERR_UNSUPPORTED (the message lists the known archs) for an arch the
  * lowering does not know. ctx may be NULL: then only the status reports. */
-tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out);
+TK_API tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out);
 
 /* ---- Device -------------------------------------------------------------- */
 /* TK_OK when a CUDA driver and a device are usable (device 0, primary context). */
-tk_status tk_gpu_init(tk_ctx *ctx);
+TK_API tk_status tk_gpu_init(tk_ctx *ctx);
 /* The device's target, e.g. "sm_90a" for an H100/H200. */
-tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n);
-tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr);
-tk_status tk_gpu_free(tk_ctx *ctx, void *dptr);
-tk_status tk_gpu_upload(tk_ctx *ctx, void *dst, const void *src, size_t bytes);
-tk_status tk_gpu_download(tk_ctx *ctx, void *dst, const void *src, size_t bytes);
-tk_status tk_gpu_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes);
-tk_status tk_gpu_sync(tk_ctx *ctx);
+TK_API tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n);
+TK_API tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr);
+TK_API tk_status tk_gpu_free(tk_ctx *ctx, void *dptr);
+TK_API tk_status tk_gpu_upload(tk_ctx *ctx, void *dst, const void *src, size_t bytes);
+TK_API tk_status tk_gpu_download(tk_ctx *ctx, void *dst, const void *src, size_t bytes);
+TK_API tk_status tk_gpu_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes);
+TK_API tk_status tk_gpu_sync(tk_ctx *ctx);
 
 /* ---- Compile, cache, launch ---------------------------------------------- */
 typedef struct tk_program tk_program;
@@ -63,17 +63,17 @@ typedef struct tk_program tk_program;
 /* Compiles `k` for the current device, through the memory and disk caches.
  * The program keeps what it needs of `k` (signature, grid); k may be
  * destroyed afterwards. Release with tk_program_release. */
-tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out);
-void tk_program_release(tk_program *p);
+TK_API tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out);
+TK_API void tk_program_release(tk_program *p);
 /* Whether the last tk_compile of this program was a memory hit, a disk hit
  * or a fresh compile. */
 typedef enum tk_origin { TK_FROM_COMPILE = 0, TK_FROM_DISK = 1, TK_FROM_MEMORY = 2 } tk_origin;
-tk_origin tk_program_origin(const tk_program *p);
+TK_API tk_origin tk_program_origin(const tk_program *p);
 
 /* Launches over the grid the kernel's grid expressions give for `args`.
  * Arguments are checked against the signature (count, kind, dtype, rank,
  * NULL pointers). stream: a CUstream, NULL for the default stream. */
-tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream);
+TK_API tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream);
 
 typedef struct tk_cache_stats {
     uint64_t memory_hits;
@@ -84,21 +84,21 @@ typedef struct tk_cache_stats {
     double llvm_ms;           /* time in lowering + LLVM codegen            */
     double ptx_to_cubin_ms;   /* time in the driver JIT / ptxas             */
 } tk_cache_stats;
-void tk_cache_stats_get(const tk_ctx *ctx, tk_cache_stats *out);
+TK_API void tk_cache_stats_get(const tk_ctx *ctx, tk_cache_stats *out);
 
 /* Disk cache directory: TK_CACHE_DIR, else $XDG_CACHE_HOME/tilekittens,
  * else ~/.cache/tilekittens. Overridable per context; NULL disables disk. */
-tk_status tk_cache_set_dir(tk_ctx *ctx, const char *dir);
+TK_API tk_status tk_cache_set_dir(tk_ctx *ctx, const char *dir);
 /* The directory in use (NULL: disk cache off); the string stays valid until
  * the next tk_cache_set_dir on this context or tk_ctx_destroy. */
-const char *tk_cache_dir(const tk_ctx *ctx);
+TK_API const char *tk_cache_dir(const tk_ctx *ctx);
 /* Upper bound of the disk cache in bytes (default 1 GiB); older entries
  * (least recently used) are evicted past it. */
-tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes);
+TK_API tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes);
 
 /* Ahead of time: compiles each kernel for `arch` with ptxas (no GPU needed)
  * into the context's disk cache. */
-tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch);
+TK_API tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch);
 
 #ifdef __cplusplus
 }

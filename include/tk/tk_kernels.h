@@ -50,7 +50,8 @@ typedef struct tk_gemm_config {
 /* The default configuration: 128x128x64 blocks, 4 warps of 64x64 each, 3
  * stages (96 KiB of shared memory, 2 blocks per SM); on an H200 the best
  * shape until a problem has enough 128x256 blocks (tk_gemm_config_for). */
-tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b);
+TK_API tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype,
+    int transpose_b);
 /* The configuration tk_gemm uses for an M x N problem when the caller names
  * none, on the GPU `arch` ("sm_90a"; NULL: unknown). On sm_90 / sm_90a
  * (tuned on an H200, 132 SMs):
@@ -67,9 +68,9 @@ tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int
  * Every other GPU gets tk_gemm_default_config. tk_gemm itself asks
  * tk_gemm_config_for_call (tk_run.h), which also looks at the alignment the
  * copy engine needs. */
-tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
+TK_API tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
                                   int64_t m, int64_t n, const char *arch);
-tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);
+TK_API tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);
 
 /* ---- Attention forward (FlashAttention-2) -----------------------------------
  * For every batch b, query head h and query row i:
@@ -101,7 +102,8 @@ typedef struct tk_attention_config {
                        0: the measured default for head_dim                    */
 } tk_attention_config;
 
-tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk_kernel **out);
+TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
+    tk_kernel **out);
 
 #ifdef __cplusplus
 }

@@ -28,8 +28,15 @@ extern "C" {
  *
  * Causal masking is aligned bottom-right, as in FlashAttention-2: query i
  * attends keys j <= i + Nkv - Nq. With Nq > Nkv the first Nq - Nkv query
- * rows attend nothing: their O is 0 and their L is -inf. */
+ * rows attend nothing: their O is 0 and their L is -inf.
+ *
+ * struct_size: sizeof(tk_attention_params) as the caller compiled it, so the
+ * struct can grow (docs/API.md, "Parameter structs"): start from
+ * TK_ATTENTION_PARAMS_INIT, or set .struct_size = sizeof(tk_attention_params)
+ * in a designated initializer. 0 or a size smaller than the first layout is
+ * TK_ERR_INVALID_ARG. */
 typedef struct tk_attention_params {
+    size_t struct_size;
     tk_dtype dtype;      /* TK_BF16 or TK_F16 (Q, K, V, O)                   */
     int32_t head_dim;    /* 64 or 128                                        */
     int32_t causal;      /* 0 or 1                                           */
@@ -42,6 +49,8 @@ typedef struct tk_attention_params {
     int64_t lse_strides[3];
 } tk_attention_params;
 
+#define TK_ATTENTION_PARAMS_INIT { sizeof(tk_attention_params) }
+
 /* What preparing a kernel took: where it came from and how long. */
 typedef struct tk_prepare_info {
     tk_origin origin;
@@ -51,19 +60,23 @@ typedef struct tk_prepare_info {
 
 /* Checks the parameters and makes sure the kernel for their
  * specialization is compiled and loaded (info may be NULL). */
-tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p, tk_prepare_info *info);
+TK_API tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p,
+    tk_prepare_info *info);
 /* Checks, prepares (a memory hit after the first call) and launches on
  * `stream` (a CUstream; NULL = default stream). Asynchronous. */
-tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
+TK_API tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
 
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with
- * designated initializers (or zero it) so that fields left out, `config`
- * among them, are 0. Without a config the block shape depends on M and N
- * (tk_gemm_config_for): tk_gemm_prepare readies the kernel for the size it
- * is given, so prepare each size class a program will run. */
+ * TK_GEMM_PARAMS_INIT, or with designated initializers that set
+ * .struct_size = sizeof(tk_gemm_params), so that fields left out, `config`
+ * among them, are 0 (struct_size: as in tk_attention_params). Without a
+ * config the block shape depends on M and N (tk_gemm_config_for):
+ * tk_gemm_prepare readies the kernel for the size it is given, so prepare
+ * each size class a program will run. */
 typedef struct tk_gemm_params {
+    size_t struct_size;
     tk_dtype in_dtype, out_dtype;
     int32_t transpose_b;
     int64_t m, n, k;
@@ -74,15 +87,18 @@ typedef struct tk_gemm_params {
      * for M, N and this GPU.
      * Its dtypes and transpose_b must match the fields above. Each distinct
      * configuration is one more compiled specialization. */
-    const tk_gemm_config *config;
+    const tk_gemm_config *config; /* grown field: a struct_size ending before it means NULL */
 } tk_gemm_params;
 
-tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
+#define TK_GEMM_PARAMS_INIT { sizeof(tk_gemm_params) }
+
+TK_API tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
 /* The configuration tk_gemm uses for p when p->config is NULL, on a GPU of
  * `arch`: tk_gemm_config_for's choice, with the copy engine only for 16-byte
- * aligned A and B and row pitches. */
-tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch);
-tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
+ * aligned A and B and row pitches. A NULL p or a bad struct_size gives a
+ * zeroed config. */
+TK_API tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch);
+TK_API tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
 
 #ifdef __cplusplus
 }

@@ -72,7 +72,8 @@ int main(int argc, char **argv) {
         tk_gpu_alloc(ctx, nc * 2, &dc) || tk_gpu_upload(ctx, da, a, na * 2) ||
         tk_gpu_upload(ctx, db, b, nb * 2) || tk_gpu_memset(ctx, dc, 0xff, nc * 2))
         return fail(ctx, "device buffers");
-    tk_gemm_params p = {.in_dtype = TK_BF16, .out_dtype = TK_BF16, .transpose_b = tb, .m = m,
+    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
+                        .in_dtype = TK_BF16, .out_dtype = TK_BF16, .transpose_b = tb, .m = m,
                         .n = n, .k = k, .a = da, .b = db, .c = dc, .config = &cfg};
     if (tk_gemm(ctx, &p, NULL) || tk_gpu_sync(ctx) || tk_gpu_download(ctx, c, dc, nc * 2))
         return fail(ctx, "tk_gemm");
