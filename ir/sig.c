@@ -70,8 +70,8 @@ static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char
             return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has dims[%d] = %lld (must be >= 0)", at,
                                 d, (long long)a->dims[d]);
     if (!extent_fits(a))
-        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s spans more bytes than 64-bit addresses "
-                            "hold (its dims times strides overflow)", at);
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s spans more than 2^63 bytes "
+                            "(its dims times strides overflow 64-bit addresses)", at);
     return TK_OK;
 }
 
