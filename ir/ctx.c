@@ -118,6 +118,25 @@ void tk_ctx_clear_error(tk_ctx *ctx) {
     if (ctx) tk_diag_clear(&ctx->error);
 }
 
+tk_status tk_ctx_set_log(tk_ctx *ctx, tk_log_fn fn, void *user) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    ctx->log_fn = fn;
+    ctx->log_user = user;
+    return TK_OK;
+}
+
+void tk_ctx_log(tk_ctx *ctx, tk_status s, const char *fmt, ...) {
+    char msg[TK_DIAG_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ctx && ctx->log_fn)
+        ctx->log_fn(ctx->log_user, s, msg);
+    else
+        fprintf(stderr, "tilekittens: %s\n", msg);
+}
+
 void tk_free(void *p) { free(p); }
 
 const char *tk_status_name(tk_status s) {

@@ -33,6 +33,8 @@ struct tk_ctx {
     /* Made slots in order of creation; NULL past the last. Filled by
      * compare-and-swap, never emptied before tk_ctx_destroy. */
     struct tk_ctx_slot *slots[TK_CTX_SLOTS];
+    tk_log_fn log_fn;  /* tk_ctx_set_log; NULL: one line to stderr */
+    void *log_user;
 };
 
 /* The state of `def` in ctx, made with def->make on first use. Thread-safe
@@ -53,5 +55,10 @@ tk_status tk_ctx_fail(tk_ctx *ctx, tk_status s, const char *fmt, ...)
  * context: records "<prefix><d->msg>" with d's status; returns d->st. */
 tk_status tk_ctx_report(tk_ctx *ctx, const char *prefix, const tk_diag *d);
 void tk_ctx_clear_error(tk_ctx *ctx);
+/* A warning through the context's log hook (tk_ctx_set_log), or one line on
+ * stderr; the caller makes sure each condition is logged once. NULL ctx:
+ * stderr. Leaves the last error alone: nothing failed. */
+void tk_ctx_log(tk_ctx *ctx, tk_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -36,6 +36,22 @@ static bool scalar_fits(tk_dtype param, tk_dtype arg) {
     return param == arg || (param == TK_BOOL && arg == TK_I32);
 }
 
+/* Whether the last element's byte offset, sum of (dims[d]-1)*|strides[d]|
+ * times the element size, fits int64 (an empty tensor addresses nothing). */
+static bool extent_fits(const tk_arg *a) {
+    int64_t off = 0;
+    for (int d = 0; d < a->rank; d++) {
+        if (a->dims[d] == 0) return true;
+        int64_t st = a->strides[d], term;
+        if (st == INT64_MIN) return false;
+        if (__builtin_mul_overflow(a->dims[d] - 1, st < 0 ? -st : st, &term) ||
+            __builtin_add_overflow(off, term, &off))
+            return false;
+    }
+    int64_t esz = (int64_t)tk_dtype_size(a->dtype);
+    return !__builtin_mul_overflow(off + 1, esz ? esz : 1, &off);
+}
+
 static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char *at,
                               tk_diag *dg) {
     if (a->rank < 1 || a->rank > 4)
@@ -53,6 +69,9 @@ static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char
         if (a->dims[d] < 0)
             return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has dims[%d] = %lld (must be >= 0)", at,
                                 d, (long long)a->dims[d]);
+    if (!extent_fits(a))
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s spans more than 2^63 bytes "
+                            "(its dims times strides overflow 64-bit addresses)", at);
     return TK_OK;
 }
 
@@ -107,7 +126,8 @@ tk_arg tk_arg_tensor(void *data, tk_dtype dt, int rank, const int64_t *dims) {
     int64_t s = 1;
     for (int i = (rank < 4 ? rank : 4) - 1; i >= 0 && dims; i--) {
         st[i] = s;
-        s *= dims[i];
+        /* Saturates: tk_sig_check then rejects the tensor's extent. */
+        if (__builtin_mul_overflow(s, dims[i], &s)) s = INT64_MAX;
     }
     return tk_arg_strided(data, dt, rank, dims, st);
 }

@@ -12,9 +12,12 @@
  * warpgroup, which need a whole-program compile, use ptxas first when there
  * is one (else the driver's module loader: jit/link.c). */
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "jit/build.h"
 #include "jit/lower.h"
@@ -247,6 +250,87 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out)
     return TK_OK;
 }
 
+/* One tk_precompile job: kernels taken in turn by the pool's threads. */
+typedef struct tk_pre_pool {
+    struct tk_jit *j;
+    const tk_kernel *const *ks;
+    const char *arch;
+    int n;
+    atomic_int next;
+    tk_diag *dg;  /* one per kernel: its failure, if any */
+} tk_pre_pool;
+
+/* Print, key, disk hit or lowering + ptxas + store, for kernel i. */
+static void tk_pre_one(tk_pre_pool *pp, int i)
+{
+    char *text = NULL;
+    void *cubin = NULL;
+    size_t sz;
+    tk_origin from;
+    tk_lower_req req = { pp->ks[i], pp->arch, NULL };
+    tk_status s = tk_kernel_print(pp->ks[i], &text);
+    if (s != TK_OK)
+        tk_diag_fail(&pp->dg[i], s, "cannot print the kernel");
+    else
+        tk_cubin_via_ptxas(pp->j, text, pp->arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from,
+                           &pp->dg[i]);
+    free(cubin);
+    free(text);
+}
+
+static void *tk_pre_worker(void *arg)
+{
+    tk_pre_pool *pp = arg;
+    for (int i; (i = atomic_fetch_add(&pp->next, 1)) < pp->n;)
+        tk_pre_one(pp, i);
+    return NULL;
+}
+
+/* Threads for n independent compiles: the cores, at most TK_PRE_THREADS
+ * (each lowering holds an LLVM context and ptxas a process). */
+#define TK_PRE_THREADS 16
+static int tk_pre_threads(int n)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = cores < 1 ? 1 : cores > TK_PRE_THREADS ? TK_PRE_THREADS : (int)cores;
+    return n < t ? n : t;
+}
+
+/* Runs the pool; the calling thread works too (a thread that cannot be
+ * started only makes the pool smaller). */
+static void tk_pre_run(tk_pre_pool *pp)
+{
+    pthread_t th[TK_PRE_THREADS];
+    int started = 0, want = tk_pre_threads(pp->n) - 1;
+    while (started < want && pthread_create(&th[started], NULL, tk_pre_worker, pp) == 0)
+        started++;
+    tk_pre_worker(pp);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* Every failed kernel by name, in input order; the first one's status. */
+static tk_status tk_pre_report(tk_ctx *ctx, const tk_pre_pool *pp)
+{
+    char msg[TK_DIAG_LEN];
+    size_t len = 0;
+    int failed = 0;
+    tk_status first = TK_OK;
+    for (int i = 0; i < pp->n; i++) {
+        if (pp->dg[i].st == TK_OK)
+            continue;
+        first = failed++ ? first : pp->dg[i].st;
+        if (len < sizeof msg)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%skernel %d '%s': %s",
+                                    failed > 1 ? "; " : "", i, tk_kernel_name(pp->ks[i]),
+                                    pp->dg[i].msg);
+    }
+    if (!failed)
+        return TK_OK;
+    return tk_ctx_fail(ctx, first, "tk_precompile: %d of %d kernels failed: %s", failed, pp->n,
+                       msg);
+}
+
 tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch)
 {
     tk_diag dg = {0};
@@ -262,27 +346,25 @@ tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const ch
         return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
     if (!tk_cache_dir_copy(&j->cache, dir, sizeof dir))
         return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: the disk cache is disabled");
+    if (tk_disk_check(&j->cache) != TK_DISK_OK) {
+        tk_cache_stats st;
+        tk_cache_stats_copy(&j->cache, &st);
+        return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: cache directory %s",
+                           st.disk_error);
+    }
     tk_status s = tk_jit_ptxas(j, &px, &dg);
     if (s != TK_OK)
         return tk_ctx_report(ctx, "tk_precompile: ", &dg);
-    for (int i = 0; i < n && s == TK_OK; i++) {
+    for (int i = 0; i < n; i++) /* misuse is reported before any work */
         if ((s = tk_jit_check_kernel(ctx, "tk_precompile", ks[i], NULL)) != TK_OK)
             return s;
-        char *text = NULL;
-        void *cubin = NULL;
-        size_t sz;
-        tk_origin from;
-        tk_lower_req req = { ks[i], arch, NULL };
-        if ((s = tk_kernel_print(ks[i], &text)) != TK_OK)
-            tk_diag_fail(&dg, s, "cannot print the kernel");
-        else
-            s = tk_cubin_via_ptxas(j, text, arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from,
-                                   &dg);
-        free(cubin);
-        free(text);
-        if (s != TK_OK)
-            return tk_ctx_fail(ctx, s, "tk_precompile: kernel '%s': %s", tk_kernel_name(ks[i]),
-                               dg.msg);
-    }
-    return TK_OK;
+    tk_pre_pool pp = { .j = j, .ks = ks, .arch = arch, .n = n, .dg = calloc((size_t)n + 1,
+                                                                          sizeof(tk_diag)) };
+    if (!pp.dg)
+        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
+    atomic_init(&pp.next, 0);
+    tk_pre_run(&pp);
+    s = tk_pre_report(ctx, &pp);
+    free(pp.dg);
+    return s;
 }

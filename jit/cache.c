@@ -119,6 +119,9 @@ tk_status tk_cache_dir_set(tk_cache *c, const char *dir)
     pthread_mutex_lock(&c->lock);
     free(c->dir);
     c->dir = copy;
+    /* A new directory gets its own check and its own report. */
+    c->disk_state = TK_DISK_UNCHECKED;
+    c->stats.disk_error[0] = '\0';
     pthread_mutex_unlock(&c->lock);
     return TK_OK;
 }

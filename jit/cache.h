@@ -84,11 +84,24 @@ typedef struct tk_cache {
     tk_retain_fn retain;
     tk_release_fn release;
     char *dir;              /* NULL: disk cache disabled                  */
+    int disk_state;         /* tk_disk_state of `dir`                     */
+    /* Told once per directory about its first problem (the JIT logs it
+     * through the context); NULL: only stats.disk_error records it. */
+    void (*warn)(void *user, tk_status s, const char *msg);
+    void *warn_user;
     uint64_t limit;         /* bytes of *.tkc entries kept                */
     tk_cache_stats stats;
 } tk_cache;
 
 #define TK_CACHE_DEFAULT_LIMIT (1ull << 30)
+
+/* What the first use found of the directory (reset by tk_cache_dir_set). */
+typedef enum tk_disk_state {
+    TK_DISK_UNCHECKED = 0,
+    TK_DISK_OK,        /* entries are read and written                  */
+    TK_DISK_READONLY,  /* entries are read; new ones are not stored      */
+    TK_DISK_OFF        /* cannot be created / not a directory: skipped   */
+} tk_disk_state;
 
 /* Default dir from TK_CACHE_DIR (empty: disabled), else
  * $XDG_CACHE_HOME/tilekittens, else $HOME/.cache/tilekittens. 0 or -1. */
@@ -122,9 +135,13 @@ void tk_cache_stats_copy(tk_cache *c, tk_cache_stats *out);
  * are recorded in dg, but the call succeeds). Hits touch the mtime. */
 tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t *n, tk_diag *dg);
 /* Stores atomically, then evicts past the limit. TK_ERR_CACHE when the disk
- * cache is disabled, TK_ERR_IO when the directory cannot be written. */
+ * cache is disabled, TK_ERR_IO when the directory cannot be written (the
+ * first such problem is also recorded in stats.disk_error and told to
+ * c->warn, once). */
 tk_status tk_disk_put(tk_cache *c, const tk_cache_id *id, const void *payload, size_t n,
                       tk_diag *dg);
+/* The directory's state, checked on first use: see tk_disk_state. */
+tk_disk_state tk_disk_check(tk_cache *c);
 /* Deletes an entry found unusable after a hit (e.g. the driver refused the
  * cubin), counting it as rejected. */
 void tk_disk_reject(tk_cache *c, const tk_cache_id *id);

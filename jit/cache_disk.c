@@ -29,6 +29,77 @@ int tk_disk_path(tk_cache *c, tk_key key, char *buf, size_t n)
     return (size_t)snprintf(buf, n, "%s/%s.tkc", dir, hex) < n ? 0 : -1;
 }
 
+/* Records the directory's first problem in the statistics and tells
+ * c->warn, once per directory (a problem with a directory since replaced
+ * is dropped). */
+static void tk_disk_problem(tk_cache *c, const char *dir, tk_disk_state state,
+                            const char *why)
+{
+    char msg[sizeof c->stats.disk_error];
+    snprintf(msg, sizeof msg, "%s: %s", dir, why);
+    pthread_mutex_lock(&c->lock);
+    int first = c->dir && strcmp(c->dir, dir) == 0 && !c->stats.disk_error[0];
+    if (first) {
+        memcpy(c->stats.disk_error, msg, sizeof msg);
+        if (state != TK_DISK_UNCHECKED)
+            c->disk_state = state;
+    }
+    void (*warn)(void *, tk_status, const char *) = c->warn;
+    void *user = c->warn_user;
+    pthread_mutex_unlock(&c->lock);
+    if (first && warn)
+        warn(user, TK_ERR_CACHE, msg);
+}
+
+/* Whether a file can be made in dir: creates and deletes a probe. 0 or -1. */
+static int tk_dir_probe(const char *dir)
+{
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/.tmp-probe-XXXXXX", dir) >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    unlink(tmp);
+    return 0;
+}
+
+tk_disk_state tk_disk_check(tk_cache *c)
+{
+    char dir[PATH_MAX], why[PATH_MAX + 96];
+    pthread_mutex_lock(&c->lock);
+    tk_disk_state st = (tk_disk_state)c->disk_state;
+    pthread_mutex_unlock(&c->lock);
+    if (st != TK_DISK_UNCHECKED)
+        return st;
+    if (!tk_cache_dir_copy(c, dir, sizeof dir))
+        return TK_DISK_OFF;
+    /* Racing threads may both probe: the answers agree, one is reported. */
+    st = TK_DISK_OK;
+    if (tk_mkdirs(dir) != 0) {
+        int e = errno;
+        st = TK_DISK_OFF;
+        snprintf(why, sizeof why, "%s%s (the disk cache is off: every process compiles its "
+                 "kernels anew)", e == ENOTDIR || e == EEXIST ? "" : "cannot be created: ",
+                 e == ENOTDIR || e == EEXIST ? "not a directory" : strerror(e));
+    } else if (tk_dir_probe(dir) != 0) {
+        st = TK_DISK_READONLY;
+        snprintf(why, sizeof why, "not writable: %s (entries are read, new kernels are not "
+                 "stored)", strerror(errno));
+    }
+    if (st != TK_DISK_OK)
+        tk_disk_problem(c, dir, st, why);
+    pthread_mutex_lock(&c->lock);
+    if (c->disk_state == TK_DISK_UNCHECKED && c->dir && strcmp(c->dir, dir) == 0)
+        c->disk_state = st;
+    st = (tk_disk_state)c->disk_state;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
 static void tk_header_make(tk_disk_header *h, const tk_cache_id *id, const void *payload,
                            size_t n)
 {
@@ -115,7 +186,7 @@ tk_status tk_disk_get(tk_cache *c, const tk_cache_id *id, void **payload, size_t
     char path[PATH_MAX];
     *payload = NULL;
     *n = 0;
-    if (tk_disk_path(c, id->key, path, sizeof path) != 0)
+    if (tk_disk_check(c) == TK_DISK_OFF || tk_disk_path(c, id->key, path, sizeof path) != 0)
         return TK_OK;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -170,23 +241,28 @@ tk_status tk_disk_put(tk_cache *c, const tk_cache_id *id, const void *payload, s
     char dir[PATH_MAX], hex[33], tmp[PATH_MAX], path[PATH_MAX];
     if (!tk_cache_dir_copy(c, dir, sizeof dir))
         return tk_diag_fail(dg, TK_ERR_CACHE, "the disk cache is disabled");
-    if (tk_mkdirs(dir) != 0)
-        return tk_diag_fail(dg, TK_ERR_IO, "cannot create cache directory %s: %s", dir,
-                            strerror(errno));
+    if (tk_disk_check(c) != TK_DISK_OK) {
+        tk_cache_stats st;
+        tk_cache_stats_copy(c, &st);
+        return tk_diag_fail(dg, TK_ERR_IO, "cache directory %s", st.disk_error);
+    }
     tk_key_hex(id->key, hex);
     if ((size_t)snprintf(path, sizeof path, "%s/%s.tkc", dir, hex) >= sizeof path)
         return tk_diag_fail(dg, TK_ERR_IO, "cache path too long: %s", dir);
     tk_disk_header h;
     tk_header_make(&h, id, payload, n);
-    tk_status s = tk_entry_write(dir, hex, &h, payload, tmp, sizeof tmp, dg);
-    if (s != TK_OK)
-        return s;
+    tk_diag mine = {0};
+    tk_status s = tk_entry_write(dir, hex, &h, payload, tmp, sizeof tmp, &mine);
     /* rename is atomic: readers see the old entry, none, or the whole new one. */
-    if (rename(tmp, path) != 0) {
+    if (s == TK_OK && rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
-        return tk_diag_fail(dg, TK_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
-                            strerror(e));
+        s = tk_diag_fail(&mine, TK_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
+                         strerror(e));
+    }
+    if (s != TK_OK) { /* e.g. a full disk: the state stays, the first one is told */
+        tk_disk_problem(c, dir, TK_DISK_UNCHECKED, mine.msg);
+        return tk_diag_fail(dg, s, "%s", mine.msg);
     }
     tk_disk_evict(c, dir);
     return TK_OK;

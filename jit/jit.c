@@ -34,10 +34,20 @@ struct tk_jit *tk_jit_new(void)
     return j;
 }
 
+/* The cache's first problem with its directory, as a context warning. */
+static void tk_jit_warn(void *ctx, tk_status s, const char *msg)
+{
+    tk_ctx_log(ctx, s, "disk cache %s", msg);
+}
+
 static void *tk_jit_make(tk_ctx *ctx)
 {
-    (void)ctx;
-    return tk_jit_new();
+    struct tk_jit *j = tk_jit_new();
+    if (j) {
+        j->cache.warn = tk_jit_warn;
+        j->cache.warn_user = ctx;
+    }
+    return j;
 }
 
 static void tk_jit_destroy_v(void *j)

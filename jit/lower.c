@@ -9,6 +9,7 @@
  * context, so concurrent calls are safe once the NVPTX target is registered
  * (pthread_once). */
 #include "jit/lower.h"
+#include "jit/jit.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
@@ -323,7 +324,9 @@ static tk_status lower_body(tk_lower *L) {
     return tk_lower_region(L, L->k->body);
 }
 
-static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out) {
+static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out,
+                                tk_lower_times *t) {
+    double t0 = tk_now_ms();
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(L->m, td);
     LLVMDisposeTargetData(td);
@@ -341,13 +344,21 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     if (lower_body(L) != TK_OK)
         return L->dg->st;
     LLVMBuildRetVoid(L->b);
-    if (verify(L) != TK_OK || optimize(L, tm) != TK_OK)
+    double t1 = tk_now_ms();
+    if (verify(L) != TK_OK)
         return L->dg->st;
-    return emit(L, tm, ptx, out);
+    double t2 = tk_now_ms();
+    if (optimize(L, tm) != TK_OK)
+        return L->dg->st;
+    double t3 = tk_now_ms();
+    tk_status s = emit(L, tm, ptx, out);
+    *t = (tk_lower_times){t1 - t0, t2 - t1, t3 - t2, tk_now_ms() - t3};
+    return s;
 }
 
 static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, bool ptx,
-                     char **out, tk_diag *dg) {
+                     char **out, tk_lower_times *times, tk_diag *dg) {
+    tk_lower_times unused;
     tk_diag diag = {0}; /* this call's own: a fresh lowering starts with no failure */
     tk_lower L = {.k = k, .sync = &tk_sync_lockstep, .dg = &diag};
     tk_plan own;
@@ -362,7 +373,7 @@ static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, 
     init_types(&L);
     LLVMTargetMachineRef tm = make_tm(&L);
     if (tm) {
-        lower_and_emit(&L, tm, ptx, out);
+        lower_and_emit(&L, tm, ptx, out, times ? times : &unused);
         LLVMDisposeTargetMachine(tm);
     }
     LLVMDisposeBuilder(L.b);
@@ -377,14 +388,20 @@ static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, 
 }
 
 tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, tk_diag *dg) {
-    return run(k, arch, NULL, true, ptx, dg);
+    return run(k, arch, NULL, true, ptx, NULL, dg);
 }
 
 tk_status tk_lower_ptx_plan(const tk_kernel *k, const char *arch, const tk_plan *plan, char **ptx,
                             tk_diag *dg) {
-    return run(k, arch, plan, true, ptx, dg);
+    return run(k, arch, plan, true, ptx, NULL, dg);
+}
+
+tk_status tk_lower_ptx_timed(const tk_kernel *k, const char *arch, const tk_plan *plan,
+                             char **ptx, tk_lower_times *t, tk_diag *dg) {
+    *t = (tk_lower_times){0, 0, 0, 0};
+    return run(k, arch, plan, true, ptx, t, dg);
 }
 
 tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, tk_diag *dg) {
-    return run(k, arch, NULL, false, text, dg);
+    return run(k, arch, NULL, false, text, NULL, dg);
 }

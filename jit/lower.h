@@ -19,6 +19,15 @@ tk_status tk_lower_ptx(const tk_kernel *k, const char *arch, char **ptx, tk_diag
  * another target. */
 tk_status tk_lower_ptx_plan(const tk_kernel *k, const char *arch, const tk_plan *plan, char **ptx,
                             tk_diag *dg);
+/* Where one lowering's time went (milliseconds): building the LLVM module
+ * from the IR, the verifier, the optimization pipeline, PTX emission
+ * (instruction selection, register allocation, printing). */
+typedef struct tk_lower_times {
+    double build_ms, verify_ms, opt_ms, emit_ms;
+} tk_lower_times;
+/* tk_lower_ptx_plan, also reporting its stages' times into *t (not NULL). */
+tk_status tk_lower_ptx_timed(const tk_kernel *k, const char *arch, const tk_plan *plan,
+                             char **ptx, tk_lower_times *t, tk_diag *dg);
 /* Textual LLVM IR after lowering and optimization; *text is malloc'd. */
 tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, tk_diag *dg);
 

@@ -334,6 +334,8 @@ static tk_status build_attn_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
 static const tk_kernel_def attn_def = {"tk_attention_forward", sizeof(attn_key),
                                        build_attn_key};
 
+#define ATTN_MAX_SEQ ((int64_t)INT32_MAX - 65535)
+
 /* Sizes, pointers and strides (after the specialization). */
 static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_params *p) {
     const int64_t sz[5] = {p->batch, p->heads_q, p->heads_kv, p->seq_q, p->seq_kv};
@@ -342,6 +344,14 @@ static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_pa
         if (sz[i] <= 0)
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; sizes must be "
                                     ">= 1", fn, names[i], (long long)sz[i]);
+    /* The kernel indexes rows, heads and batches in i32 (and grids heads
+     * and batches in y, z): larger sizes must fail here, not wrap. */
+    const int64_t lim[5] = {65535, 65535, 65535, ATTN_MAX_SEQ, ATTN_MAX_SEQ};
+    for (int i = 0; i < 5; i++)
+        if (sz[i] > lim[i])
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; the kernel "
+                                    "allows at most %lld", fn, names[i], (long long)sz[i],
+                                    (long long)lim[i]);
     if (p->heads_q % p->heads_kv)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: heads_q (%lld) is not a multiple "
                                 "of heads_kv (%lld)", fn, (long long)p->heads_q,

@@ -502,6 +502,25 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
     return TK_OK;
 }
 
+/* The kernel indexes in i32 (dims converted, block origins, the grouped
+ * block order's pid = by * gx + bx): sizes past that must fail here, not
+ * wrap into a small or wrong grid. The margin keeps origin + block in range. */
+#define GEMM_MAX_SIZE ((int64_t)INT32_MAX - 65535)
+static tk_status check_gemm_sizes(tk_ctx *ctx, const tk_gemm_params *p, const tk_gemm_config *c) {
+    if (p->m > GEMM_MAX_SIZE || p->n > GEMM_MAX_SIZE || p->k > GEMM_MAX_SIZE)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm: m, n, k are %lld, %lld, "
+                                "%lld; the kernel's 32-bit indexing allows each up to %lld",
+                                (long long)p->m, (long long)p->n, (long long)p->k,
+                                (long long)GEMM_MAX_SIZE);
+    int64_t gx = (p->n + c->block_n - 1) / c->block_n, gy = (p->m + c->block_m - 1) / c->block_m;
+    if (gy > 65535 || gx * gy > INT32_MAX || gx * GROUP_M > INT32_MAX)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm: %lld x %lld blocks of "
+                                "%dx%d exceed the grid (at most 65535 block rows, 2^31-1 "
+                                "blocks)", (long long)gy, (long long)gx, c->block_m,
+                                c->block_n);
+    return TK_OK;
+}
+
 /* The caller's parameters (`user`, any struct_size) read into *p and
  * checked, and their program (built and compiled on first use). */
 static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_params *p,
@@ -511,6 +530,7 @@ static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_p
     tk_status s = tk_params_read(ctx, "tk_gemm", user, p, sizeof *p, GEMM_PARAMS_MIN);
     if (!s) s = check_gemm(ctx, p);
     if (!s) s = gemm_choose(ctx, p, &c);
+    if (!s) s = check_gemm_sizes(ctx, p, &c);
     if (s) return s;
     gemm_key key;
     memset(&key, 0, sizeof key);

@@ -1,5 +1,6 @@
 /* Grid programs evaluated on the host with the interpreter's scalar
  * semantics (see ops/grid_eval.h; ir/grid.c compiles them). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,21 @@ static tk_status eval_op(const tk_ginst *in, const tk_sv *x, tk_sv *r, const cha
     return TK_ERR_UNSUPPORTED;
 }
 
+/* Whether an i32 result wrapped: the kernel computes the grid with the same
+ * 32-bit arithmetic, so a size past it would launch a wrong grid (often a
+ * tiny one: a silent success). Recomputed in i64, the exact value differs;
+ * a conversion to i32 differs from its operand. */
+static bool wrapped(const tk_ginst *in, const tk_sv *x, tk_sv r) {
+    if (in->op == TK_OP_CVT)
+        return in->attr == TK_I32 && (in->dt == TK_I64 || in->dt == TK_I32) && x[0].i != r.i;
+    if (in->dt != TK_I32) return false;
+    tk_ginst wide = *in;
+    wide.dt = TK_I64;
+    tk_sv w = {.i = 0};
+    const char *why = "";
+    return eval_op(&wide, x, &w, &why) == TK_OK && w.i != r.i;
+}
+
 /* Runs one instruction on the value stack st holding *n values. */
 static tk_status run_inst(const tk_ginst *in, const tk_arg *args, tk_sv *st, int *n,
                           const char **why) {
@@ -30,6 +46,10 @@ static tk_status run_inst(const tk_ginst *in, const tk_arg *args, tk_sv *st, int
     default:
         *n -= in->nopnds;
         s = eval_op(in, st + *n, &r, why);
+        if (s == TK_OK && wrapped(in, st + *n, r)) {
+            *why = "a size overflows the kernel's 32-bit (i32) arithmetic";
+            s = TK_ERR_LAUNCH;
+        }
     }
     st[(*n)++] = r;
     return s;

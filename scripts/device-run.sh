@@ -4,8 +4,9 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [notma] [race] [bench] [wgmma] [configs] [sweep] [ncu]
+#   scripts/device-run.sh [tests] [notma] [race] [bench] [wgmma] [configs] [sweep] [ncu] [aot]
 #   (default: tests race bench wgmma)
+# aot: a cache made by tk-aot without a GPU (see that block) loads with 0 compiles.
 # notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
 # cp.async path on the same mbarrier ring).
 set -uo pipefail
@@ -53,6 +54,18 @@ if [[ $what == *ncu* ]]; then # hardware counters of one GEMM and one attention 
   [[ ${NCU_ATTN:-1} == 0 ]] || timeout 120 ncu --clock-control none $sec -k regex:tk_attn --launch-skip ${NCU_ATTN_SKIP:-73} \
     --launch-count 1 ./build-device/bench_attention_configs >"$out/ncu_attn.txt" 2>&1
   grep -E "stalled|Duration|Throughput|Issue Slots|Warp Cycles|Stall|No Eligible|Eligible Warps|Registers|Achieved Occ|Theoretical Occ|Bank" "$out"/ncu_*.txt | head -80
+fi
+if [[ $what == *aot* ]]; then # issue 15: kernels precompiled without a GPU load with 0 compiles
+  # Prepared off the GPU (the cache travels inside the carried build-device/):
+  #   scripts/build-device.sh && ./build-device/tk-aot -a sm_90a -d build-device/aot-cache all &&
+  #   ptxas --version | tail -1 > build-device/aot-cache/PTXAS_VERSION
+  # tk_compile finds ptxas-made entries under the key of the ptxas it finds
+  # here (TK_PTXAS, PATH, /usr/local/cuda/bin): it must be the same build.
+  echo "== aot: the carried cache, 0 compiles expected"
+  echo "ptxas there: $(cat build-device/aot-cache/PTXAS_VERSION 2>/dev/null); here: $(ptxas --version | tail -1)"
+  rm -rf /tmp/tk-aot && cp -r build-device/aot-cache /tmp/tk-aot
+  TK_CACHE_DIR=/tmp/tk-aot ./build-device/attention 2>&1 | tee "$out/aot.log" || rc=1
+  grep -q "cache: 0 compiled" "$out/aot.log" || { echo "aot: kernels were compiled on the GPU machine"; rc=1; }
 fi
 if [[ $what == *tests* ]]; then
   echo "== test_lower (every op family: GPU vs interpreter)"

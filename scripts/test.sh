@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: a warnings-as-errors build, its install
 # into a temporary prefix with a consumer project built against it
-# (scripts/test-install.sh), then an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# (scripts/test-install.sh), then an AddressSanitizer + UndefinedBehaviorSanitizer
+# build, then the builder fuzzer for a bounded time (TK_FUZZ_SECONDS, default 60;
+# 0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -14,3 +16,7 @@ cmake -S . -B build-asan -DTK_WERROR=ON -DTK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debu
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure
+fuzz_s=${TK_FUZZ_SECONDS:-60}
+if [[ $fuzz_s != 0 ]]; then
+  ./scripts/fuzz.sh "$fuzz_s"
+fi

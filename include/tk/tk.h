@@ -58,6 +58,16 @@ TK_API tk_status tk_ctx_set_error(tk_ctx *ctx, tk_status s, const char *fmt, ...
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* Warnings: conditions the library works around but a user should know of
+ * (today: a disk cache directory it cannot use, so every process
+ * recompiles). Each is logged once per context, with the status that names
+ * its kind, through `fn`; without a hook (the default, or fn NULL) one line
+ * "tilekittens: <msg>" goes to stderr. To silence warnings, pass a function
+ * that ignores them. Set the hook before the context is shared between
+ * threads; it may be called from any thread that uses the context.
+ * TK_ERR_INVALID_ARG for a NULL ctx. */
+typedef void (*tk_log_fn)(void *user, tk_status s, const char *msg);
+TK_API tk_status tk_ctx_set_log(tk_ctx *ctx, tk_log_fn fn, void *user);
 /* Frees strings and buffers the library hands out (printer text, PTX, ...). */
 TK_API void tk_free(void *p);
 

@@ -72,7 +72,12 @@ TK_API tk_origin tk_program_origin(const tk_program *p);
 
 /* Launches over the grid the kernel's grid expressions give for `args`.
  * Arguments are checked against the signature (count, kind, dtype, rank,
- * NULL pointers). stream: a CUstream, NULL for the default stream. */
+ * NULL pointers, a byte extent that 64-bit addresses hold). The grid must
+ * fit the device (x <= 2^31-1, y and z <= 65535) and its i32 arithmetic
+ * must not wrap (a size converted to i32 must fit): else TK_ERR_LAUNCH
+ * with a message, never a silent success. A grid dimension of 0 (a size
+ * of 0) is an empty problem: nothing runs, TK_OK.
+ * stream: a CUstream, NULL for the default stream. */
 TK_API tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream);
 
 typedef struct tk_cache_stats {
@@ -83,11 +88,20 @@ typedef struct tk_cache_stats {
     uint64_t evicted;         /* entries removed to honour the size bound   */
     double llvm_ms;           /* time in lowering + LLVM codegen            */
     double ptx_to_cubin_ms;   /* time in the driver JIT / ptxas             */
+    /* "" while the disk cache works; else "<dir>: <reason>", the first
+     * problem met with the directory (it cannot be created, is no
+     * directory, is read-only so new kernels are not stored, or an entry
+     * could not be written). Logged once through tk_ctx_set_log's hook;
+     * kernels still compile and run, only without the disk's help. */
+    char disk_error[320];
 } tk_cache_stats;
 TK_API void tk_cache_stats_get(const tk_ctx *ctx, tk_cache_stats *out);
 
 /* Disk cache directory: TK_CACHE_DIR, else $XDG_CACHE_HOME/tilekittens,
- * else ~/.cache/tilekittens. Overridable per context; NULL disables disk. */
+ * else ~/.cache/tilekittens. Overridable per context; NULL disables disk.
+ * The directory is checked on first use (created, a directory, writable);
+ * a read-only one still serves hits (a shipped cache, docs/DESIGN.md), an
+ * unusable one is skipped; either is reported once (disk_error above). */
 TK_API tk_status tk_cache_set_dir(tk_ctx *ctx, const char *dir);
 /* The directory in use (NULL: disk cache off); the string stays valid until
  * the next tk_cache_set_dir on this context or tk_ctx_destroy. */
@@ -97,7 +111,13 @@ TK_API const char *tk_cache_dir(const tk_ctx *ctx);
 TK_API tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes);
 
 /* Ahead of time: compiles each kernel for `arch` with ptxas (no GPU needed)
- * into the context's disk cache. */
+ * into the context's disk cache; kernels already there are disk hits. The
+ * kernels compile in parallel (a thread each, up to the cores, at most 16).
+ * Misuse (a NULL or unfinished kernel, no disk cache, no ptxas) fails before
+ * any work; otherwise every kernel is attempted, and a failure names each
+ * kernel that failed ("k of n kernels failed: kernel i 'name': why; ...")
+ * with the first failure's status. Entries are keyed as tk_compile looks
+ * them up on a GPU machine with the same ptxas (jit/build.c). */
 TK_API tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch);
 
 #ifdef __cplusplus

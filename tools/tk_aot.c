@@ -1,0 +1,168 @@
+/* tk-aot: precompiles named ready-made specializations for an arch into a
+ * disk cache directory through ptxas, on a machine without a GPU. A GPU
+ * machine whose tk_compile finds the same ptxas (TK_PTXAS, PATH or
+ * /usr/local/cuda/bin) then loads them as disk hits: zero compiles
+ * (docs/DESIGN.md, "Shipping a kernel cache").
+ *   tk-aot [-a ARCH] [-d DIR] [--require-cached] SPEC...
+ * SPEC:
+ *   gemm:<in>:<out>:<ab|abt>:<auto|default>   in: bf16|f16, out: bf16|f16|f32;
+ *       auto: every block shape tk_gemm picks on ARCH (small, default and
+ *       large problems), default: tk_gemm_default_config
+ *   attention:<bf16|f16>:<64|128>:<causal|full>
+ *   all    every GEMM (auto) and attention specialization
+ * ARCH defaults to sm_90a, DIR to the default cache (TK_CACHE_DIR, ...).
+ * --require-cached: fail when any kernel had to be compiled (a check that a
+ * shipped directory is complete). Exit status 0 when every kernel is in DIR. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_kernels.h"
+
+enum { MAXK = 128 };
+
+typedef struct aot {
+    tk_ctx *ctx;
+    const char *arch;
+    tk_kernel *ks[MAXK];
+    int n;
+} aot;
+
+static int dtype_of(const char *s, tk_dtype *dt) {
+    static const struct { const char *name; tk_dtype dt; } t[] = {
+        {"bf16", TK_BF16}, {"f16", TK_F16}, {"f32", TK_F32}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(s, t[i].name)) return *dt = t[i].dt, 0;
+    return -1;
+}
+
+/* Adds k unless an equal kernel (same printed text) is there already. */
+static int add(aot *a, tk_kernel *k) {
+    char *t1 = NULL, *t2 = NULL;
+    tk_kernel_print(k, &t1);
+    for (int i = 0; i < a->n && t1; i++) {
+        tk_kernel_print(a->ks[i], &t2);
+        int same = t2 && !strcmp(t1, t2);
+        tk_free(t2);
+        if (same) return tk_free(t1), tk_kernel_destroy(k), 0;
+    }
+    tk_free(t1);
+    if (a->n == MAXK) return fprintf(stderr, "tk-aot: more than %d kernels\n", MAXK), -1;
+    a->ks[a->n++] = k;
+    return 0;
+}
+
+static int add_gemm(aot *a, tk_gemm_config c) {
+    tk_kernel *k;
+    if (tk_gemm_build(a->ctx, &c, &k))
+        return fprintf(stderr, "tk-aot: %s\n", tk_ctx_error(a->ctx)), -1;
+    return add(a, k);
+}
+
+static int gemm(aot *a, tk_dtype in, tk_dtype out, int tb, const char *how) {
+    if (!strcmp(how, "default")) return add_gemm(a, tk_gemm_default_config(in, out, tb));
+    if (strcmp(how, "auto")) return -1;
+    static const int64_t sizes[3] = {512, 2048, 8192}; /* tk_gemm_config_for's size classes */
+    for (int i = 0; i < 3; i++)
+        if (add_gemm(a, tk_gemm_config_for(in, out, tb, sizes[i], sizes[i], a->arch))) return -1;
+    return 0;
+}
+
+static int attention(aot *a, tk_dtype dt, int d, int causal) {
+    tk_attention_config c = {.dtype = dt, .head_dim = d, .causal = causal};
+    tk_kernel *k;
+    if (tk_attention_fwd_build(a->ctx, &c, &k))
+        return fprintf(stderr, "tk-aot: %s\n", tk_ctx_error(a->ctx)), -1;
+    return add(a, k);
+}
+
+static int all(aot *a) {
+    static const tk_dtype in[2] = {TK_BF16, TK_F16}, out[3] = {TK_BF16, TK_F16, TK_F32};
+    for (int i = 0; i < 2; i++) {
+        for (int o = 0; o < 3; o++)
+            for (int tb = 0; tb < 2; tb++)
+                if (gemm(a, in[i], out[o], tb, "auto")) return -1;
+        for (int d = 64; d <= 128; d += 64)
+            for (int c = 0; c < 2; c++)
+                if (attention(a, in[i], d, c)) return -1;
+    }
+    return 0;
+}
+
+static int spec(aot *a, const char *s) {
+    char buf[128], *f[6] = {0};
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *p = strtok(buf, ":"); p && n < 6; p = strtok(NULL, ":")) f[n++] = p;
+    tk_dtype in, out;
+    if (n == 1 && !strcmp(f[0], "all")) return all(a);
+    if (n == 5 && !strcmp(f[0], "gemm") && !dtype_of(f[1], &in) && !dtype_of(f[2], &out) &&
+        (!strcmp(f[3], "ab") || !strcmp(f[3], "abt")) &&
+        !gemm(a, in, out, !strcmp(f[3], "abt"), f[4]))
+        return 0;
+    if (n == 4 && !strcmp(f[0], "attention") && !dtype_of(f[1], &in) &&
+        (!strcmp(f[2], "64") || !strcmp(f[2], "128")) &&
+        (!strcmp(f[3], "causal") || !strcmp(f[3], "full")))
+        return attention(a, in, atoi(f[2]), !strcmp(f[3], "causal"));
+    fprintf(stderr, "tk-aot: cannot read \"%s\" (see the usage)\n", s);
+    return -1;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: tk-aot [-a ARCH] [-d DIR] [--require-cached] SPEC...\n"
+                    "  SPEC: gemm:<bf16|f16>:<bf16|f16|f32>:<ab|abt>:<auto|default>\n"
+                    "        attention:<bf16|f16>:<64|128>:<causal|full>\n"
+                    "        all\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    aot a = {.arch = "sm_90a"};
+    const char *dir = NULL;
+    int require = 0, rc = 1, i = 1;
+    if (tk_ctx_create(&a.ctx)) return 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "-a") && i + 1 < argc) a.arch = argv[++i];
+        else if (!strcmp(argv[i], "-d") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--require-cached")) require = 1;
+        else return tk_ctx_destroy(a.ctx), usage();
+    }
+    if (i == argc) return tk_ctx_destroy(a.ctx), usage();
+    for (; i < argc; i++)
+        if (spec(&a, argv[i])) goto done;
+    if (dir && tk_cache_set_dir(a.ctx, dir)) goto done;
+    tk_cache_stats st;
+    double t0 = now_ms();
+    tk_status s = tk_precompile(a.ctx, (const tk_kernel *const *)a.ks, a.n, a.arch);
+    double ms = now_ms() - t0;
+    tk_cache_stats_get(a.ctx, &st);
+    for (int k = 0; k < a.n; k++) printf("%s\n", tk_kernel_name(a.ks[k]));
+    printf("tk-aot: %d kernels for %s in %s: %llu compiled, %llu already there (%.0f ms; "
+           "LLVM %.0f ms, ptxas %.0f ms summed over threads)\n", a.n, a.arch,
+           tk_cache_dir(a.ctx) ? tk_cache_dir(a.ctx) : "(none)",
+           (unsigned long long)st.misses, (unsigned long long)st.disk_hits, ms, st.llvm_ms,
+           st.ptx_to_cubin_ms);
+    if (s != TK_OK) {
+        fprintf(stderr, "tk-aot: %s\n", tk_ctx_error(a.ctx));
+        goto done;
+    }
+    if (require && st.misses) {
+        fprintf(stderr, "tk-aot: %llu kernels were not in the cache\n",
+                (unsigned long long)st.misses);
+        goto done;
+    }
+    rc = 0;
+done:
+    for (int k = 0; k < a.n; k++) tk_kernel_destroy(a.ks[k]);
+    tk_ctx_destroy(a.ctx);
+    return rc;
+}
