@@ -162,7 +162,8 @@ tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value);
 /* Grid = (x, y, z) blocks, from values computed from parameters and
  * constants only (the host evaluates them at launch). NULL means 1. A value
  * depending on anything else (ids, loop results, exp/log/...) is rejected
- * here with TK_ERR_SCOPE. */
+ * here with TK_ERR_SCOPE. Every kernel calls it (tk_kernel_finish fails
+ * with TK_ERR_STATE otherwise); tk_set_grid(k, NULL, NULL, NULL) is one block. */
 void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z);
 /* Names a value for the printer and the error messages (%name instead of
  * %17): a C identifier of at most TK_MAX_VALUE_NAME characters, unique in
