@@ -74,6 +74,10 @@ tk_status tk_kernel_seal(tk_kernel *k, const tk_rule_fn rules[TK_OP_COUNT]) {
     }
     tk_status s = tk_verify(k, rules);
     if (s) return s;
+    /* A forgotten grid would silently run one block. */
+    if (!k->grid_set)
+        return tk_kfail(k, TK_ERR_STATE, "tk_kernel_finish: kernel '%s' has no grid; call "
+                        "tk_set_grid (tk_set_grid(k, NULL, NULL, NULL) for one block)", k->name);
     char *text = NULL;
     if ((s = tk_kernel_print(k, &text)) != TK_OK)
         return tk_kfail(k, s, "tk_kernel_finish: cannot print the kernel");
@@ -102,9 +106,29 @@ tk_status tk_kfail(tk_kernel *k, tk_status s, const char *fmt, ...) {
     return s;
 }
 
+/* Messages name the call the user made, not the op it became. */
+const char *tk_op_call(tk_opcode opc) {
+    switch (opc) {
+    case TK_OP_LOAD_G2R: case TK_OP_LOAD_S2R: return "load";
+    case TK_OP_STORE_R2G: case TK_OP_STORE_R2S: return "store";
+    case TK_OP_COPY_G2S: return "copy_to_shared";
+    case TK_OP_COPY_S2G: return "copy_to_global";
+    case TK_OP_FOR: return "for_begin";
+    case TK_OP_IF: return "if_begin";
+    default: return (unsigned)opc < TK_OP_COUNT ? tk_op_infos[opc].name : "?";
+    }
+}
+
+const char *tk_value_ref(const tk_value *v, char *buf, size_t n) {
+    if (v->name && !v->def && !v->region_arg) return v->name;
+    if (v->label) snprintf(buf, n, "%%%s", v->label);
+    else snprintf(buf, n, "%%%u", v->id);
+    return buf;
+}
+
 tk_status tk_opfail(tk_kernel *k, const tk_op *op, tk_status s, const char *fmt, ...) {
     char prefix[48];
-    snprintf(prefix, sizeof prefix, "tk_%s: ", tk_op_infos[op->opc].name);
+    snprintf(prefix, sizeof prefix, "tk_%s: ", tk_op_call(op->opc));
     va_list ap;
     va_start(ap, fmt);
     vfail(k, s, prefix, fmt, ap);
@@ -139,14 +163,15 @@ bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v
         tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: operand %d is NULL", opname, i);
         return false;
     }
+    char r[72];
     if (v->k != k) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: operand %d (%%%u) belongs to another kernel",
-                 opname, i, v->id);
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: operand %d (%s) belongs to another kernel",
+                 opname, i, tk_value_ref(v, r, sizeof r));
         return false;
     }
     if (!visible(k, v)) {
-        tk_kfail(k, TK_ERR_STATE, "tk_%s: operand %d (%%%u) is defined inside a region that is "
-                 "already closed", opname, i, v->id);
+        tk_kfail(k, TK_ERR_STATE, "tk_%s: operand %d (%s) is defined inside a region that is "
+                 "already closed", opname, i, tk_value_ref(v, r, sizeof r));
         return false;
     }
     return true;
@@ -190,8 +215,9 @@ static bool check_uniform_operands(tk_kernel *k, const tk_op *op) {
                         : op->scope == TK_SCOPE_THREAD ? TK_UNI_THREAD : TK_UNI_WARP;
     for (int i = 0; i < op->nopnds; i++)
         if (op->opnds[i]->uni > limit) {
-            tk_opfail(k, op, TK_ERR_SCOPE, "operand %d (%%%u) varies across %s, but the op runs "
-                      "once per %s", i, op->opnds[i]->id,
+            char r[72];
+            tk_opfail(k, op, TK_ERR_SCOPE, "operand %d (%s) varies across %s, but the op runs "
+                      "once per %s", i, tk_value_ref(op->opnds[i], r, sizeof r),
                       op->opnds[i]->uni == TK_UNI_THREAD ? "the lanes of a warp" : "warps",
                       op->scope == TK_SCOPE_BLOCK ? "block" : "warp/warpgroup");
             return false;
@@ -205,22 +231,22 @@ tk_op *tk_op_new(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds
     const tk_op_info *info = &tk_op_infos[opc];
     if (k->finished) {
         tk_kfail(k, TK_ERR_STATE, "tk_%s: the kernel is finished; it can no longer change",
-                 info->name);
+                 tk_op_call(opc));
         return NULL;
     }
     if (nopnds < info->min_opnds || (info->max_opnds >= 0 && nopnds > info->max_opnds)) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: %d operands; expected %d..%d", info->name,
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: %d operands; expected %d..%d", tk_op_call(opc),
                  nopnds, info->min_opnds, info->max_opnds);
         return NULL;
     }
     for (int i = 0; i < nopnds; i++)
-        if (!tk_check_operand(k, info->name, i, opnds[i])) return NULL;
+        if (!tk_check_operand(k, tk_op_call(opc), i, opnds[i])) return NULL;
     tk_op *op = tk_arena_alloc(k->arena, sizeof *op);
     int nres = info->nres < 0 ? 0 : info->nres;
     tk_value **ops = nopnds ? tk_arena_alloc(k->arena, sizeof(tk_value *) * (size_t)nopnds) : NULL;
     tk_value **res = nres ? tk_arena_alloc(k->arena, sizeof(tk_value *) * (size_t)nres) : NULL;
     if (!op || (nopnds && !ops) || (nres && !res)) {
-        tk_kfail(k, TK_ERR_NO_MEMORY, "tk_%s: out of memory", info->name);
+        tk_kfail(k, TK_ERR_NO_MEMORY, "tk_%s: out of memory", tk_op_call(opc));
         return NULL;
     }
     op->opc = opc;
@@ -345,6 +371,52 @@ void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z) {
         }
     }
     memcpy(k->grid, g, sizeof g);
+    k->grid_set = true;
+}
+
+/* ---- names and options --------------------------------------------------- */
+tk_status tk_value_set_name(tk_value *v, const char *name) {
+    if (!v) return TK_ERR_INVALID_ARG;
+    tk_kernel *k = v->k;
+    if (k->status) return k->status;
+    char r[72];
+    if (k->finished)
+        return tk_kfail(k, TK_ERR_STATE, "tk_value_set_name: the kernel is finished");
+    if (!name || !tk_is_ident(name) || strlen(name) > TK_MAX_VALUE_NAME)
+        return tk_kfail(k, TK_ERR_INVALID_ARG, "tk_value_set_name: '%s' is not a C identifier of "
+                        "at most %d characters", name ? name : "(null)", TK_MAX_VALUE_NAME);
+    if (v->label || (v->name && !v->def && !v->region_arg))
+        return tk_kfail(k, TK_ERR_STATE, "tk_value_set_name: %s already has a name",
+                        tk_value_ref(v, r, sizeof r));
+    for (const tk_value *o = k->labels; o; o = o->next_label)
+        if (!strcmp(o->label, name))
+            return tk_kfail(k, TK_ERR_INVALID_ARG, "tk_value_set_name: %%%s already names %%%u; "
+                            "names are unique in a kernel", name, o->id);
+    if (!(v->label = tk_arena_strdup(k->arena, name)))
+        return tk_kfail(k, TK_ERR_NO_MEMORY, "tk_value_set_name: out of memory");
+    v->next_label = k->labels;
+    k->labels = v;
+    return TK_OK;
+}
+
+/* One bounded option: the kernel must be open and n in lo..hi. */
+static tk_status set_option(tk_kernel *k, const char *fn, int32_t *field, int n, int lo, int hi) {
+    if (!k) return TK_ERR_INVALID_ARG;
+    if (k->status) return k->status;
+    if (k->finished) return tk_kfail(k, TK_ERR_STATE, "%s: the kernel is finished", fn);
+    if (n != 0 && (n < lo || n > hi))
+        return tk_kfail(k, TK_ERR_INVALID_ARG, "%s: %d; expected 0 (no constraint) or %d..%d",
+                        fn, n, lo, hi);
+    *field = n;
+    return TK_OK;
+}
+
+tk_status tk_kernel_set_maxnreg(tk_kernel *k, int n) {
+    return set_option(k, "tk_kernel_set_maxnreg", k ? &k->maxnreg : NULL, n, 16, 255);
+}
+
+tk_status tk_kernel_set_min_blocks(tk_kernel *k, int n) {
+    return set_option(k, "tk_kernel_set_min_blocks", k ? &k->min_blocks : NULL, n, 1, 32);
 }
 
 int tk_abi_param_slots(const tk_value *param) {

@@ -51,6 +51,8 @@ struct tk_value {
     int32_t index;    /* result index / region arg index / param index   */
     tk_uniformity uni;
     const char *name; /* parameter / spec name, or NULL                  */
+    const char *label; /* tk_value_set_name's name (printed %label), or NULL */
+    tk_value *next_label; /* the kernel's labelled values, newest first   */
     tk_region *home;  /* region the value is defined in (visibility)     */
 };
 
@@ -150,6 +152,10 @@ struct tk_kernel {
     tk_spec_entry specs[TK_MAX_SPECS];
     int32_t nspecs;
     tk_value *grid[3];      /* NULL = 1                                     */
+    bool grid_set;          /* tk_set_grid was called (finish requires it)  */
+    tk_value *labels;       /* values named by tk_value_set_name            */
+    int32_t maxnreg;        /* tk_kernel_set_maxnreg: 0 = ptxas decides     */
+    int32_t min_blocks;     /* tk_kernel_set_min_blocks: 0 = no minimum     */
 
     uint32_t nvalues;       /* ids handed out so far                        */
     uint32_t nops;
@@ -162,7 +168,7 @@ struct tk_kernel {
 /* Records the first error on k (later ones are dropped); returns `s`. */
 tk_status tk_kfail(tk_kernel *k, tk_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The same, prefixed with "tk_<op name>: ". */
+/* The same, prefixed with "tk_<call>: ", the public call that makes op. */
 tk_status tk_opfail(tk_kernel *k, const tk_op *op, tk_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* "64x32 bf16 row tile (warp)" style text for messages and the printer. */
@@ -195,6 +201,12 @@ int32_t tk_smem_swizzle_bytes(const tk_type *t);
 tk_op *tk_op_new(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds, tk_type want,
                  int64_t a0, int64_t a1, double f);
 tk_op *tk_op_append(tk_kernel *k, tk_op *op);
+/* The public builder call (without "tk_") that makes ops of opcode opc:
+ * "load" for LOAD_G2R and LOAD_S2R, ...; the op's own name for most. */
+const char *tk_op_call(tk_opcode opc);
+/* How messages and the printer refer to v: a parameter or spec by its name,
+ * a value named by tk_value_set_name as %name, any other as %<id>. */
+const char *tk_value_ref(const tk_value *v, char *buf, size_t n);
 /* Validates one operand of op `opname` (non-NULL, this kernel, visible). */
 bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v);
 /* The scope op runs at: the table's, or for tile ops their owner's. */

@@ -96,8 +96,10 @@ static bool fzero(double d) { return d == 0.0 && !signbit(d); }
 
 static void value(sbuf *b, const tk_value *v) {
     if (!v) put(b, "<null>");
-    else if (v->name && !v->def && !v->region_arg) put(b, "%s", v->name);
-    else put(b, "%%%u", v->id);
+    else {
+        char r[72];
+        put(b, "%s", tk_value_ref(v, r, sizeof r));
+    }
 }
 
 static void value_list(sbuf *b, int n, tk_value *const *v, const char *sep) {
@@ -299,7 +301,11 @@ static void region(sbuf *b, const tk_region *r, int depth) {
 
 /* ---- the kernel --------------------------------------------------------- */
 static void header(sbuf *b, const tk_kernel *k) {
-    put(b, "kernel %s warps=%d smem=%zu\n", k->name, k->warps, k->smem_bytes);
+    put(b, "kernel %s warps=%d smem=%zu", k->name, k->warps, k->smem_bytes);
+    /* Printed only when set: kernels without them print (and hash) as before. */
+    if (k->maxnreg) put(b, " maxnreg=%d", k->maxnreg);
+    if (k->min_blocks) put(b, " min_blocks=%d", k->min_blocks);
+    put(b, "\n");
     for (int i = 0; i < k->nspecs; i++)
         put(b, "  spec %s = %lld\n", k->specs[i].name, (long long)k->specs[i].value);
     for (int i = 0; i < k->nparams; i++) {

@@ -33,15 +33,11 @@ typedef struct vctx {
 } vctx;
 
 /* ---- messages ----------------------------------------------------------- */
-static const char *opname(const tk_op *op) {
-    return (unsigned)op->opc < TK_OP_COUNT ? tk_op_infos[op->opc].name : "?";
-}
+static const char *opname(const tk_op *op) { return tk_op_call(op->opc); }
 
-/* "%5", or a parameter's name. */
+/* "%5", "%name", or a parameter's name. */
 static const char *vname(const tk_value *v, char *buf, size_t n) {
-    if (v->name && !v->def && !v->region_arg) return v->name;
-    snprintf(buf, n, "%%%u", v->id);
-    return buf;
+    return tk_value_ref(v, buf, n);
 }
 
 /* Indexed by tk_uniformity / tk_scope. */
@@ -157,7 +153,7 @@ static tk_status check_yield_types(vctx *c, const tk_op *op, const tk_region *r,
 static tk_status check_region_link(vctx *c, const tk_op *op, const tk_region *r, int nargs) {
     if (!r)
         return fail(c, TK_ERR_STATE, op, "lacks a region; was it closed with tk_%s_end?",
-                    opname(op));
+                    tk_op_infos[op->opc].name);
     if (r->parent != op || r->nargs != nargs || (nargs && !r->args))
         return fail(c, TK_ERR_STATE, op, "owns a region with %d arguments that does not point "
                     "back at it (expected %d arguments)", r->nargs, nargs);

@@ -145,6 +145,29 @@ static void init_ids(tk_lower *L) {
     L->cnt = L->k->warps * 32;
 }
 
+static void fn_attr_int(tk_lower *L, const char *key, int v) {
+    char s[16];
+    int len = snprintf(s, sizeof s, "%d", v);
+    LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(L->c, key, (unsigned)strlen(key), s,
+                                                      (unsigned)len));
+}
+
+/* tk_kernel_set_maxnreg / _min_blocks, as .maxnreg / .minnctapersm. A
+ * warp-specialized kernel already fixes both (one block per SM, registers
+ * moved by setmaxnreg), so it takes neither rather than ignoring one. */
+static tk_status occupancy(tk_lower *L) {
+    const tk_kernel *k = L->k;
+    if (!k->maxnreg && !k->min_blocks) return TK_OK;
+    if (L->plan->producer_warps)
+        return tk_lw_fail(L, TK_ERR_UNSUPPORTED, "kernel '%s' is warp-specialized on this target "
+                          "(one block per SM, registers set by setmaxnreg): maxnreg and "
+                          "min_blocks do not apply", k->name);
+    if (k->maxnreg) fn_attr_int(L, "nvvm.maxnreg", k->maxnreg);
+    if (k->min_blocks) fn_attr_int(L, "nvvm.minctasm", k->min_blocks);
+    return TK_OK;
+}
+
 static tk_status build_entry(tk_lower *L) {
     LLVMTypeRef tys[TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1]; /* as tk_launch's slots */
     int n = param_types(L, tys, (int)(sizeof tys / sizeof tys[0]));
@@ -163,6 +186,8 @@ static tk_status build_entry(tk_lower *L) {
     if (L->plan->producer_warps)
         LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
                                 LLVMCreateStringAttribute(L->c, "nvvm.minctasm", 13, "1", 1));
+    if (occupancy(L) != TK_OK)
+        return L->dg->st;
     LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, L->fn, "entry"));
 
     /* extern __shared__ __align__(128) char tk_smem[]; */

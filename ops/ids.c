@@ -57,6 +57,12 @@ tk_value *tk_warpgroup_id(tk_kernel *k) {
     return res0(tk_build_op(k, TK_OP_WARPGROUP_ID, 0, NULL));
 }
 tk_value *tk_lane_id(tk_kernel *k) { return res0(tk_build_op(k, TK_OP_LANE_ID, 0, NULL)); }
+/* The i64 forms: the id, widened by a cvt (what callers wrote by hand). */
+tk_value *tk_block_id_i64(tk_kernel *k, int dim) {
+    return tk_cvt(k, tk_block_id(k, dim), TK_I64);
+}
+tk_value *tk_warp_id_i64(tk_kernel *k) { return tk_cvt(k, tk_warp_id(k), TK_I64); }
+tk_value *tk_lane_id_i64(tk_kernel *k) { return tk_cvt(k, tk_lane_id(k), TK_I64); }
 tk_value *tk_const_i32(tk_kernel *k, int32_t v) {
     return res0(tk_build_op_attr(k, TK_OP_CONST, 0, NULL, v, TK_I32, v));
 }

@@ -18,7 +18,11 @@
  * Views of any layout work: the tile walks the view's strides.
  * Interpreter: ops/memory_interp.c; lowering: ops/memory_nv.c. */
 #include "ir/abi.h"
+
+#include <stdio.h>
 #include "ops/build.h"
+
+#include <stdio.h>
 
 
 static tk_status expect_kind(tk_kernel *k, tk_op *op, int i, tk_kind kind, const char *what) {
@@ -190,9 +194,11 @@ tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx) {
     return op ? op->res[0] : NULL;
 }
 
-/* How many index operands the memory operand `m` takes (rank or 2), or -1
- * after reporting why it cannot be used. */
-static int index_count(tk_kernel *k, const char *fn, tk_value *m, tk_value *const *idx) {
+/* Checks the `nidx` indices given for the memory operand `m` (a tensor of
+ * rank r takes r, a shared tile 2); returns that count, or -1 after
+ * reporting why the call cannot be made. `fn` is the public call's name. */
+static int index_count(tk_kernel *k, const char *fn, tk_value *m, int nidx,
+                       tk_value *const *idx) {
     if (!k || k->status) return -1;
     if (!m) {
         tk_kfail(k, TK_ERR_INVALID_ARG, "%s: the memory operand is NULL", fn);
@@ -200,20 +206,33 @@ static int index_count(tk_kernel *k, const char *fn, tk_value *m, tk_value *cons
     }
     if (!tk_check_operand(k, fn + 3, 0, m)) return -1;
     int n = m->type.kind == TK_KIND_GVIEW ? m->type.rank : m->type.kind == TK_KIND_SMEM ? 2 : -1;
+    char b[64];
     if (n < 0) {
-        char b[64];
         tk_type_str(&m->type, b, sizeof b);
         tk_kfail(k, TK_ERR_TYPE, "%s: the memory operand is a %s; expected a tensor parameter or "
                  "a shared tile", fn, b);
-    } else if (!idx) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: idx is NULL; expected %d indices", fn, n);
-        n = -1;
+        return -1;
     }
-    return n;
+    if (m->type.kind == TK_KIND_GVIEW)
+        snprintf(b, sizeof b, "the rank-%d tensor '%s'", n, m->name ? m->name : "?");
+    else
+        snprintf(b, sizeof b, "a shared tile (row, col)");
+    if (nidx == TK_IDX_NOT_ARRAY)
+        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: idx is not an array of 1..4 indices; pass an array "
+                 "of indices or call %s_n with the count (%s takes %d)", fn, fn, b, n);
+    else if (!idx)
+        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: idx is NULL; expected %d indices for %s", fn, n, b);
+    else if (nidx != n)
+        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: %d ind%s given; %s takes %d", fn, nidx,
+                 nidx == 1 ? "ex" : "ices", b, n);
+    else
+        return n;
+    return -1;
 }
 
-tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const *idx, float fill) {
-    int n = index_count(k, "tk_load", src, idx);
+tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx, tk_value *const *idx,
+                    float fill) {
+    int n = index_count(k, "tk_load", src, nidx, idx);
     if (n < 0) return NULL;
     tk_value *v[5] = {src};
     for (int i = 0; i < n; i++) v[1 + i] = idx[i];
@@ -223,8 +242,8 @@ tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const *id
     return op ? op->res[0] : NULL;
 }
 
-void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val) {
-    int n = index_count(k, "tk_store", dst, idx);
+void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val) {
+    int n = index_count(k, "tk_store", dst, nidx, idx);
     if (n < 0) return;
     tk_value *v[6] = {dst};
     for (int i = 0; i < n; i++) v[1 + i] = idx[i];
@@ -232,9 +251,9 @@ void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val) 
     tk_build_op(k, dst->type.kind == TK_KIND_GVIEW ? TK_OP_STORE_R2G : TK_OP_STORE_R2S, 2 + n, v);
 }
 
-void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *const *idx,
-                       float fill, int async) {
-    int n = index_count(k, "tk_copy_to_shared", view, idx);
+void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
+                         tk_value *const *idx, float fill, int async) {
+    int n = index_count(k, "tk_copy_to_shared", view, nidx, idx);
     if (n < 0) return;
     tk_value *v[6] = {smem, view};
     for (int i = 0; i < n; i++) v[2 + i] = idx[i];
@@ -242,8 +261,9 @@ void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *c
     tk_build_op_attr(k, TK_OP_COPY_G2S, 2 + n, v, mode, 0, fill);
 }
 
-void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const *idx, tk_value *smem) {
-    int n = index_count(k, "tk_copy_to_global", view, idx);
+void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
+                         tk_value *smem) {
+    int n = index_count(k, "tk_copy_to_global", view, nidx, idx);
     if (n < 0) return;
     tk_value *v[6] = {view};
     for (int i = 0; i < n; i++) v[1 + i] = idx[i];

@@ -209,19 +209,19 @@ END_TEST
 /* ---- control flow ----------------------------------------------------------- */
 START_TEST(for_mixed_dtypes) {
     ck_assert_ptr_null(tk_for_begin(k, ci(0), tk_const_i64(k, 8), ci(1), 0, NULL, NULL));
-    EXPECT(TK_ERR_TYPE, "tk_for: lo, hi and step have dtypes i32, i64, i32; they must match");
+    EXPECT(TK_ERR_TYPE, "tk_for_begin: lo, hi and step have dtypes i32, i64, i32; they must match");
 }
 END_TEST
 
 START_TEST(for_float_bound) {
     ck_assert_ptr_null(tk_for_begin(k, ci(0), ci(8), cf(1), 0, NULL, NULL));
-    EXPECT(TK_ERR_TYPE, "tk_for: step is a f32; expected an i32/i64 scalar");
+    EXPECT(TK_ERR_TYPE, "tk_for_begin: step is a f32; expected an i32/i64 scalar");
 }
 END_TEST
 
 START_TEST(for_lane_bound) {
     ck_assert_ptr_null(tk_for_begin(k, tk_lane_id(k), ci(32), ci(1), 0, NULL, NULL));
-    EXPECT(TK_ERR_SCOPE, "tk_for: lo (%");
+    EXPECT(TK_ERR_SCOPE, "tk_for_begin: lo (%");
     EXPECT(TK_ERR_SCOPE, "varies across the lanes of a warp; control flow must be uniform");
 }
 END_TEST
@@ -296,13 +296,13 @@ END_TEST
 
 START_TEST(if_cond_int) {
     tk_if_begin(k, ci(1));
-    EXPECT(TK_ERR_TYPE, "tk_if: cond is a i32; expected a bool scalar");
+    EXPECT(TK_ERR_TYPE, "tk_if_begin: cond is a i32; expected a bool scalar");
 }
 END_TEST
 
 START_TEST(if_lane_cond) {
     tk_if_begin(k, tk_eq(k, tk_lane_id(k), ci(0)));
-    EXPECT(TK_ERR_SCOPE, "tk_if: cond (%");
+    EXPECT(TK_ERR_SCOPE, "tk_if_begin: cond (%");
     EXPECT(TK_ERR_SCOPE, "varies across the lanes of a warp");
 }
 END_TEST
@@ -376,10 +376,10 @@ START_TEST(copy_in_divergent_for) {
     tk_for_begin(k, ci(0), tk_warp_id(k), ci(1), 0, NULL, NULL);
     tk_copy_to_shared(k, s, A, idx, 0, 0);
     tk_for_end(k, 0, NULL, NULL);
-    EXPECT_FINISH(TK_ERR_SCOPE, "tk_copy_g2s (op #");
+    EXPECT_FINISH(TK_ERR_SCOPE, "tk_copy_to_shared (op #");
     EXPECT(TK_ERR_SCOPE, "whose hi %");
     EXPECT(TK_ERR_SCOPE, "differs between warps: every thread of the block must reach a "
-                         "copy_g2s equally often");
+                         "copy_to_shared equally often");
 }
 END_TEST
 
@@ -557,12 +557,12 @@ START_TEST(valid_warpgroup) {
     tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
     tk_value *z = ci(0), *r = tk_mul(k, tk_warpgroup_id(k), ci(64));
     tk_value *a = tk_load(k, tk_tile_type(TK_BF16, 64, 32, TK_WARPGROUP, TK_ROW), A,
-                          (tk_value *[]){r, z}, 0);
-    tk_value *b = tk_load(k, wtile(TK_BF16, 64, 32, TK_ROW), A, (tk_value *[]){z, z}, 0);
+                          ((tk_value *[]){r, z}), 0);
+    tk_value *b = tk_load(k, wtile(TK_BF16, 64, 32, TK_ROW), A, ((tk_value *[]){z, z}), 0);
     tk_value *c = tk_mma(k, TK_MMA_ABT, a, b, NULL);
     c = tk_sub(k, c, tk_row_max(k, c));
     tk_if_begin(k, tk_eq(k, tk_warpgroup_id(k), ci(0)));
-    tk_store(k, O, (tk_value *[]){r, z}, c);
+    tk_store(k, O, ((tk_value *[]){r, z}), c);
     tk_if_end(k, 0, NULL, NULL);
     tk_if_begin(k, tk_lt(k, tk_cvt(k, tk_block_id(k, 0), TK_I64), tk_dim(k, O, 0)));
     tk_barrier(k);

@@ -334,7 +334,7 @@ END_TEST
 /* ---- memory ----------------------------------------------------------------- */
 START_TEST(load_null_idx) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 2);
-    ck_assert_ptr_null(tk_load(k, wtile(TK_F32, 16, 16, TK_ROW), A, NULL, 0));
+    ck_assert_ptr_null(tk_load_n(k, wtile(TK_F32, 16, 16, TK_ROW), A, 2, NULL, 0));
     EXPECT(TK_ERR_INVALID_ARG, "tk_load: idx is NULL; expected 2 indices");
 }
 END_TEST
@@ -343,7 +343,7 @@ START_TEST(load_missing_index) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 3);
     tk_value *idx[3] = {ci(0), ci(0), NULL}; /* written for a rank-2 tensor */
     ck_assert_ptr_null(tk_load(k, wtile(TK_F32, 16, 16, TK_ROW), A, idx, 0));
-    EXPECT(TK_ERR_INVALID_ARG, "tk_load_g2r: operand 3 is NULL");
+    EXPECT(TK_ERR_INVALID_ARG, "tk_load: operand 3 is NULL");
 }
 END_TEST
 
@@ -351,7 +351,7 @@ START_TEST(load_index_dtype) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 2);
     tk_value *idx[2] = {ci(0), cf(16)};
     ck_assert_ptr_null(tk_load(k, wtile(TK_F32, 16, 16, TK_ROW), A, idx, 0));
-    EXPECT(TK_ERR_TYPE, "tk_load_g2r: index 1 is a f32; expected an i32/i64 scalar");
+    EXPECT(TK_ERR_TYPE, "tk_load: index 1 is a f32; expected an i32/i64 scalar");
 }
 END_TEST
 
@@ -375,7 +375,7 @@ START_TEST(load_s2r_too_big) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
     tk_value *idx[2] = {ci(0), ci(0)};
     ck_assert_ptr_null(tk_load(k, wtile(TK_F32, 32, 16, TK_ROW), s, idx, 0));
-    EXPECT(TK_ERR_SHAPE, "tk_load_s2r: a 32x16 tile does not fit a 16x16 shared tile");
+    EXPECT(TK_ERR_SHAPE, "tk_load: a 32x16 tile does not fit a 16x16 shared tile");
 }
 END_TEST
 
@@ -399,7 +399,7 @@ START_TEST(load_lane_index) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 2);
     tk_value *idx[2] = {tk_lane_id(k), ci(0)};
     ck_assert_ptr_null(tk_load(k, wtile(TK_F32, 16, 16, TK_ROW), A, idx, 0));
-    EXPECT(TK_ERR_SCOPE, "tk_load_g2r: operand 1");
+    EXPECT(TK_ERR_SCOPE, "tk_load: operand 1");
     EXPECT(TK_ERR_SCOPE, "varies across the lanes of a warp");
 }
 END_TEST
@@ -408,7 +408,7 @@ START_TEST(store_vec_smem) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
     tk_value *idx[2] = {ci(0), ci(0)};
     tk_store(k, s, idx, tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW)));
-    EXPECT(TK_ERR_TYPE, "tk_store_r2s: shared memory moves whole tiles, not vectors");
+    EXPECT(TK_ERR_TYPE, "tk_store: shared memory moves whole tiles, not vectors");
 }
 END_TEST
 
@@ -416,7 +416,7 @@ START_TEST(store_scalar) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 2);
     tk_value *idx[2] = {ci(0), ci(0)};
     tk_store(k, A, idx, cf(1));
-    EXPECT(TK_ERR_TYPE, "tk_store_r2g: the stored value is a f32; expected a register tile");
+    EXPECT(TK_ERR_TYPE, "tk_store: the stored value is a f32; expected a register tile");
 }
 END_TEST
 
@@ -479,8 +479,8 @@ START_TEST(async_fill) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
     tk_value *idx[2] = {ci(0), ci(0)};
     tk_copy_to_shared(k, s, A, idx, -1.0f, 1);
-    EXPECT(TK_ERR_INVALID_ARG, "tk_copy_g2s: an asynchronous copy fills out-of-range elements "
-                               "with 0, not -1");
+    EXPECT(TK_ERR_INVALID_ARG, "tk_copy_to_shared: an asynchronous copy fills out-of-range "
+                               "elements with 0, not -1");
 }
 END_TEST
 
@@ -489,7 +489,7 @@ START_TEST(copy_dtype) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
     tk_value *idx[2] = {ci(0), ci(0)};
     tk_copy_to_shared(k, s, A, idx, 0, 0);
-    EXPECT(TK_ERR_TYPE, "tk_copy_g2s: memory holds bf16 but the register value is f32");
+    EXPECT(TK_ERR_TYPE, "tk_copy_to_shared: memory holds bf16 but the register value is f32");
 }
 END_TEST
 
@@ -507,7 +507,7 @@ START_TEST(copy_to_global_stages) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 3);
     tk_value *idx[2] = {ci(0), ci(0)};
     tk_copy_to_global(k, A, idx, s);
-    EXPECT(TK_ERR_TYPE, "tk_copy_s2g: the shared operand has 3 stages");
+    EXPECT(TK_ERR_TYPE, "tk_copy_to_global: the shared operand has 3 stages");
 }
 END_TEST
 
@@ -542,7 +542,7 @@ START_TEST(load_s2r_dtype) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
     tk_value *idx[2] = {ci(0), ci(0)};
     ck_assert_ptr_null(tk_load(k, wtile(TK_BF16, 16, 16, TK_ROW), s, idx, 0));
-    EXPECT(TK_ERR_TYPE, "tk_load_s2r: memory holds f32 but the register value is bf16");
+    EXPECT(TK_ERR_TYPE, "tk_load: memory holds f32 but the register value is bf16");
 }
 END_TEST
 
@@ -550,7 +550,7 @@ START_TEST(load_bad_type) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 2);
     tk_value *idx[2] = {ci(0), ci(0)};
     ck_assert_ptr_null(tk_load(k, tk_scalar_type(TK_F32), A, idx, 0));
-    EXPECT(TK_ERR_TYPE, "tk_load_g2r: the requested type (f32) is not a register tile or vector");
+    EXPECT(TK_ERR_TYPE, "tk_load: the requested type (f32) is not a register tile or vector");
 }
 END_TEST
 
@@ -558,7 +558,7 @@ START_TEST(store_dtype) {
     tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2);
     tk_value *idx[2] = {ci(0), ci(0)};
     tk_store(k, A, idx, f32t(16, 16));
-    EXPECT(TK_ERR_TYPE, "tk_store_r2g: memory holds bf16 but the register value is f32");
+    EXPECT(TK_ERR_TYPE, "tk_store: memory holds bf16 but the register value is f32");
 }
 END_TEST
 
@@ -574,7 +574,7 @@ START_TEST(copy_rank1) {
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
     tk_value *idx[1] = {ci(0)};
     tk_copy_to_shared(k, s, A, idx, 0, 0);
-    EXPECT(TK_ERR_SHAPE, "tk_copy_g2s: a tile needs a tensor of rank >= 2, got rank 1");
+    EXPECT(TK_ERR_SHAPE, "tk_copy_to_shared: a tile needs a tensor of rank >= 2, got rank 1");
 }
 END_TEST
 

@@ -39,6 +39,7 @@ static tk_kernel *new_kernel(const char *name, int warps) {
     tk_kernel *k = NULL;
     ck_assert_int_lt(nkernels, 64);
     ck_assert_int_eq(tk_kernel_create(ctx, name, warps, &k), TK_OK);
+    tk_set_grid(k, NULL, NULL, NULL); /* prints as the unset grid did: (1, 1, 1) */
     return kernels[nkernels++] = k;
 }
 
@@ -160,14 +161,14 @@ static tk_kernel *build_memory(int async) {
     tk_async_commit(k);
     tk_async_wait(k, 2);
     tk_barrier(k);
-    tk_value *t = tk_load(k, wtile(TK_F16, 16, 32, TK_COL), s1, (tk_value *[]){z, z}, 0);
+    tk_value *t = tk_load(k, wtile(TK_F16, 16, 32, TK_COL), s1, ((tk_value *[]){z, z}), 0);
     tk_value *f = tk_exp(k, tk_cvt(k, t, TK_F32));
-    tk_value *q = tk_load(k, wtile(TK_F32, 16, 16, TK_ROW), p, (tk_value *[]){z, z}, 0);
-    tk_store(k, p, (tk_value *[]){z, z}, tk_mul(k, q, tk_const_f32(k, 0.1f)));
+    tk_value *q = tk_load(k, wtile(TK_F32, 16, 16, TK_ROW), p, ((tk_value *[]){z, z}), 0);
+    tk_store(k, p, ((tk_value *[]){z, z}), tk_mul(k, q, tk_const_f32(k, 0.1f)));
     tk_value *v = tk_load(k, tk_vec_type(TK_F16, 32, TK_PER_COL, TK_WARP, TK_COL), V,
                           (tk_value *[]){j}, -0.0f);
     tk_value *tv = tk_add(k, tk_cvt(k, f, TK_F16), v);
-    tk_store(k, s1, (tk_value *[]){tk_const_i32(k, 16), z}, tv);
+    tk_store(k, s1, ((tk_value *[]){tk_const_i32(k, 16), z}), tv);
     tk_store(k, V, (tk_value *[]){z}, v);
     tk_barrier(k);
     tk_copy_to_global(k, G, gi, s1);
@@ -208,7 +209,7 @@ static tk_kernel *build_control(void) {
     tk_if_begin(k, tk_or(k, flag, tk_const_bool(k, 0)));
     tk_value *w = tk_warp_id(k);
     tk_value *row = tk_mul(k, w, tk_const_i32(k, 16));
-    tk_store(k, O, (tk_value *[]){row, z}, tk_max(k, res[0], tk_abs(k, res[1])));
+    tk_store(k, O, ((tk_value *[]){row, z}), tk_max(k, res[0], tk_abs(k, res[1])));
     tk_if_end(k, 0, NULL, NULL);
     finish(k);
     return k;
@@ -221,19 +222,19 @@ static tk_kernel *build_mma(void) {
     tk_value *z = tk_const_i32(k, 0), *wg = tk_warpgroup_id(k);
     tk_value *r = tk_mul(k, wg, tk_const_i32(k, 64));
     tk_value *a = tk_load(k, tk_tile_type(TK_BF16, 64, 32, TK_WARPGROUP, TK_ROW), A,
-                          (tk_value *[]){r, z}, 0);
-    tk_value *bt = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), A, (tk_value *[]){z, z}, 0);
+                          ((tk_value *[]){r, z}), 0);
+    tk_value *bt = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), A, ((tk_value *[]){z, z}), 0);
     tk_value *c = tk_mma(k, TK_MMA_ABT, a, bt, NULL);
     c = tk_sub(k, c, tk_row_max(k, c));
-    tk_store(k, O, (tk_value *[]){r, z}, c);
-    tk_value *ac = tk_load(k, wtile(TK_BF16, 32, 16, TK_COL), A, (tk_value *[]){z, z}, 0);
-    tk_value *bc = tk_load(k, wtile(TK_BF16, 32, 16, TK_COL), A, (tk_value *[]){z, z}, 0);
-    tk_value *br = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), A, (tk_value *[]){z, z}, 0);
+    tk_store(k, O, ((tk_value *[]){r, z}), c);
+    tk_value *ac = tk_load(k, wtile(TK_BF16, 32, 16, TK_COL), A, ((tk_value *[]){z, z}), 0);
+    tk_value *bc = tk_load(k, wtile(TK_BF16, 32, 16, TK_COL), A, ((tk_value *[]){z, z}), 0);
+    tk_value *br = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), A, ((tk_value *[]){z, z}), 0);
     tk_value *d = tk_mma(k, TK_MMA_ATB, ac, bc, NULL);
     d = tk_mma(k, TK_MMA_ATBT, ac, br, d);
-    tk_value *ar = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), A, (tk_value *[]){z, z}, 0);
+    tk_value *ar = tk_load(k, wtile(TK_BF16, 16, 32, TK_ROW), A, ((tk_value *[]){z, z}), 0);
     d = tk_mma(k, TK_MMA_AB, ar, bc, d);
-    tk_store(k, O, (tk_value *[]){z, z}, d);
+    tk_store(k, O, ((tk_value *[]){z, z}), d);
     finish(k);
     return k;
 }

@@ -52,6 +52,7 @@ static tk_status build_toy(tk_ctx *c, const void *key, tk_kernel **out) {
     tk_status s = tk_kernel_create(c, "toy", 1, &k);
     if (s) return s;
     tk_spec(k, "n", t->n);
+    tk_set_grid(k, NULL, NULL, NULL);
     if ((s = tk_kernel_finish(k))) {
         tk_kernel_destroy(k);
         return s;

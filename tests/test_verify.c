@@ -53,7 +53,7 @@ START_TEST(corrupt_yield_type) {
     tk_value *next = tk_add(k, c, ci(1));
     tk_for_end(k, 1, &next, &r);
     def_of(r)->regions[0]->yield[0] = tk_const_i64(k, 1);
-    EXPECT_FINISH(TK_ERR_TYPE, "tk_for (op #5) has body yield 0 of type i64, expected i32");
+    EXPECT_FINISH(TK_ERR_TYPE, "tk_for_begin (op #5) has body yield 0 of type i64, expected i32");
 }
 END_TEST
 
@@ -133,7 +133,7 @@ START_TEST(corrupt_if_region) {
     tk_if_begin(k, tk_const_bool(k, 1));
     tk_if_end(k, 0, NULL, NULL);
     k->body->last->regions[1] = NULL;
-    EXPECT_FINISH(TK_ERR_STATE, "tk_if (op #2) lacks a region");
+    EXPECT_FINISH(TK_ERR_STATE, "tk_if_begin (op #2) lacks a region");
 }
 END_TEST
 
@@ -144,7 +144,7 @@ START_TEST(corrupt_if_yields_memory) {
     tk_else(k, 1, &x);
     tk_if_end(k, 1, &x, &r);
     r->type = s->type;
-    EXPECT_FINISH(TK_ERR_TYPE, "tk_if (op #4) yields a memory handle");
+    EXPECT_FINISH(TK_ERR_TYPE, "tk_if_begin (op #4) yields a memory handle");
 }
 END_TEST
 

@@ -155,6 +155,14 @@ TK_API int tk_kernel_warps(const tk_kernel *k);
 /* Bytes of shared memory the kernel's tiles take per block (a launch on
  * sm_90 adds up to 1.2 KiB for kernels whose copies use the copy engine). */
 TK_API size_t tk_kernel_smem_bytes(const tk_kernel *k);
+/* Occupancy controls, 0 = none (the default). Part of the printed kernel
+ * (so of its cache key); the lowering passes them to ptxas as the entry's
+ * .maxnreg / .minnctapersm (the nvvm.maxnreg / nvvm.minctasm attributes).
+ * maxnreg: at most n registers per thread (16..255); ptxas spills past it.
+ * min_blocks: ptxas budgets registers so n blocks fit on an SM (1..32).
+ * A bad n, or a finished kernel, is a sticky error (returned too). */
+TK_API tk_status tk_kernel_set_maxnreg(tk_kernel *k, int n);
+TK_API tk_status tk_kernel_set_min_blocks(tk_kernel *k, int n);
 
 /* Signature. Parameters are numbered in creation order (tensors and scalars
  * share one numbering) and passed to tk_interp_run / tk_launch in that order. */
@@ -167,14 +175,27 @@ TK_API tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value);
 /* Grid = (x, y, z) blocks, from values computed from parameters and
  * constants only (the host evaluates them at launch). NULL means 1. A value
  * depending on anything else (ids, loop results, exp/log/...) is rejected
- * here with TK_ERR_SCOPE. */
+ * here with TK_ERR_SCOPE. Every kernel calls it (tk_kernel_finish fails
+ * with TK_ERR_STATE otherwise); tk_set_grid(k, NULL, NULL, NULL) is one block. */
 TK_API void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z);
+/* Names a value for the printer and the error messages (%name instead of
+ * %17): a C identifier of at most TK_MAX_VALUE_NAME characters, unique in
+ * the kernel, given once (parameters and specs are named at creation).
+ * Part of the printed kernel, so of its cache key. A bad name is a sticky
+ * error (returned too); NULL v: TK_ERR_INVALID_ARG. */
+#define TK_MAX_VALUE_NAME 30
+TK_API tk_status tk_value_set_name(tk_value *v, const char *name);
 
 /* ---- Ids and scalars ---------------------------------------------------- */
 TK_API tk_value *tk_block_id(tk_kernel *k, int dim);  /* i32, dim 0..2 */
 TK_API tk_value *tk_warp_id(tk_kernel *k);            /* i32, warp in block */
 TK_API tk_value *tk_warpgroup_id(tk_kernel *k);       /* i32, warp_id / 4 */
 TK_API tk_value *tk_lane_id(tk_kernel *k);            /* i32, 0..31 (per thread) */
+/* The same ids as i64, to meet i64 dims and indices without a tk_cvt
+ * (binary scalar ops take one dtype: i32 and i64 never mix implicitly). */
+TK_API tk_value *tk_block_id_i64(tk_kernel *k, int dim);
+TK_API tk_value *tk_warp_id_i64(tk_kernel *k);
+TK_API tk_value *tk_lane_id_i64(tk_kernel *k);
 TK_API tk_value *tk_const_i32(tk_kernel *k, int32_t v);
 TK_API tk_value *tk_const_i64(tk_kernel *k, int64_t v);
 TK_API tk_value *tk_const_f32(tk_kernel *k, float v);
@@ -183,7 +204,19 @@ TK_API tk_value *tk_const_bool(tk_kernel *k, int v);
 TK_API tk_value *tk_dim(tk_kernel *k, tk_value *view, int dim);
 
 /* Elementwise. Operands: scalar∘scalar, tile∘tile, vec∘vec, tile∘scalar,
- * vec∘scalar, and tile∘vec (broadcast along the vector's axis). */
+ * vec∘scalar, and tile∘vec (broadcast along the vector's axis); the
+ * reversed orders (scalar∘tile, vec∘tile, scalar∘vec) too.
+ * Dtype rules (the same on the GPU and in the interpreter):
+ *  - scalar∘scalar: one dtype (i32 and i64 do not mix: tk_cvt, or the
+ *    *_id_i64 calls); integer tk_div truncates toward zero, like C.
+ *  - tile/vec∘tile/vec: identical types.
+ *  - tile/vec∘scalar: the scalar is f32 or the tile's dtype. The result
+ *    has the TILE's dtype; a 16-bit tile is computed in f32 with the scalar
+ *    as given (an f32 scalar is not rounded to bf16 first) and each result
+ *    rounded once (RNE) to the tile's dtype. For an f32 result, tk_cvt the
+ *    tile to f32 first.
+ *  - every float op on a bf16/f16 tile or vector (add ... rsqrt, exp, log,
+ *    sin, cos) computes in f32 and rounds each result once to the dtype. */
 TK_API tk_value *tk_add(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_sub(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_mul(tk_kernel *k, tk_value *a, tk_value *b);
@@ -281,14 +314,26 @@ TK_API tk_value *tk_shared(tk_kernel *k, tk_dtype dt, int rows, int cols, tk_sme
 /* Stage `idx` (run-time, block-uniform) of a multi-stage shared tile. */
 TK_API tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
 
-/* Register tile/vector loads and stores (scope: the owner).
+/* Index arrays carry their count: each call below is a macro that takes an
+ * ARRAY of indices (`tk_value *idx[2]`, or a one-element compound literal;
+ * wrap a longer compound literal in parentheses) and passes its length to
+ * the `_n` function, which checks it against the memory operand (a tensor of
+ * rank r takes r indices, a shared tile 2). A wrong count, or a pointer where
+ * the macro needs an array, is a sticky TK_ERR_INVALID_ARG naming the call;
+ * code holding indices behind a pointer calls the `_n` function with the
+ * count. Index values are i32 or i64 scalars (widened to i64).
+ *
+ * Register tile/vector loads and stores (scope: the owner).
  * Global: idx has `rank` entries: leading ones index dims, the last two are
  * the element row and column of the tile's top-left corner (a vector: the
  * last one is its first element). Out-of-range elements read `fill` and are
- * not written. Shared: idx = {row0, col0} inside the shared tile. */
-TK_API tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const *idx,
-    float fill);
-TK_API void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value *val);
+ * not written: this masking covers every index, leading ones included (a
+ * leading index past its dimension reads only `fill` and writes nothing),
+ * the same on the GPU and in the interpreter. Shared: idx = {row0, col0}
+ * inside the shared tile. */
+TK_API tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx, tk_value *const *idx,
+                    float fill);
+TK_API void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val);
 
 /* Block-wide copies between global and shared memory (scope: block).
  * async: TK_COPY_SYNC, or TK_COPY_ASYNC (cp.async; fill must be 0), or
@@ -304,9 +349,27 @@ TK_API void tk_store(tk_kernel *k, tk_value *dst, tk_value *const *idx, tk_value
  * kernel's warps compute (docs/LOWERING.md, "Warp specialization"); the
  * kernel is written, and interpreted, as if every warp ran every op. */
 enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2 };
-TK_API void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view, tk_value *const *idx,
-                       float fill, int async);
-TK_API void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const *idx, tk_value *smem);
+TK_API void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
+                         tk_value *const *idx, float fill, int async);
+TK_API void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
+                         tk_value *smem);
+
+/* The count the macros pass for something that is not an array of 1..4
+ * value handles: the `_n` functions reject it. */
+#define TK_IDX_NOT_ARRAY (-1)
+#ifndef __cplusplus
+#define TK_IDX_COUNT(idx) _Generic(&(idx),                                              \
+    tk_value *(*)[1]: 1, tk_value *const (*)[1]: 1, tk_value *(*)[2]: 2,                 \
+    tk_value *const (*)[2]: 2, tk_value *(*)[3]: 3, tk_value *const (*)[3]: 3,           \
+    tk_value *(*)[4]: 4, tk_value *const (*)[4]: 4, default: TK_IDX_NOT_ARRAY)
+#define tk_load(k, type, src, idx, fill) \
+    tk_load_n((k), (type), (src), TK_IDX_COUNT(idx), (idx), (fill))
+#define tk_store(k, dst, idx, val) tk_store_n((k), (dst), TK_IDX_COUNT(idx), (idx), (val))
+#define tk_copy_to_shared(k, smem, view, idx, fill, async) \
+    tk_copy_to_shared_n((k), (smem), (view), TK_IDX_COUNT(idx), (idx), (fill), (async))
+#define tk_copy_to_global(k, view, idx, smem) \
+    tk_copy_to_global_n((k), (view), TK_IDX_COUNT(idx), (idx), (smem))
+#endif
 TK_API void tk_async_commit(tk_kernel *k);
 /* Wait until at most `pending` committed groups are in flight. */
 TK_API void tk_async_wait(tk_kernel *k, int pending);
@@ -360,6 +423,26 @@ TK_API uint16_t tk_f32_to_f16(float f);
 TK_API float tk_f16_to_f32(uint16_t h);
 
 #ifdef __cplusplus
+}
+/* C++: the same calls as templates on the array's length. */
+template <size_t N>
+inline tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *const (&idx)[N],
+                         float fill) {
+    return tk_load_n(k, type, src, (int)N, idx, fill);
+}
+template <size_t N>
+inline void tk_store(tk_kernel *k, tk_value *dst, tk_value *const (&idx)[N], tk_value *val) {
+    tk_store_n(k, dst, (int)N, idx, val);
+}
+template <size_t N>
+inline void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view,
+                              tk_value *const (&idx)[N], float fill, int async) {
+    tk_copy_to_shared_n(k, smem, view, (int)N, idx, fill, async);
+}
+template <size_t N>
+inline void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const (&idx)[N],
+                              tk_value *smem) {
+    tk_copy_to_global_n(k, view, (int)N, idx, smem);
 }
 #endif
 #endif

@@ -8,6 +8,7 @@ tk_kernel *k;
 void build_setup(void) {
     ctx_setup();
     ck_assert_int_eq(tk_kernel_create(ctx, "t", 4, &k), TK_OK);
+    tk_set_grid(k, NULL, NULL, NULL); /* one block; tests may set another grid */
 }
 
 void build_teardown(void) {
@@ -22,6 +23,7 @@ void rewarp(int warps) {
     tk_kernel_destroy(k);
     k = NULL;
     ck_assert_int_eq(tk_kernel_create(ctx, "t", warps, &k), TK_OK);
+    tk_set_grid(k, NULL, NULL, NULL); /* one block; tests may set another grid */
 }
 
 TCase *build_tcase(Suite *s, const char *name, const TTest *const *tests, size_t n) {

@@ -20,18 +20,19 @@ void tu_build_gemm(tk_kernel *k, int bm) {
     tk_value *kt = tk_for_begin(k, z, nk, one, 1, &acc0, &acc);
     tk_value *st = tk_rem(k, kt, two), *k0 = tk_mul(k, kt, BK);
     tk_value *a = tk_stage(k, sA, st), *b = tk_stage(k, sB, st);
-    tk_copy_to_shared(k, a, A, (tk_value *[]){row, k0}, 0, 1);
-    tk_copy_to_shared(k, b, B, (tk_value *[]){k0, col}, 0, 1);
+    tk_copy_to_shared(k, a, A, ((tk_value *[]){row, k0}), 0, 1);
+    tk_copy_to_shared(k, b, B, ((tk_value *[]){k0, col}), 0, 1);
     tk_async_commit(k);
     tk_async_wait(k, 0);
     tk_barrier(k);
-    tk_value *ta = tk_load(k, tk_tile_type(TK_BF16, 16, 32, TK_WARP, TK_ROW), a, (tk_value *[]){wr, z}, 0);
-    tk_value *tb = tk_load(k, tk_tile_type(TK_BF16, 32, 64, TK_WARP, TK_COL), b, (tk_value *[]){z, z}, 0);
+    tk_value *ia[2] = {wr, z}, *ib[2] = {z, z};
+    tk_value *ta = tk_load(k, tk_tile_type(TK_BF16, 16, 32, TK_WARP, TK_ROW), a, ia, 0);
+    tk_value *tb = tk_load(k, tk_tile_type(TK_BF16, 32, 64, TK_WARP, TK_COL), b, ib, 0);
     tk_value *next = tk_mma(k, TK_MMA_AB, ta, tb, acc);
     tk_barrier(k);
     tk_for_end(k, 1, &next, &res);
     tk_value *r = tk_add(k, row, wr);
-    tk_store(k, C, (tk_value *[]){r, col}, res);
+    tk_store(k, C, ((tk_value *[]){r, col}), res);
 }
 
 void tu_build_softmax(tk_kernel *k, float fill) {
@@ -41,7 +42,7 @@ void tu_build_softmax(tk_kernel *k, float fill) {
     tk_value *w = tk_cvt(k, tk_warp_id(k), TK_I64);
     tk_value *r0 = tk_mul(k, w, tk_const_i64(k, 16));
     tk_type xt = tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW);
-    tk_value *x = tk_load(k, xt, X, (tk_value *[]){h, r0, z}, fill);
+    tk_value *x = tk_load(k, xt, X, ((tk_value *[]){h, r0, z}), fill);
     x = tk_mul(k, x, scale);
     x = tk_mask(k, x, TK_MASK_CAUSAL, r0, z, fill);
     x = tk_mask(k, x, TK_MASK_COLS, z, n, fill);
@@ -53,6 +54,6 @@ void tu_build_softmax(tk_kernel *k, float fill) {
     tk_else(k, 1, &t);
     tk_value *u = tk_add(k, y, tk_col_sum(k, y));
     tk_if_end(k, 1, &u, &res);
-    tk_store(k, X, (tk_value *[]){h, r0, z}, res);
+    tk_store(k, X, ((tk_value *[]){h, r0, z}), res);
     tk_set_grid(k, NULL, tk_dim(k, X, 0), NULL);
 }

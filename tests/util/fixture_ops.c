@@ -114,7 +114,7 @@ tk_kernel *tu_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, 
     a = tk_add(k, a, tk_fill(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), s));
     tk_store(k, O, idx, a);
     tk_value *vi = row;
-    tk_store(k, V, &vi, vv);
+    tk_store_n(k, V, 1, &vi, vv);
     tk_value *ac = tk_mul(k, tk_cvt(k, xc, TK_F32), s);         /* COL layout */
     ac = tk_sub(k, ac, tk_row_sum(k, ac));
     ac = tk_mul(k, ac, tk_col_max(k, ac));
@@ -224,6 +224,7 @@ tk_kernel *tu_mma(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) 
     tk_store(k, O, z, tk_sub(k, c, tk_mul(k, d, f32c(k, 0.5f))));
     tk_value *aw = tk_load(k, tk_tile_type(dt, 64, 48, TK_WARPGROUP, TK_ROW), A, z, 0.0f);
     tk_store(k, W, z, tk_mma(k, TK_MMA_AB, aw, bc, NULL));
+    tk_set_grid(k, NULL, NULL, NULL);
     int64_t da[2] = {48, 48}, db[2] = {64, 64}, dout[2] = {32, 64}, dw[2] = {48, 64};
     ts[0] = tensor(dt, 2, da, 0);
     ts[1] = tensor(dt, 2, db, 0);
@@ -431,7 +432,7 @@ tk_kernel *tu_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int 
     next[2] = sc_fin;
     tk_for_end(k, 3, next, fin);
     tk_store(k, O, idx, tk_add(k, fin[0], fin[2]));
-    tk_store(k, V, &row, fin[1]);
+    tk_store_n(k, V, 1, &row, fin[1]);
     tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 32)), NULL, NULL);
     int64_t d[2] = {40, 32}, dv[1] = {40};
     ts[0] = tensor(dt, 2, d, 0);

@@ -81,6 +81,7 @@ tk_arg targ(hbuf *b, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
 tk_kernel *kern(const char *name, int warps) {
     tk_kernel *k = NULL;
     ck_assert_int_eq(tk_kernel_create(ctx, name, warps, &k), TK_OK);
+    tk_set_grid(k, NULL, NULL, NULL); /* one block, unless the test sets a grid */
     return k;
 }
 void finish(tk_kernel *k) {
