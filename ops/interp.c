@@ -5,7 +5,10 @@
  * Barriers are no-ops here: warps run in lockstep, op by op, so every
  * write of one op is visible to every later op of any warp. That is only
  * equivalent to the GPU because the verifier keeps barriers (and other
- * block-scope ops) in block-uniform control flow. */
+ * block-scope ops) in block-uniform control flow, and for kernels that
+ * order their warps with barriers: the race checker (ops/race.h) fails the
+ * ones that do not, and the shuffle (tk_interp_options) runs the warps one
+ * by one between block-wide ops. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include "ir/sig.h"
 #include "ops/grid_eval.h"
 #include "ops/interp.h"
+#include "ops/race.h"
 
 /* ---- dispatch, generated from the op table ------------------------------- */
 static const tk_interp_fn dispatch[] = {
@@ -122,12 +126,55 @@ static tk_status run_op(tk_interp *I, const tk_op *op) {
     return dispatch[op->opc](I, op);
 }
 
-tk_status tk_interp_region(tk_interp *I, const tk_region *r) {
-    if (!r) return TK_OK;
-    TK_FOREACH_OP(r, op) {
+/* Runs ops [from, to) under I->mask. */
+static tk_status run_ops(tk_interp *I, const tk_op *from, const tk_op *to) {
+    for (const tk_op *op = from; op != to; op = op->next) {
         if (!I->mask) break; /* nobody left to run the rest */
         tk_status s = run_op(I, op);
         if (s) return s;
+    }
+    return TK_OK;
+}
+
+static uint64_t next_rand(tk_interp *I) {
+    I->shuffle ^= I->shuffle >> 12;
+    I->shuffle ^= I->shuffle << 25;
+    I->shuffle ^= I->shuffle >> 27;
+    return I->shuffle * 0x2545f4914f6cdd1dull;
+}
+
+/* Runs the warp-level ops [from, to) warp by warp, in a shuffled order. */
+static tk_status run_shuffled(tk_interp *I, const tk_op *from, const tk_op *to) {
+    uint32_t entry = I->mask;
+    int order[32], n = 0;
+    for (int w = 0; w < I->warps; w++)
+        if (tk_interp_warp_active(I, w)) order[n++] = w;
+    for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        int j = (int)(next_rand(I) % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    tk_status s = TK_OK;
+    for (int i = 0; i < n && !s; i++) {
+        I->mask = 1u << order[i];
+        s = run_ops(I, from, to);
+    }
+    I->mask = entry;
+    return s;
+}
+
+tk_status tk_interp_region(tk_interp *I, const tk_region *r) {
+    if (!r) return TK_OK;
+    if (!I->shuffle) return run_ops(I, r->first, NULL);
+    /* Block-wide ops run for all warps at once; each run of warp-level ops
+     * between them runs warp by warp. */
+    const tk_op *op = r->first;
+    while (op) {
+        const tk_op *end = op;
+        while (end && !I->blockwide[end->id]) end = end->next;
+        tk_status s = end == op ? run_ops(I, op, op->next) : run_shuffled(I, op, end);
+        if (s) return s;
+        op = end == op ? op->next : end;
     }
     return TK_OK;
 }
@@ -138,6 +185,7 @@ static uint32_t all_warps(int warps) {
 
 static tk_status run_block(tk_interp *I) {
     I->mask = all_warps(I->warps);
+    if (I->race) tk_race_block(I);
     I->smem_top = 0;
     I->groups_committed = I->groups_applied = 0;
     /* Shared memory starts undefined on the GPU: NaN makes reads of it show. */
@@ -184,6 +232,70 @@ static tk_status run_grid(tk_interp *I) {
                 s = run_block(I);
             }
     return s;
+}
+
+/* ---- options ------------------------------------------------------------- */
+static tk_interp_options env_options(void) {
+    const char *rc = getenv("TK_RACE_CHECK"), *sh = getenv("TK_INTERP_SHUFFLE");
+    tk_interp_options o = {.race_check = !(rc && strcmp(rc, "0") == 0)};
+    if (sh) o.shuffle_seed = strtoull(sh, NULL, 10);
+    return o;
+}
+
+static void *options_make(tk_ctx *ctx) {
+    (void)ctx;
+    tk_interp_options *o = malloc(sizeof *o);
+    if (o) *o = env_options();
+    return o;
+}
+
+static const tk_ctx_slot_def options_slot = {"interpreter options", options_make, free};
+
+tk_status tk_interp_set_options(tk_ctx *ctx, const tk_interp_options *opts) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!opts)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_interp_set_options: opts is NULL");
+    tk_interp_options *o = tk_ctx_slot(ctx, &options_slot);
+    if (!o) return TK_ERR_NO_MEMORY; /* tk_ctx_slot said why */
+    *o = *opts;
+    return TK_OK;
+}
+
+tk_status tk_interp_get_options(tk_ctx *ctx, tk_interp_options *opts) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!opts)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_interp_get_options: opts is NULL");
+    const tk_interp_options *o = tk_ctx_slot_find(ctx, &options_slot);
+    *opts = o ? *o : env_options();
+    return TK_OK;
+}
+
+/* Ops that run for the whole block at once under the shuffle: block-scope
+ * ops, the async group ops, and control flow holding any of them. */
+static bool mark_blockwide(uint8_t *bw, const tk_region *r) {
+    bool any = false;
+    for (const tk_op *op = r ? r->first : NULL; op; op = op->next) {
+        bool b = op->scope == TK_SCOPE_BLOCK || op->opc == TK_OP_ASYNC_COMMIT ||
+                 op->opc == TK_OP_ASYNC_WAIT;
+        for (int i = 0; i < 2; i++) b |= mark_blockwide(bw, op->regions[i]);
+        bw[op->id] = b;
+        any |= b;
+    }
+    return any;
+}
+
+static tk_status apply_options(tk_interp *I) {
+    tk_interp_options o = {0};
+    tk_interp_get_options(I->k->ctx, &o);
+    if (o.shuffle_seed) {
+        I->shuffle = o.shuffle_seed ^ 0x9e3779b97f4a7c15ull;
+        if (!I->shuffle) I->shuffle = 1;
+        I->blockwide = calloc((size_t)I->k->nops + 1, 1);
+        if (!I->blockwide)
+            return tk_diag_fail(&I->diag, TK_ERR_NO_MEMORY, "tk_interp_run: out of memory");
+        mark_blockwide(I->blockwide, I->k->body);
+    }
+    return o.race_check ? tk_race_init(I) : TK_OK;
 }
 
 /* ---- arguments and grid ------------------------------------------------- */
@@ -269,9 +381,11 @@ tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args) {
     I.smem = calloc(I.smem_n ? I.smem_n : 1, sizeof(float));
     if (!I.slots || !I.smem)
         tk_diag_fail(&I.diag, TK_ERR_NO_MEMORY, "tk_interp_run: out of memory");
-    else if ((s = run_grid(&I)))
+    else if ((s = apply_options(&I)) || (s = run_grid(&I)))
         tk_diag_fail(&I.diag, s, "tk_interp_run: failed"); /* kept: a failure recorded */
     free_slots(&I);
+    tk_race_free(&I);
+    free(I.blockwide);
     free(I.smem);
     free(I.pend);
     return tk_ctx_report(k->ctx, "", &I.diag); /* the run's one report */

@@ -38,6 +38,7 @@ typedef struct tk_slot {
 
 /* An issued asynchronous copy: the source as it was at issue time. */
 typedef struct tk_pending {
+    const tk_op *op;  /* the COPY_G2S that issued it                       */
     int64_t group;  /* commit group (1, 2, ...) or 0 while uncommitted     */
     size_t dst;     /* float offset in the block's shared array            */
     size_t n;       /* rows*cols                                           */
@@ -57,6 +58,9 @@ typedef struct tk_interp {
     size_t npend, cappend;
     int64_t groups_committed; /* groups closed by ASYNC_COMMIT so far      */
     int64_t groups_applied;   /* groups applied by ASYNC_WAIT so far       */
+    struct tk_race *race;     /* the race checker (ops/race.h), NULL: off   */
+    uint64_t shuffle;         /* xorshift state of the warp shuffle, 0: off */
+    uint8_t *blockwide;       /* by op id: the op runs for the whole block  */
     tk_diag diag;             /* the run's failure; tk_interp_run reports it */
 } tk_interp;
 

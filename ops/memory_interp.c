@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ops/interp.h"
+#include "ops/race.h"
 
 /* ---- global views ------------------------------------------------------- */
 /* A rows×cols window of a view (a vector is one row of the last dim). */
@@ -97,6 +98,19 @@ static void scatter(const window *w, const float *src) {
         }
 }
 
+/* The race checker's view of a window's in-range elements (ops/race.h). */
+static tk_status race_window(tk_interp *I, const tk_op *op, int agent, const window *w,
+                             bool write) {
+    int param = (int)(w->a - I->args);
+    for (int i = 0; i < w->rows; i++)
+        for (int j = 0; j < w->cols; j++) {
+            int64_t off = window_off(w, i, j);
+            tk_status s = off < 0 ? TK_OK : tk_race_global(I, op, agent, param, off, write);
+            if (s) return s;
+        }
+    return TK_OK;
+}
+
 /* ---- register <-> global ------------------------------------------------ */
 static tk_status global_reg(tk_interp *I, const tk_op *op) {
     bool load = op->opc == TK_OP_LOAD_G2R;
@@ -108,6 +122,8 @@ static tk_status global_reg(tk_interp *I, const tk_op *op) {
         if (!tk_interp_inst_active(I, t->owner, i)) continue;
         int th = tk_interp_inst_thread(I, t->owner, i);
         window w = window_at(I, op, 0, th, tile, t->rows, tile ? t->cols : t->rows);
+        tk_status s = I->race ? race_window(I, op, tk_race_agent(t->owner, i), &w, !load) : TK_OK;
+        if (s) return s;
         if (load) gather(&w, fill, tk_interp_tile(I, reg, i));
         else scatter(&w, tk_interp_tile(I, reg, i));
     }
@@ -145,6 +161,10 @@ static tk_status shared_reg(tk_interp *I, const tk_op *op) {
         float *reg_p = tk_interp_tile(I, reg, i);
         for (int r = 0; r < t->rows; r++) {
             float *row = sm + (size_t)(r0 + r) * (size_t)st->cols + (size_t)c0;
+            if (I->race && (s = tk_race_smem(I, op, tk_race_agent(t->owner, i),
+                                             (size_t)(row - I->smem), (size_t)t->cols,
+                                             load ? TK_RACE_READ : TK_RACE_WRITE)))
+                return s;
             float *rr = reg_p + (size_t)r * (size_t)t->cols;
             memcpy(load ? rr : row, load ? row : rr, (size_t)t->cols * sizeof(float));
         }
@@ -192,7 +212,7 @@ static tk_status push_pending(tk_interp *I, const tk_op *op, size_t dst, float *
         I->pend = p;
         I->cappend = cap;
     }
-    I->pend[I->npend++] = (tk_pending){.group = 0, .dst = dst, .n = n, .data = data};
+    I->pend[I->npend++] = (tk_pending){.op = op, .group = 0, .dst = dst, .n = n, .data = data};
     return TK_OK;
 }
 
@@ -204,6 +224,14 @@ static tk_status copy(tk_interp *I, const tk_op *op) {
     tk_status s = smem_at(I, op, -1, tk_interp_sv(I, op->opnds[sm_i])[th].i, st, &sm);
     if (s) return s;
     window w = window_at(I, op, vi, th, true, st->rows, st->cols);
+    size_t n = (size_t)st->rows * (size_t)st->cols, at = (size_t)(sm - I->smem);
+    if (I->race) {
+        /* A block copy's elements are spread over every thread (ops/race.h). */
+        tk_race_kind kind = !g2s ? TK_RACE_READ : op->attr[0] ? TK_RACE_ISSUE : TK_RACE_WRITE;
+        if ((s = race_window(I, op, TK_RACE_BLOCK, &w, !g2s)) ||
+            (s = tk_race_smem(I, op, TK_RACE_BLOCK, at, n, kind)))
+            return s;
+    }
     if (!g2s) {
         scatter(&w, sm);
         return TK_OK;
@@ -213,11 +241,10 @@ static tk_status copy(tk_interp *I, const tk_op *op) {
         gather(&w, fill, sm);
         return TK_OK;
     }
-    size_t n = (size_t)st->rows * (size_t)st->cols;
     float *snap = malloc(n * sizeof(float));
     if (!snap) return tk_interp_fail(I, op, -1, TK_ERR_NO_MEMORY, "out of memory");
     gather(&w, fill, snap);
-    return push_pending(I, op, (size_t)(sm - I->smem), snap, n);
+    return push_pending(I, op, at, snap, n);
 }
 
 void tk_interp_async_apply(tk_interp *I, int64_t upto) {
@@ -226,6 +253,7 @@ void tk_interp_async_apply(tk_interp *I, int64_t upto) {
         tk_pending *p = &I->pend[done];
         if (upto != INT64_MAX && (p->group == 0 || p->group > upto)) break;
         memcpy(I->smem + p->dst, p->data, p->n * sizeof(float));
+        if (I->race) tk_race_landed(I, p->op, p->dst, p->n);
         free(p->data);
     }
     if (!done) return;
@@ -255,7 +283,9 @@ tk_status tk_interp_memory(tk_interp *I, const tk_op *op) {
     case TK_OP_COPY_G2S: case TK_OP_COPY_S2G: return copy(I, op);
     case TK_OP_ASYNC_COMMIT: async_commit(I); return TK_OK;
     case TK_OP_ASYNC_WAIT: async_wait(I, op->attr[0]); return TK_OK;
-    case TK_OP_BARRIER: return TK_OK; /* lockstep execution: see ops/interp.c */
+    case TK_OP_BARRIER: /* lockstep execution (ops/interp.c): only the race checker cares */
+        if (I->race) tk_race_barrier(I);
+        return TK_OK;
     default: return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "not a memory op");
     }
 }

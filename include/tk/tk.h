@@ -411,8 +411,30 @@ TK_API tk_arg tk_arg_i32(int32_t v);
 TK_API tk_arg tk_arg_i64(int64_t v);
 TK_API tk_arg tk_arg_f32(float v);
 
-/* Runs a finished kernel over its whole grid on host buffers. */
+/* Runs a finished kernel over its whole grid on host buffers, with the
+ * context's interpreter options. */
 TK_API tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args);
+
+/* What tk_interp_run checks besides computing (docs/DESIGN.md, "The
+ * interpreter"). A context starts with race_check on, unless the environment
+ * says TK_RACE_CHECK=0, and shuffle_seed from TK_INTERP_SHUFFLE (0 if unset). */
+typedef struct tk_interp_options {
+    /* Nonzero: fail a run (TK_ERR_RUNTIME) at the first access to a shared
+     * or global element that another warp wrote, or read before this write,
+     * with no barrier between; and at any access to shared memory an async
+     * copy has not yet landed in (no tk_async_wait retired it). */
+    int race_check;
+    /* Nonzero: between block-wide ops (barriers, copies, async waits, and
+     * loops/ifs holding them) run the warps one after the other in an order
+     * drawn from this seed, instead of in lockstep, so results that depend on
+     * the order of warps show. */
+    uint64_t shuffle_seed;
+} tk_interp_options;
+
+/* Sets / reads ctx's interpreter options. Not concurrently with a
+ * tk_interp_run on the same context. */
+TK_API tk_status tk_interp_set_options(tk_ctx *ctx, const tk_interp_options *opts);
+TK_API tk_status tk_interp_get_options(tk_ctx *ctx, tk_interp_options *opts);
 /* Evaluates the grid for these arguments. */
 TK_API tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]);
 

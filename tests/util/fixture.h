@@ -10,7 +10,7 @@
 
 extern tk_ctx *ctx;
 
-void ctx_setup(void);    /* ctx = a new context */
+void ctx_setup(void);    /* ctx = a new context, race checker on */
 void ctx_teardown(void); /* destroys ctx, ctx = NULL */
 
 /* Runs every test of s (CK_NORMAL output) and frees it: EXIT_SUCCESS when

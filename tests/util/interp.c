@@ -99,3 +99,10 @@ void run_fails(tk_kernel *k, int n, const tk_arg *a, tk_status want, const char 
     ck_assert_msg(strstr(tk_ctx_error(ctx), text), "message '%s' lacks '%s'", tk_ctx_error(ctx),
                   text);
 }
+
+void set_race_check(bool on) {
+    tk_interp_options o;
+    ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
+    o.race_check = on;
+    ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
+}

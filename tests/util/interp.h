@@ -65,6 +65,8 @@ int interp_run(const char *prog, const char *suite, const interp_test *tests, si
 tk_kernel *kern(const char *name, int warps);
 void finish(tk_kernel *k);
 void run_ok(tk_kernel *k, int n, const tk_arg *a);
+/* Turns the race checker of the test's context on or off (it starts on). */
+void set_race_check(bool on);
 /* Runs expecting failure `want` whose message contains `text`. */
 void run_fails(tk_kernel *k, int n, const tk_arg *a, tk_status want, const char *text);
 

@@ -1,0 +1,250 @@
+/* The interpreter's race checker and warp shuffle (ops/race.h,
+ * tk_interp_options): kernels with their barriers pass, their broken twins
+ * fail with a message naming both accesses, and the shuffle makes a missing
+ * barrier change results. */
+#include "util/interp.h"
+
+#include <string.h>
+
+/* The messages below name the first access in lockstep order: no shuffle
+ * (whatever TK_INTERP_SHUFFLE says), race checker on. */
+static void lockstep(void) {
+    tk_interp_options o = {.race_check = 1, .shuffle_seed = 0};
+    ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
+}
+
+/* ---- a cp.async GEMM -------------------------------------------------------- */
+/* C[32, 16] = A[32, K] · B[K, 16] on 2 warps (16 rows each) through a
+ * 2-stage ring: trip kt prefetches k-tile kt+1, waits for k-tile kt, then
+ * (b1) a barrier makes it visible to every warp; after the mma (b2) a
+ * barrier ends every warp's reads of the stage trip kt+1 refills. */
+static tk_kernel *gemm(bool b1, bool b2) {
+    tk_kernel *k = kern("race_gemm", 2);
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *B = tk_param_tensor(k, "B", TK_BF16, 2);
+    tk_value *C = tk_param_tensor(k, "C", TK_F32, 2);
+    tk_value *sA = tk_shared(k, TK_BF16, 32, 16, TK_SMEM_SWIZZLE, 2);
+    tk_value *sB = tk_shared(k, TK_BF16, 16, 16, TK_SMEM_SWIZZLE, 2);
+    tk_value *z = c32(k, 0), *wr = tk_mul(k, tk_warp_id(k), c32(k, 16));
+    tk_value *nk = tk_ceil_div(k, tk_dim(k, A, 1), tk_const_i64(k, 16));
+    nk = tk_cvt(k, nk, TK_I32);
+    tk_copy_to_shared(k, tk_stage(k, sA, z), A, ((tk_value *[]){z, z}), 0, 1);
+    tk_copy_to_shared(k, tk_stage(k, sB, z), B, ((tk_value *[]){z, z}), 0, 1);
+    tk_async_commit(k);
+    tk_value *acc0 = tk_zeros(k, wtile(TK_F32, 16, 16)), *acc, *res;
+    tk_value *kt = tk_for_begin(k, z, nk, c32(k, 1), 1, &acc0, &acc);
+    tk_value *nx = tk_add(k, kt, c32(k, 1)), *st = tk_rem(k, kt, c32(k, 2));
+    tk_if_begin(k, tk_lt(k, nx, nk));
+    tk_value *k1 = tk_mul(k, nx, c32(k, 16)), *s1 = tk_rem(k, nx, c32(k, 2));
+    tk_copy_to_shared(k, tk_stage(k, sA, s1), A, ((tk_value *[]){z, k1}), 0, 1);
+    tk_copy_to_shared(k, tk_stage(k, sB, s1), B, ((tk_value *[]){k1, z}), 0, 1);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+    tk_async_wait(k, 1);
+    if (b1) tk_barrier(k);
+    tk_value *ta = ld2(k, wtile(TK_BF16, 16, 16), tk_stage(k, sA, st), wr, z, 0);
+    tk_value *tb = ld2(k, tk_tile_type(TK_BF16, 16, 16, TK_WARP, TK_COL), tk_stage(k, sB, st), z,
+                       z, 0);
+    tk_value *next = tk_mma(k, TK_MMA_AB, ta, tb, acc);
+    if (b2) tk_barrier(k);
+    tk_for_end(k, 1, &next, &res);
+    st2(k, C, wr, z, res);
+    finish(k);
+    return k;
+}
+
+typedef struct gemm_bufs {
+    hbuf a, b, c;
+    tk_arg args[3];
+} gemm_bufs;
+
+/* Small integers: every product and sum is exact, so C is exactly A·B. */
+static gemm_bufs gemm_inputs(rng *r, int kdim) {
+    gemm_bufs g;
+    g.a = hb(TK_BF16, 32 * (size_t)kdim);
+    g.b = hb(TK_BF16, (size_t)kdim * 16);
+    g.c = hb(TK_F32, 512);
+    for (size_t i = 0; i < g.a.n; i++) hset(&g.a, i, (float)irand(r, -3, 3));
+    for (size_t i = 0; i < g.b.n; i++) hset(&g.b, i, (float)irand(r, -3, 3));
+    g.args[0] = targ(&g.a, 2, 32, kdim, 0, 0);
+    g.args[1] = targ(&g.b, 2, kdim, 16, 0, 0);
+    g.args[2] = targ(&g.c, 2, 32, 16, 0, 0);
+    return g;
+}
+
+static void gemm_expect(const gemm_bufs *g, int kdim) {
+    for (int i = 0; i < 32; i++)
+        for (int j = 0; j < 16; j++) {
+            float s = 0;
+            for (int x = 0; x < kdim; x++)
+                s += hget(&g->a, (size_t)(i * kdim + x)) * hget(&g->b, (size_t)(x * 16 + j));
+            EXPECT_F("C", i * 16 + j, hget(&g->c, (size_t)(i * 16 + j)), s);
+        }
+}
+
+static void gemm_free(gemm_bufs *g) { hfree(&g->a), hfree(&g->b), hfree(&g->c); }
+
+START_TEST(race_gemm) {
+    lockstep();
+    rng r = rng_for(__func__);
+    gemm_bufs g = gemm_inputs(&r, 64);
+    tk_kernel *k = gemm(true, true);
+    run_ok(k, 3, g.args);
+    gemm_expect(&g, 64);
+    tk_kernel_destroy(k);
+    /* Without its first barrier a warp reads a stage the other warp's share
+     * of the copy may not have reached. */
+    k = gemm(false, true);
+    run_fails(k, 3, g.args, TK_ERR_RUNTIME, "block (0,0,0): race: warp 0 reads shared tile %");
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "stage 0 element (0, 0) (op #"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), ", tk_load) after the block wrote it (op #"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), ", tk_copy_to_shared) with no barrier "
+                                                    "between"));
+    /* Without the lockstep's help it still computes the right C. */
+    set_race_check(false);
+    run_ok(k, 3, g.args);
+    gemm_expect(&g, 64);
+    tk_kernel_destroy(k);
+    gemm_free(&g);
+}
+END_TEST
+
+/* The second barrier missing: trip 1 refills the stage trip 0 read. */
+START_TEST(race_stage_refilled_early) {
+    lockstep();
+    rng r = rng_for(__func__);
+    gemm_bufs g = gemm_inputs(&r, 64);
+    tk_kernel *k = gemm(true, false);
+    run_fails(k, 3, g.args, TK_ERR_RUNTIME, "race: the block writes shared tile %");
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "stage 0 element (0, 0) (op #"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), ", tk_copy_to_shared) after warp 0 read it "
+                                                    "(op #"));
+    /* Two k-tiles: nothing is refilled, so nothing races. */
+    gemm_bufs g2 = gemm_inputs(&r, 32);
+    run_ok(k, 3, g2.args);
+    gemm_expect(&g2, 32);
+    tk_kernel_destroy(k);
+    gemm_free(&g), gemm_free(&g2);
+}
+END_TEST
+
+/* ---- warps sharing a shared tile (attention's K/V tiles) --------------------- */
+/* Each warp stores its 16 rows of X into a shared tile and reads the other
+ * warp's: O = X with its two row blocks swapped, if a barrier separates the
+ * stores from the loads. */
+static tk_kernel *exchange(bool barrier) {
+    tk_kernel *k = kern("race_exchange", 2);
+    tk_value *X = tk_param_tensor(k, "X", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *sm = tk_shared(k, TK_F32, 32, 16, TK_SMEM_PLAIN, 1), *z = c32(k, 0);
+    tk_value *w = tk_warp_id(k), *mine = tk_mul(k, w, c32(k, 16));
+    tk_value *theirs = tk_mul(k, tk_sub(k, c32(k, 1), w), c32(k, 16));
+    st2(k, sm, mine, z, ld2(k, wtile(TK_F32, 16, 16), X, mine, z, 0));
+    if (barrier) tk_barrier(k);
+    st2(k, O, mine, z, ld2(k, wtile(TK_F32, 16, 16), sm, theirs, z, 0));
+    finish(k);
+    return k;
+}
+
+/* Whether O holds X with its row blocks swapped. */
+static bool swapped(const hbuf *x, const hbuf *o) {
+    for (size_t i = 0; i < 512; i++)
+        if (!same(hget(o, i), hget(x, (i + 256) % 512))) return false;
+    return true;
+}
+
+START_TEST(race_shared_exchange) {
+    lockstep();
+    rng r = rng_for(__func__);
+    hbuf x = hb(TK_F32, 512), o = hb(TK_F32, 512);
+    hrand(&x, &r, -1, 1);
+    tk_arg a[2] = {targ(&x, 2, 32, 16, 0, 0), targ(&o, 2, 32, 16, 0, 0)};
+    tk_kernel *good = exchange(true), *bad = exchange(false);
+    run_ok(good, 2, a);
+    ck_assert(swapped(&x, &o));
+    run_fails(bad, 2, a, TK_ERR_RUNTIME, "race: warp 0 reads shared tile %");
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "stage 0 element (16, 0) (op #"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), ", tk_load) after warp 1 wrote it (op #"));
+    /* Lockstep hides the missing barrier; every shuffled order shows it
+     * (whichever warp runs first reads rows nobody wrote: NaN). */
+    set_race_check(false);
+    hfill(&o, 0);
+    run_ok(bad, 2, a);
+    ck_assert(swapped(&x, &o));
+    for (uint64_t seed_i = 1; seed_i <= 4; seed_i++) {
+        tk_interp_options opt = {.race_check = 0, .shuffle_seed = seed_i};
+        ck_assert_int_eq(tk_interp_set_options(ctx, &opt), TK_OK);
+        hfill(&o, 0);
+        run_ok(bad, 2, a);
+        ck_assert_msg(!swapped(&x, &o), "shuffle seed %llu", (unsigned long long)seed_i);
+        hfill(&o, 0);
+        opt.race_check = 1; /* both at once: the barrier makes every order agree */
+        ck_assert_int_eq(tk_interp_set_options(ctx, &opt), TK_OK);
+        run_ok(good, 2, a);
+        ck_assert(swapped(&x, &o));
+    }
+    tk_kernel_destroy(good), tk_kernel_destroy(bad);
+    hfree(&x), hfree(&o);
+}
+END_TEST
+
+/* ---- global memory, async reads, options ------------------------------------- */
+/* Two warps storing the same tile of O race; a barrier does not help two
+ * warps writing the same element, but it does order a write and a read. */
+START_TEST(race_global) {
+    lockstep();
+    tk_kernel *k = kern("race_global", 2);
+    tk_value *O = tk_param_tensor(k, "O", TK_F32, 2), *z = c32(k, 0);
+    st2(k, O, z, z, tk_zeros(k, wtile(TK_F32, 16, 16)));
+    finish(k);
+    hbuf o = hb(TK_F32, 256);
+    tk_arg a[1] = {targ(&o, 2, 16, 16, 0, 0)};
+    run_fails(k, 1, a, TK_ERR_RUNTIME, "race: warp 1 writes tensor 'O' (argument 0) element "
+              "offset 0 (op #");
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), ", tk_store) after warp 0 wrote it"));
+    tk_kernel_destroy(k);
+    /* Warp 1 reads what warp 0 stored: needs the barrier. */
+    for (int b = 0; b < 2; b++) {
+        k = kern("race_global_rw", 2);
+        O = tk_param_tensor(k, "O", TK_F32, 2), z = c32(k, 0);
+        tk_value *w = tk_warp_id(k);
+        tk_if_begin(k, tk_eq(k, w, z));
+        st2(k, O, z, z, tk_fill(k, wtile(TK_F32, 16, 16), tk_const_f32(k, 2)));
+        tk_if_end(k, 0, NULL, NULL);
+        if (b) tk_barrier(k);
+        tk_value *t = ld2(k, wtile(TK_F32, 16, 16), O, z, z, 0);
+        st2(k, O, tk_mul(k, w, c32(k, 16)), c32(k, 16), t);
+        finish(k);
+        hbuf o2 = hb(TK_F32, 32 * 32);
+        tk_arg a2[1] = {targ(&o2, 2, 32, 32, 0, 0)};
+        if (b) run_ok(k, 1, a2);
+        else run_fails(k, 1, a2, TK_ERR_RUNTIME, "race: warp 1 reads tensor 'O'");
+        hfree(&o2);
+        tk_kernel_destroy(k);
+    }
+    hfree(&o);
+}
+END_TEST
+
+START_TEST(race_options) {
+    tk_interp_options o = {0};
+    ck_assert_int_eq(tk_interp_set_options(NULL, &o), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_interp_get_options(NULL, &o), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_interp_set_options(ctx, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tk_interp_set_options: opts is NULL"));
+    ck_assert_int_eq(tk_interp_get_options(ctx, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
+    ck_assert_int_eq(o.race_check, 1); /* the test fixture's default */
+    o = (tk_interp_options){.race_check = 0, .shuffle_seed = 42};
+    ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
+    o = (tk_interp_options){0};
+    ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
+    ck_assert_int_eq(o.race_check, 0);
+    ck_assert_uint_eq(o.shuffle_seed, 42);
+}
+END_TEST
+
+int main(void) {
+    const interp_test tests[] = {
+        {"gemm", race_gemm}, {"gemm", race_stage_refilled_early},
+        {"shared", race_shared_exchange}, {"global", race_global}, {"options", race_options}};
+    return interp_run("test_interp_race", "interp_race", tests, sizeof tests / sizeof tests[0]);
+}
