@@ -14,7 +14,10 @@
 #include "tk/tk_kernels.h"
 #include "bench_util.h"
 
-typedef struct shape { int64_t b, h, n; int d, causal; } shape;
+typedef struct shape {
+    int64_t b, h, n;
+    int d, causal;
+} shape;
 
 static const shape shapes[] = {
     {4, 16, 3072, 128, 0}, {4, 16, 4096, 128, 0}, {1, 16, 16384, 128, 0},
@@ -23,14 +26,14 @@ static const shape shapes[] = {
 
 /* Times one kernel shape; returns TFLOP/s (0 on failure); O lands in `o`. */
 static double run(tk_ctx *ctx, const shape *sh, int warps, void *const dev[5], uint16_t *o) {
-    tk_attention_config c = {.dtype = TK_BF16, .head_dim = sh->d, .causal = sh->causal,
-                             .warps = warps};
+    tk_attention_config c = {
+        .dtype = TK_BF16, .head_dim = sh->d, .causal = sh->causal, .warps = warps};
     int64_t dq[4] = {sh->b, sh->h, sh->n, sh->d}, dl[3] = {sh->b, sh->h, sh->n};
     size_t obytes = (size_t)(sh->b * sh->h * sh->n * sh->d * 2);
-    tk_arg args[6] = {tk_arg_tensor(dev[0], TK_BF16, 4, dq), tk_arg_tensor(dev[1], TK_BF16, 4, dq),
-                      tk_arg_tensor(dev[2], TK_BF16, 4, dq), tk_arg_tensor(dev[3], TK_BF16, 4, dq),
-                      tk_arg_tensor(dev[4], TK_F32, 3, dl),
-                      tk_arg_f32(1.0f / sqrtf((float)sh->d))};
+    tk_arg args[6] = {
+        tk_arg_tensor(dev[0], TK_BF16, 4, dq), tk_arg_tensor(dev[1], TK_BF16, 4, dq),
+        tk_arg_tensor(dev[2], TK_BF16, 4, dq), tk_arg_tensor(dev[3], TK_BF16, 4, dq),
+        tk_arg_tensor(dev[4], TK_F32, 3, dl),  tk_arg_f32(1.0f / sqrtf((float)sh->d))};
     tk_kernel *k = NULL;
     tk_program *p = NULL;
     tk_status s = tk_attention_fwd_build(ctx, &c, &k);
@@ -78,7 +81,8 @@ int main(void) {
             fprintf(stderr, "%s\n", tk_ctx_error(ctx));
             goto done;
         }
-    printf("| shape | causal | TFLOP/s default | TFLOP/s w4 | TFLOP/s w8 | max diff vs default |\n");
+    printf(
+        "| shape | causal | TFLOP/s default | TFLOP/s w4 | TFLOP/s w8 | max diff vs default |\n");
     printf("|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const shape *sh = &shapes[i];

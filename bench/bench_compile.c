@@ -46,7 +46,10 @@ static void stages(tk_ctx *ctx, const char *name, build_fn build, const tk_ptxas
     for (int r = 0; r < R; r++) {
         tk_kernel *k = NULL;
         double t0 = bench_now_ms();
-        if (build(ctx, &k)) { printf("%s: %s\n", name, tk_ctx_error(ctx)); return; }
+        if (build(ctx, &k)) {
+            printf("%s: %s\n", name, tk_ctx_error(ctx));
+            return;
+        }
         ir[r] = bench_now_ms() - t0;
         char *ptx = NULL;
         tk_lower_times t;
@@ -118,8 +121,8 @@ int main(int argc, char **argv) {
     bool have = tk_ptxas_find(&px, &dg) == TK_OK;
     printf("cold compile stages, sm_90a, median of %d (ms; ptxas: %s)\n\n", R,
            have ? px.version : "not found");
-    printf("| %-30s | %6s | %6s | %6s | %6s | %6s | %6s | %6s | %5s |\n", "kernel", "IR",
-           "module", "verify", "O3", "emit", "ptxas", "total", "PTX lines");
+    printf("| %-30s | %6s | %6s | %6s | %6s | %6s | %6s | %6s | %5s |\n", "kernel", "IR", "module",
+           "verify", "O3", "emit", "ptxas", "total", "PTX lines");
     printf("|%s|--------|--------|--------|--------|--------|--------|--------|-------|\n",
            "--------------------------------");
     stages(ctx, "GEMM 128x256x128 w8 tma (8192²)", gemm_large, have ? &px : NULL, R);

@@ -15,13 +15,16 @@
 #include "tk/tk_kernels.h"
 #include "bench_util.h"
 
-typedef struct cfg { int bm, bn, bk, warps, stages, tma; } cfg;
+typedef struct cfg {
+    int bm, bn, bk, warps, stages, tma;
+} cfg;
 
-static const cfg configs[] = { /* the last six through the copy engine (sm_90) */
-    {128, 128, 64, 4, 3, 0}, {128, 128, 32, 4, 4, 0}, {128, 256, 32, 8, 3, 0},
-    {256, 128, 32, 8, 3, 0}, {128, 256, 64, 8, 3, 0}, {128, 256, 64, 8, 4, 0},
-    {256, 128, 64, 8, 3, 0}, {256, 128, 64, 8, 4, 0}, {128, 256, 128, 8, 2, 0},
-    {128, 128, 64, 4, 3, 1}, {128, 128, 32, 4, 4, 1}, {128, 256, 64, 8, 3, 1},
+static const cfg configs[] = {
+    /* the last six through the copy engine (sm_90) */
+    {128, 128, 64, 4, 3, 0},  {128, 128, 32, 4, 4, 0}, {128, 256, 32, 8, 3, 0},
+    {256, 128, 32, 8, 3, 0},  {128, 256, 64, 8, 3, 0}, {128, 256, 64, 8, 4, 0},
+    {256, 128, 64, 8, 3, 0},  {256, 128, 64, 8, 4, 0}, {128, 256, 128, 8, 2, 0},
+    {128, 128, 64, 4, 3, 1},  {128, 128, 32, 4, 4, 1}, {128, 256, 64, 8, 3, 1},
     {128, 256, 128, 8, 2, 1}, {128, 256, 64, 8, 4, 1}, {256, 128, 64, 8, 4, 1},
 };
 
@@ -49,8 +52,9 @@ static double run(tk_ctx *ctx, const cfg *c, int64_t n, void *a, void *b, void *
         if (!s) s = tk_gpu_sync(ctx);
         t[r] = (bench_now_ms() - t0) / 20;
     }
-    if (s) fprintf(stderr, "%dx%dx%d w%d s%d: %s\n", c->bm, c->bn, c->bk, c->warps, c->stages,
-                   tk_ctx_error(ctx));
+    if (s)
+        fprintf(stderr, "%dx%dx%d w%d s%d: %s\n", c->bm, c->bn, c->bk, c->warps, c->stages,
+                tk_ctx_error(ctx));
     tk_program_release(p);
     tk_kernel_destroy(k);
     if (s) return 0;
@@ -74,7 +78,8 @@ int main(int argc, char **argv) {
         tk_gpu_upload(ctx, b, h, bytes))
         return printf("%s\n", tk_ctx_error(ctx)), 1;
     printf("| block (m x n x k) | warps | stages | copies | TFLOP/s at %lld³ | max diff vs default "
-           "|\n", (long long)n);
+           "|\n",
+           (long long)n);
     printf("|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
         double tf = run(ctx, &configs[i], n, a, b, c, i ? got : ref);

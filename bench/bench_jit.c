@@ -75,9 +75,18 @@ int main(void) {
     void *buf;
     tk_gpu_alloc(ctx, 1 << 20, &buf);
     tk_attention_params a = {.struct_size = sizeof(tk_attention_params),
-                             .dtype = TK_BF16, .head_dim = 128, .batch = 1, .heads_q = 1,
-                             .heads_kv = 1, .seq_q = 64, .seq_kv = 64, .q = buf, .k = buf,
-                             .v = buf, .o = buf, .lse = buf};
+                             .dtype = TK_BF16,
+                             .head_dim = 128,
+                             .batch = 1,
+                             .heads_q = 1,
+                             .heads_kv = 1,
+                             .seq_q = 64,
+                             .seq_kv = 64,
+                             .q = buf,
+                             .k = buf,
+                             .v = buf,
+                             .o = buf,
+                             .lse = buf};
     tk_attention_forward(ctx, &a, NULL);
     tk_gpu_sync(ctx);
     for (int i = 0; i < 2000; i++) {

@@ -11,18 +11,16 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-template <int CHAINS>
-__global__ void mma_loop(float *out, int iters) {
+template <int CHAINS> __global__ void mma_loop(float *out, int iters) {
     unsigned a0 = threadIdx.x, a1 = a0 * 3, a2 = a0 * 5, a3 = a0 * 7, b0 = a0 ^ 1, b1 = a0 ^ 2;
     float acc[CHAINS][4] = {};
     for (int i = 0; i < iters; i++) {
 #pragma unroll
         for (int c = 0; c < CHAINS; c++)
-            asm volatile(
-                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
-                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                         "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     }
     float s = 0;
     for (int c = 0; c < CHAINS; c++) s += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
@@ -43,11 +41,10 @@ __global__ void mma_random(float *out, int iters) {
         }
 #pragma unroll
         for (int c = 0; c < 16; c++)
-            asm volatile(
-                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
-                : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "r"(r[4]), "r"(r[5]));
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                         "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
+                         : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "r"(r[4]), "r"(r[5]));
     }
     float s = 0;
     for (int c = 0; c < 16; c++) s += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
@@ -76,8 +73,7 @@ static void sustained(int sms, double seconds, float *out) {
            flops / (ms * 1e-3) / 1e12);
 }
 
-template <int CHAINS>
-static void run(int sms, int warps_per_sm, float *out) {
+template <int CHAINS> static void run(int sms, int warps_per_sm, float *out) {
     const int iters = 4096, threads = 128, blocks = sms * warps_per_sm / 4;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);

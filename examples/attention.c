@@ -18,11 +18,13 @@
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
-typedef struct shape { int64_t b, h, n, d; } shape;
+typedef struct shape {
+    int64_t b, h, n, d;
+} shape;
 
 typedef struct problem {
     shape s;
-    size_t n;          /* elements of Q (= K, V, O)        */
+    size_t n; /* elements of Q (= K, V, O)        */
     uint16_t *q, *k, *v, *o;
     float *lse;
 } problem;
@@ -57,7 +59,8 @@ static void check(const problem *p, double *eo, double *el) {
             for (int64_t j = 0; j < N; j++) {
                 const uint16_t *kj = p->k + (bh * N + j) * D;
                 double dot = 0;
-                for (int64_t d = 0; d < D; d++) dot += tk_bf16_to_f32(qi[d]) * tk_bf16_to_f32(kj[d]);
+                for (int64_t d = 0; d < D; d++)
+                    dot += tk_bf16_to_f32(qi[d]) * tk_bf16_to_f32(kj[d]);
                 s[j] = dot * scale;
                 m = fmax(m, s[j]);
             }
@@ -65,7 +68,8 @@ static void check(const problem *p, double *eo, double *el) {
             for (int64_t j = 0; j < N; j++) {
                 double e = exp(s[j] - m);
                 l += e;
-                for (int64_t d = 0; d < D; d++) acc[d] += e * tk_bf16_to_f32(p->v[(bh * N + j) * D + d]);
+                for (int64_t d = 0; d < D; d++)
+                    acc[d] += e * tk_bf16_to_f32(p->v[(bh * N + j) * D + d]);
             }
             for (int64_t d = 0; d < D; d++) {
                 double ref = acc[d] / l, got = tk_bf16_to_f32(p->o[(bh * N + i) * D + d]);
@@ -98,11 +102,20 @@ static int run_gpu(tk_ctx *ctx, const shape *shapes, int nshapes) {
         tk_status s = TK_OK;
         for (int t = 0; t < 5 && !s; t++) s = tk_gpu_alloc(ctx, t < 4 ? bytes : lbytes, &d[t]);
         const void *host[5] = {p.q, p.k, p.v, p.o, p.lse};
-        for (int t = 0; t < 5 && !s; t++) s = tk_gpu_upload(ctx, d[t], host[t], t < 4 ? bytes : lbytes);
+        for (int t = 0; t < 5 && !s; t++)
+            s = tk_gpu_upload(ctx, d[t], host[t], t < 4 ? bytes : lbytes);
         tk_attention_params a = {.struct_size = sizeof(tk_attention_params),
-                                 .dtype = TK_BF16, .head_dim = (int32_t)p.s.d, .batch = p.s.b,
-                                 .heads_q = p.s.h, .heads_kv = p.s.h, .seq_q = p.s.n,
-                                 .seq_kv = p.s.n, .q = d[0], .k = d[1], .v = d[2], .o = d[3],
+                                 .dtype = TK_BF16,
+                                 .head_dim = (int32_t)p.s.d,
+                                 .batch = p.s.b,
+                                 .heads_q = p.s.h,
+                                 .heads_kv = p.s.h,
+                                 .seq_q = p.s.n,
+                                 .seq_kv = p.s.n,
+                                 .q = d[0],
+                                 .k = d[1],
+                                 .v = d[2],
+                                 .o = d[3],
                                  .lse = d[4]};
         if (!s && i == 0) {
             tk_prepare_info info;
@@ -110,8 +123,9 @@ static int run_gpu(tk_ctx *ctx, const shape *shapes, int nshapes) {
                 printf("kernel for bf16, D=%lld, non-causal on %s: %s in %.1f ms\n",
                        (long long)p.s.d, info.arch,
                        info.origin == TK_FROM_COMPILE ? "compiled (LLVM NVPTX + driver JIT)"
-                       : info.origin == TK_FROM_DISK ? "loaded from the disk cache"
-                       : "found in memory", info.ms);
+                       : info.origin == TK_FROM_DISK  ? "loaded from the disk cache"
+                                                      : "found in memory",
+                       info.ms);
         }
         if (!s) s = tk_attention_forward(ctx, &a, NULL);
         if (!s) s = tk_gpu_sync(ctx);
@@ -143,8 +157,8 @@ static int run_interpreter(tk_ctx *ctx, shape s) {
            tk_kernel_warps(k), tk_kernel_smem_bytes(k));
     problem p = make_problem(s);
     int64_t d4[4] = {s.b, s.h, s.n, s.d}, d3[3] = {s.b, s.h, s.n};
-    tk_arg args[6] = {tk_arg_tensor(p.q, TK_BF16, 4, d4), tk_arg_tensor(p.k, TK_BF16, 4, d4),
-                      tk_arg_tensor(p.v, TK_BF16, 4, d4), tk_arg_tensor(p.o, TK_BF16, 4, d4),
+    tk_arg args[6] = {tk_arg_tensor(p.q, TK_BF16, 4, d4),  tk_arg_tensor(p.k, TK_BF16, 4, d4),
+                      tk_arg_tensor(p.v, TK_BF16, 4, d4),  tk_arg_tensor(p.o, TK_BF16, 4, d4),
                       tk_arg_tensor(p.lse, TK_F32, 3, d3), tk_arg_f32(1.0f / sqrtf((float)s.d))};
     tk_status st = tk_interp_run(k, 6, args);
     if (st) fprintf(stderr, "interpreter: %s: %s\n", tk_status_name(st), tk_ctx_error(ctx));

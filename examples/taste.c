@@ -15,16 +15,16 @@ int main(void) {
     int64_t dims[2] = {ROWS, 64};
     /* --- README taste begins --- */
     tk_kernel *k;
-    tk_kernel_create(ctx, "scale_rows", 1, &k);                 /* one warp per block      */
-    tk_value *X = tk_param_tensor(k, "X", TK_BF16, 2);          /* [rows, 64], any rows    */
+    tk_kernel_create(ctx, "scale_rows", 1, &k);        /* one warp per block      */
+    tk_value *X = tk_param_tensor(k, "X", TK_BF16, 2); /* [rows, 64], any rows    */
     tk_value *s = tk_param_scalar(k, "s", TK_F32);
     tk_value *row0 = tk_mul(k, tk_cvt(k, tk_block_id(k, 0), TK_I64), tk_const_i64(k, 16));
     tk_value *idx[2] = {row0, tk_const_i64(k, 0)};
     tk_type t = tk_tile_type(TK_BF16, 16, 64, TK_WARP, TK_ROW);
-    tk_value *x = tk_cvt(k, tk_load(k, t, X, idx, 0.0f), TK_F32);   /* ragged rows read 0    */
-    tk_value *m = tk_row_max(k, x);                              /* per-row vector          */
-    x = tk_mul(k, tk_exp2(k, tk_sub(k, x, m)), s);              /* broadcast, then scalar  */
-    tk_store(k, X, idx, tk_cvt(k, x, TK_BF16));                 /* ragged rows not written */
+    tk_value *x = tk_cvt(k, tk_load(k, t, X, idx, 0.0f), TK_F32); /* ragged rows read 0    */
+    tk_value *m = tk_row_max(k, x);                               /* per-row vector          */
+    x = tk_mul(k, tk_exp2(k, tk_sub(k, x, m)), s);                /* broadcast, then scalar  */
+    tk_store(k, X, idx, tk_cvt(k, x, TK_BF16));                   /* ragged rows not written */
     tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), tk_const_i64(k, 16)), NULL, NULL);
     if (tk_kernel_finish(k)) fprintf(stderr, "%s\n", tk_kernel_error(k));
     tk_interp_run(k, 2, (tk_arg[]){tk_arg_tensor(buf, TK_BF16, 2, dims), tk_arg_f32(0.5f)});

@@ -49,18 +49,20 @@ int main(int argc, char **argv) {
         c.wgmma = atoi(opt(argc, argv, "wgmma", "0"));
         s = tk_gemm_build(ctx, &c, &k);
     } else {
-        tk_attention_config c = {dtype(opt(argc, argv, "dtype", "bf16")),
-                                 atoi(opt(argc, argv, "d", "128")),
-                                 atoi(opt(argc, argv, "causal", "0")),
-                                 atoi(opt(argc, argv, "warps", "0"))};
+        tk_attention_config c = {
+            dtype(opt(argc, argv, "dtype", "bf16")), atoi(opt(argc, argv, "d", "128")),
+            atoi(opt(argc, argv, "causal", "0")), atoi(opt(argc, argv, "warps", "0"))};
         s = tk_attention_fwd_build(ctx, &c, &k);
     }
     char *text = NULL;
-    if (!s) s = !strcmp(stage, "ptx") ? tk_emit_ptx(ctx, k, arch, &text)
-              : !strcmp(stage, "llvm") ? tk_emit_llvm(ctx, k, arch, &text)
-              : tk_kernel_print(k, &text);
-    if (s) fprintf(stderr, "tk_dump: %s: %s\n", tk_status_name(s), tk_ctx_error(ctx));
-    else fputs(text, stdout);
+    if (!s)
+        s = !strcmp(stage, "ptx")    ? tk_emit_ptx(ctx, k, arch, &text)
+            : !strcmp(stage, "llvm") ? tk_emit_llvm(ctx, k, arch, &text)
+                                     : tk_kernel_print(k, &text);
+    if (s)
+        fprintf(stderr, "tk_dump: %s: %s\n", tk_status_name(s), tk_ctx_error(ctx));
+    else
+        fputs(text, stdout);
     tk_free(text);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);

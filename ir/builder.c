@@ -35,8 +35,8 @@ tk_status tk_kernel_create(tk_ctx *ctx, const char *name, int warps, tk_kernel *
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
                            "tk_kernel_create: name '%s' is not a C identifier", name);
     if (warps < 1 || warps > 32)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
-                           "tk_kernel_create: warps is %d, expected 1..32", warps);
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_kernel_create: warps is %d, expected 1..32",
+                           warps);
     tk_arena *a = tk_arena_new();
     tk_kernel *k = a ? tk_arena_alloc(a, sizeof *k) : NULL;
     tk_region *body = k ? tk_arena_alloc(a, sizeof *body) : NULL;
@@ -69,15 +69,19 @@ tk_status tk_kernel_seal(tk_kernel *k, const tk_rule_fn rules[TK_OP_COUNT]) {
     if (k->finished) return TK_OK;
     if (k->nopen) {
         const tk_op *o = k->open[k->nopen - 1];
-        return tk_kfail(k, TK_ERR_STATE, "tk_kernel_finish: %d unclosed region(s); innermost is "
-                        "a '%s' opened as op #%u", k->nopen, tk_op_infos[o->opc].name, o->id);
+        return tk_kfail(k, TK_ERR_STATE,
+                        "tk_kernel_finish: %d unclosed region(s); innermost is "
+                        "a '%s' opened as op #%u",
+                        k->nopen, tk_op_infos[o->opc].name, o->id);
     }
     tk_status s = tk_verify(k, rules);
     if (s) return s;
     /* A forgotten grid would silently run one block. */
     if (!k->grid_set)
-        return tk_kfail(k, TK_ERR_STATE, "tk_kernel_finish: kernel '%s' has no grid; call "
-                        "tk_set_grid (tk_set_grid(k, NULL, NULL, NULL) for one block)", k->name);
+        return tk_kfail(k, TK_ERR_STATE,
+                        "tk_kernel_finish: kernel '%s' has no grid; call "
+                        "tk_set_grid (tk_set_grid(k, NULL, NULL, NULL) for one block)",
+                        k->name);
     char *text = NULL;
     if ((s = tk_kernel_print(k, &text)) != TK_OK)
         return tk_kfail(k, s, "tk_kernel_finish: cannot print the kernel");
@@ -109,8 +113,10 @@ tk_status tk_kfail(tk_kernel *k, tk_status s, const char *fmt, ...) {
 /* Messages name the call the user made, not the op it became. */
 const char *tk_op_call(tk_opcode opc) {
     switch (opc) {
-    case TK_OP_LOAD_G2R: case TK_OP_LOAD_S2R: return "load";
-    case TK_OP_STORE_R2G: case TK_OP_STORE_R2S: return "store";
+    case TK_OP_LOAD_G2R:
+    case TK_OP_LOAD_S2R: return "load";
+    case TK_OP_STORE_R2G:
+    case TK_OP_STORE_R2S: return "store";
     case TK_OP_COPY_G2S: return "copy_to_shared";
     case TK_OP_COPY_S2G: return "copy_to_global";
     case TK_OP_FOR: return "for_begin";
@@ -121,8 +127,10 @@ const char *tk_op_call(tk_opcode opc) {
 
 const char *tk_value_ref(const tk_value *v, char *buf, size_t n) {
     if (v->name && !v->def && !v->region_arg) return v->name;
-    if (v->label) snprintf(buf, n, "%%%s", v->label);
-    else snprintf(buf, n, "%%%u", v->id);
+    if (v->label)
+        snprintf(buf, n, "%%%s", v->label);
+    else
+        snprintf(buf, n, "%%%u", v->id);
     return buf;
 }
 
@@ -165,13 +173,15 @@ bool tk_check_operand(tk_kernel *k, const char *opname, int i, const tk_value *v
     }
     char r[72];
     if (v->k != k) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: operand %d (%s) belongs to another kernel",
-                 opname, i, tk_value_ref(v, r, sizeof r));
+        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_%s: operand %d (%s) belongs to another kernel", opname,
+                 i, tk_value_ref(v, r, sizeof r));
         return false;
     }
     if (!visible(k, v)) {
-        tk_kfail(k, TK_ERR_STATE, "tk_%s: operand %d (%s) is defined inside a region that is "
-                 "already closed", opname, i, tk_value_ref(v, r, sizeof r));
+        tk_kfail(k, TK_ERR_STATE,
+                 "tk_%s: operand %d (%s) is defined inside a region that is "
+                 "already closed",
+                 opname, i, tk_value_ref(v, r, sizeof r));
         return false;
     }
     return true;
@@ -203,21 +213,26 @@ tk_uniformity tk_op_least_uni(const tk_op *op, int n) {
 static void append(tk_kernel *k, tk_op *op) {
     tk_region *r = k->cur;
     op->parent = r;
-    if (r->last) r->last->next = op;
-    else r->first = op;
+    if (r->last)
+        r->last->next = op;
+    else
+        r->first = op;
     r->last = op;
 }
 
 /* Tile ops run per warp/warpgroup and block ops per block: their scalar
  * operands must not vary inside that group. */
 static bool check_uniform_operands(tk_kernel *k, const tk_op *op) {
-    tk_uniformity limit = op->scope == TK_SCOPE_BLOCK ? TK_UNI_BLOCK
-                        : op->scope == TK_SCOPE_THREAD ? TK_UNI_THREAD : TK_UNI_WARP;
+    tk_uniformity limit = op->scope == TK_SCOPE_BLOCK    ? TK_UNI_BLOCK
+                          : op->scope == TK_SCOPE_THREAD ? TK_UNI_THREAD
+                                                         : TK_UNI_WARP;
     for (int i = 0; i < op->nopnds; i++)
         if (op->opnds[i]->uni > limit) {
             char r[72];
-            tk_opfail(k, op, TK_ERR_SCOPE, "operand %d (%s) varies across %s, but the op runs "
-                      "once per %s", i, tk_value_ref(op->opnds[i], r, sizeof r),
+            tk_opfail(k, op, TK_ERR_SCOPE,
+                      "operand %d (%s) varies across %s, but the op runs "
+                      "once per %s",
+                      i, tk_value_ref(op->opnds[i], r, sizeof r),
                       op->opnds[i]->uni == TK_UNI_THREAD ? "the lanes of a warp" : "warps",
                       op->scope == TK_SCOPE_BLOCK ? "block" : "warp/warpgroup");
             return false;
@@ -295,8 +310,10 @@ static tk_value *new_param(tk_kernel *k, const char *fn, const char *name, tk_ty
         return NULL;
     }
     if (k->nopen) {
-        tk_kfail(k, TK_ERR_STATE, "%s: '%s' declared inside a for/if region; declare parameters "
-                 "at the top level", fn, name);
+        tk_kfail(k, TK_ERR_STATE,
+                 "%s: '%s' declared inside a for/if region; declare parameters "
+                 "at the top level",
+                 fn, name);
         return NULL;
     }
     for (int i = 0; i < k->nparams; i++)
@@ -320,8 +337,10 @@ static tk_value *new_param(tk_kernel *k, const char *fn, const char *name, tk_ty
 tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank) {
     if (!k || k->status) return NULL;
     if (dt != TK_F32 && dt != TK_BF16 && dt != TK_F16 && dt != TK_I32 && dt != TK_I64) {
-        tk_kfail(k, TK_ERR_TYPE, "tk_param_tensor: '%s' has dtype %s (%d); tensors hold f32, "
-                 "bf16, f16, i32 or i64", name ? name : "?", tk_dtype_name(dt), (int)dt);
+        tk_kfail(k, TK_ERR_TYPE,
+                 "tk_param_tensor: '%s' has dtype %s (%d); tensors hold f32, "
+                 "bf16, f16, i32 or i64",
+                 name ? name : "?", tk_dtype_name(dt), (int)dt);
         return NULL;
     }
     if (rank < 1 || rank > 4) {
@@ -329,15 +348,17 @@ tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank)
                  name ? name : "?", rank);
         return NULL;
     }
-    return new_param(k, "tk_param_tensor", name, (tk_type){.kind = TK_KIND_GVIEW, .dtype = dt,
-                                                          .rank = rank});
+    return new_param(k, "tk_param_tensor", name,
+                     (tk_type){.kind = TK_KIND_GVIEW, .dtype = dt, .rank = rank});
 }
 
 tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt) {
     if (!k || k->status) return NULL;
     if (dt != TK_F32 && dt != TK_I32 && dt != TK_I64 && dt != TK_BOOL) {
-        tk_kfail(k, TK_ERR_TYPE, "tk_param_scalar: '%s' has dtype %s (%d); scalar parameters are "
-                 "f32, i32, i64 or bool", name ? name : "?", tk_dtype_name(dt), (int)dt);
+        tk_kfail(k, TK_ERR_TYPE,
+                 "tk_param_scalar: '%s' has dtype %s (%d); scalar parameters are "
+                 "f32, i32, i64 or bool",
+                 name ? name : "?", tk_dtype_name(dt), (int)dt);
         return NULL;
     }
     return new_param(k, "tk_param_scalar", name, tk_scalar_type(dt));
@@ -352,13 +373,17 @@ void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z) {
         if (g[i]->type.kind != TK_KIND_SCALAR || !tk_dtype_is_int(g[i]->type.dtype)) {
             char b[64];
             tk_type_str(&g[i]->type, b, sizeof b);
-            tk_kfail(k, TK_ERR_TYPE, "tk_set_grid: dimension %d is a %s; expected an i32/i64 "
-                     "scalar", i, b);
+            tk_kfail(k, TK_ERR_TYPE,
+                     "tk_set_grid: dimension %d is a %s; expected an i32/i64 "
+                     "scalar",
+                     i, b);
             return;
         }
         if (g[i]->home != k->body) {
-            tk_kfail(k, TK_ERR_STATE, "tk_set_grid: dimension %d is computed inside a region; "
-                     "the grid must come from top-level values", i);
+            tk_kfail(k, TK_ERR_STATE,
+                     "tk_set_grid: dimension %d is computed inside a region; "
+                     "the grid must come from top-level values",
+                     i);
             return;
         }
         /* Reported here, where the user can still see the call, rather than
@@ -380,18 +405,21 @@ tk_status tk_value_set_name(tk_value *v, const char *name) {
     tk_kernel *k = v->k;
     if (k->status) return k->status;
     char r[72];
-    if (k->finished)
-        return tk_kfail(k, TK_ERR_STATE, "tk_value_set_name: the kernel is finished");
+    if (k->finished) return tk_kfail(k, TK_ERR_STATE, "tk_value_set_name: the kernel is finished");
     if (!name || !tk_is_ident(name) || strlen(name) > TK_MAX_VALUE_NAME)
-        return tk_kfail(k, TK_ERR_INVALID_ARG, "tk_value_set_name: '%s' is not a C identifier of "
-                        "at most %d characters", name ? name : "(null)", TK_MAX_VALUE_NAME);
+        return tk_kfail(k, TK_ERR_INVALID_ARG,
+                        "tk_value_set_name: '%s' is not a C identifier of "
+                        "at most %d characters",
+                        name ? name : "(null)", TK_MAX_VALUE_NAME);
     if (v->label || (v->name && !v->def && !v->region_arg))
         return tk_kfail(k, TK_ERR_STATE, "tk_value_set_name: %s already has a name",
                         tk_value_ref(v, r, sizeof r));
     for (const tk_value *o = k->labels; o; o = o->next_label)
         if (!strcmp(o->label, name))
-            return tk_kfail(k, TK_ERR_INVALID_ARG, "tk_value_set_name: %%%s already names %%%u; "
-                            "names are unique in a kernel", name, o->id);
+            return tk_kfail(k, TK_ERR_INVALID_ARG,
+                            "tk_value_set_name: %%%s already names %%%u; "
+                            "names are unique in a kernel",
+                            name, o->id);
     if (!(v->label = tk_arena_strdup(k->arena, name)))
         return tk_kfail(k, TK_ERR_NO_MEMORY, "tk_value_set_name: out of memory");
     v->next_label = k->labels;
@@ -405,8 +433,8 @@ static tk_status set_option(tk_kernel *k, const char *fn, int32_t *field, int n,
     if (k->status) return k->status;
     if (k->finished) return tk_kfail(k, TK_ERR_STATE, "%s: the kernel is finished", fn);
     if (n != 0 && (n < lo || n > hi))
-        return tk_kfail(k, TK_ERR_INVALID_ARG, "%s: %d; expected 0 (no constraint) or %d..%d",
-                        fn, n, lo, hi);
+        return tk_kfail(k, TK_ERR_INVALID_ARG, "%s: %d; expected 0 (no constraint) or %d..%d", fn,
+                        n, lo, hi);
     *field = n;
     return TK_OK;
 }

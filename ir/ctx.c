@@ -76,8 +76,8 @@ void *tk_ctx_slot(tk_ctx *ctx, const tk_ctx_slot_def *def) {
     def->destroy(mine->state);
     free(mine);
     if (!state)
-        tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "context slot '%s': all %d slots are taken",
-                    def->name, TK_CTX_SLOTS);
+        tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "context slot '%s': all %d slots are taken", def->name,
+                    TK_CTX_SLOTS);
     return state;
 }
 

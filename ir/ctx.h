@@ -33,7 +33,7 @@ struct tk_ctx {
     /* Made slots in order of creation; NULL past the last. Filled by
      * compare-and-swap, never emptied before tk_ctx_destroy. */
     struct tk_ctx_slot *slots[TK_CTX_SLOTS];
-    tk_log_fn log_fn;  /* tk_ctx_set_log; NULL: one line to stderr */
+    tk_log_fn log_fn; /* tk_ctx_set_log; NULL: one line to stderr */
     void *log_user;
 };
 

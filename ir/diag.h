@@ -18,8 +18,8 @@
 enum { TK_DIAG_LEN = 2048 }; /* message bytes, NUL included */
 
 typedef struct tk_diag {
-    tk_status st;            /* TK_OK: no failure recorded    */
-    char msg[TK_DIAG_LEN];   /* "" when st is TK_OK           */
+    tk_status st;          /* TK_OK: no failure recorded    */
+    char msg[TK_DIAG_LEN]; /* "" when st is TK_OK           */
 } tk_diag;
 
 /* Records s with a printf-style message unless d already holds a failure;

@@ -24,8 +24,10 @@ static tk_status emit(tk_grid_prog *g, tk_ginst in, tk_diag *dg) {
 static bool is_param(const tk_value *v) { return !v->def && !v->region_arg; }
 
 static tk_status cannot(const tk_op *op, tk_diag *dg) {
-    return tk_diag_fail(dg, TK_ERR_SCOPE, "the grid depends on op #%u (%s), which the host "
-                        "cannot evaluate", op->id, tk_op_infos[op->opc].name);
+    return tk_diag_fail(dg, TK_ERR_SCOPE,
+                        "the grid depends on op #%u (%s), which the host "
+                        "cannot evaluate",
+                        op->id, tk_op_infos[op->opc].name);
 }
 
 /* Postfix code for v: operands first, then the op. The tree is expanded

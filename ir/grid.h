@@ -18,23 +18,23 @@
 #include "ir/ir.h"
 
 typedef struct tk_ginst {
-    int16_t op;      /* tk_opcode, or TK_GOP_PARAM                      */
-    uint8_t dt;      /* dtype the op computes in (operand 0's; CONST: its
+    int16_t op;     /* tk_opcode, or TK_GOP_PARAM                      */
+    uint8_t dt;     /* dtype the op computes in (operand 0's; CONST: its
                         own dtype)                                       */
-    uint8_t nopnds;  /* values it pops                                   */
-    int32_t param;   /* PARAM, DIM: parameter index                      */
-    uint32_t id;     /* op id, for messages                              */
-    int64_t attr;    /* DIM: dimension; CVT: target dtype; CONST: value   */
-    double f;        /* CONST: float value                               */
+    uint8_t nopnds; /* values it pops                                   */
+    int32_t param;  /* PARAM, DIM: parameter index                      */
+    uint32_t id;    /* op id, for messages                              */
+    int64_t attr;   /* DIM: dimension; CVT: target dtype; CONST: value   */
+    double f;       /* CONST: float value                               */
 } tk_ginst;
 
-#define TK_GOP_PARAM (-1)
+#define TK_GOP_PARAM     (-1)
 #define TK_GRID_MAX_CODE 1024
 
 typedef struct tk_grid_prog {
-    int32_t start[3], len[3];  /* len 0: that grid dimension is 1 */
+    int32_t start[3], len[3]; /* len 0: that grid dimension is 1 */
     int32_t n;
-    tk_ginst *code;            /* malloc'd */
+    tk_ginst *code; /* malloc'd */
 } tk_grid_prog;
 
 /* Compiles k's grid; on failure g is empty and dg says why. */

@@ -43,44 +43,44 @@ typedef enum tk_uniformity {
 } tk_uniformity;
 
 struct tk_value {
-    tk_kernel *k;     /* owner, to reject values of another kernel       */
-    uint32_t id;      /* dense, 1-based, in creation order                */
+    tk_kernel *k; /* owner, to reject values of another kernel       */
+    uint32_t id;  /* dense, 1-based, in creation order                */
     tk_type type;
-    tk_op *def;       /* defining op, NULL for params and region args    */
+    tk_op *def;            /* defining op, NULL for params and region args    */
     tk_region *region_arg; /* the region this is an argument of, or NULL */
-    int32_t index;    /* result index / region arg index / param index   */
+    int32_t index;         /* result index / region arg index / param index   */
     tk_uniformity uni;
-    const char *name; /* parameter / spec name, or NULL                  */
-    const char *label; /* tk_value_set_name's name (printed %label), or NULL */
+    const char *name;     /* parameter / spec name, or NULL                  */
+    const char *label;    /* tk_value_set_name's name (printed %label), or NULL */
     tk_value *next_label; /* the kernel's labelled values, newest first   */
-    tk_region *home;  /* region the value is defined in (visibility)     */
+    tk_region *home;      /* region the value is defined in (visibility)     */
 };
 
 struct tk_region {
-    tk_op *parent;     /* the FOR/IF op owning this region                */
+    tk_op *parent; /* the FOR/IF op owning this region                */
     tk_op *first, *last;
-    int32_t nargs;     /* FOR body: iv + carried values                   */
+    int32_t nargs; /* FOR body: iv + carried values                   */
     tk_value **args;
-    int32_t nyield;    /* values yielded at the end of the region         */
+    int32_t nyield; /* values yielded at the end of the region         */
     tk_value **yield;
 };
 
 struct tk_op {
     tk_opcode opc;
-    tk_scope scope;    /* resolved scope (never TK_SCOPE_OWNER)           */
+    tk_scope scope; /* resolved scope (never TK_SCOPE_OWNER)           */
     int32_t nopnds;
     tk_value **opnds;
     int32_t nres;
     tk_value **res;
-    int64_t attr[2];   /* op-specific: dim, mma kind, mask kind, async,
+    int64_t attr[2]; /* op-specific: dim, mma kind, mask kind, async,
                           pending groups, const integer, ...             */
-    double fattr;      /* fill value, float constant                      */
-    tk_type want;      /* result type asked for by the builder call (FILL,
+    double fattr;    /* fill value, float constant                      */
+    tk_type want;    /* result type asked for by the builder call (FILL,
                           loads, SHARED); the rule checks it             */
     tk_region *regions[2];
     tk_region *parent; /* region containing this op                      */
     tk_op *next;
-    uint32_t id;       /* creation order, for messages                    */
+    uint32_t id; /* creation order, for messages                    */
 };
 
 /* The uni column's OPND: a result is as uniform as the op's operands. */
@@ -108,11 +108,11 @@ typedef enum tk_print_form {
 typedef struct tk_op_info {
     const char *name;
     int8_t min_opnds, max_opnds, nres;
-    int16_t scope;    /* tk_scope or TK_SCOPE_OWNER                       */
+    int16_t scope; /* tk_scope or TK_SCOPE_OWNER                       */
     const char *family;
-    int8_t uni;       /* tk_uniformity of every result, or TK_UNI_OPERANDS */
-    bool grid;        /* may appear in a grid expression (ir/grid.c)      */
-    uint8_t print;    /* tk_print_form                                    */
+    int8_t uni;    /* tk_uniformity of every result, or TK_UNI_OPERANDS */
+    bool grid;     /* may appear in a grid expression (ir/grid.c)      */
+    uint8_t print; /* tk_print_form                                    */
 } tk_op_info;
 
 extern const tk_op_info tk_op_infos[TK_OP_COUNT];
@@ -130,20 +130,20 @@ typedef struct tk_spec_entry {
 } tk_spec_entry;
 
 #define TK_MAX_PARAMS 64
-#define TK_MAX_SPECS 32
-#define TK_MAX_NEST 32
+#define TK_MAX_SPECS  32
+#define TK_MAX_NEST   32
 
 struct tk_kernel {
     tk_ctx *ctx;
     tk_arena *arena;
     const char *name;
     int32_t warps;
-    tk_status status;       /* first error, sticky                          */
+    tk_status status; /* first error, sticky                          */
     char error[512];
     bool finished;
 
-    tk_region *body;        /* top-level region                             */
-    tk_region *cur;         /* where new ops are appended                   */
+    tk_region *body;          /* top-level region                             */
+    tk_region *cur;           /* where new ops are appended                   */
     tk_op *open[TK_MAX_NEST]; /* FOR/IF ops under construction, innermost last */
     int32_t nopen;
 
@@ -151,16 +151,16 @@ struct tk_kernel {
     int32_t nparams;
     tk_spec_entry specs[TK_MAX_SPECS];
     int32_t nspecs;
-    tk_value *grid[3];      /* NULL = 1                                     */
-    bool grid_set;          /* tk_set_grid was called (finish requires it)  */
-    tk_value *labels;       /* values named by tk_value_set_name            */
-    int32_t maxnreg;        /* tk_kernel_set_maxnreg: 0 = ptxas decides     */
-    int32_t min_blocks;     /* tk_kernel_set_min_blocks: 0 = no minimum     */
+    tk_value *grid[3];  /* NULL = 1                                     */
+    bool grid_set;      /* tk_set_grid was called (finish requires it)  */
+    tk_value *labels;   /* values named by tk_value_set_name            */
+    int32_t maxnreg;    /* tk_kernel_set_maxnreg: 0 = ptxas decides     */
+    int32_t min_blocks; /* tk_kernel_set_min_blocks: 0 = no minimum     */
 
-    uint32_t nvalues;       /* ids handed out so far                        */
+    uint32_t nvalues; /* ids handed out so far                        */
     uint32_t nops;
-    size_t smem_bytes;      /* total shared bytes (sum of SHARED ops)       */
-    const char *canon;      /* printed form, made once by tk_kernel_finish:
+    size_t smem_bytes; /* total shared bytes (sum of SHARED ops)       */
+    const char *canon; /* printed form, made once by tk_kernel_finish:
                                the JIT hashes it for every cache lookup     */
 };
 

@@ -42,8 +42,7 @@ typedef struct sbuf {
     bool oom;
 } sbuf;
 
-__attribute__((format(printf, 2, 3)))
-static void put(sbuf *b, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void put(sbuf *b, const char *fmt, ...) {
     if (b->oom) return;
     for (;;) {
         va_list ap;
@@ -95,7 +94,8 @@ static void fmt_float(double d, char *buf, size_t n) {
 static bool fzero(double d) { return d == 0.0 && !signbit(d); }
 
 static void value(sbuf *b, const tk_value *v) {
-    if (!v) put(b, "<null>");
+    if (!v)
+        put(b, "<null>");
     else {
         char r[72];
         put(b, "%s", tk_value_ref(v, r, sizeof r));
@@ -125,8 +125,10 @@ static const char *enum_name(int64_t v, const char *const *names, int n) {
 /* An enum attribute: its name, or the raw number for an unknown value. */
 static void attr_enum(sbuf *b, const char *key, int64_t v, const char *const *names, int n) {
     const char *s = enum_name(v, names, n);
-    if (s) put(b, " %s=%s", key, s);
-    else put(b, " %s=%lld", key, (long long)v);
+    if (s)
+        put(b, " %s=%s", key, s);
+    else
+        put(b, " %s=%lld", key, (long long)v);
 }
 
 static void attr_float(sbuf *b, const char *key, double d) {
@@ -193,8 +195,10 @@ static void results(sbuf *b, const tk_op *op) {
 static void result_types(sbuf *b, const tk_op *op) {
     for (int i = 0; i < op->nres; i++) {
         put(b, i ? ", " : " -> ");
-        if (op->res && op->res[i]) type(b, &op->res[i]->type);
-        else put(b, "<null>");
+        if (op->res && op->res[i])
+            type(b, &op->res[i]->type);
+        else
+            put(b, "<null>");
     }
 }
 
@@ -258,8 +262,10 @@ static void print_shared(sbuf *b, const tk_op *op) {
     static const char *const lay[] = {"plain", "swizzle", "pad"};
     const char *l = enum_name(t->smem, lay, 3);
     put(b, "shared %dx%d %s ", t->rows, t->cols, tk_dtype_name(t->dtype));
-    if (l) put(b, "%s", l);
-    else put(b, "layout%d", (int)t->smem);
+    if (l)
+        put(b, "%s", l);
+    else
+        put(b, "layout%d", (int)t->smem);
     if (t->count != 1) put(b, " x%d", t->count);
     put(b, " @%lld", (long long)op->attr[0]);
     attrs_rest(b, op, U_A0);
@@ -311,14 +317,18 @@ static void header(sbuf *b, const tk_kernel *k) {
     for (int i = 0; i < k->nparams; i++) {
         const tk_value *p = k->params[i];
         put(b, "  param %s: %s ", p->name, tk_dtype_name(p->type.dtype));
-        if (p->type.kind == TK_KIND_GVIEW) put(b, "tensor rank %d\n", p->type.rank);
-        else put(b, "scalar\n");
+        if (p->type.kind == TK_KIND_GVIEW)
+            put(b, "tensor rank %d\n", p->type.rank);
+        else
+            put(b, "scalar\n");
     }
     put(b, "  grid (");
     for (int d = 0; d < 3; d++) {
         put(b, "%s", d ? ", " : "");
-        if (k->grid[d]) value(b, k->grid[d]);
-        else put(b, "1");
+        if (k->grid[d])
+            value(b, k->grid[d]);
+        else
+            put(b, "1");
     }
     put(b, ")\n");
 }

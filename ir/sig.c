@@ -52,8 +52,7 @@ static bool extent_fits(const tk_arg *a) {
     return !__builtin_mul_overflow(off + 1, esz ? esz : 1, &off);
 }
 
-static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char *at,
-                              tk_diag *dg) {
+static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char *at, tk_diag *dg) {
     if (a->rank < 1 || a->rank > 4)
         return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has rank %d, ranks 1..4 are supported", at,
                             a->rank);
@@ -61,17 +60,20 @@ static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char
         return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is a %s tensor, the kernel expects %s", at,
                             tk_dtype_name(a->dtype), tk_dtype_name(p->dtype));
     if (a->rank != p->rank)
-        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is a rank-%d tensor, the kernel expects "
-                            "rank %d", at, a->rank, p->rank);
-    if (!a->data)
-        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has a NULL data pointer", at);
+        return tk_diag_fail(dg, TK_ERR_LAUNCH,
+                            "%s is a rank-%d tensor, the kernel expects "
+                            "rank %d",
+                            at, a->rank, p->rank);
+    if (!a->data) return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has a NULL data pointer", at);
     for (int d = 0; d < a->rank; d++)
         if (a->dims[d] < 0)
-            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has dims[%d] = %lld (must be >= 0)", at,
-                                d, (long long)a->dims[d]);
+            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has dims[%d] = %lld (must be >= 0)", at, d,
+                                (long long)a->dims[d]);
     if (!extent_fits(a))
-        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s spans more than 2^63 bytes "
-                            "(its dims times strides overflow 64-bit addresses)", at);
+        return tk_diag_fail(dg, TK_ERR_LAUNCH,
+                            "%s spans more than 2^63 bytes "
+                            "(its dims times strides overflow 64-bit addresses)",
+                            at);
     return TK_OK;
 }
 
@@ -82,13 +84,12 @@ static tk_status check_one(const tk_sig_param *p, const tk_arg *a, const char *f
     want_str(p, want, sizeof want);
     bool is_tensor = a->kind == TK_KIND_GVIEW;
     if (a->kind != TK_KIND_GVIEW && a->kind != TK_KIND_SCALAR)
-        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has invalid kind %d, the kernel expects %s",
-                            at, (int)a->kind, want);
+        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s has invalid kind %d, the kernel expects %s", at,
+                            (int)a->kind, want);
     if (is_tensor != (p->kind == TK_KIND_GVIEW))
         return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is a %s, the kernel expects %s", at,
                             is_tensor ? "tensor" : "scalar", want);
-    if (is_tensor)
-        return check_tensor(p, a, at, dg);
+    if (is_tensor) return check_tensor(p, a, at, dg);
     if (!scalar_fits(p->dtype, a->dtype))
         return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is %s %s scalar, the kernel expects %s", at,
                             an(a->dtype), tk_dtype_name(a->dtype), want);
@@ -101,8 +102,7 @@ tk_status tk_sig_check(const tk_sig *sig, const char *kernel, int nargs, const t
     if (nargs != np)
         return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: kernel '%s' takes %d argument%s, got %d", fn,
                             kernel, np, np == 1 ? "" : "s", nargs);
-    if (np && !args)
-        return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: args is NULL", fn);
+    if (np && !args) return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: args is NULL", fn);
     for (int i = 0; i < np; i++) {
         tk_status s = check_one(&sig->params[i], &args[i], fn, i, dg);
         if (s) return s;

@@ -8,10 +8,10 @@
 #include "ir/ir.h"
 
 typedef struct tk_sig_param {
-    char name[48];  /* for messages (truncated) */
-    tk_kind kind;   /* TK_KIND_GVIEW or TK_KIND_SCALAR */
+    char name[48]; /* for messages (truncated) */
+    tk_kind kind;  /* TK_KIND_GVIEW or TK_KIND_SCALAR */
     tk_dtype dtype;
-    int32_t rank;   /* tensors; 0 for scalars */
+    int32_t rank; /* tensors; 0 for scalars */
 } tk_sig_param;
 
 /* A kernel's parameter list: what an argument list is checked against. */

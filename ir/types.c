@@ -5,18 +5,24 @@
 
 #include "ir/ir.h"
 
-tk_type tk_scalar_type(tk_dtype dt) {
-    return (tk_type){.kind = TK_KIND_SCALAR, .dtype = dt};
-}
+tk_type tk_scalar_type(tk_dtype dt) { return (tk_type){.kind = TK_KIND_SCALAR, .dtype = dt}; }
 
 tk_type tk_tile_type(tk_dtype dt, int rows, int cols, tk_owner owner, tk_layout layout) {
-    return (tk_type){.kind = TK_KIND_TILE, .dtype = dt, .rows = rows, .cols = cols,
-                     .owner = owner, .layout = layout};
+    return (tk_type){.kind = TK_KIND_TILE,
+                     .dtype = dt,
+                     .rows = rows,
+                     .cols = cols,
+                     .owner = owner,
+                     .layout = layout};
 }
 
 tk_type tk_vec_type(tk_dtype dt, int len, tk_axis axis, tk_owner owner, tk_layout layout) {
-    return (tk_type){.kind = TK_KIND_VEC, .dtype = dt, .rows = len, .owner = owner,
-                     .layout = layout, .axis = axis};
+    return (tk_type){.kind = TK_KIND_VEC,
+                     .dtype = dt,
+                     .rows = len,
+                     .owner = owner,
+                     .layout = layout,
+                     .axis = axis};
 }
 
 const char *tk_dtype_name(tk_dtype dt) {
@@ -36,10 +42,14 @@ const char *tk_dtype_name(tk_dtype dt) {
 
 size_t tk_dtype_size(tk_dtype dt) {
     switch (dt) {
-    case TK_F32: case TK_I32: return 4;
-    case TK_BF16: case TK_F16: return 2;
+    case TK_F32:
+    case TK_I32: return 4;
+    case TK_BF16:
+    case TK_F16: return 2;
     case TK_I64: return 8;
-    case TK_BOOL: case TK_FP8_E4M3: case TK_FP8_E5M2: return 1;
+    case TK_BOOL:
+    case TK_FP8_E4M3:
+    case TK_FP8_E5M2: return 1;
     case TK_DT_NONE: break;
     }
     return 0;
@@ -53,39 +63,42 @@ static const char *owner_name(tk_owner o) {
 }
 
 static const char *smem_name(tk_smem_layout l) {
-    return l == TK_SMEM_PLAIN ? "plain" : l == TK_SMEM_SWIZZLE ? "swizzle"
-         : l == TK_SMEM_PAD ? "pad" : "?";
+    return l == TK_SMEM_PLAIN     ? "plain"
+           : l == TK_SMEM_SWIZZLE ? "swizzle"
+           : l == TK_SMEM_PAD     ? "pad"
+                                  : "?";
 }
 
 void tk_type_str(const tk_type *t, char *buf, size_t n) {
     const char *dt = tk_dtype_name(t->dtype);
     switch (t->kind) {
-    case TK_KIND_SCALAR:
-        snprintf(buf, n, "%s", dt);
-        return;
+    case TK_KIND_SCALAR: snprintf(buf, n, "%s", dt); return;
     case TK_KIND_TILE:
         snprintf(buf, n, "%dx%d %s %s tile (%s)", t->rows, t->cols, dt,
-                 t->layout == TK_COL ? "col" : t->layout == TK_ROW ? "row" : "?",
+                 t->layout == TK_COL   ? "col"
+                 : t->layout == TK_ROW ? "row"
+                                       : "?",
                  owner_name(t->owner));
         return;
     case TK_KIND_VEC:
         snprintf(buf, n, "%d %s %s vec of %s tiles (%s)", t->rows, dt,
-                 t->axis == TK_PER_ROW ? "per-row" : t->axis == TK_PER_COL ? "per-col" : "?",
-                 t->layout == TK_COL ? "col" : t->layout == TK_ROW ? "row" : "?",
+                 t->axis == TK_PER_ROW   ? "per-row"
+                 : t->axis == TK_PER_COL ? "per-col"
+                                         : "?",
+                 t->layout == TK_COL   ? "col"
+                 : t->layout == TK_ROW ? "row"
+                                       : "?",
                  owner_name(t->owner));
         return;
     case TK_KIND_SMEM:
         if (t->count > 1)
-            snprintf(buf, n, "%dx%d %s %s shared x%d", t->rows, t->cols, dt,
-                     smem_name(t->smem), t->count);
+            snprintf(buf, n, "%dx%d %s %s shared x%d", t->rows, t->cols, dt, smem_name(t->smem),
+                     t->count);
         else
             snprintf(buf, n, "%dx%d %s %s shared", t->rows, t->cols, dt, smem_name(t->smem));
         return;
-    case TK_KIND_GVIEW:
-        snprintf(buf, n, "rank-%d %s tensor", t->rank, dt);
-        return;
-    case TK_KIND_NONE:
-        break;
+    case TK_KIND_GVIEW: snprintf(buf, n, "rank-%d %s tensor", t->rank, dt); return;
+    case TK_KIND_NONE: break;
     }
     snprintf(buf, n, "<no type>");
 }
@@ -116,8 +129,7 @@ int32_t tk_smem_pitch(const tk_type *t) {
 
 int32_t tk_smem_swizzle_bytes(const tk_type *t) {
     int32_t rb = t->cols * (int32_t)tk_dtype_size(t->dtype);
-    if (t->kind != TK_KIND_SMEM || t->smem != TK_SMEM_SWIZZLE)
-        return 0;
+    if (t->kind != TK_KIND_SMEM || t->smem != TK_SMEM_SWIZZLE) return 0;
     return rb == 32 || rb == 64 ? rb : rb % 128 == 0 ? 128 : 0;
 }
 
@@ -147,9 +159,9 @@ uint16_t tk_f32_to_f16(float f) {
     memcpy(&u, &f, 4);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);           /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);          /* overflow -> inf */
-    if (a < 0x38800000u) {                                            /* subnormal / zero */
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow -> inf */
+    if (a < 0x38800000u) {                                   /* subnormal / zero */
         float af;
         memcpy(&af, &a, 4);
         /* 2^-24 is the f16 subnormal step: scale and round to nearest even. */
@@ -172,7 +184,8 @@ float tk_f16_to_f32(uint16_t h) {
         f = ldexpf((float)m, -24);
         return sign ? -f : f;
     }
-    uint32_t u = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));
+    uint32_t u =
+        e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));
     memcpy(&f, &u, 4);
     return f;
 }

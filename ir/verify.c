@@ -28,17 +28,15 @@ typedef struct vctx {
     uint8_t *state;                    /* per value id: V_* bits          */
     const tk_op *ctl[TK_MAX_NEST + 1]; /* enclosing FOR/IF, innermost last */
     int nctl;
-    uint32_t nseen;                    /* ops visited (cycle guard)       */
-    size_t smem;                       /* shared bytes allocated so far   */
+    uint32_t nseen; /* ops visited (cycle guard)       */
+    size_t smem;    /* shared bytes allocated so far   */
 } vctx;
 
 /* ---- messages ----------------------------------------------------------- */
 static const char *opname(const tk_op *op) { return tk_op_call(op->opc); }
 
 /* "%5", "%name", or a parameter's name. */
-static const char *vname(const tk_value *v, char *buf, size_t n) {
-    return tk_value_ref(v, buf, n);
-}
+static const char *vname(const tk_value *v, char *buf, size_t n) { return tk_value_ref(v, buf, n); }
 
 /* Indexed by tk_uniformity / tk_scope. */
 static const char *const uni_text[] = {"nothing", "warps", "the lanes of a warp"};
@@ -46,8 +44,8 @@ static const char *const uni_name[] = {"block-uniform", "warp-uniform", "per-thr
 static const char *const scope_name[] = {"none", "thread", "warp", "warpgroup", "block"};
 
 /* Reports "tk_<name> (op #<id>) <message>". */
-__attribute__((format(printf, 4, 5)))
-static tk_status fail(vctx *c, tk_status s, const tk_op *op, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static tk_status fail(vctx *c, tk_status s, const tk_op *op,
+                                                            const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -83,11 +81,13 @@ static tk_status use(vctx *c, const tk_op *op, const char *what, const tk_value 
     switch (c->state[v->id] & V_LIFE) {
     case V_LIVE: return TK_OK;
     case V_DEAD:
-        return fail(c, TK_ERR_STATE, op, "uses %s (%s), which is defined inside a region that "
-                    "is closed here", vname(v, b, sizeof b), what);
-    default:
-        return fail(c, TK_ERR_STATE, op, "uses %s (%s) before it is defined",
+        return fail(c, TK_ERR_STATE, op,
+                    "uses %s (%s), which is defined inside a region that "
+                    "is closed here",
                     vname(v, b, sizeof b), what);
+    default:
+        return fail(c, TK_ERR_STATE, op, "uses %s (%s) before it is defined", vname(v, b, sizeof b),
+                    what);
     }
 }
 
@@ -135,11 +135,11 @@ static tk_status check_operands(vctx *c, const tk_op *op) {
 }
 
 /* `n` yields of region r (owned by op) against the types of want[0..n). */
-static tk_status check_yield_types(vctx *c, const tk_op *op, const tk_region *r,
-                                   const char *rname, int n, tk_value *const *want) {
+static tk_status check_yield_types(vctx *c, const tk_op *op, const tk_region *r, const char *rname,
+                                   int n, tk_value *const *want) {
     if (r->nyield != n || (n && !r->yield))
-        return fail(c, TK_ERR_STATE, op, "has a %s region yielding %d values, expected %d",
-                    rname, r->nyield, n);
+        return fail(c, TK_ERR_STATE, op, "has a %s region yielding %d values, expected %d", rname,
+                    r->nyield, n);
     char what[48];
     for (int i = 0; i < n; i++) {
         snprintf(what, sizeof what, "%s yield %d", rname, i);
@@ -155,12 +155,16 @@ static tk_status check_region_link(vctx *c, const tk_op *op, const tk_region *r,
         return fail(c, TK_ERR_STATE, op, "lacks a region; was it closed with tk_%s_end?",
                     tk_op_infos[op->opc].name);
     if (r->parent != op || r->nargs != nargs || (nargs && !r->args))
-        return fail(c, TK_ERR_STATE, op, "owns a region with %d arguments that does not point "
-                    "back at it (expected %d arguments)", r->nargs, nargs);
+        return fail(c, TK_ERR_STATE, op,
+                    "owns a region with %d arguments that does not point "
+                    "back at it (expected %d arguments)",
+                    r->nargs, nargs);
     for (int i = 0; i < nargs; i++)
         if (!r->args[i] || r->args[i]->region_arg != r || r->args[i]->index != i)
-            return fail(c, TK_ERR_STATE, op, "has region argument %d that does not point back "
-                        "at its region", i);
+            return fail(c, TK_ERR_STATE, op,
+                        "has region argument %d that does not point back "
+                        "at its region",
+                        i);
     return TK_OK;
 }
 
@@ -190,8 +194,10 @@ static tk_status check_if(vctx *c, const tk_op *op) {
     for (int i = 0; i < op->nres; i++) {
         tk_kind kd = op->res[i]->type.kind;
         if (kd != TK_KIND_SCALAR && kd != TK_KIND_TILE && kd != TK_KIND_VEC)
-            return fail(c, TK_ERR_TYPE, op, "yields a memory handle or untyped value as result "
-                        "%d; only scalars, tiles and vectors can be yielded", i);
+            return fail(c, TK_ERR_TYPE, op,
+                        "yields a memory handle or untyped value as result "
+                        "%d; only scalars, tiles and vectors can be yielded",
+                        i);
     }
     if (check_yield_types(c, op, op->regions[0], "then", op->nres, op->res)) return c->k->status;
     return check_yield_types(c, op, op->regions[1], "else", op->nres, op->res);
@@ -234,12 +240,16 @@ static tk_status rerun_rule(vctx *c, tk_op *op) {
         char a[64], b[64];
         tk_type_str(&op->res[0]->type, a, sizeof a);
         tk_type_str(&rv[0].type, b, sizeof b);
-        return fail(c, TK_ERR_TYPE, op, "records its result as a %s, but its type rule gives a "
-                    "%s", a, b);
+        return fail(c, TK_ERR_TYPE, op,
+                    "records its result as a %s, but its type rule gives a "
+                    "%s",
+                    a, b);
     }
     if (op->opc == TK_OP_SHARED && s.attr[0] != op->attr[0])
-        return fail(c, TK_ERR_STATE, op, "records shared offset %lld, but allocation order "
-                    "gives %lld", (long long)op->attr[0], (long long)s.attr[0]);
+        return fail(c, TK_ERR_STATE, op,
+                    "records shared offset %lld, but allocation order "
+                    "gives %lld",
+                    (long long)op->attr[0], (long long)s.attr[0]);
     return TK_OK;
 }
 
@@ -247,17 +257,21 @@ static tk_status rerun_rule(vctx *c, tk_op *op) {
 static tk_status check_scope(vctx *c, const tk_op *op) {
     tk_scope want = tk_op_scope(op);
     if (op->scope != want)
-        return fail(c, TK_ERR_SCOPE, op, "records scope %s, but its table row and operands give "
-                    "%s", (unsigned)op->scope <= TK_SCOPE_BLOCK ? scope_name[op->scope] : "?",
+        return fail(c, TK_ERR_SCOPE, op,
+                    "records scope %s, but its table row and operands give "
+                    "%s",
+                    (unsigned)op->scope <= TK_SCOPE_BLOCK ? scope_name[op->scope] : "?",
                     scope_name[want]);
-    tk_uniformity limit = want == TK_SCOPE_BLOCK ? TK_UNI_BLOCK
-                        : want == TK_SCOPE_THREAD ? TK_UNI_THREAD : TK_UNI_WARP;
+    tk_uniformity limit = want == TK_SCOPE_BLOCK    ? TK_UNI_BLOCK
+                          : want == TK_SCOPE_THREAD ? TK_UNI_THREAD
+                                                    : TK_UNI_WARP;
     char b[32];
     for (int i = 0; i < op->nopnds; i++)
         if (op->opnds[i]->uni > limit)
-            return fail(c, TK_ERR_SCOPE, op, "has operand %d (%s), which varies across %s, but "
-                        "the op runs once per %s", i, vname(op->opnds[i], b, sizeof b),
-                        uni_text[op->opnds[i]->uni],
+            return fail(c, TK_ERR_SCOPE, op,
+                        "has operand %d (%s), which varies across %s, but "
+                        "the op runs once per %s",
+                        i, vname(op->opnds[i], b, sizeof b), uni_text[op->opnds[i]->uni],
                         want == TK_SCOPE_BLOCK ? "block" : "warp/warpgroup");
     return TK_OK;
 }
@@ -273,10 +287,12 @@ static tk_status check_block_reach(vctx *c, const tk_op *op) {
             const tk_value *v = o->opnds[j];
             if (v->uni == TK_UNI_BLOCK) continue;
             if (o->opc == TK_OP_IF)
-                return fail(c, TK_ERR_SCOPE, op, "is inside an if on %s, which differs between "
+                return fail(c, TK_ERR_SCOPE, op,
+                            "is inside an if on %s, which differs between "
                             "%s: every thread of the block must reach a %s",
                             vname(v, b, sizeof b), uni_text[v->uni], opname(op));
-            return fail(c, TK_ERR_SCOPE, op, "is inside a for (op #%u) whose %s %s differs "
+            return fail(c, TK_ERR_SCOPE, op,
+                        "is inside a for (op #%u) whose %s %s differs "
                         "between %s: every thread of the block must reach a %s equally often",
                         o->id, bound[j], vname(v, b, sizeof b), uni_text[v->uni], opname(op));
         }
@@ -320,8 +336,10 @@ static tk_status check_warpgroup(vctx *c, const tk_op *op) {
         if (op->res[i]->type.owner == TK_WARPGROUP) {
             char t[64];
             tk_type_str(&op->res[i]->type, t, sizeof t);
-            return fail(c, TK_ERR_SCOPE, op, "makes a %s, but the kernel has %d warps: warpgroup "
-                        "tiles need a multiple of 4 warps", t, c->k->warps);
+            return fail(c, TK_ERR_SCOPE, op,
+                        "makes a %s, but the kernel has %d warps: warpgroup "
+                        "tiles need a multiple of 4 warps",
+                        t, c->k->warps);
         }
     return TK_OK;
 }
@@ -352,8 +370,7 @@ static tk_status check_op(vctx *c, tk_region *r, tk_op *op) {
     if (rerun_rule(c, op) || check_scope(c, op) || check_block_reach(c, op) ||
         check_warpgroup(c, op))
         return c->k->status;
-    if ((op->opc == TK_OP_FOR || op->opc == TK_OP_IF) && walk_children(c, op))
-        return c->k->status;
+    if ((op->opc == TK_OP_FOR || op->opc == TK_OP_IF) && walk_children(c, op)) return c->k->status;
     if (check_result_uni(c, op)) return c->k->status;
     char what[32];
     for (int i = 0; i < op->nres; i++) {
@@ -371,8 +388,10 @@ static tk_status walk_region(vctx *c, tk_region *r, const tk_op *owner, const ch
     }
     TK_FOREACH_OP(r, op) {
         if (++c->nseen > c->k->nops)
-            return fail(c, TK_ERR_STATE, NULL, "the region tree holds more ops than the kernel "
-                        "made (%u): an op list is cyclic or shared", c->k->nops);
+            return fail(c, TK_ERR_STATE, NULL,
+                        "the region tree holds more ops than the kernel "
+                        "made (%u): an op list is cyclic or shared",
+                        c->k->nops);
         if (check_op(c, r, op)) return c->k->status;
     }
     for (int i = 0; i < r->nyield; i++) {
@@ -382,7 +401,7 @@ static tk_status walk_region(vctx *c, tk_region *r, const tk_op *owner, const ch
     if (r == c->k->body) return TK_OK; /* top-level values stay live for the grid */
     for (int i = 0; i < r->nargs; i++) kill(c, r->args[i]);
     TK_FOREACH_OP(r, op)
-        for (int i = 0; i < op->nres; i++) kill(c, op->res[i]);
+    for (int i = 0; i < op->nres; i++) kill(c, op->res[i]);
     return TK_OK;
 }
 
@@ -410,11 +429,13 @@ static tk_status check_grid(vctx *c) {
         char b[32];
         if (!g) continue;
         if (!id_ok(c, g) || (c->state[g->id] & V_LIFE) != V_LIVE)
-            return fail(c, TK_ERR_STATE, NULL, "grid dimension %d is not a top-level value of "
-                        "this kernel", d);
+            return fail(c, TK_ERR_STATE, NULL,
+                        "grid dimension %d is not a top-level value of "
+                        "this kernel",
+                        d);
         if (g->type.kind != TK_KIND_SCALAR || !tk_dtype_is_int(g->type.dtype))
-            return fail(c, TK_ERR_TYPE, NULL, "grid dimension %d (%s) is not an i32/i64 scalar",
-                        d, vname(g, b, sizeof b));
+            return fail(c, TK_ERR_TYPE, NULL, "grid dimension %d (%s) is not an i32/i64 scalar", d,
+                        vname(g, b, sizeof b));
         tk_diag dg = {0};
         tk_status s = tk_grid_check(g, &dg);
         if (s) return fail(c, s, NULL, "%s", dg.msg);
@@ -433,8 +454,10 @@ static tk_status verify_kernel(vctx *c) {
         return fail(c, TK_ERR_STATE, NULL, "the kernel header is malformed (warps %d)", k->warps);
     if (check_params(c) || walk_region(c, k->body, NULL, "kernel")) return k->status;
     if (c->smem != k->smem_bytes)
-        return fail(c, TK_ERR_STATE, NULL, "the kernel records %zu bytes of shared memory, its "
-                    "shared tiles take %zu", k->smem_bytes, c->smem);
+        return fail(c, TK_ERR_STATE, NULL,
+                    "the kernel records %zu bytes of shared memory, its "
+                    "shared tiles take %zu",
+                    k->smem_bytes, c->smem);
     return check_grid(c);
 }
 

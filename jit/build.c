@@ -31,34 +31,29 @@ typedef struct tk_lower_req {
     const tk_plan *plan;
 } tk_lower_req;
 
-static tk_status tk_ptx_from_kernel(void *user, char **ptx, tk_diag *dg)
-{
+static tk_status tk_ptx_from_kernel(void *user, char **ptx, tk_diag *dg) {
     const tk_lower_req *r = user;
     return tk_lower_ptx_plan(r->k, r->arch, r->plan, ptx, dg);
 }
 
 /* make_ptx, timed into llvm_ms. */
 static tk_status tk_make_ptx_timed(struct tk_jit *j, tk_ptx_fn make, void *user, char **ptx,
-                                   tk_diag *dg)
-{
+                                   tk_diag *dg) {
     *ptx = NULL;
     double t0 = tk_now_ms();
     tk_status s = make(user, ptx, dg);
     tk_cache_note(&j->cache, TK_STAT_LLVM_MS, tk_now_ms() - t0);
-    if (s == TK_OK && !*ptx)
-        s = tk_diag_fail(dg, TK_ERR_LLVM, "lowering produced no PTX");
+    if (s == TK_OK && !*ptx) s = tk_diag_fail(dg, TK_ERR_LLVM, "lowering produced no PTX");
     return s;
 }
 
 /* Lowering + ptxas, each timed into the statistics. */
 static tk_status tk_ptxas_build(struct tk_jit *j, const tk_ptxas *px, const char *arch,
                                 tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
-                                tk_diag *dg)
-{
+                                tk_diag *dg) {
     char *ptx;
     tk_status s = tk_make_ptx_timed(j, make_ptx, user, &ptx, dg);
-    if (s != TK_OK)
-        return s;
+    if (s != TK_OK) return s;
     double t0 = tk_now_ms();
     s = tk_ptxas_compile(px, ptx, arch, cubin, n, dg);
     tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
@@ -68,22 +63,19 @@ static tk_status tk_ptxas_build(struct tk_jit *j, const tk_ptxas *px, const char
 
 tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *arch,
                              tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
-                             tk_origin *from, tk_diag *dg)
-{
+                             tk_origin *from, tk_diag *dg) {
     const tk_ptxas *px;
     char comp[192];
     *cubin = NULL;
     tk_status s = tk_jit_ptxas(j, &px, dg);
-    if (s != TK_OK)
-        return s;
+    if (s != TK_OK) return s;
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, ir_text, arch, comp);
     tk_disk_get(&j->cache, &id, cubin, n, NULL);
     *from = *cubin ? TK_FROM_DISK : TK_FROM_COMPILE;
     tk_cache_note(&j->cache, *cubin ? TK_STAT_DISK_HIT : TK_STAT_MISS, 1);
-    if (*cubin)
-        return TK_OK;
+    if (*cubin) return TK_OK;
     s = tk_ptxas_build(j, px, arch, make_ptx, user, cubin, n, dg);
     if (s == TK_OK && (s = tk_disk_put(&j->cache, &id, *cubin, *n, dg)) != TK_OK) {
         free(*cubin);
@@ -94,30 +86,23 @@ tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *
 
 /* Loads the disk entry `id` into p; false on a miss or a cubin the driver
  * refuses (then the entry is rejected and deleted). */
-static bool tk_load_from_disk(struct tk_jit *j, tk_cuda *cu, const tk_cache_id *id,
-                              tk_program *p)
-{
+static bool tk_load_from_disk(struct tk_jit *j, tk_cuda *cu, const tk_cache_id *id, tk_program *p) {
     void *cubin;
     size_t n;
     tk_disk_get(&j->cache, id, &cubin, &n, NULL);
-    if (!cubin)
-        return false;
+    if (!cubin) return false;
     tk_status s = tk_program_load(p, cu, cubin, NULL);
     free(cubin);
-    if (s != TK_OK)
-        tk_disk_reject(&j->cache, id);
+    if (s != TK_OK) tk_disk_reject(&j->cache, id);
     return s == TK_OK;
 }
 
 /* A disk hit under the driver key, then under the local ptxas key. */
-static bool tk_compile_disk(struct tk_jit *j, tk_cuda *cu, const char *text,
-                            const tk_cache_id *drv, tk_program *p)
-{
-    if (tk_load_from_disk(j, cu, drv, p))
-        return true;
+static bool tk_compile_disk(struct tk_jit *j, tk_cuda *cu, const char *text, const tk_cache_id *drv,
+                            tk_program *p) {
+    if (tk_load_from_disk(j, cu, drv, p)) return true;
     const tk_ptxas *px;
-    if (tk_jit_ptxas(j, &px, NULL) != TK_OK)
-        return false;
+    if (tk_jit_ptxas(j, &px, NULL) != TK_OK) return false;
     char comp[192];
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id id;
@@ -129,16 +114,14 @@ static bool tk_compile_disk(struct tk_jit *j, tk_cuda *cu, const char *text,
  * (jit/link.c): ptxas makes one, stored under the ptxas key, when it is on
  * this machine and the driver takes its cubin; false otherwise. */
 static bool tk_compile_fresh_ptxas(struct tk_jit *j, tk_cuda *cu, const tk_kernel *k,
-                                   const char *text, tk_program *p)
-{
+                                   const char *text, tk_program *p) {
     const tk_ptxas *px;
-    if (!p->plan.producer_warps || tk_jit_ptxas(j, &px, NULL) != TK_OK)
-        return false;
+    if (!p->plan.producer_warps || tk_jit_ptxas(j, &px, NULL) != TK_OK) return false;
     char comp[192];
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, text, cu->arch, comp);
-    tk_lower_req req = { k, cu->arch, &p->plan };
+    tk_lower_req req = {k, cu->arch, &p->plan};
     void *cubin = NULL;
     size_t n = 0;
     tk_status s = tk_ptxas_build(j, px, cu->arch, tk_ptx_from_kernel, &req, &cubin, &n, NULL);
@@ -151,17 +134,14 @@ static bool tk_compile_fresh_ptxas(struct tk_jit *j, tk_cuda *cu, const tk_kerne
 /* Lowering + the driver's linker, stored under the driver key, loaded. */
 static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel *k,
                                   const char *text, const tk_cache_id *drv, tk_program *p,
-                                  tk_diag *dg)
-{
-    if (tk_compile_fresh_ptxas(j, cu, k, text, p))
-        return TK_OK;
-    tk_lower_req req = { k, cu->arch, &p->plan };
+                                  tk_diag *dg) {
+    if (tk_compile_fresh_ptxas(j, cu, k, text, p)) return TK_OK;
+    tk_lower_req req = {k, cu->arch, &p->plan};
     char *ptx;
     void *cubin = NULL;
     size_t n = 0;
     tk_status s = tk_make_ptx_timed(j, tk_ptx_from_kernel, &req, &ptx, dg);
-    if (s != TK_OK)
-        return s;
+    if (s != TK_OK) return s;
     double t0 = tk_now_ms();
     s = tk_culink_compile(cu, ptx, p->plan.producer_warps > 0, &cubin, &n, dg);
     tk_cache_note(&j->cache, TK_STAT_CUBIN_MS, tk_now_ms() - t0);
@@ -178,12 +158,10 @@ static tk_status tk_compile_fresh(struct tk_jit *j, tk_cuda *cu, const tk_kernel
 /* Builds a new program for k: disk entry or fresh compile. */
 static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, const tk_kernel *k,
                                 const char *text, const tk_cache_id *drv, tk_program **out,
-                                tk_diag *dg)
-{
+                                tk_diag *dg) {
     tk_program *p;
     tk_status s = tk_program_new(ctx, k, cu->arch, &p, dg);
-    if (s != TK_OK)
-        return s;
+    if (s != TK_OK) return s;
     if (tk_compile_disk(j, cu, text, drv, p)) {
         tk_cache_note(&j->cache, TK_STAT_DISK_HIT, 1);
         atomic_store(&p->origin, TK_FROM_DISK);
@@ -199,31 +177,24 @@ static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, cons
 }
 
 /* The driver, current on this thread, and the kernel's canonical text. */
-static tk_status tk_compile_begin(tk_ctx *ctx, const tk_kernel *k, struct tk_jit **j,
-                                  tk_cuda **cu, char **text, tk_diag *dg)
-{
-    if (!(*j = tk_jit_of(ctx)))
-        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
+static tk_status tk_compile_begin(tk_ctx *ctx, const tk_kernel *k, struct tk_jit **j, tk_cuda **cu,
+                                  char **text, tk_diag *dg) {
+    if (!(*j = tk_jit_of(ctx))) return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
     tk_status s = tk_jit_cuda(*j, cu, dg);
-    if (s == TK_OK)
-        s = tk_cuda_enter(*cu, dg);
+    if (s == TK_OK) s = tk_cuda_enter(*cu, dg);
     /* A finished kernel carries its canonical text: no printing per lookup. */
     if (s == TK_OK && !(*text = strdup(k->canon)))
         s = tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
     return s;
 }
 
-tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out)
-{
+tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
     tk_diag dg = {0};
     char comp[64];
-    if (out)
-        *out = NULL;
+    if (out) *out = NULL;
     tk_status s = tk_jit_check_kernel(ctx, "tk_compile", k, NULL);
-    if (s != TK_OK)
-        return s;
-    if (!out)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_compile: out is NULL");
+    if (s != TK_OK) return s;
+    if (!out) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_compile: out is NULL");
     struct tk_jit *j;
     tk_cuda *cu;
     char *text = NULL;
@@ -257,17 +228,16 @@ typedef struct tk_pre_pool {
     const char *arch;
     int n;
     atomic_int next;
-    tk_diag *dg;  /* one per kernel: its failure, if any */
+    tk_diag *dg; /* one per kernel: its failure, if any */
 } tk_pre_pool;
 
 /* Print, key, disk hit or lowering + ptxas + store, for kernel i. */
-static void tk_pre_one(tk_pre_pool *pp, int i)
-{
+static void tk_pre_one(tk_pre_pool *pp, int i) {
     char *text = NULL;
     void *cubin = NULL;
     size_t sz;
     tk_origin from;
-    tk_lower_req req = { pp->ks[i], pp->arch, NULL };
+    tk_lower_req req = {pp->ks[i], pp->arch, NULL};
     tk_status s = tk_kernel_print(pp->ks[i], &text);
     if (s != TK_OK)
         tk_diag_fail(&pp->dg[i], s, "cannot print the kernel");
@@ -278,19 +248,16 @@ static void tk_pre_one(tk_pre_pool *pp, int i)
     free(text);
 }
 
-static void *tk_pre_worker(void *arg)
-{
+static void *tk_pre_worker(void *arg) {
     tk_pre_pool *pp = arg;
-    for (int i; (i = atomic_fetch_add(&pp->next, 1)) < pp->n;)
-        tk_pre_one(pp, i);
+    for (int i; (i = atomic_fetch_add(&pp->next, 1)) < pp->n;) tk_pre_one(pp, i);
     return NULL;
 }
 
 /* Threads for n independent compiles: the cores, at most TK_PRE_THREADS
  * (each lowering holds an LLVM context and ptxas a process). */
 #define TK_PRE_THREADS 16
-static int tk_pre_threads(int n)
-{
+static int tk_pre_threads(int n) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int t = cores < 1 ? 1 : cores > TK_PRE_THREADS ? TK_PRE_THREADS : (int)cores;
     return n < t ? n : t;
@@ -298,70 +265,59 @@ static int tk_pre_threads(int n)
 
 /* Runs the pool; the calling thread works too (a thread that cannot be
  * started only makes the pool smaller). */
-static void tk_pre_run(tk_pre_pool *pp)
-{
+static void tk_pre_run(tk_pre_pool *pp) {
     pthread_t th[TK_PRE_THREADS];
     int started = 0, want = tk_pre_threads(pp->n) - 1;
-    while (started < want && pthread_create(&th[started], NULL, tk_pre_worker, pp) == 0)
-        started++;
+    while (started < want && pthread_create(&th[started], NULL, tk_pre_worker, pp) == 0) started++;
     tk_pre_worker(pp);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
 /* Every failed kernel by name, in input order; the first one's status. */
-static tk_status tk_pre_report(tk_ctx *ctx, const tk_pre_pool *pp)
-{
+static tk_status tk_pre_report(tk_ctx *ctx, const tk_pre_pool *pp) {
     char msg[TK_DIAG_LEN];
     size_t len = 0;
     int failed = 0;
     tk_status first = TK_OK;
     for (int i = 0; i < pp->n; i++) {
-        if (pp->dg[i].st == TK_OK)
-            continue;
+        if (pp->dg[i].st == TK_OK) continue;
         first = failed++ ? first : pp->dg[i].st;
         if (len < sizeof msg)
             len += (size_t)snprintf(msg + len, sizeof msg - len, "%skernel %d '%s': %s",
                                     failed > 1 ? "; " : "", i, tk_kernel_name(pp->ks[i]),
                                     pp->dg[i].msg);
     }
-    if (!failed)
-        return TK_OK;
+    if (!failed) return TK_OK;
     return tk_ctx_fail(ctx, first, "tk_precompile: %d of %d kernels failed: %s", failed, pp->n,
                        msg);
 }
 
-tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch)
-{
+tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch) {
     tk_diag dg = {0};
     char dir[PATH_MAX];
     const tk_ptxas *px;
-    if (!ctx)
-        return TK_ERR_INVALID_ARG;
+    if (!ctx) return TK_ERR_INVALID_ARG;
     if (n < 0 || (n > 0 && !ks) || !tk_arch_valid(arch))
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_precompile: invalid arguments (n = %d, "
-                           "arch \"%s\")", n, arch ? arch : "(null)");
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                           "tk_precompile: invalid arguments (n = %d, "
+                           "arch \"%s\")",
+                           n, arch ? arch : "(null)");
     struct tk_jit *j = tk_jit_of(ctx);
-    if (!j)
-        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
+    if (!j) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
     if (!tk_cache_dir_copy(&j->cache, dir, sizeof dir))
         return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: the disk cache is disabled");
     if (tk_disk_check(&j->cache) != TK_DISK_OK) {
         tk_cache_stats st;
         tk_cache_stats_copy(&j->cache, &st);
-        return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: cache directory %s",
-                           st.disk_error);
+        return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: cache directory %s", st.disk_error);
     }
     tk_status s = tk_jit_ptxas(j, &px, &dg);
-    if (s != TK_OK)
-        return tk_ctx_report(ctx, "tk_precompile: ", &dg);
+    if (s != TK_OK) return tk_ctx_report(ctx, "tk_precompile: ", &dg);
     for (int i = 0; i < n; i++) /* misuse is reported before any work */
-        if ((s = tk_jit_check_kernel(ctx, "tk_precompile", ks[i], NULL)) != TK_OK)
-            return s;
-    tk_pre_pool pp = { .j = j, .ks = ks, .arch = arch, .n = n, .dg = calloc((size_t)n + 1,
-                                                                          sizeof(tk_diag)) };
-    if (!pp.dg)
-        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
+        if ((s = tk_jit_check_kernel(ctx, "tk_precompile", ks[i], NULL)) != TK_OK) return s;
+    tk_pre_pool pp = {
+        .j = j, .ks = ks, .arch = arch, .n = n, .dg = calloc((size_t)n + 1, sizeof(tk_diag))};
+    if (!pp.dg) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
     atomic_init(&pp.next, 0);
     tk_pre_run(&pp);
     s = tk_pre_report(ctx, &pp);

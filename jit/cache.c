@@ -17,8 +17,7 @@ _Static_assert(sizeof(tk_disk_header) == 176, "tk_disk_header must have no paddi
 
 /* Each field is hashed with its length in front, so no two different field
  * lists produce the same byte stream. */
-static void tk_hash_field(XXH3_state_t *st, const char *s)
-{
+static void tk_hash_field(XXH3_state_t *st, const char *s) {
     uint64_t len = strlen(s);
     XXH3_128bits_update(st, &len, sizeof len);
     XXH3_128bits_update(st, s, (size_t)len);
@@ -27,14 +26,12 @@ static void tk_hash_field(XXH3_state_t *st, const char *s)
 const char *tk_codegen_id(void) { return TK_CODEGEN_ID; }
 
 void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
-                      const char *compiler)
-{
+                      const char *compiler) {
     tk_cache_id_make_for(id, ir_text, arch, compiler, TK_CODEGEN_ID);
 }
 
 void tk_cache_id_make_for(tk_cache_id *id, const char *ir_text, const char *arch,
-                          const char *compiler, const char *codegen)
-{
+                          const char *compiler, const char *codegen) {
     XXH3_state_t st;
     memset(&st, 0, sizeof st);
     XXH3_128bits_reset(&st);
@@ -62,37 +59,30 @@ void tk_cache_id_make_for(tk_cache_id *id, const char *ir_text, const char *arch
     memcpy(id->codegen, codegen, len < sizeof id->codegen ? len : sizeof id->codegen);
 }
 
-void tk_key_hex(tk_key k, char out[33])
-{
+void tk_key_hex(tk_key k, char out[33]) {
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)k.hi, (unsigned long long)k.lo);
 }
 
 /* The directory the environment asks for; NULL: disabled (or no home). */
-static char *tk_cache_default_dir(void)
-{
+static char *tk_cache_default_dir(void) {
     const char *d = getenv("TK_CACHE_DIR");
-    if (d)
-        return *d ? strdup(d) : NULL;
+    if (d) return *d ? strdup(d) : NULL;
     const char *base = getenv("XDG_CACHE_HOME");
     const char *tail = "/tilekittens";
     if (!base || !*base) {
         base = getenv("HOME");
         tail = "/.cache/tilekittens";
     }
-    if (!base || !*base)
-        return NULL;
+    if (!base || !*base) return NULL;
     size_t n = strlen(base) + strlen(tail) + 1;
     char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "%s%s", base, tail);
+    if (s) snprintf(s, n, "%s%s", base, tail);
     return s;
 }
 
-int tk_cache_init(tk_cache *c, tk_retain_fn retain, tk_release_fn release)
-{
+int tk_cache_init(tk_cache *c, tk_retain_fn retain, tk_release_fn release) {
     memset(c, 0, sizeof *c);
-    if (pthread_mutex_init(&c->lock, NULL) != 0)
-        return -1;
+    if (pthread_mutex_init(&c->lock, NULL) != 0) return -1;
     c->retain = retain;
     c->release = release;
     c->limit = TK_CACHE_DEFAULT_LIMIT;
@@ -100,22 +90,18 @@ int tk_cache_init(tk_cache *c, tk_retain_fn retain, tk_release_fn release)
     return 0;
 }
 
-void tk_cache_fini(tk_cache *c)
-{
+void tk_cache_fini(tk_cache *c) {
     for (size_t i = 0; i < c->cap; i++)
-        if (c->slots[i].val && c->release)
-            c->release(c->slots[i].val);
+        if (c->slots[i].val && c->release) c->release(c->slots[i].val);
     free(c->slots);
     free(c->dir);
     pthread_mutex_destroy(&c->lock);
     memset(c, 0, sizeof *c);
 }
 
-tk_status tk_cache_dir_set(tk_cache *c, const char *dir)
-{
+tk_status tk_cache_dir_set(tk_cache *c, const char *dir) {
     char *copy = NULL;
-    if (dir && !(copy = strdup(dir)))
-        return TK_ERR_NO_MEMORY;
+    if (dir && !(copy = strdup(dir))) return TK_ERR_NO_MEMORY;
     pthread_mutex_lock(&c->lock);
     free(c->dir);
     c->dir = copy;
@@ -126,8 +112,7 @@ tk_status tk_cache_dir_set(tk_cache *c, const char *dir)
     return TK_OK;
 }
 
-int tk_cache_dir_copy(tk_cache *c, char *buf, size_t n)
-{
+int tk_cache_dir_copy(tk_cache *c, char *buf, size_t n) {
     pthread_mutex_lock(&c->lock);
     int ok = c->dir && (size_t)snprintf(buf, n, "%s", c->dir) < n;
     pthread_mutex_unlock(&c->lock);
@@ -138,45 +123,37 @@ int tk_cache_dir_copy(tk_cache *c, char *buf, size_t n)
 static int tk_key_eq(tk_key a, tk_key b) { return a.lo == b.lo && a.hi == b.hi; }
 
 /* Keys are already uniform hashes: their low bits index directly. */
-static size_t tk_slot_of(const tk_memslot *slots, size_t cap, tk_key key)
-{
+static size_t tk_slot_of(const tk_memslot *slots, size_t cap, tk_key key) {
     size_t i = (size_t)key.lo & (cap - 1);
-    while (slots[i].val && !tk_key_eq(slots[i].key, key))
-        i = (i + 1) & (cap - 1);
+    while (slots[i].val && !tk_key_eq(slots[i].key, key)) i = (i + 1) & (cap - 1);
     return i;
 }
 
 /* Doubles the table (kept at most half full so probes stay short). */
-static int tk_mem_grow(tk_cache *c)
-{
+static int tk_mem_grow(tk_cache *c) {
     size_t cap = c->cap ? c->cap * 2 : 64;
     tk_memslot *s = calloc(cap, sizeof *s);
-    if (!s)
-        return -1;
+    if (!s) return -1;
     for (size_t i = 0; i < c->cap; i++)
-        if (c->slots[i].val)
-            s[tk_slot_of(s, cap, c->slots[i].key)] = c->slots[i];
+        if (c->slots[i].val) s[tk_slot_of(s, cap, c->slots[i].key)] = c->slots[i];
     free(c->slots);
     c->slots = s;
     c->cap = cap;
     return 0;
 }
 
-void *tk_mem_find(tk_cache *c, tk_key key)
-{
+void *tk_mem_find(tk_cache *c, tk_key key) {
     void *v = NULL;
     pthread_mutex_lock(&c->lock);
     if (c->cap) {
         v = c->slots[tk_slot_of(c->slots, c->cap, key)].val;
-        if (v && c->retain)
-            v = c->retain(v);
+        if (v && c->retain) v = c->retain(v);
     }
     pthread_mutex_unlock(&c->lock);
     return v;
 }
 
-void *tk_mem_insert(tk_cache *c, tk_key key, void *val)
-{
+void *tk_mem_insert(tk_cache *c, tk_key key, void *val) {
     pthread_mutex_lock(&c->lock);
     if ((c->used + 1) * 2 > c->cap && tk_mem_grow(c) != 0) {
         pthread_mutex_unlock(&c->lock);
@@ -196,8 +173,7 @@ void *tk_mem_insert(tk_cache *c, tk_key key, void *val)
 }
 
 /* ---- Statistics ------------------------------------------------------------ */
-void tk_cache_note(tk_cache *c, tk_stat what, double amount)
-{
+void tk_cache_note(tk_cache *c, tk_stat what, double amount) {
     pthread_mutex_lock(&c->lock);
     tk_cache_stats *s = &c->stats;
     switch (what) {
@@ -212,8 +188,7 @@ void tk_cache_note(tk_cache *c, tk_stat what, double amount)
     pthread_mutex_unlock(&c->lock);
 }
 
-void tk_cache_stats_copy(tk_cache *c, tk_cache_stats *out)
-{
+void tk_cache_stats_copy(tk_cache *c, tk_cache_stats *out) {
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
     pthread_mutex_unlock(&c->lock);

@@ -34,14 +34,14 @@ typedef struct tk_key {
 typedef struct tk_cache_id {
     tk_key key;
     char arch[16];
-    char compiler[64];  /* truncated copy; the key hashes the full identity */
+    char compiler[64]; /* truncated copy; the key hashes the full identity */
     char llvm[16];
-    char codegen[32];   /* leading hex digits of the code generator's id */
+    char codegen[32]; /* leading hex digits of the code generator's id */
 } tk_cache_id;
 
 /* On-disk header, little-endian, 176 bytes, no padding. Format 2 added
  * codegen. */
-#define TK_DISK_MAGIC "TKCUBIN1"
+#define TK_DISK_MAGIC  "TKCUBIN1"
 #define TK_DISK_FORMAT 2u
 typedef struct tk_disk_header {
     char magic[8];
@@ -53,13 +53,12 @@ typedef struct tk_disk_header {
     char llvm[16];
     char codegen[32];
     uint64_t payload_size;
-    uint64_t checksum;  /* XXH3-64 of the payload */
+    uint64_t checksum; /* XXH3-64 of the payload */
 } tk_disk_header;
 
 /* Builds the id (and key) for this key material, under this build's code
  * generator (tk_codegen_id). */
-void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
-                      const char *compiler);
+void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch, const char *compiler);
 /* The same under an explicit code-generator identity (tests pass two). */
 void tk_cache_id_make_for(tk_cache_id *id, const char *ir_text, const char *arch,
                           const char *compiler, const char *codegen);
@@ -74,22 +73,22 @@ typedef void (*tk_release_fn)(void *);
 
 typedef struct tk_memslot {
     tk_key key;
-    void *val;  /* NULL: empty slot */
+    void *val; /* NULL: empty slot */
 } tk_memslot;
 
 typedef struct tk_cache {
-    pthread_mutex_t lock;   /* guards every field below                  */
-    tk_memslot *slots;      /* open addressing, linear probing, 2^n       */
+    pthread_mutex_t lock; /* guards every field below                  */
+    tk_memslot *slots;    /* open addressing, linear probing, 2^n       */
     size_t cap, used;
     tk_retain_fn retain;
     tk_release_fn release;
-    char *dir;              /* NULL: disk cache disabled                  */
-    int disk_state;         /* tk_disk_state of `dir`                     */
+    char *dir;      /* NULL: disk cache disabled                  */
+    int disk_state; /* tk_disk_state of `dir`                     */
     /* Told once per directory about its first problem (the JIT logs it
      * through the context); NULL: only stats.disk_error records it. */
     void (*warn)(void *user, tk_status s, const char *msg);
     void *warn_user;
-    uint64_t limit;         /* bytes of *.tkc entries kept                */
+    uint64_t limit; /* bytes of *.tkc entries kept                */
     tk_cache_stats stats;
 } tk_cache;
 
@@ -98,9 +97,9 @@ typedef struct tk_cache {
 /* What the first use found of the directory (reset by tk_cache_dir_set). */
 typedef enum tk_disk_state {
     TK_DISK_UNCHECKED = 0,
-    TK_DISK_OK,        /* entries are read and written                  */
-    TK_DISK_READONLY,  /* entries are read; new ones are not stored      */
-    TK_DISK_OFF        /* cannot be created / not a directory: skipped   */
+    TK_DISK_OK,       /* entries are read and written                  */
+    TK_DISK_READONLY, /* entries are read; new ones are not stored      */
+    TK_DISK_OFF       /* cannot be created / not a directory: skipped   */
 } tk_disk_state;
 
 /* Default dir from TK_CACHE_DIR (empty: disabled), else
@@ -123,8 +122,13 @@ void *tk_mem_insert(tk_cache *c, tk_key key, void *val);
 
 /* ---- Statistics ---------------------------------------------------------- */
 typedef enum tk_stat {
-    TK_STAT_MEMORY_HIT, TK_STAT_DISK_HIT, TK_STAT_MISS, TK_STAT_REJECTED, TK_STAT_EVICTED,
-    TK_STAT_LLVM_MS, TK_STAT_CUBIN_MS
+    TK_STAT_MEMORY_HIT,
+    TK_STAT_DISK_HIT,
+    TK_STAT_MISS,
+    TK_STAT_REJECTED,
+    TK_STAT_EVICTED,
+    TK_STAT_LLVM_MS,
+    TK_STAT_CUBIN_MS
 } tk_stat;
 void tk_cache_note(tk_cache *c, tk_stat what, double amount);
 void tk_cache_stats_copy(tk_cache *c, tk_cache_stats *out);

@@ -26,26 +26,24 @@ typedef CUresult (*tk_cuMemcpyHtoD_fn)(CUdeviceptr, const void *, size_t);
 typedef CUresult (*tk_cuMemcpyDtoH_fn)(void *, CUdeviceptr, size_t);
 typedef CUresult (*tk_cuMemsetD8_fn)(CUdeviceptr, unsigned char, size_t);
 typedef CUresult (*tk_cuLinkCreate_fn)(unsigned int, CUjit_option *, void **, CUlinkState *);
-typedef CUresult (*tk_cuLinkAddData_fn)(CUlinkState, CUjitInputType, void *, size_t,
-                                        const char *, unsigned int, CUjit_option *, void **);
+typedef CUresult (*tk_cuLinkAddData_fn)(CUlinkState, CUjitInputType, void *, size_t, const char *,
+                                        unsigned int, CUjit_option *, void **);
 typedef CUresult (*tk_cuLinkComplete_fn)(CUlinkState, void **, size_t *);
 typedef CUresult (*tk_cuLinkDestroy_fn)(CUlinkState);
 typedef CUresult (*tk_cuModuleLoadData_fn)(CUmodule *, const void *);
-typedef CUresult (*tk_cuModuleLoadDataEx_fn)(CUmodule *, const void *, unsigned int,
-                                             CUjit_option *, void **);
+typedef CUresult (*tk_cuModuleLoadDataEx_fn)(CUmodule *, const void *, unsigned int, CUjit_option *,
+                                             void **);
 typedef CUresult (*tk_cuModuleUnload_fn)(CUmodule);
 typedef CUresult (*tk_cuModuleGetFunction_fn)(CUfunction *, CUmodule, const char *);
 typedef CUresult (*tk_cuFuncSetAttribute_fn)(CUfunction, CUfunction_attribute, int);
 typedef CUresult (*tk_cuLaunchKernel_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                                         unsigned, unsigned, unsigned, CUstream, void **,
-                                         void **);
+                                         unsigned, unsigned, unsigned, CUstream, void **, void **);
 typedef CUresult (*tk_cuGetErrorString_fn)(CUresult, const char **);
 typedef CUresult (*tk_cuTensorMapEncodeTiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t,
                                                  void *, const cuuint64_t *, const cuuint64_t *,
                                                  const cuuint32_t *, const cuuint32_t *,
                                                  CUtensorMapInterleave, CUtensorMapSwizzle,
-                                                 CUtensorMapL2promotion,
-                                                 CUtensorMapFloatOOBfill);
+                                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 /* The driver table plus the device state (device 0, primary context). It is
  * refcounted: the JIT state holds one reference and every program holding a
@@ -54,11 +52,11 @@ typedef struct tk_cuda {
     atomic_int refs;
     void *dl;
     CUdevice dev;
-    CUcontext pctx;        /* retained primary context                     */
+    CUcontext pctx; /* retained primary context                     */
     int cc_major, cc_minor;
-    int driver_version;    /* e.g. 12080                                    */
-    int max_smem_optin;    /* per-block dynamic shared memory limit         */
-    char arch[16];         /* "sm_90a", "sm_86", ...                        */
+    int driver_version; /* e.g. 12080                                    */
+    int max_smem_optin; /* per-block dynamic shared memory limit         */
+    char arch[16];      /* "sm_90a", "sm_86", ...                        */
 
     tk_cuInit_fn cuInit;
     tk_cuDriverGetVersion_fn cuDriverGetVersion;

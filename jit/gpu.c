@@ -8,26 +8,20 @@
 #include "jit/jit.h"
 
 /* The driver, with the primary context current on this thread. */
-static tk_status tk_gpu_begin(tk_ctx *ctx, const char *what, tk_cuda **cu)
-{
+static tk_status tk_gpu_begin(tk_ctx *ctx, const char *what, tk_cuda **cu) {
     tk_diag dg = {0};
-    if (!ctx)
-        return TK_ERR_INVALID_ARG;
+    if (!ctx) return TK_ERR_INVALID_ARG;
     struct tk_jit *j = tk_jit_of(ctx);
-    if (!j)
-        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", what);
+    if (!j) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", what);
     tk_status s = tk_jit_cuda(j, cu, &dg);
-    if (s == TK_OK)
-        s = tk_cuda_enter(*cu, &dg);
-    if (s != TK_OK)
-        return tk_ctx_fail(ctx, s, "%s: %s", what, dg.msg);
+    if (s == TK_OK) s = tk_cuda_enter(*cu, &dg);
+    if (s != TK_OK) return tk_ctx_fail(ctx, s, "%s: %s", what, dg.msg);
     return TK_OK;
 }
 
 /* Reports a failed driver call made by `what`. */
 static tk_status tk_gpu_check(tk_ctx *ctx, const tk_cuda *cu, CUresult r, const char *what,
-                              const char *call)
-{
+                              const char *call) {
     tk_diag dg = {0};
     tk_status s = tk_cuda_check(cu, r, call, &dg);
     return s == TK_OK ? TK_OK : tk_ctx_fail(ctx, s, "%s: %s", what, dg.msg);
@@ -35,18 +29,15 @@ static tk_status tk_gpu_check(tk_ctx *ctx, const tk_cuda *cu, CUresult r, const 
 
 static CUdeviceptr tk_dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
-tk_status tk_gpu_init(tk_ctx *ctx)
-{
+tk_status tk_gpu_init(tk_ctx *ctx) {
     tk_cuda *cu;
     return tk_gpu_begin(ctx, "tk_gpu_init", &cu);
 }
 
-tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n)
-{
+tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n) {
     tk_cuda *cu;
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_arch", &cu);
-    if (s != TK_OK)
-        return s;
+    if (s != TK_OK) return s;
     if (!buf || n <= strlen(cu->arch))
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_arch: buffer too small for \"%s\"",
                            cu->arch);
@@ -54,8 +45,7 @@ tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n)
     return TK_OK;
 }
 
-tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr)
-{
+tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr) {
     tk_cuda *cu;
     if (!dptr)
         return ctx ? tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_alloc: dptr is NULL")
@@ -66,61 +56,47 @@ tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr)
         return s;
     CUdeviceptr p = 0;
     s = tk_gpu_check(ctx, cu, cu->cuMemAlloc(&p, bytes), "tk_gpu_alloc", "cuMemAlloc");
-    if (s == TK_OK)
-        *dptr = (void *)(uintptr_t)p;
+    if (s == TK_OK) *dptr = (void *)(uintptr_t)p;
     return s;
 }
 
-tk_status tk_gpu_free(tk_ctx *ctx, void *dptr)
-{
+tk_status tk_gpu_free(tk_ctx *ctx, void *dptr) {
     tk_cuda *cu;
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_free", &cu);
-    if (s != TK_OK || !dptr)
-        return s;
+    if (s != TK_OK || !dptr) return s;
     return tk_gpu_check(ctx, cu, cu->cuMemFree(tk_dptr(dptr)), "tk_gpu_free", "cuMemFree");
 }
 
-tk_status tk_gpu_upload(tk_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
+tk_status tk_gpu_upload(tk_ctx *ctx, void *dst, const void *src, size_t bytes) {
     tk_cuda *cu;
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_upload", &cu);
-    if (s != TK_OK || bytes == 0)
-        return s;
-    if (!dst || !src)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_upload: NULL pointer");
+    if (s != TK_OK || bytes == 0) return s;
+    if (!dst || !src) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_upload: NULL pointer");
     return tk_gpu_check(ctx, cu, cu->cuMemcpyHtoD(tk_dptr(dst), src, bytes), "tk_gpu_upload",
                         "cuMemcpyHtoD");
 }
 
-tk_status tk_gpu_download(tk_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
+tk_status tk_gpu_download(tk_ctx *ctx, void *dst, const void *src, size_t bytes) {
     tk_cuda *cu;
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_download", &cu);
-    if (s != TK_OK || bytes == 0)
-        return s;
-    if (!dst || !src)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_download: NULL pointer");
+    if (s != TK_OK || bytes == 0) return s;
+    if (!dst || !src) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_download: NULL pointer");
     return tk_gpu_check(ctx, cu, cu->cuMemcpyDtoH(dst, tk_dptr(src), bytes), "tk_gpu_download",
                         "cuMemcpyDtoH");
 }
 
-tk_status tk_gpu_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes)
-{
+tk_status tk_gpu_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes) {
     tk_cuda *cu;
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_memset", &cu);
-    if (s != TK_OK || bytes == 0)
-        return s;
-    if (!dst)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_memset: NULL pointer");
+    if (s != TK_OK || bytes == 0) return s;
+    if (!dst) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_memset: NULL pointer");
     return tk_gpu_check(ctx, cu, cu->cuMemsetD8(tk_dptr(dst), byte, bytes), "tk_gpu_memset",
                         "cuMemsetD8");
 }
 
-tk_status tk_gpu_sync(tk_ctx *ctx)
-{
+tk_status tk_gpu_sync(tk_ctx *ctx) {
     tk_cuda *cu;
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_sync", &cu);
-    if (s != TK_OK)
-        return s;
+    if (s != TK_OK) return s;
     return tk_gpu_check(ctx, cu, cu->cuCtxSynchronize(), "tk_gpu_sync", "cuCtxSynchronize");
 }

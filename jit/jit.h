@@ -16,14 +16,14 @@
 #include "tk/tk_jit.h"
 
 struct tk_jit {
-    pthread_mutex_t lock;  /* guards the driver start and the ptxas probe     */
-    tk_cuda *cu;           /* refcounted; NULL until the driver is up        */
-    bool cu_tried;         /* driver start attempted (failures are sticky)   */
-    tk_diag cu_diag;       /* TK_OK, or why the driver is unusable           */
-    tk_ptxas ptxas;        /* ptxas path and version, probed once            */
+    pthread_mutex_t lock; /* guards the driver start and the ptxas probe     */
+    tk_cuda *cu;          /* refcounted; NULL until the driver is up        */
+    bool cu_tried;        /* driver start attempted (failures are sticky)   */
+    tk_diag cu_diag;      /* TK_OK, or why the driver is unusable           */
+    tk_ptxas ptxas;       /* ptxas path and version, probed once            */
     bool ptxas_tried;
-    tk_diag ptxas_diag;    /* TK_OK, or why no ptxas was found               */
-    tk_cache cache;        /* memory table, disk settings, statistics        */
+    tk_diag ptxas_diag; /* TK_OK, or why no ptxas was found               */
+    tk_cache cache;     /* memory table, disk settings, statistics        */
 };
 
 /* A standalone JIT state (tests use it without a context). NULL: no memory. */
@@ -43,8 +43,7 @@ tk_status tk_jit_ptxas(struct tk_jit *j, const tk_ptxas **out, tk_diag *dg);
 
 /* A finished, error-free kernel (and, when arch is not NULL, a valid target);
  * otherwise reports "<what>: ..." on ctx. */
-tk_status tk_jit_check_kernel(tk_ctx *ctx, const char *what, const tk_kernel *k,
-                              const char *arch);
+tk_status tk_jit_check_kernel(tk_ctx *ctx, const char *what, const tk_kernel *k, const char *arch);
 
 /* Monotonic milliseconds, for statistics and timing. */
 double tk_now_ms(void);

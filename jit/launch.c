@@ -13,20 +13,18 @@
 /* a rank-4 tensor: ptr, 4 dims, 4 strides; then the tensor maps and their flags */
 #define TK_MAX_SLOTS (TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1)
 
-tk_status tk_program_check_args(const tk_program *p, int nargs, const tk_arg *args, tk_diag *dg)
-{
+tk_status tk_program_check_args(const tk_program *p, int nargs, const tk_arg *args, tk_diag *dg) {
     return tk_sig_check(&p->sig, p->name, nargs, args, "tk_launch", dg);
 }
 
-tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[3], tk_diag *dg)
-{
-    static const int64_t max[3] = { INT32_MAX, 65535, 65535 };
+tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[3], tk_diag *dg) {
+    static const int64_t max[3] = {INT32_MAX, 65535, 65535};
     tk_status s = tk_grid_eval(&p->grid, args, grid, "tk_launch", dg);
     for (int d = 0; s == TK_OK && d < 3; d++)
         if (grid[d] < 0 || grid[d] > max[d])
             s = tk_diag_fail(dg, TK_ERR_LAUNCH,
-                        "tk_launch: kernel '%s' grid[%d] = %lld is outside 0..%lld", p->name, d,
-                             (long long)grid[d], (long long)max[d]);
+                             "tk_launch: kernel '%s' grid[%d] = %lld is outside 0..%lld", p->name,
+                             d, (long long)grid[d], (long long)max[d]);
     return s;
 }
 
@@ -40,28 +38,24 @@ typedef union {
 
 /* Parameter values in ABI order (ir/abi.h) and cuLaunchKernel's pointers;
  * returns the count. */
-static int tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void **ptrs)
-{
+static int tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void **ptrs) {
     int n = 0;
     for (int i = 0; i < p->sig.nparams; i++) {
         const tk_arg *a = &args[i];
         if (p->sig.params[i].kind == TK_KIND_GVIEW) {
             slot[n++].ptr = (uint64_t)(uintptr_t)a->data;
-            for (int d = 0; d < a->rank; d++)
-                slot[n++].i64 = a->dims[d];
-            for (int d = 0; d < a->rank; d++)
-                slot[n++].i64 = a->strides[d];
+            for (int d = 0; d < a->rank; d++) slot[n++].i64 = a->dims[d];
+            for (int d = 0; d < a->rank; d++) slot[n++].i64 = a->strides[d];
         } else if (p->sig.params[i].dtype == TK_F32) {
             slot[n++].f32 = (float)a->scalar.f;
         } else if (p->sig.params[i].dtype == TK_I64) {
             slot[n++].i64 = a->scalar.i;
         } else { /* i32, bool */
-            slot[n++].i32 = p->sig.params[i].dtype == TK_BOOL ? a->scalar.i != 0
-                                                           : (int32_t)a->scalar.i;
+            slot[n++].i32 =
+                p->sig.params[i].dtype == TK_BOOL ? a->scalar.i != 0 : (int32_t)a->scalar.i;
         }
     }
-    for (int j = 0; j < n; j++)
-        ptrs[j] = &slot[j];
+    for (int j = 0; j < n; j++) ptrs[j] = &slot[j];
     return n;
 }
 
@@ -71,23 +65,18 @@ static int tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void 
  * last dimension, sizes past its limits): the kernel then copies with
  * cp.async. */
 static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *a,
-                          CUtensorMap *map)
-{
+                          CUtensorMap *map) {
     int r = m->rank;
     int64_t esz = (int64_t)tk_dtype_size(m->dtype);
     cuuint64_t dim[4], stride[3];
     cuuint32_t box[4], estride[4];
-    if ((uintptr_t)a->data % 16 || a->strides[r - 1] != 1)
-        return false;
+    if ((uintptr_t)a->data % 16 || a->strides[r - 1] != 1) return false;
     for (int d = 0; d < r; d++) {
         int64_t n = a->dims[r - 1 - d], st = a->strides[r - 1 - d];
-        if (n < 1 || n > ((int64_t)1 << 32))
-            return false;
-        if (d && (st <= 0 || st > ((int64_t)1 << 40) / esz || st * esz % 16))
-            return false;
+        if (n < 1 || n > ((int64_t)1 << 32)) return false;
+        if (d && (st <= 0 || st > ((int64_t)1 << 40) / esz || st * esz % 16)) return false;
         dim[d] = (cuuint64_t)n;
-        if (d)
-            stride[d - 1] = (cuuint64_t)(st * esz);
+        if (d) stride[d - 1] = (cuuint64_t)(st * esz);
         box[d] = (cuuint32_t)(d == 0 ? m->box_cols : d == 1 ? m->box_rows : 1);
         estride[d] = 1;
     }
@@ -106,39 +95,31 @@ static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *
 /* The program's tensor maps for these arguments, appended to the packed
  * parameters with the flags that say which were encoded (ops/nv/tma.c
  * reads bit i before issuing through map i). */
-static int tk_pack_maps(const tk_program *p, const tk_arg *args, CUtensorMap *maps,
-                        uint32_t *flags, void **ptrs, int n)
-{
-    if (!p->plan.nmaps)
-        return n;
+static int tk_pack_maps(const tk_program *p, const tk_arg *args, CUtensorMap *maps, uint32_t *flags,
+                        void **ptrs, int n) {
+    if (!p->plan.nmaps) return n;
     *flags = 0;
     for (int i = 0; i < p->plan.nmaps; i++) {
         const tk_tma_map *m = &p->plan.maps[i];
         memset(&maps[i], 0, sizeof maps[i]);
-        if (!p->tma_off && tk_map_encode(p->cu, m, &args[m->param], &maps[i]))
-            *flags |= 1u << i;
+        if (!p->tma_off && tk_map_encode(p->cu, m, &args[m->param], &maps[i])) *flags |= 1u << i;
         ptrs[n++] = &maps[i];
     }
     ptrs[n++] = flags;
     return n;
 }
 
-tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
-{
+tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream) {
     tk_diag dg = {0};
     int64_t g[3];
-    if (!p)
-        return TK_ERR_INVALID_ARG;
+    if (!p) return TK_ERR_INVALID_ARG;
     tk_status s = tk_program_check_args(p, nargs, args, &dg);
-    if (s == TK_OK)
-        s = tk_program_grid(p, args, g, &dg);
+    if (s == TK_OK) s = tk_program_grid(p, args, g, &dg);
     if (s == TK_OK && !p->fn)
         s = tk_diag_fail(&dg, TK_ERR_STATE, "tk_launch: program '%s' has no loaded module",
                          p->name);
-    if (s != TK_OK)
-        return tk_ctx_report(p->ctx, "", &dg);
-    if (g[0] == 0 || g[1] == 0 || g[2] == 0)
-        return TK_OK; /* an empty problem: nothing to run */
+    if (s != TK_OK) return tk_ctx_report(p->ctx, "", &dg);
+    if (g[0] == 0 || g[1] == 0 || g[2] == 0) return TK_OK; /* an empty problem: nothing to run */
     tk_slot slot[TK_MAX_SLOTS];
     void *ptrs[TK_MAX_SLOTS];
     CUtensorMap maps[TK_TMA_MAX_MAPS];
@@ -148,8 +129,8 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream)
     s = tk_cuda_enter(cu, &dg);
     if (s == TK_OK)
         s = tk_cuda_check(cu,
-                          cu->cuLaunchKernel(p->fn, (unsigned)g[0], (unsigned)g[1],
-                                             (unsigned)g[2], (unsigned)p->plan.threads, 1, 1,
+                          cu->cuLaunchKernel(p->fn, (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
+                                             (unsigned)p->plan.threads, 1, 1,
                                              (unsigned)p->plan.smem, (CUstream)stream, ptrs, NULL),
                           "cuLaunchKernel", &dg);
     return s == TK_OK ? TK_OK : tk_ctx_report(p->ctx, "tk_launch: ", &dg);

@@ -15,7 +15,7 @@
 /* Where ptxas is and which build it is. */
 typedef struct tk_ptxas {
     char path[PATH_MAX];
-    char version[128];  /* last line of `ptxas --version` (the build id) */
+    char version[128]; /* last line of `ptxas --version` (the build id) */
 } tk_ptxas;
 
 /* Finds ptxas: $TK_PTXAS, else the first `ptxas` on PATH, else
@@ -30,13 +30,13 @@ tk_status tk_ptxas_compile(const tk_ptxas *p, const char *ptx, const char *arch,
  * *cubin is malloc'd. TK_ERR_PTXAS carries the linker's error log. With
  * `whole` (PTX that uses setmaxnreg) the module loader compiles it instead
  * and the image is the PTX itself (jit/link.c says why). */
-tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void **cubin,
-                            size_t *n, tk_diag *dg);
+tk_status tk_culink_compile(const tk_cuda *cu, const char *ptx, bool whole, void **cubin, size_t *n,
+                            tk_diag *dg);
 
 /* Compiler identities for cache keys and entry headers (< 64 bytes kept in
  * headers; keys hash the whole string). */
-void tk_compiler_id_driver(const tk_cuda *cu, char *buf, size_t n);  /* "cuLink 12080" */
-void tk_compiler_id_ptxas(const tk_ptxas *p, char *buf, size_t n);   /* "ptxas Build ..." */
+void tk_compiler_id_driver(const tk_cuda *cu, char *buf, size_t n); /* "cuLink 12080" */
+void tk_compiler_id_ptxas(const tk_ptxas *p, char *buf, size_t n);  /* "ptxas Build ..." */
 
 /* "sm_<digits>[a|f]", short enough for the entry header's 16 bytes. */
 bool tk_arch_valid(const char *arch);

@@ -72,14 +72,11 @@ static int param_types(tk_lower *L, LLVMTypeRef *tys, int max) {
     for (int i = 0; i < L->k->nparams; i++) {
         const tk_value *p = L->k->params[i];
         if (p->type.kind == TK_KIND_GVIEW) {
-            if (n + 1 + 2 * p->type.rank > max)
-                return -1;
+            if (n + 1 + 2 * p->type.rank > max) return -1;
             tys[n++] = L->pg;
-            for (int d = 0; d < 2 * p->type.rank; d++)
-                tys[n++] = L->i64;
+            for (int d = 0; d < 2 * p->type.rank; d++) tys[n++] = L->i64;
         } else {
-            if (n + 1 > max)
-                return -1;
+            if (n + 1 > max) return -1;
             tk_dtype dt = p->type.dtype;
             tys[n++] = dt == TK_I64 ? L->i64 : dt == TK_F32 ? L->f32 : L->i32;
         }
@@ -104,8 +101,7 @@ static tk_status bind_params(tk_lower *L) {
         if (p->type.kind == TK_KIND_GVIEW) {
             int r = p->type.rank;
             tk_lv *lv = tk_lw_def(L, p, 1 + 2 * r);
-            if (!lv)
-                return L->dg->st;
+            if (!lv) return L->dg->st;
             lv->v[0] = LLVMGetParam(L->fn, a++);
             name_param(lv->v[0], p->name, NULL, 0);
             for (int d = 0; d < 2 * r; d++) {
@@ -114,8 +110,7 @@ static tk_status bind_params(tk_lower *L) {
             }
         } else {
             tk_lv *lv = tk_lw_def(L, p, 1);
-            if (!lv)
-                return L->dg->st;
+            if (!lv) return L->dg->st;
             LLVMValueRef v = LLVMGetParam(L->fn, a++);
             name_param(v, p->name, NULL, 0);
             if (p->type.dtype == TK_BOOL) /* bool travels as i32 */
@@ -138,8 +133,8 @@ static void init_ids(tk_lower *L) {
     LLVMSetValueName2(L->tid, "tid", 3);
     L->lane = LLVMBuildAnd(b, L->tid, tk_lw_i32c(L, 31), "lane");
     L->warp = LLVMBuildLShr(b, L->tid, tk_lw_i32c(L, 5), "warp");
-    L->g = LLVMBuildLShr(b, L->lane, tk_lw_i32c(L, 2), "g");   /* lane / 4 */
-    L->t = LLVMBuildAnd(b, L->lane, tk_lw_i32c(L, 3), "t");    /* lane % 4 */
+    L->g = LLVMBuildLShr(b, L->lane, tk_lw_i32c(L, 2), "g");        /* lane / 4 */
+    L->t = LLVMBuildAnd(b, L->lane, tk_lw_i32c(L, 3), "t");         /* lane % 4 */
     L->wg_warp = LLVMBuildAnd(b, L->warp, tk_lw_i32c(L, 3), "wgw"); /* warp in warpgroup */
     L->ctid = L->tid; /* copies: every thread (jit/lower_ws.c narrows this) */
     L->cnt = L->k->warps * 32;
@@ -148,9 +143,9 @@ static void init_ids(tk_lower *L) {
 static void fn_attr_int(tk_lower *L, const char *key, int v) {
     char s[16];
     int len = snprintf(s, sizeof s, "%d", v);
-    LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(L->c, key, (unsigned)strlen(key), s,
-                                                      (unsigned)len));
+    LLVMAddAttributeAtIndex(
+        L->fn, LLVMAttributeFunctionIndex,
+        LLVMCreateStringAttribute(L->c, key, (unsigned)strlen(key), s, (unsigned)len));
 }
 
 /* tk_kernel_set_maxnreg / _min_blocks, as .maxnreg / .minnctapersm. A
@@ -160,9 +155,11 @@ static tk_status occupancy(tk_lower *L) {
     const tk_kernel *k = L->k;
     if (!k->maxnreg && !k->min_blocks) return TK_OK;
     if (L->plan->producer_warps)
-        return tk_lw_fail(L, TK_ERR_UNSUPPORTED, "kernel '%s' is warp-specialized on this target "
+        return tk_lw_fail(L, TK_ERR_UNSUPPORTED,
+                          "kernel '%s' is warp-specialized on this target "
                           "(one block per SM, registers set by setmaxnreg): maxnreg and "
-                          "min_blocks do not apply", k->name);
+                          "min_blocks do not apply",
+                          k->name);
     if (k->maxnreg) fn_attr_int(L, "nvvm.maxnreg", k->maxnreg);
     if (k->min_blocks) fn_attr_int(L, "nvvm.minctasm", k->min_blocks);
     return TK_OK;
@@ -171,8 +168,7 @@ static tk_status occupancy(tk_lower *L) {
 static tk_status build_entry(tk_lower *L) {
     LLVMTypeRef tys[TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1]; /* as tk_launch's slots */
     int n = param_types(L, tys, (int)(sizeof tys / sizeof tys[0]));
-    if (n < 0)
-        return tk_lw_fail(L, TK_ERR_LLVM, "too many parameter slots");
+    if (n < 0) return tk_lw_fail(L, TK_ERR_LLVM, "too many parameter slots");
     LLVMTypeRef fty = LLVMFunctionType(L->vd, tys, (unsigned)n, 0);
     L->fn = LLVMAddFunction(L->m, L->k->name, fty);
     LLVMSetFunctionCallConv(L->fn, 71); /* PTX_Kernel: an .entry */
@@ -186,8 +182,7 @@ static tk_status build_entry(tk_lower *L) {
     if (L->plan->producer_warps)
         LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
                                 LLVMCreateStringAttribute(L->c, "nvvm.minctasm", 13, "1", 1));
-    if (occupancy(L) != TK_OK)
-        return L->dg->st;
+    if (occupancy(L) != TK_OK) return L->dg->st;
     LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, L->fn, "entry"));
 
     /* extern __shared__ __align__(128) char tk_smem[]; */
@@ -196,8 +191,7 @@ static tk_status build_entry(tk_lower *L) {
     LLVMSetAlignment(L->smem, TK_SMEM_ALIGN);
 
     init_ids(L);
-    if (bind_params(L) != TK_OK)
-        return L->dg->st;
+    if (bind_params(L) != TK_OK) return L->dg->st;
     tk_tma_entry(L);
     return L->dg->st;
 }
@@ -208,24 +202,20 @@ static tk_status build_entry(tk_lower *L) {
 static bool is_init(const tk_op *op, int i) { return op->opc == TK_OP_FOR && i >= 3; }
 
 static void note_uses(tk_lower *L, const tk_region *r) {
-    if (!r)
-        return;
+    if (!r) return;
     TK_FOREACH_OP(r, op) {
         for (int i = 0; i < op->nopnds; i++) {
             uint32_t id = op->opnds[i] ? op->opnds[i]->id : 0;
-            if (id == 0 || id >= L->nvals || is_init(op, i))
-                continue;
+            if (id == 0 || id >= L->nvals || is_init(op, i)) continue;
             bool mma = op->opc == TK_OP_MMA && i < 2;
             L->use[id] |= !mma ? TK_USE_OTHER : i == 0 ? TK_USE_MMA_A : TK_USE_MMA_B;
         }
-        for (int i = 0; i < 2; i++)
-            note_uses(L, op->regions[i]);
+        for (int i = 0; i < 2; i++) note_uses(L, op->regions[i]);
     }
 }
 
 static bool or_use(tk_lower *L, const tk_value *v, uint8_t u) {
-    if (!v || v->id == 0 || v->id >= L->nvals || (L->use[v->id] | u) == L->use[v->id])
-        return false;
+    if (!v || v->id == 0 || v->id >= L->nvals || (L->use[v->id] | u) == L->use[v->id]) return false;
     L->use[v->id] |= u;
     return true;
 }
@@ -237,25 +227,23 @@ static bool or_use(tk_lower *L, const tk_value *v, uint8_t u) {
  * anything changed (nested regions need another round). */
 static bool carry_uses(tk_lower *L, const tk_region *r) {
     bool changed = false;
-    if (!r)
-        return false;
+    if (!r) return false;
     TK_FOREACH_OP(r, op) {
         for (int i = 0; i < 2; i++) {
             const tk_region *sub = op->regions[i];
-            if (!sub)
-                continue;
+            if (!sub) continue;
             changed |= carry_uses(L, sub);
             bool loop = op->opc == TK_OP_FOR;
             for (int y = 0; y < sub->nyield; y++) {
                 uint8_t u = y < op->nres && op->res[y] && op->res[y]->id < L->nvals
-                                ? L->use[op->res[y]->id] : TK_USE_OTHER;
+                                ? L->use[op->res[y]->id]
+                                : TK_USE_OTHER;
                 if (loop && 1 + y < sub->nargs && sub->args[1 + y]->id < L->nvals)
                     u |= L->use[sub->args[1 + y]->id];
                 else if (loop)
                     u = TK_USE_OTHER;
                 changed |= or_use(L, sub->yield[y], u);
-                if (loop && 3 + y < op->nopnds)
-                    changed |= or_use(L, op->opnds[3 + y], u);
+                if (loop && 3 + y < op->nopnds) changed |= or_use(L, op->opnds[3 + y], u);
             }
         }
     }
@@ -267,12 +255,10 @@ static bool carry_uses(tk_lower *L, const tk_region *r) {
  * must be for this target), else one made into *own. */
 static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch,
                               const tk_plan *plan, tk_plan *own) {
-    if (!k)
-        return tk_lw_fail(L, TK_ERR_INVALID_ARG, "kernel is NULL");
+    if (!k) return tk_lw_fail(L, TK_ERR_INVALID_ARG, "kernel is NULL");
     if (k->status != TK_OK)
         return tk_lw_fail(L, TK_ERR_STATE, "kernel '%s' has an error: %s", k->name, k->error);
-    if (!k->finished)
-        return tk_lw_fail(L, TK_ERR_STATE, "kernel '%s' is not finished", k->name);
+    if (!k->finished) return tk_lw_fail(L, TK_ERR_STATE, "kernel '%s' is not finished", k->name);
     L->tgt = tk_target_find(arch);
     if (!L->tgt) {
         char known[128];
@@ -281,10 +267,8 @@ static tk_status check_kernel(tk_lower *L, const tk_kernel *k, const char *arch,
                           arch ? arch : "(null)", known);
     }
     if (plan && plan->tgt != L->tgt)
-        return tk_lw_fail(L, TK_ERR_STATE, "the plan was made for another target than '%s'",
-                          arch);
-    if (!plan)
-        tk_plan_make(k, L->tgt, own);
+        return tk_lw_fail(L, TK_ERR_STATE, "the plan was made for another target than '%s'", arch);
+    if (!plan) tk_plan_make(k, L->tgt, own);
     L->plan = plan ? plan : own;
     return TK_OK;
 }
@@ -343,8 +327,7 @@ static tk_status emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, char **out
 /* The body with the sync strategy the plan calls for: lockstep, lockstep
  * with the copy engine's ring, or split into producer and consumers. */
 static tk_status lower_body(tk_lower *L) {
-    if (L->plan->producer_warps)
-        return tk_lower_split(L);
+    if (L->plan->producer_warps) return tk_lower_split(L);
     L->sync = L->plan->nmaps ? &tk_sync_ring : &tk_sync_lockstep;
     return tk_lower_region(L, L->k->body);
 }
@@ -359,22 +342,16 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     L->nvals = L->k->nvalues + 1;
     L->vals = tk_lw_alloc(L, L->nvals * sizeof *L->vals);
     L->use = tk_lw_alloc(L, L->nvals);
-    if (!L->vals || !L->use)
-        return L->dg->st;
+    if (!L->vals || !L->use) return L->dg->st;
     note_uses(L, L->k->body);
-    while (carry_uses(L, L->k->body)) {
-    }
-    if (build_entry(L) != TK_OK)
-        return L->dg->st;
-    if (lower_body(L) != TK_OK)
-        return L->dg->st;
+    while (carry_uses(L, L->k->body)) {}
+    if (build_entry(L) != TK_OK) return L->dg->st;
+    if (lower_body(L) != TK_OK) return L->dg->st;
     LLVMBuildRetVoid(L->b);
     double t1 = tk_now_ms();
-    if (verify(L) != TK_OK)
-        return L->dg->st;
+    if (verify(L) != TK_OK) return L->dg->st;
     double t2 = tk_now_ms();
-    if (optimize(L, tm) != TK_OK)
-        return L->dg->st;
+    if (optimize(L, tm) != TK_OK) return L->dg->st;
     double t3 = tk_now_ms();
     tk_status s = emit(L, tm, ptx, out);
     *t = (tk_lower_times){t1 - t0, t2 - t1, t3 - t2, tk_now_ms() - t3};
@@ -387,8 +364,7 @@ static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, 
     tk_diag diag = {0}; /* this call's own: a fresh lowering starts with no failure */
     tk_lower L = {.k = k, .sync = &tk_sync_lockstep, .dg = &diag};
     tk_plan own;
-    if (!out)
-        return tk_diag_fail(dg, TK_ERR_INVALID_ARG, "output pointer is NULL");
+    if (!out) return tk_diag_fail(dg, TK_ERR_INVALID_ARG, "output pointer is NULL");
     *out = NULL;
     if (check_kernel(&L, k, arch, plan, &own) != TK_OK)
         return tk_diag_fail(dg, diag.st, "%s", diag.msg);
@@ -405,8 +381,7 @@ static tk_status run(const tk_kernel *k, const char *arch, const tk_plan *plan, 
     LLVMDisposeModule(L.m);
     LLVMContextDispose(L.c);
     tk_lw_free_all(&L);
-    if (diag.st == TK_OK)
-        return TK_OK;
+    if (diag.st == TK_OK) return TK_OK;
     free(*out);
     *out = NULL;
     return tk_diag_fail(dg, diag.st, "%s", diag.msg);
@@ -421,8 +396,8 @@ tk_status tk_lower_ptx_plan(const tk_kernel *k, const char *arch, const tk_plan 
     return run(k, arch, plan, true, ptx, NULL, dg);
 }
 
-tk_status tk_lower_ptx_timed(const tk_kernel *k, const char *arch, const tk_plan *plan,
-                             char **ptx, tk_lower_times *t, tk_diag *dg) {
+tk_status tk_lower_ptx_timed(const tk_kernel *k, const char *arch, const tk_plan *plan, char **ptx,
+                             tk_lower_times *t, tk_diag *dg) {
     *t = (tk_lower_times){0, 0, 0, 0};
     return run(k, arch, plan, true, ptx, t, dg);
 }

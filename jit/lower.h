@@ -26,8 +26,8 @@ typedef struct tk_lower_times {
     double build_ms, verify_ms, opt_ms, emit_ms;
 } tk_lower_times;
 /* tk_lower_ptx_plan, also reporting its stages' times into *t (not NULL). */
-tk_status tk_lower_ptx_timed(const tk_kernel *k, const char *arch, const tk_plan *plan,
-                             char **ptx, tk_lower_times *t, tk_diag *dg);
+tk_status tk_lower_ptx_timed(const tk_kernel *k, const char *arch, const tk_plan *plan, char **ptx,
+                             tk_lower_times *t, tk_diag *dg);
 /* Textual LLVM IR after lowering and optimization; *text is malloc'd. */
 tk_status tk_lower_llvm_text(const tk_kernel *k, const char *arch, char **text, tk_diag *dg);
 

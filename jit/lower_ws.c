@@ -20,8 +20,10 @@ static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
 static tk_status lower_role(tk_lower *L, const tk_sync_ops *sync) {
     bool prod = sync->role == TK_ROLE_PRODUCER;
     LLVMValueRef n = i32c(L, prod ? L->plan->producer_regs : L->plan->consumer_regs);
-    tk_lw_intrin(L, prod ? "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32"
-                         : "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32", NULL, 0, &n, 1);
+    tk_lw_intrin(L,
+                 prod ? "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32"
+                      : "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
+                 NULL, 0, &n, 1);
     if (prod) { /* only the warpgroup's first warp goes on */
         LLVMBasicBlockRef run = tk_lw_block(L, "ws.produce"), quit = tk_lw_block(L, "ws.quit");
         LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, L->warp, i32c(L, L->k->warps), ""),
@@ -41,15 +43,13 @@ static tk_status lower_role(tk_lower *L, const tk_sync_ops *sync) {
 
 tk_status tk_lower_split(tk_lower *L) {
     tk_lv *params = tk_lw_alloc(L, L->nvals * sizeof *params);
-    if (!params)
-        return L->dg->st;
+    if (!params) return L->dg->st;
     memcpy(params, L->vals, L->nvals * sizeof *params); /* what the entry defined */
     LLVMBasicBlockRef prod = tk_lw_block(L, "ws.producer"), cons = tk_lw_block(L, "ws.consumer");
-    LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntUGE, L->warp, i32c(L, L->k->warps), ""),
-                    prod, cons);
+    LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntUGE, L->warp, i32c(L, L->k->warps), ""), prod,
+                    cons);
     LLVMPositionBuilderAtEnd(L->b, prod);
-    if (lower_role(L, &tk_sync_producer) != TK_OK)
-        return L->dg->st;
+    if (lower_role(L, &tk_sync_producer) != TK_OK) return L->dg->st;
     L->sync->wait(L, 0); /* its fallback copies land before the warp exits */
     LLVMBuildRetVoid(L->b);
     memcpy(L->vals, params, L->nvals * sizeof *params);

@@ -69,16 +69,14 @@
 /* The SHARED op behind a copy's smem operand (direct or through STAGE). */
 static const tk_op *shared_of(const tk_value *v) {
     const tk_op *d = v ? v->def : NULL;
-    if (d && d->opc == TK_OP_STAGE)
-        d = d->opnds[0]->def;
+    if (d && d->opc == TK_OP_STAGE) d = d->opnds[0]->def;
     return d && d->opc == TK_OP_SHARED ? d : NULL;
 }
 
 /* The kernel parameter a view is, or -1. */
 static int param_of(const tk_kernel *k, const tk_value *v) {
     for (int i = 0; i < k->nparams; i++)
-        if (k->params[i] == v)
-            return i;
+        if (k->params[i] == v) return i;
     return -1;
 }
 
@@ -86,13 +84,11 @@ static int param_of(const tk_kernel *k, const tk_value *v) {
  * memory through the async proxy, which the kernel's own stores would need a
  * global proxy fence to reach, so such tensors stay on cp.async. */
 static void mark_written(const tk_kernel *k, const tk_region *r, uint64_t *mask) {
-    if (!r)
-        return;
+    if (!r) return;
     TK_FOREACH_OP(r, op) {
-        int p = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G
-                    ? param_of(k, op->opnds[0]) : -1;
-        if (p >= 0)
-            *mask |= (uint64_t)1 << p;
+        int p = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G ? param_of(k, op->opnds[0])
+                                                                        : -1;
+        if (p >= 0) *mask |= (uint64_t)1 << p;
         mark_written(k, op->regions[0], mask);
         mark_written(k, op->regions[1], mask);
     }
@@ -114,10 +110,13 @@ static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, t
         tk_smem_stage_bytes(st) % TK_TMA_ALIGN)
         return false;
     int sw = tk_smem_swizzle_bytes(st);
-    if (!sw)
-        return false;
-    *m = (tk_tma_map){.param = p, .rank = view->type.rank, .dtype = st->dtype,
-                      .box_rows = st->rows, .box_cols = sw / (int)esz, .swizzle = sw};
+    if (!sw) return false;
+    *m = (tk_tma_map){.param = p,
+                      .rank = view->type.rank,
+                      .dtype = st->dtype,
+                      .box_rows = st->rows,
+                      .box_cols = sw / (int)esz,
+                      .swizzle = sw};
     return true;
 }
 
@@ -145,20 +144,16 @@ static void add_copy(tk_plan *plan, const tk_op *op, const tk_tma_map *m) {
  * under control flow that not every warp takes alike: the ring counts one
  * arrival per warp per group, so every warp must commit every group. */
 static bool walk(const tk_kernel *k, const tk_region *r, bool uniform, tk_plan *plan) {
-    if (!r)
-        return true;
+    if (!r) return true;
     TK_FOREACH_OP(r, op) {
         tk_tma_map m;
         if ((op->opc == TK_OP_ASYNC_COMMIT || op->opc == TK_OP_ASYNC_WAIT) && !uniform)
             return false;
-        if (eligible(k, plan, op, &m))
-            add_copy(plan, op, &m);
+        if (eligible(k, plan, op, &m)) add_copy(plan, op, &m);
         bool u = uniform;
         int nctl = op->opc == TK_OP_IF ? 1 : op->opc == TK_OP_FOR ? 3 : 0;
-        for (int i = 0; i < nctl; i++)
-            u = u && op->opnds[i]->uni == TK_UNI_BLOCK;
-        if (!walk(k, op->regions[0], u, plan) || !walk(k, op->regions[1], u, plan))
-            return false;
+        for (int i = 0; i < nctl; i++) u = u && op->opnds[i]->uni == TK_UNI_BLOCK;
+        if (!walk(k, op->regions[0], u, plan) || !walk(k, op->regions[1], u, plan)) return false;
     }
     return true;
 }
@@ -179,11 +174,10 @@ static size_t smem_extra(const tk_plan *plan) {
  * whose swizzle patterns start at TK_TMA_ALIGN boundaries like the copy
  * engine's: the shared base must then be aligned as for maps. */
 static bool uses_descriptors(const tk_region *r) {
-    if (!r)
-        return false;
+    if (!r) return false;
     TK_FOREACH_OP(r, op) {
-        if (op->opc == TK_OP_WGMMA ||
-            uses_descriptors(op->regions[0]) || uses_descriptors(op->regions[1]))
+        if (op->opc == TK_OP_WGMMA || uses_descriptors(op->regions[0]) ||
+            uses_descriptors(op->regions[1]))
             return true;
     }
     return false;
@@ -203,8 +197,7 @@ static bool has(const uint64_t *set, uint32_t id) { return set[id / 64] >> (id %
 
 /* Adds id to set; whether it was new. */
 static bool add(uint64_t *set, uint32_t id) {
-    if (has(set, id))
-        return false;
+    if (has(set, id)) return false;
     set[id / 64] |= (uint64_t)1 << (id % 64);
     return true;
 }
@@ -227,21 +220,16 @@ static bool need_slot(tk_ws_slice *s, const tk_op *op, int i) {
     bool ch = need_val(s, op->res[i]);
     for (int r = 0; r < 2; r++) {
         const tk_region *g = op->regions[r];
-        if (!g)
-            continue;
-        if (op->opc == TK_OP_FOR)
-            ch |= need_val(s, g->args[1 + i]);
-        if (i < g->nyield)
-            ch |= need_val(s, g->yield[i]);
+        if (!g) continue;
+        if (op->opc == TK_OP_FOR) ch |= need_val(s, g->args[1 + i]);
+        if (i < g->nyield) ch |= need_val(s, g->yield[i]);
     }
-    if (op->opc == TK_OP_FOR)
-        ch |= need_val(s, op->opnds[3 + i]);
+    if (op->opc == TK_OP_FOR) ch |= need_val(s, op->opnds[3 + i]);
     return ch;
 }
 
 static bool slot_needed(const tk_ws_slice *s, const tk_op *op, int i) {
-    if (has(s->val, op->res[i]->id))
-        return true;
+    if (has(s->val, op->res[i]->id)) return true;
     return op->opc == TK_OP_FOR && has(s->val, op->regions[0]->args[1 + i]->id);
 }
 
@@ -254,23 +242,18 @@ static bool mark(const tk_plan *plan, const tk_region *r, tk_ws_slice *s, bool *
     TK_FOREACH_OP(r, op) {
         bool need = is_root(plan, op);
         for (int i = 0; i < 2; i++)
-            if (op->regions[i] && mark(plan, op->regions[i], s, ch))
-                need = true;
+            if (op->regions[i] && mark(plan, op->regions[i], s, ch)) need = true;
         bool ctl = op->opc == TK_OP_FOR || op->opc == TK_OP_IF;
         for (int i = 0; i < op->nres; i++) {
-            if (!slot_needed(s, op, i))
-                continue;
+            if (!slot_needed(s, op, i)) continue;
             need = true;
-            if (ctl)
-                *ch |= need_slot(s, op, i);
+            if (ctl) *ch |= need_slot(s, op, i);
         }
-        if (!need)
-            continue;
+        if (!need) continue;
         any = true;
         *ch |= add(s->op, op->id);
         int nread = op->opc == TK_OP_FOR ? 3 : op->opc == TK_OP_IF ? 1 : op->nopnds;
-        for (int i = 0; i < nread; i++)
-            *ch |= need_val(s, op->opnds[i]);
+        for (int i = 0; i < nread; i++) *ch |= need_val(s, op->opnds[i]);
     }
     return any;
 }
@@ -283,15 +266,16 @@ static bool uniform_scalar(const tk_value *v) {
  * control flow (carrying scalars only), and the roots. */
 static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op) {
     switch (op->opc) {
-    case TK_OP_WARP_ID: case TK_OP_WARPGROUP_ID: case TK_OP_LANE_ID:
-        return false;
-    case TK_OP_SHARED: case TK_OP_STAGE: case TK_OP_DIM: case TK_OP_ASYNC_COMMIT:
-    case TK_OP_BARRIER:
-        return true;
-    case TK_OP_COPY_G2S:
-        return is_root(plan, op);
-    default:
-        break;
+    case TK_OP_WARP_ID:
+    case TK_OP_WARPGROUP_ID:
+    case TK_OP_LANE_ID: return false;
+    case TK_OP_SHARED:
+    case TK_OP_STAGE:
+    case TK_OP_DIM:
+    case TK_OP_ASYNC_COMMIT:
+    case TK_OP_BARRIER: return true;
+    case TK_OP_COPY_G2S: return is_root(plan, op);
+    default: break;
     }
     const char *fam = tk_op_infos[op->opc].family;
     bool ctl = !strcmp(fam, "control");
@@ -300,8 +284,7 @@ static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op)
     /* control flow: its bounds or condition, and the slots the slice keeps */
     int nread = op->opc == TK_OP_FOR ? 3 : op->opc == TK_OP_IF ? 1 : op->nopnds;
     for (int i = 0; i < nread; i++)
-        if (!uniform_scalar(op->opnds[i]))
-            return false;
+        if (!uniform_scalar(op->opnds[i])) return false;
     for (int i = 0; i < op->nres; i++)
         if ((!ctl || slot_needed(s, op, i)) && op->res[i]->type.kind != TK_KIND_SCALAR)
             return false;
@@ -315,20 +298,16 @@ static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op)
 static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, tk_ws_slice *s,
                   uint64_t *read) {
     TK_FOREACH_OP(r, op) {
-        if (is_async_copy(op) && tk_plan_copy_map(plan, op) < 0)
-            return false;
+        if (is_async_copy(op) && tk_plan_copy_map(plan, op) < 0) return false;
         bool sync_copy = op->opc == TK_OP_COPY_G2S && !is_async_copy(op);
-        if (op->opc == TK_OP_STORE_R2S || sync_copy)
-            s->consumer_sync = true;
+        if (op->opc == TK_OP_STORE_R2S || sync_copy) s->consumer_sync = true;
         int p = op->opc == TK_OP_LOAD_G2R ? param_of(k, op->opnds[0])
-                : sync_copy ? param_of(k, op->opnds[1]) : -1;
-        if (p >= 0)
-            *read |= (uint64_t)1 << p;
-        if (has(s->op, op->id) && !runnable(plan, s, op))
-            return false;
+                : sync_copy               ? param_of(k, op->opnds[1])
+                                          : -1;
+        if (p >= 0) *read |= (uint64_t)1 << p;
+        if (has(s->op, op->id) && !runnable(plan, s, op)) return false;
         for (int i = 0; i < 2; i++)
-            if (op->regions[i] && !check(k, plan, op->regions[i], s, read))
-                return false;
+            if (op->regions[i] && !check(k, plan, op->regions[i], s, read)) return false;
     }
     return true;
 }
@@ -336,9 +315,8 @@ static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, t
 /* Whether kernel k with the maps of `plan` splits; fills *s when it does. */
 static bool slice_make(const tk_kernel *k, const tk_plan *plan, tk_ws_slice *s) {
     memset(s, 0, sizeof *s);
-    if (!plan->nmaps || k->warps % 4 || k->warps < MIN_WARPS ||
-        k->warps + PRODUCER_WARPS > 32 || k->nops >= TK_WS_MAX_IDS ||
-        k->nvalues >= TK_WS_MAX_IDS)
+    if (!plan->nmaps || k->warps % 4 || k->warps < MIN_WARPS || k->warps + PRODUCER_WARPS > 32 ||
+        k->nops >= TK_WS_MAX_IDS || k->nvalues >= TK_WS_MAX_IDS)
         return false;
     bool ch = true;
     while (ch) {
@@ -346,8 +324,7 @@ static bool slice_make(const tk_kernel *k, const tk_plan *plan, tk_ws_slice *s) 
         mark(plan, k->body, s, &ch);
     }
     uint64_t read = 0;
-    if (!check(k, plan, k->body, s, &read))
-        return false;
+    if (!check(k, plan, k->body, s, &read)) return false;
     /* a barrier between a store and another warp's load of the same tensor */
     s->consumer_sync |= (read & plan->written) != 0;
     return true;
@@ -371,8 +348,7 @@ static int consumer_regs(int warps) {
 /* A producer warpgroup, when the slice can be split off and its release
  * rings fit. */
 static void plan_producer(const tk_kernel *k, tk_plan *plan) {
-    if (!plan->tgt->setmaxnreg || !slice_make(k, plan, &plan->slice))
-        return;
+    if (!plan->tgt->setmaxnreg || !slice_make(k, plan, &plan->slice)) return;
     plan->producer_warps = PRODUCER_WARPS;
     if (!fits(k, plan)) { /* no room for its release rings */
         plan->producer_warps = 0;
@@ -387,8 +363,7 @@ static void plan_producer(const tk_kernel *k, tk_plan *plan) {
 void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     memset(plan, 0, sizeof *plan);
     plan->tgt = tgt;
-    if (!k)
-        return;
+    if (!k) return;
     if (tgt && tgt->tma) {
         mark_written(k, k->body, &plan->written);
         if (!walk(k, k->body, true, plan) || !fits(k, plan))
@@ -414,13 +389,22 @@ tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out)
     if (!t) {
         char known[128];
         tk_target_names(known, sizeof known);
-        return tk_ctx_fail(ctx, TK_ERR_UNSUPPORTED, "tk_target_caps_get: unsupported arch '%s' "
-                           "(known: %s)", arch, known);
+        return tk_ctx_fail(ctx, TK_ERR_UNSUPPORTED,
+                           "tk_target_caps_get: unsupported arch '%s' "
+                           "(known: %s)",
+                           arch, known);
     }
-    *out = (tk_target_caps){.arch = t->arch, .llvm_cpu = t->cpu, .llvm_features = t->features,
-                            .sm = t->sm, .mma_sync = t->mma_sync, .ldmatrix = t->ldmatrix,
-                            .cp_async = t->cp_async, .stmatrix = t->stmatrix, .tma = t->tma,
-                            .wgmma = t->wgmma, .setmaxnreg = t->setmaxnreg,
+    *out = (tk_target_caps){.arch = t->arch,
+                            .llvm_cpu = t->cpu,
+                            .llvm_features = t->features,
+                            .sm = t->sm,
+                            .mma_sync = t->mma_sync,
+                            .ldmatrix = t->ldmatrix,
+                            .cp_async = t->cp_async,
+                            .stmatrix = t->stmatrix,
+                            .tma = t->tma,
+                            .wgmma = t->wgmma,
+                            .setmaxnreg = t->setmaxnreg,
                             .smem_per_block = (size_t)t->smem_max};
     return TK_OK;
 }

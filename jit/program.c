@@ -14,8 +14,7 @@
 #define TK_SMEM_DEFAULT_MAX (48u * 1024u)
 
 /* Copies the parameter list: what tk_launch checks and packs. */
-static void tk_program_sig(tk_program *p, const tk_kernel *k)
-{
+static void tk_program_sig(tk_program *p, const tk_kernel *k) {
     tk_sig_of(k, &p->sig);
     p->nslots = 0;
     for (int i = 0; i < k->nparams; i++) {
@@ -26,8 +25,7 @@ static void tk_program_sig(tk_program *p, const tk_kernel *k)
 }
 
 tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_program **out,
-                         tk_diag *dg)
-{
+                         tk_diag *dg) {
     *out = NULL;
     tk_program *p = calloc(1, sizeof *p);
     if (!p || !(p->name = strdup(k->name ? k->name : ""))) {
@@ -49,13 +47,11 @@ tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_p
 }
 
 /* Function attributes a launch relies on. */
-static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg)
-{
+static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg) {
     const tk_cuda *cu = p->cu;
     tk_status s = tk_cuda_check(cu, cu->cuModuleGetFunction(&p->fn, p->mod, p->name),
                                 "cuModuleGetFunction", dg);
-    if (s != TK_OK || p->plan.smem <= TK_SMEM_DEFAULT_MAX)
-        return s;
+    if (s != TK_OK || p->plan.smem <= TK_SMEM_DEFAULT_MAX) return s;
     if (cu->max_smem_optin > 0 && p->plan.smem > (size_t)cu->max_smem_optin)
         return tk_diag_fail(dg, TK_ERR_UNSUPPORTED,
                             "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
@@ -67,12 +63,10 @@ static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg)
                          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", dg);
 }
 
-tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, tk_diag *dg)
-{
+tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, tk_diag *dg) {
     CUmodule mod = NULL;
     tk_status s = tk_cuda_check(cu, cu->cuModuleLoadData(&mod, cubin), "cuModuleLoadData", dg);
-    if (s != TK_OK)
-        return s;
+    if (s != TK_OK) return s;
     p->cu = tk_cuda_ref(cu);
     p->mod = mod;
     const char *off = getenv("TK_NO_TMA"); /* A/B runs and a test of the fallback */
@@ -88,22 +82,18 @@ tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, tk_diag
     return s;
 }
 
-tk_program *tk_program_retain(tk_program *p)
-{
+tk_program *tk_program_retain(tk_program *p) {
     atomic_fetch_add(&p->refs, 1);
     return p;
 }
 
-void tk_program_release(tk_program *p)
-{
-    if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
-        return;
+void tk_program_release(tk_program *p) {
+    if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
     if (p->mod) {
         /* The module belongs to the primary context: make it current first
          * (this thread may never have used the GPU). */
         tk_diag dg = {0};
-        if (tk_cuda_enter(p->cu, &dg) == TK_OK)
-            p->cu->cuModuleUnload(p->mod);
+        if (tk_cuda_enter(p->cu, &dg) == TK_OK) p->cu->cuModuleUnload(p->mod);
     }
     tk_cuda_unref(p->cu);
     tk_grid_free(&p->grid);
@@ -111,8 +101,7 @@ void tk_program_release(tk_program *p)
     free(p);
 }
 
-tk_origin tk_program_origin(const tk_program *p)
-{
+tk_origin tk_program_origin(const tk_program *p) {
     return p ? (tk_origin)atomic_load(&((tk_program *)p)->origin) : TK_FROM_COMPILE;
 }
 

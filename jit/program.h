@@ -15,17 +15,17 @@
 #include "ops/nv/plan.h"
 
 struct tk_program {
-    atomic_int refs;       /* users + the memory cache                       */
-    atomic_int origin;     /* tk_origin of the latest tk_compile             */
-    tk_ctx *ctx;           /* where launch errors are reported (not owned)   */
-    tk_cuda *cu;           /* a reference, once a module is loaded           */
+    atomic_int refs;   /* users + the memory cache                       */
+    atomic_int origin; /* tk_origin of the latest tk_compile             */
+    tk_ctx *ctx;       /* where launch errors are reported (not owned)   */
+    tk_cuda *cu;       /* a reference, once a module is loaded           */
     CUmodule mod;
     CUfunction fn;
-    char *name;            /* kernel (= PTX entry) name                      */
-    tk_plan plan;          /* made once (jit/plan.c): the lowering reads it,
+    char *name;   /* kernel (= PTX entry) name                      */
+    tk_plan plan; /* made once (jit/plan.c): the lowering reads it,
                               tk_launch takes threads, smem and maps from it */
-    bool tma_off;          /* TK_NO_TMA was set at load: encode no maps      */
-    tk_sig sig;            /* the kernel's, checked by tk_launch (ir/sig.c)  */
+    bool tma_off; /* TK_NO_TMA was set at load: encode no maps      */
+    tk_sig sig;   /* the kernel's, checked by tk_launch (ir/sig.c)  */
     int32_t nslots;
     tk_grid_prog grid;
 };

@@ -19,19 +19,16 @@ extern char **environ;
 /* Bytes of a tool's output kept for messages; the rest is drained. */
 #define TK_CAPTURE_MAX 16384
 
-static bool tk_is_exec(const char *path)
-{
+static bool tk_is_exec(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
 /* Runs argv[0] with stdout+stderr captured into out (NUL-terminated,
  * truncated to outn). Returns the exit status, or -1 with errno. */
-static int tk_run_capture(char *const argv[], char *out, size_t outn)
-{
+static int tk_run_capture(char *const argv[], char *out, size_t outn) {
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -50,13 +47,10 @@ static int tk_run_capture(char *const argv[], char *out, size_t outn)
     char chunk[4096];
     for (;;) {
         ssize_t r = read(fds[0], chunk, sizeof chunk);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
         size_t take = outn > len + 1 ? outn - len - 1 : 0;
-        if (take > (size_t)r)
-            take = (size_t)r;
+        if (take > (size_t)r) take = (size_t)r;
         memcpy(out + len, chunk, take);
         len += take;
     }
@@ -64,14 +58,12 @@ static int tk_run_capture(char *const argv[], char *out, size_t outn)
     close(fds[0]);
     int st;
     while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
+        if (errno != EINTR) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
 /* The first executable `ptxas` in $PATH. */
-static bool tk_ptxas_on_path(char *buf, size_t n)
-{
+static bool tk_ptxas_on_path(char *buf, size_t n) {
     const char *path = getenv("PATH");
     while (path && *path) {
         const char *end = strchr(path, ':');
@@ -85,10 +77,9 @@ static bool tk_ptxas_on_path(char *buf, size_t n)
 }
 
 /* The last non-empty line of `ptxas --version` identifies the build. */
-static tk_status tk_ptxas_version(tk_ptxas *p, tk_diag *dg)
-{
+static tk_status tk_ptxas_version(tk_ptxas *p, tk_diag *dg) {
     char out[TK_CAPTURE_MAX];
-    char *argv[] = { p->path, (char *)"--version", NULL };
+    char *argv[] = {p->path, (char *)"--version", NULL};
     int rc = tk_run_capture(argv, out, sizeof out);
     if (rc != 0)
         return tk_diag_fail(dg, TK_ERR_PTXAS, "%s --version failed (%s): %s", p->path,
@@ -98,16 +89,14 @@ static tk_status tk_ptxas_version(tk_ptxas *p, tk_diag *dg)
         out[--len] = '\0';
     const char *last = strrchr(out, '\n');
     last = last ? last + 1 : out;
-    if (!*last)
-        return tk_diag_fail(dg, TK_ERR_PTXAS, "%s --version printed nothing", p->path);
+    if (!*last) return tk_diag_fail(dg, TK_ERR_PTXAS, "%s --version printed nothing", p->path);
     size_t n = strlen(last) < sizeof p->version ? strlen(last) : sizeof p->version - 1;
     memcpy(p->version, last, n); /* a build line is short; cut, it still identifies */
     p->version[n] = '\0';
     return TK_OK;
 }
 
-tk_status tk_ptxas_find(tk_ptxas *p, tk_diag *dg)
-{
+tk_status tk_ptxas_find(tk_ptxas *p, tk_diag *dg) {
     memset(p, 0, sizeof *p);
     const char *env = getenv("TK_PTXAS");
     if (env && *env) {
@@ -118,19 +107,18 @@ tk_status tk_ptxas_find(tk_ptxas *p, tk_diag *dg)
     } else if (!tk_ptxas_on_path(p->path, sizeof p->path)) {
         snprintf(p->path, sizeof p->path, "/usr/local/cuda/bin/ptxas");
         if (!tk_is_exec(p->path))
-            return tk_diag_fail(dg, TK_ERR_PTXAS,
-                           "ptxas not found (set TK_PTXAS, add it to PATH, or install the CUDA "
-                                "toolkit in /usr/local/cuda)");
+            return tk_diag_fail(
+                dg, TK_ERR_PTXAS,
+                "ptxas not found (set TK_PTXAS, add it to PATH, or install the CUDA "
+                "toolkit in /usr/local/cuda)");
     }
     return tk_ptxas_version(p, dg);
 }
 
 /* Writes the PTX into dir/k.ptx. */
-static tk_status tk_write_ptx(const char *path, const char *ptx, tk_diag *dg)
-{
+static tk_status tk_write_ptx(const char *path, const char *ptx, tk_diag *dg) {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return tk_diag_fail(dg, TK_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    if (fd < 0) return tk_diag_fail(dg, TK_ERR_IO, "cannot create %s: %s", path, strerror(errno));
     int bad = tk_write_all(fd, ptx, strlen(ptx));
     int e = errno;
     if (close(fd) != 0 && !bad) {
@@ -141,22 +129,21 @@ static tk_status tk_write_ptx(const char *path, const char *ptx, tk_diag *dg)
 }
 
 /* Runs ptxas inside the private directory `dir`, reading the cubin back. */
-static tk_status tk_ptxas_in(const tk_ptxas *p, const char *dir, const char *ptx,
-                             const char *arch, void **cubin, size_t *n, tk_diag *dg)
-{
+static tk_status tk_ptxas_in(const tk_ptxas *p, const char *dir, const char *ptx, const char *arch,
+                             void **cubin, size_t *n, tk_diag *dg) {
     char in[PATH_MAX + 16], outp[PATH_MAX + 16], archopt[32], log[TK_CAPTURE_MAX];
     snprintf(in, sizeof in, "%s/k.ptx", dir);
     snprintf(outp, sizeof outp, "%s/k.cubin", dir);
     snprintf(archopt, sizeof archopt, "-arch=%s", arch);
     tk_status s = tk_write_ptx(in, ptx, dg);
     if (s == TK_OK) {
-        char *argv[] = { (char *)p->path, archopt, (char *)"-o", outp, in, NULL };
+        char *argv[] = {(char *)p->path, archopt, (char *)"-o", outp, in, NULL};
         int rc = tk_run_capture(argv, log, sizeof log);
         if (rc < 0)
             s = tk_diag_fail(dg, TK_ERR_PTXAS, "cannot run %s: %s", p->path, strerror(errno));
         else if (rc != 0)
-            s = tk_diag_fail(dg, TK_ERR_PTXAS, "ptxas -arch=%s failed (exit %d):\n%s", arch,
-                             rc, log);
+            s = tk_diag_fail(dg, TK_ERR_PTXAS, "ptxas -arch=%s failed (exit %d):\n%s", arch, rc,
+                             log);
         else if (tk_read_file(outp, cubin, n) != 0)
             s = tk_diag_fail(dg, TK_ERR_PTXAS, "ptxas wrote no cubin %s: %s", outp,
                              strerror(errno));
@@ -167,8 +154,7 @@ static tk_status tk_ptxas_in(const tk_ptxas *p, const char *dir, const char *ptx
 }
 
 tk_status tk_ptxas_compile(const tk_ptxas *p, const char *ptx, const char *arch, void **cubin,
-                           size_t *n, tk_diag *dg)
-{
+                           size_t *n, tk_diag *dg) {
     *cubin = NULL;
     *n = 0;
     if (!tk_arch_valid(arch))
@@ -177,8 +163,8 @@ tk_status tk_ptxas_compile(const tk_ptxas *p, const char *ptx, const char *arch,
     char dir[PATH_MAX];
     if ((size_t)snprintf(dir, sizeof dir, "%s/tk-ptxas-XXXXXX", tk_tmpdir()) >= sizeof dir ||
         !mkdtemp(dir))
-        return tk_diag_fail(dg, TK_ERR_IO, "cannot create a temp directory in %s: %s",
-                            tk_tmpdir(), strerror(errno));
+        return tk_diag_fail(dg, TK_ERR_IO, "cannot create a temp directory in %s: %s", tk_tmpdir(),
+                            strerror(errno));
     tk_status s = tk_ptxas_in(p, dir, ptx, arch, cubin, n, dg);
     rmdir(dir);
     return s;

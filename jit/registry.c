@@ -91,7 +91,10 @@ tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void 
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (!def || !def->build || !out || (!key && def->key_size))
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_registry_program: %s is NULL",
-                           !def ? "def" : !def->build ? "def->build" : !out ? "out" : "key");
+                           !def          ? "def"
+                           : !def->build ? "def->build"
+                           : !out        ? "out"
+                                         : "key");
     tk_memo *m = tk_ctx_slot(ctx, &memo_slot);
     if (!m) return TK_ERR_NO_MEMORY; /* tk_ctx_slot says why */
     double t0 = tk_now_ms();
@@ -133,24 +136,30 @@ tk_status tk_registry_set_compile(tk_ctx *ctx, tk_registry_compile_fn compile) {
     return TK_OK;
 }
 
-tk_status tk_params_read(tk_ctx *ctx, const char *fn, const void *src, void *dst,
-                         size_t dst_size, size_t min_size) {
+tk_status tk_params_read(tk_ctx *ctx, const char *fn, const void *src, void *dst, size_t dst_size,
+                         size_t min_size) {
     memset(dst, 0, dst_size);
     if (!src) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
     size_t size;
     memcpy(&size, src, sizeof size);
     if (size == 0)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params.struct_size is 0; set it "
-                                "to sizeof the struct (its TK_..._PARAMS_INIT does)", fn);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: params.struct_size is 0; set it "
+                                "to sizeof the struct (its TK_..._PARAMS_INIT does)",
+                                fn);
     if (size < min_size)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params.struct_size is %zu; the "
-                                "smallest layout is %zu bytes", fn, size, min_size);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: params.struct_size is %zu; the "
+                                "smallest layout is %zu bytes",
+                                fn, size, min_size);
     /* A newer caller's struct: what this library cannot read must be unset. */
     for (size_t i = dst_size; i < size; i++)
         if (((const unsigned char *)src)[i])
-            return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED, "%s: params.struct_size is %zu and "
+            return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                    "%s: params.struct_size is %zu and "
                                     "sets fields past byte %zu, which this library (%s) does "
-                                    "not know", fn, size, dst_size, tk_version());
+                                    "not know",
+                                    fn, size, dst_size, tk_version());
     memcpy(dst, src, size < dst_size ? size : dst_size);
     memcpy(dst, &dst_size, sizeof dst_size);
     return TK_OK;

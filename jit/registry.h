@@ -55,8 +55,8 @@ void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n);
  * behaviour). A NULL src, a struct_size of 0 or below min_size (the end of
  * the first layout), or a larger struct with non-zero bytes this library does
  * not know is an error whose message names fn. */
-tk_status tk_params_read(tk_ctx *ctx, const char *fn, const void *src, void *dst,
-                         size_t dst_size, size_t min_size);
+tk_status tk_params_read(tk_ctx *ctx, const char *fn, const void *src, void *dst, size_t dst_size,
+                         size_t min_size);
 
 /* ---- For tests ----------------------------------------------------------- */
 /* How the memo compiles a built kernel; tk_compile unless a test (without a

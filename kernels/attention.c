@@ -68,8 +68,8 @@
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
-#define BQ 128 /* query rows per block */
-#define BKV 64 /* keys per tile        */
+#define BQ  128 /* query rows per block */
+#define BKV 64  /* keys per tile        */
 /* Lazy rescale: how far (log2 units) a row's max may outgrow the reference
  * m before the warp rescales; P ≤ 2^8 = 256 is exact enough in bf16/f16 and
  * leaves f32 l and O ample range. */
@@ -79,8 +79,8 @@ typedef struct attn {
     tk_kernel *k;
     tk_dtype dt;
     int D, causal;
-    int wrows;            /* query rows per warp                              */
-    int q_shared;         /* Q re-read from shared memory, not in registers  */
+    int wrows;    /* query rows per warp                              */
+    int q_shared; /* Q re-read from shared memory, not in registers  */
     tk_value *Q, *K, *V, *O, *L;
     tk_value *b, *h, *hk; /* batch, query head, kv head                      */
     tk_value *sK, *sV;    /* 2-stage shared rings                              */
@@ -163,8 +163,8 @@ static void build(attn *a) {
      * and a masked -inf score times c stays -inf (0 · -inf would be NaN).
      * scale <= 0 thus acts as the tiniest positive scale: uniform weights,
      * the limit of scale -> 0. */
-    tk_value *scale2 = tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)),
-                              tk_const_f32(k, FLT_MIN));
+    tk_value *scale2 =
+        tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)), tk_const_f32(k, FLT_MIN));
 
     tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
     copy_kv(a, a->sK, i32c(k, 0), K, i32c(k, 0));
@@ -210,8 +210,7 @@ static void build(attn *a) {
          * when causal, tiles crossing the diagonal of this block need one. */
         tk_value *edge = tk_gt(k, tk_add(k, kv0, i32c(k, BKV)), Nkv);
         if (a->causal)
-            edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, BKV - 1)),
-                                        tk_add(k, q0, diag)));
+            edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, BKV - 1)), tk_add(k, q0, diag)));
         tk_if_begin(k, edge);
         tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, Nkv, -INFINITY);
         if (a->causal) sm = tk_mask(k, sm, TK_MASK_CAUSAL, tk_add(k, qw, diag), kv0, -INFINITY);
@@ -259,8 +258,7 @@ static void build(attn *a) {
 
     /* O = O / l (a row without keys has l = O = 0: divide by a tiny number
      * instead, giving 0); L = ln Σ exp(s) = (m + log2 l) · ln 2. */
-    tk_value *inv_l = tk_div(k, tk_const_f32(k, 1.0f),
-                             tk_max(k, fin[1], tk_const_f32(k, FLT_MIN)));
+    tk_value *inv_l = tk_div(k, tk_const_f32(k, 1.0f), tk_max(k, fin[1], tk_const_f32(k, FLT_MIN)));
     for (int d = 0; d < ND; d++) {
         tk_value *idx[4] = {a->b, a->h, qw, i32c(k, 16 * d)};
         tk_store(k, O, idx, tk_cvt(k, tk_mul(k, fin[2 + d], inv_l), dt));
@@ -278,8 +276,10 @@ static tk_status check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_d
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: dtype is %s; expected bf16 or f16",
                                 fn, tk_dtype_name(dt));
     if (head_dim != 64 && head_dim != 128)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: head_dim is %d; expected 64 or "
-                                "128", fn, head_dim);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: head_dim is %d; expected 64 or "
+                                "128",
+                                fn, head_dim);
     if (causal != 0 && causal != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: causal is %d; expected 0 or 1", fn,
                                 causal);
@@ -292,19 +292,23 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: %s is NULL",
                                 out ? "cfg" : "out");
     *out = NULL;
-    tk_status s = check_spec(ctx, "tk_attention_fwd_build", cfg->dtype, cfg->head_dim,
-                             cfg->causal);
+    tk_status s = check_spec(ctx, "tk_attention_fwd_build", cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
     char name[64];
     int warps = cfg->warps ? cfg->warps : 4; /* see "Shape" */
     if (warps != 4 && warps != 8)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: warps is %d; "
-                                "expected 0 (default), 4 or 8", cfg->warps);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_attention_fwd_build: warps is %d; "
+                                "expected 0 (default), 4 or 8",
+                                cfg->warps);
     snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_w%d%s", tk_dtype_name(cfg->dtype),
              cfg->head_dim, warps, cfg->causal ? "_causal" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
-    attn a = {.k = k, .dt = cfg->dtype, .D = cfg->head_dim, .causal = cfg->causal,
+    attn a = {.k = k,
+              .dt = cfg->dtype,
+              .D = cfg->head_dim,
+              .causal = cfg->causal,
               .wrows = BQ / warps,
               .q_shared = (BQ / warps) * cfg->head_dim > 16 * 128};
     build(&a);
@@ -326,13 +330,12 @@ typedef struct attn_key {
 
 static tk_status build_attn_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
     const attn_key *a = key;
-    tk_attention_config cfg = {.dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim,
-                               .causal = a->causal};
+    tk_attention_config cfg = {
+        .dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim, .causal = a->causal};
     return tk_attention_fwd_build(ctx, &cfg, out);
 }
 
-static const tk_kernel_def attn_def = {"tk_attention_forward", sizeof(attn_key),
-                                       build_attn_key};
+static const tk_kernel_def attn_def = {"tk_attention_forward", sizeof(attn_key), build_attn_key};
 
 #define ATTN_MAX_SEQ ((int64_t)INT32_MAX - 65535)
 
@@ -342,36 +345,42 @@ static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_pa
     static const char *names[5] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv"};
     for (int i = 0; i < 5; i++)
         if (sz[i] <= 0)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; sizes must be "
-                                    ">= 1", fn, names[i], (long long)sz[i]);
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s is %lld; sizes must be "
+                                    ">= 1",
+                                    fn, names[i], (long long)sz[i]);
     /* The kernel indexes rows, heads and batches in i32 (and grids heads
      * and batches in y, z): larger sizes must fail here, not wrap. */
     const int64_t lim[5] = {65535, 65535, 65535, ATTN_MAX_SEQ, ATTN_MAX_SEQ};
     for (int i = 0; i < 5; i++)
         if (sz[i] > lim[i])
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; the kernel "
-                                    "allows at most %lld", fn, names[i], (long long)sz[i],
-                                    (long long)lim[i]);
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s is %lld; the kernel "
+                                    "allows at most %lld",
+                                    fn, names[i], (long long)sz[i], (long long)lim[i]);
     if (p->heads_q % p->heads_kv)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: heads_q (%lld) is not a multiple "
-                                "of heads_kv (%lld)", fn, (long long)p->heads_q,
-                                (long long)p->heads_kv);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: heads_q (%lld) is not a multiple "
+                                "of heads_kv (%lld)",
+                                fn, (long long)p->heads_q, (long long)p->heads_kv);
     const void *ptr[5] = {p->q, p->k, p->v, p->o, p->lse};
     static const char *pn[5] = {"q", "k", "v", "o", "lse"};
     for (int i = 0; i < 5; i++)
-        if (!ptr[i])
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, pn[i]);
+        if (!ptr[i]) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, pn[i]);
     const int64_t *st[4] = {p->q_strides, p->k_strides, p->v_strides, p->o_strides};
     for (int i = 0; i < 4; i++) {
         bool dense = !st[i][0] && !st[i][1] && !st[i][2] && !st[i][3];
         if (!dense && st[i][3] != 1)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[3] is %lld; the "
-                                    "head dimension must be contiguous (stride 1)", fn, pn[i],
-                                    (long long)st[i][3]);
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s_strides[3] is %lld; the "
+                                    "head dimension must be contiguous (stride 1)",
+                                    fn, pn[i], (long long)st[i][3]);
         for (int d = 0; d < 3 && !dense; d++)
             if (st[i][d] < 0)
-                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is "
-                                        "negative", fn, pn[i], d);
+                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                        "%s: %s_strides[%d] is "
+                                        "negative",
+                                        fn, pn[i], d);
     }
     return TK_OK;
 }
@@ -382,8 +391,10 @@ static tk_status check_attention(tk_ctx *ctx, const tk_attention_params *p) {
     tk_status s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal);
     if (s) return s;
     if (!(p->scale >= 0.0f) || isinf(p->scale))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: scale %g is not a finite value "
-                                ">= 0", fn, (double)p->scale);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: scale %g is not a finite value "
+                                ">= 0",
+                                fn, (double)p->scale);
     return check_layout(ctx, fn, p);
 }
 
@@ -404,8 +415,7 @@ static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *user,
                                    tk_attention_params *p, tk_program **prog,
                                    tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
-    tk_status s = tk_params_read(ctx, "tk_attention_forward", user, p, sizeof *p,
-                                 ATTN_PARAMS_MIN);
+    tk_status s = tk_params_read(ctx, "tk_attention_forward", user, p, sizeof *p, ATTN_PARAMS_MIN);
     if (!s) s = check_attention(ctx, p);
     if (s) return s;
     attn_key key;

@@ -57,9 +57,14 @@
 #define GROUP_M 8 /* block rows per L2 group (4, 16 and 32 measured the same) */
 
 tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b) {
-    return (tk_gemm_config){.in_dtype = in_dtype, .out_dtype = out_dtype,
-                            .transpose_b = transpose_b != 0, .block_m = 128, .block_n = 128,
-                            .block_k = 64, .warps = 4, .stages = 3};
+    return (tk_gemm_config){.in_dtype = in_dtype,
+                            .out_dtype = out_dtype,
+                            .transpose_b = transpose_b != 0,
+                            .block_m = 128,
+                            .block_n = 128,
+                            .block_k = 64,
+                            .warps = 4,
+                            .stages = 3};
 }
 
 /* The choice of tk_gemm_config_for on a target with capabilities t (NULL:
@@ -86,8 +91,8 @@ static tk_gemm_config choose(tk_dtype in_dtype, tk_dtype out_dtype, int transpos
     return c;
 }
 
-tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
-                                  int64_t m, int64_t n, const char *arch) {
+tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b, int64_t m,
+                                  int64_t n, const char *arch) {
     tk_target_caps t;
     bool known = arch && tk_target_caps_get(NULL, arch, &t) == TK_OK;
     return choose(in_dtype, out_dtype, transpose_b, m, n, known ? &t : NULL, true);
@@ -117,11 +122,15 @@ static int warp_grid(const tk_gemm_config *c, int *wm, int *wn) {
  * names it in the message). */
 static tk_status check_types(tk_ctx *ctx, const char *fn, tk_dtype in, tk_dtype out, int tb) {
     if (in != TK_BF16 && in != TK_F16)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: in_dtype is %s; expected bf16 or "
-                                "f16", fn, tk_dtype_name(in));
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: in_dtype is %s; expected bf16 or "
+                                "f16",
+                                fn, tk_dtype_name(in));
     if (out != TK_BF16 && out != TK_F16 && out != TK_F32)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: out_dtype is %s; expected bf16, "
-                                "f16 or f32", fn, tk_dtype_name(out));
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: out_dtype is %s; expected bf16, "
+                                "f16 or f32",
+                                fn, tk_dtype_name(out));
     if (tb != 0 && tb != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: transpose_b is %d; expected 0 or 1",
                                 fn, tb);
@@ -130,17 +139,24 @@ static tk_status check_types(tk_ctx *ctx, const char *fn, tk_dtype in, tk_dtype 
 
 /* Rows of 32, 64 or a multiple of 128 bytes: the swizzles a wgmma
  * descriptor names (tk_smem_swizzle_bytes). */
-static bool wgmma_row(int elems) { int b = 2 * elems; return b == 32 || b == 64 || b % 128 == 0; }
+static bool wgmma_row(int elems) {
+    int b = 2 * elems;
+    return b == 32 || b == 64 || b % 128 == 0;
+}
 
 static tk_status check_wgmma(tk_ctx *ctx, const tk_gemm_config *c) {
     if (c->warps % 4 || c->block_m != 16 * c->warps)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: wgmma: %d warps and "
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: wgmma: %d warps and "
                                 "block_m %d; each warpgroup of 4 warps owns 64 rows (block_m = "
-                                "16 * warps)", c->warps, c->block_m);
+                                "16 * warps)",
+                                c->warps, c->block_m);
     if (!wgmma_row(c->block_k) || (!c->transpose_b && !wgmma_row(c->block_n)))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: wgmma: block_k %d, "
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: wgmma: block_k %d, "
                                 "block_n %d; shared rows must be 32, 64 or a multiple of 128 "
-                                "bytes", c->block_k, c->block_n);
+                                "bytes",
+                                c->block_k, c->block_n);
     return TK_OK;
 }
 
@@ -150,27 +166,36 @@ static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int
     if (c->block_m < 16 || c->block_n < 16 || c->block_k < 16 || c->block_m % 16 ||
         c->block_n % 16 || c->block_k % 16 || c->block_m > 256 || c->block_n > 256 ||
         c->block_k > 256)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: block %dx%dx%d; each "
-                                "side must be a multiple of 16 in 16..256", c->block_m,
-                                c->block_n, c->block_k);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: block %dx%dx%d; each "
+                                "side must be a multiple of 16 in 16..256",
+                                c->block_m, c->block_n, c->block_k);
     if (c->warps < 1 || c->warps > 16)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: warps is %d; expected "
-                                "1..16", c->warps);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: warps is %d; expected "
+                                "1..16",
+                                c->warps);
     if (c->tma != 0 && c->tma != 1)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: tma is %d; expected 0 "
-                                "or 1", c->tma);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: tma is %d; expected 0 "
+                                "or 1",
+                                c->tma);
     if (c->stages < 2 || c->stages > 8)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: stages is %d; expected "
-                                "2..8", c->stages);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: stages is %d; expected "
+                                "2..8",
+                                c->stages);
     if (c->wgmma != 0 && c->wgmma != 1)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: wgmma is %d; expected "
-                                "0 or 1", c->wgmma);
-    if (c->wgmma)
-        return check_wgmma(ctx, c);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: wgmma is %d; expected "
+                                "0 or 1",
+                                c->wgmma);
+    if (c->wgmma) return check_wgmma(ctx, c);
     if (!warp_grid(c, wm, wn))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_build: %d warps cannot split "
-                                "a %dx%d block into warp tiles of multiples of 16", c->warps,
-                                c->block_m, c->block_n);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: %d warps cannot split "
+                                "a %dx%d block into warp tiles of multiples of 16",
+                                c->warps, c->block_m, c->block_n);
     return TK_OK;
 }
 
@@ -197,7 +222,10 @@ static void load_tile(gemm *g, tk_value *kt, tk_value *st) {
     int mode = g->c->tma ? TK_COPY_TMA : TK_COPY_ASYNC;
     tk_copy_to_shared(k, tk_stage(k, g->sA, st), g->A, ia, 0.0f, mode);
     tk_value *ib[2] = {k0, g->n0};
-    if (g->c->transpose_b) { ib[0] = g->n0; ib[1] = k0; }
+    if (g->c->transpose_b) {
+        ib[0] = g->n0;
+        ib[1] = k0;
+    }
     tk_copy_to_shared(k, tk_stage(k, g->sB, st), g->B, ib, 0.0f, mode);
 }
 
@@ -212,8 +240,7 @@ static void load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk) {
 
 /* The block's (row, col) of block tiles, Triton-style grouped order: pid
  * runs down GROUP_M block rows before moving one block column right. */
-static void block_coords(tk_kernel *k, tk_value *gx, tk_value *gy, tk_value **bm,
-                         tk_value **bn) {
+static void block_coords(tk_kernel *k, tk_value *gx, tk_value *gy, tk_value **bm, tk_value **bn) {
     tk_value *pid = tk_add(k, tk_mul(k, tk_block_id(k, 1), gx), tk_block_id(k, 0));
     tk_value *per_group = tk_mul(k, gx, i32c(k, GROUP_M));
     tk_value *first = tk_mul(k, tk_div(k, pid, per_group), i32c(k, GROUP_M));
@@ -225,7 +252,9 @@ static void block_coords(tk_kernel *k, tk_value *gx, tk_value *gy, tk_value **bm
 
 /* One k-step's register fragments: A [WM x 16] and B ([16 x WN] col tile,
  * or with transpose_b the [WN x 16] row tile of the [N, K] stage). */
-typedef struct frags { tk_value *a, *b; } frags;
+typedef struct frags {
+    tk_value *a, *b;
+} frags;
 
 static frags load_frags(gemm *g, tk_value *a, tk_value *b, tk_value *kk) {
     tk_kernel *k = g->k;
@@ -234,7 +263,10 @@ static frags load_frags(gemm *g, tk_value *a, tk_value *b, tk_value *kk) {
     tk_type b_t = c->transpose_b ? tk_tile_type(c->in_dtype, g->wn_cols, 16, TK_WARP, TK_ROW)
                                  : tk_tile_type(c->in_dtype, 16, g->wn_cols, TK_WARP, TK_COL);
     tk_value *ia[2] = {g->wr0, kk}, *ib[2] = {kk, g->wc0};
-    if (c->transpose_b) { ib[0] = g->wc0; ib[1] = kk; }
+    if (c->transpose_b) {
+        ib[0] = g->wc0;
+        ib[1] = kk;
+    }
     return (frags){tk_load(k, a_t, a, ia, 0.0f), tk_load(k, b_t, b, ib, 0.0f)};
 }
 
@@ -286,8 +318,7 @@ static void build(gemm *g, int wm, int wn) {
     tk_value *BK = tk_cvt(k, tk_spec(k, "block_k", c->block_k), TK_I32);
     tk_spec(k, "stages", S);
     tk_spec(k, "transpose_b", c->transpose_b);
-    if (c->wgmma)
-        tk_spec(k, "wgmma", 1);
+    if (c->wgmma) tk_spec(k, "wgmma", 1);
 
     tk_value *M = dim32(k, A, 0), *K = dim32(k, A, 1), *N = dim32(k, C, 1);
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
@@ -311,9 +342,8 @@ static void build(gemm *g, int wm, int wn) {
     /* Swizzled stages: ldmatrix reads 8 rows of one 16-byte column chunk,
      * which the XOR swizzle spreads over all banks. */
     g->sA = tk_shared(k, c->in_dtype, c->block_m, c->block_k, TK_SMEM_SWIZZLE, S);
-    g->sB = c->transpose_b
-                ? tk_shared(k, c->in_dtype, c->block_n, c->block_k, TK_SMEM_SWIZZLE, S)
-                : tk_shared(k, c->in_dtype, c->block_k, c->block_n, TK_SMEM_SWIZZLE, S);
+    g->sB = c->transpose_b ? tk_shared(k, c->in_dtype, c->block_n, c->block_k, TK_SMEM_SWIZZLE, S)
+                           : tk_shared(k, c->in_dtype, c->block_k, c->block_n, TK_SMEM_SWIZZLE, S);
 
     /* Prologue: k-tiles 0..S-2 in flight, one commit group each (empty
      * groups past the end keep the group count the waits rely on); then
@@ -337,8 +367,8 @@ static void build(gemm *g, int wm, int wn) {
         tk_store(k, C, ic, out);
         return;
     }
-    frags f0 = load_frags(g, tk_stage(k, g->sA, i32c(k, 0)), tk_stage(k, g->sB, i32c(k, 0)),
-                          i32c(k, 0));
+    frags f0 =
+        load_frags(g, tk_stage(k, g->sA, i32c(k, 0)), tk_stage(k, g->sB, i32c(k, 0)), i32c(k, 0));
     tk_type acc_t = tk_tile_type(TK_F32, WM, WN, TK_WARP, TK_ROW);
     /* Carried: accumulator, k-step 0's fragments, and kt % S (stepped with
      * a compare instead of a division per trip). */
@@ -368,8 +398,7 @@ static void build(gemm *g, int wm, int wn) {
                 tk_barrier(k);
                 load_tile_if(g, tk_add(k, kt, i32c(k, S)), st, nk); /* (kt + S) % S */
                 tk_async_commit(k);
-                nf = load_frags(g, tk_stage(k, g->sA, st1), tk_stage(k, g->sB, st1),
-                                i32c(k, 0));
+                nf = load_frags(g, tk_stage(k, g->sA, st1), tk_stage(k, g->sB, st1), i32c(k, 0));
             }
             acc = tk_mma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, f.a, f.b, acc);
             f = nf;
@@ -401,8 +430,8 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
     char name[96];
     snprintf(name, sizeof name, "tk_gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s%s",
              tk_dtype_name(cfg->in_dtype), tk_dtype_name(cfg->out_dtype),
-             cfg->transpose_b ? "abt" : "ab", cfg->block_m, cfg->block_n, cfg->block_k,
-             cfg->warps, cfg->stages, cfg->tma ? "_tma" : "", cfg->wgmma ? "_wgmma" : "");
+             cfg->transpose_b ? "abt" : "ab", cfg->block_m, cfg->block_n, cfg->block_k, cfg->warps,
+             cfg->stages, cfg->tma ? "_tma" : "", cfg->wgmma ? "_wgmma" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, cfg->warps, &k))) return s;
     gemm g = {.k = k, .c = cfg};
@@ -425,10 +454,16 @@ typedef struct gemm_key {
 
 static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
     const gemm_key *g = key;
-    tk_gemm_config c = {.in_dtype = (tk_dtype)g->in_dtype, .out_dtype = (tk_dtype)g->out_dtype,
-                        .transpose_b = g->transpose_b, .block_m = g->block_m,
-                        .block_n = g->block_n, .block_k = g->block_k, .warps = g->warps,
-                        .stages = g->stages, .tma = g->tma, .wgmma = g->wgmma};
+    tk_gemm_config c = {.in_dtype = (tk_dtype)g->in_dtype,
+                        .out_dtype = (tk_dtype)g->out_dtype,
+                        .transpose_b = g->transpose_b,
+                        .block_m = g->block_m,
+                        .block_n = g->block_n,
+                        .block_k = g->block_k,
+                        .warps = g->warps,
+                        .stages = g->stages,
+                        .tma = g->tma,
+                        .wgmma = g->wgmma};
     return tk_gemm_build(ctx, &c, out);
 }
 
@@ -444,19 +479,23 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
     tk_status s = check_types(ctx, fn, p->in_dtype, p->out_dtype, p->transpose_b);
     if (s) return s;
     if (p->m <= 0 || p->n <= 0 || p->k <= 0)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: m, n, k are %lld, %lld, %lld; "
-                                "each must be >= 1", fn, (long long)p->m, (long long)p->n,
-                                (long long)p->k);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: m, n, k are %lld, %lld, %lld; "
+                                "each must be >= 1",
+                                fn, (long long)p->m, (long long)p->n, (long long)p->k);
     if (!p->a || !p->b || !p->c)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn,
-                                !p->a ? "a" : !p->b ? "b" : "c");
+                                !p->a   ? "a"
+                                : !p->b ? "b"
+                                        : "c");
     int64_t bcols = p->transpose_b ? p->k : p->n;
     if ((p->lda && p->lda < p->k) || (p->ldb && p->ldb < bcols) || (p->ldc && p->ldc < p->n))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: a leading dimension is smaller "
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: a leading dimension is smaller "
                                 "than its row (lda %lld < k %lld, ldb %lld < %lld or ldc %lld "
-                                "< n %lld)", fn, (long long)p->lda, (long long)p->k,
-                                (long long)p->ldb, (long long)bcols, (long long)p->ldc,
-                                (long long)p->n);
+                                "< n %lld)",
+                                fn, (long long)p->lda, (long long)p->k, (long long)p->ldb,
+                                (long long)bcols, (long long)p->ldc, (long long)p->n);
     return TK_OK;
 }
 
@@ -473,12 +512,11 @@ tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *user, const char *a
     int64_t esz = (int64_t)tk_dtype_size(p->in_dtype);
     int64_t lda = p->lda ? p->lda : p->k;
     int64_t ldb = p->ldb ? p->ldb : (p->transpose_b ? p->k : p->n);
-    bool engine = ((uintptr_t)p->a | (uintptr_t)p->b) % 16 == 0 && lda * esz % 16 == 0 &&
-                  ldb * esz % 16 == 0;
+    bool engine =
+        ((uintptr_t)p->a | (uintptr_t)p->b) % 16 == 0 && lda * esz % 16 == 0 && ldb * esz % 16 == 0;
     tk_target_caps t;
     bool known = arch && tk_target_caps_get(NULL, arch, &t) == TK_OK;
-    return choose(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, known ? &t : NULL,
-                  engine);
+    return choose(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, known ? &t : NULL, engine);
 }
 
 /* The configuration of a call: the caller's, if it names one for the same
@@ -493,7 +531,8 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
     }
     if (g->in_dtype != p->in_dtype || g->out_dtype != p->out_dtype ||
         g->transpose_b != p->transpose_b)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm: config is for %s -> %s, "
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm: config is for %s -> %s, "
                                 "transpose_b %d; the params for %s -> %s, transpose_b %d",
                                 tk_dtype_name(g->in_dtype), tk_dtype_name(g->out_dtype),
                                 g->transpose_b, tk_dtype_name(p->in_dtype),
@@ -508,16 +547,18 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
 #define GEMM_MAX_SIZE ((int64_t)INT32_MAX - 65535)
 static tk_status check_gemm_sizes(tk_ctx *ctx, const tk_gemm_params *p, const tk_gemm_config *c) {
     if (p->m > GEMM_MAX_SIZE || p->n > GEMM_MAX_SIZE || p->k > GEMM_MAX_SIZE)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm: m, n, k are %lld, %lld, "
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm: m, n, k are %lld, %lld, "
                                 "%lld; the kernel's 32-bit indexing allows each up to %lld",
                                 (long long)p->m, (long long)p->n, (long long)p->k,
                                 (long long)GEMM_MAX_SIZE);
     int64_t gx = (p->n + c->block_n - 1) / c->block_n, gy = (p->m + c->block_m - 1) / c->block_m;
     if (gy > 65535 || gx * gy > INT32_MAX || gx * GROUP_M > INT32_MAX)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm: %lld x %lld blocks of "
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm: %lld x %lld blocks of "
                                 "%dx%d exceed the grid (at most 65535 block rows, 2^31-1 "
-                                "blocks)", (long long)gy, (long long)gx, c->block_m,
-                                c->block_n);
+                                "blocks)",
+                                (long long)gy, (long long)gx, c->block_m, c->block_n);
     return TK_OK;
 }
 

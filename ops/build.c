@@ -13,7 +13,8 @@ const tk_rule_fn tk_op_rules[TK_OP_COUNT] = {
 #define X(...) +1
 _Static_assert(0
 #include "ir/ops.def"
-               == TK_OP_COUNT && sizeof tk_op_rules / sizeof tk_op_rules[0] == TK_OP_COUNT,
+                       == TK_OP_COUNT &&
+                   sizeof tk_op_rules / sizeof tk_op_rules[0] == TK_OP_COUNT,
                "ops.def and the rule table disagree");
 #undef X
 
@@ -24,8 +25,8 @@ tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *cons
     return tk_op_append(k, op);
 }
 
-tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
-                        int64_t a0, int64_t a1, double f) {
+tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds, int64_t a0,
+                        int64_t a1, double f) {
     return tk_build_op_typed(k, opc, nopnds, opnds, (tk_type){0}, a0, a1, f);
 }
 

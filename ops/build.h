@@ -18,8 +18,8 @@ extern const tk_rule_fn tk_op_rules[TK_OP_COUNT];
  * rule, and returns it (NULL once the kernel has an error). */
 tk_op *tk_build_op(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds);
 /* The same, with attributes set before the rule runs. */
-tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
-                        int64_t a0, int64_t a1, double f);
+tk_op *tk_build_op_attr(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds, int64_t a0,
+                        int64_t a1, double f);
 /* The same, with the result type the caller asks for (FILL, loads, SHARED). */
 tk_op *tk_build_op_typed(tk_kernel *k, tk_opcode opc, int nopnds, tk_value *const *opnds,
                          tk_type want, int64_t a0, int64_t a1, double f);

@@ -21,8 +21,10 @@ static bool warp_uniform_scalar(tk_kernel *k, tk_op *op, const tk_value *v, cons
         return false;
     }
     if (v->uni == TK_UNI_THREAD) {
-        tk_opfail(k, op, TK_ERR_SCOPE, "%s (%%%u) varies across the lanes of a warp; control "
-                  "flow must be uniform over a warp", what, v->id);
+        tk_opfail(k, op, TK_ERR_SCOPE,
+                  "%s (%%%u) varies across the lanes of a warp; control "
+                  "flow must be uniform over a warp",
+                  what, v->id);
         return false;
     }
     return true;
@@ -36,15 +38,19 @@ tk_status tk_rule_control(tk_kernel *k, tk_op *op) {
         if (!warp_uniform_scalar(k, op, op->opnds[i], names[i], false)) return k->status;
     if (op->opnds[0]->type.dtype != op->opnds[1]->type.dtype ||
         op->opnds[0]->type.dtype != op->opnds[2]->type.dtype)
-        return tk_opfail(k, op, TK_ERR_TYPE, "lo, hi and step have dtypes %s, %s, %s; they must "
-                         "match", tk_dtype_name(op->opnds[0]->type.dtype),
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "lo, hi and step have dtypes %s, %s, %s; they must "
+                         "match",
+                         tk_dtype_name(op->opnds[0]->type.dtype),
                          tk_dtype_name(op->opnds[1]->type.dtype),
                          tk_dtype_name(op->opnds[2]->type.dtype));
     for (int i = 3; i < op->nopnds; i++) {
         tk_kind kd = op->opnds[i]->type.kind;
         if (kd == TK_KIND_SMEM || kd == TK_KIND_GVIEW)
-            return tk_opfail(k, op, TK_ERR_TYPE, "loop-carried value %d is a memory handle; only "
-                             "scalars, tiles and vectors can be carried", i - 3);
+            return tk_opfail(k, op, TK_ERR_TYPE,
+                             "loop-carried value %d is a memory handle; only "
+                             "scalars, tiles and vectors can be carried",
+                             i - 3);
     }
     return TK_OK;
 }
@@ -111,8 +117,10 @@ static bool check_yield(tk_kernel *k, tk_op *op, const char *fn, int n, tk_value
          * verifier enforces at finish; checked here so the error names the
          * call that made it. */
         if (kd == TK_KIND_SMEM || kd == TK_KIND_GVIEW) {
-            tk_kfail(k, TK_ERR_TYPE, "%s: value %d (%%%u) is a memory handle; only scalars, "
-                     "tiles and vectors can be yielded", fn, i, vals[i]->id);
+            tk_kfail(k, TK_ERR_TYPE,
+                     "%s: value %d (%%%u) is a memory handle; only scalars, "
+                     "tiles and vectors can be yielded",
+                     fn, i, vals[i]->id);
             return false;
         }
         if (want && !tk_type_eq(&vals[i]->type, &want[i]->type)) {
@@ -130,9 +138,10 @@ tk_value *tk_for_begin(tk_kernel *k, tk_value *lo, tk_value *hi, tk_value *step,
                        tk_value *const *init, tk_value **carried) {
     if (!k || k->status) return NULL;
     if (n < 0 || n > 64 || (n && (!init || !carried))) {
-        tk_kfail(k, TK_ERR_INVALID_ARG, "tk_for_begin: n is %d with init %s and carried %s; "
-                 "expected 0..64 with both arrays given", n, init ? "set" : "NULL",
-                 carried ? "set" : "NULL");
+        tk_kfail(k, TK_ERR_INVALID_ARG,
+                 "tk_for_begin: n is %d with init %s and carried %s; "
+                 "expected 0..64 with both arrays given",
+                 n, init ? "set" : "NULL", carried ? "set" : "NULL");
         return NULL;
     }
     tk_value *ops[3 + 64] = {lo, hi, step};
@@ -178,9 +187,10 @@ void tk_for_end(tk_kernel *k, int n, tk_value *const *next, tk_value **results) 
     }
     for (int i = 0; i < n; i++)
         if (next[i]->uni > body->args[1 + i]->uni) {
-            tk_kfail(k, TK_ERR_SCOPE, "tk_for_end: next value %d (%%%u) is less uniform than "
-                     "the value it carries (%%%u); start it from an equally varying value", i,
-                     next[i]->id, body->args[1 + i]->id);
+            tk_kfail(k, TK_ERR_SCOPE,
+                     "tk_for_end: next value %d (%%%u) is less uniform than "
+                     "the value it carries (%%%u); start it from an equally varying value",
+                     i, next[i]->id, body->args[1 + i]->id);
             return;
         }
     if (!alloc_vals(k, n, &body->yield)) return;
@@ -224,8 +234,7 @@ void tk_if_end(tk_kernel *k, int n, tk_value *const *yield, tk_value **results) 
                  n);
         return;
     }
-    if (else_r && !check_yield(k, op, "tk_if_end", n, yield, then_r->nyield, then_r->yield))
-        return;
+    if (else_r && !check_yield(k, op, "tk_if_end", n, yield, then_r->nyield, then_r->yield)) return;
     if (n && !results) {
         tk_kfail(k, TK_ERR_INVALID_ARG, "tk_if_end: results is NULL");
         return;
@@ -243,8 +252,8 @@ void tk_if_end(tk_kernel *k, int n, tk_value *const *yield, tk_value **results) 
         if (!r) return;
         r->def = op;
         r->index = i;
-        tk_uniformity u = yield[i]->uni > then_r->yield[i]->uni ? yield[i]->uni
-                                                                 : then_r->yield[i]->uni;
+        tk_uniformity u =
+            yield[i]->uni > then_r->yield[i]->uni ? yield[i]->uni : then_r->yield[i]->uni;
         r->uni = u > op->opnds[0]->uni ? u : op->opnds[0]->uni;
         op->res[i] = results[i] = r;
     }

@@ -43,9 +43,9 @@ static tk_status run_if(tk_interp *I, const tk_op *op) {
 typedef struct loop {
     const tk_op *op;
     const tk_region *body;
-    int n;              /* carried values                                 */
-    bool alias;         /* some yield is a carried value of this loop     */
-    tk_slot tmp[64];    /* scratch for the yields when they alias         */
+    int n;           /* carried values                                 */
+    bool alias;      /* some yield is a carried value of this loop     */
+    tk_slot tmp[64]; /* scratch for the yields when they alias         */
 } loop;
 
 /* Moves the yields into the carried values for the warps of `mask`. With
@@ -57,8 +57,10 @@ static tk_status carry(tk_interp *I, loop *L, uint32_t mask) {
         tk_status s = tk_interp_ensure(I, L->op, y[i]);
         if (s) return s;
         if (L->alias && (s = tk_interp_slot_alloc(I, L->op, y[i], &L->tmp[i]))) return s;
-        if (L->alias) tk_interp_copy_slot(I, &y[i]->type, &L->tmp[i], &I->slots[y[i]->id], mask);
-        else tk_interp_copy(I, c[i], y[i], mask);
+        if (L->alias)
+            tk_interp_copy_slot(I, &y[i]->type, &L->tmp[i], &I->slots[y[i]->id], mask);
+        else
+            tk_interp_copy(I, c[i], y[i], mask);
     }
     for (int i = 0; L->alias && i < L->n; i++)
         tk_interp_copy_slot(I, &c[i]->type, &I->slots[c[i]->id], &L->tmp[i], mask);
@@ -71,11 +73,14 @@ static tk_status still_running(tk_interp *I, const loop *L, uint32_t *running) {
     const tk_sv *hi = tk_interp_sv(I, L->op->opnds[1]), *st = tk_interp_sv(I, L->op->opnds[2]);
     for (int w = 0; w < I->warps; w++) {
         if (!((*running >> w) & 1u)) continue;
-        if (iv[32 * w].i >= hi[32 * w].i) *running &= ~(1u << w);
+        if (iv[32 * w].i >= hi[32 * w].i)
+            *running &= ~(1u << w);
         else if (st[32 * w].i <= 0)
-            return tk_interp_fail(I, L->op, w, TK_ERR_RUNTIME, "step is %lld while %lld < %lld: "
-                                  "the loop would never end", (long long)st[32 * w].i,
-                                  (long long)iv[32 * w].i, (long long)hi[32 * w].i);
+            return tk_interp_fail(I, L->op, w, TK_ERR_RUNTIME,
+                                  "step is %lld while %lld < %lld: "
+                                  "the loop would never end",
+                                  (long long)st[32 * w].i, (long long)iv[32 * w].i,
+                                  (long long)hi[32 * w].i);
     }
     return TK_OK;
 }

@@ -18,11 +18,9 @@ static bool live(const tk_lower *L, const tk_value *v) { return tk_lw_emits_val(
 /* Phis for the live ones of `n` values, slot for slot like `like[i]`. */
 static tk_status make_phis(tk_lower *L, tk_value *const *vals, int n, tk_lv *const *like) {
     for (int i = 0; i < n; i++) {
-        if (!live(L, vals[i]))
-            continue;
+        if (!live(L, vals[i])) continue;
         tk_lv *lv = tk_lw_def(L, vals[i], like[i]->n);
-        if (!lv)
-            return L->dg->st;
+        if (!lv) return L->dg->st;
         for (int s = 0; s < lv->n; s++)
             lv->v[s] = LLVMBuildPhi(L->b, LLVMTypeOf(like[i]->v[s]), "");
     }
@@ -38,15 +36,13 @@ static void add_incoming(tk_lv *phis, tk_lv *from, LLVMBasicBlockRef bb) {
  * becomes, is not live), or NULL after a failure. */
 static tk_lv **yields(tk_lower *L, const tk_region *r, int n, tk_value *const *of) {
     tk_lv **y = tk_lw_alloc(L, sizeof *y * (size_t)(n ? n : 1));
-    if (!y)
-        return NULL;
+    if (!y) return NULL;
     if (n && (!r || r->nyield != n)) {
         tk_lw_fail(L, TK_ERR_LLVM, "region yields %d values, expected %d", r ? r->nyield : 0, n);
         return NULL;
     }
     for (int i = 0; i < n; i++)
-        if (live(L, of[i]) && !(y[i] = tk_lw_get(L, r->yield[i])))
-            return NULL;
+        if (live(L, of[i]) && !(y[i] = tk_lw_get(L, r->yield[i]))) return NULL;
     return y;
 }
 
@@ -58,25 +54,21 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
     if (!lo || !hi || !step || !init || !body || body->nargs != n + 1)
         return L->dg->st ? L->dg->st : tk_lw_fail(L, TK_ERR_LLVM, "malformed for");
     for (int i = 0; i < n; i++)
-        if (live(L, body->args[1 + i]) && !(init[i] = operand(L, op, 3 + i)))
-            return L->dg->st;
+        if (live(L, body->args[1 + i]) && !(init[i] = operand(L, op, 3 + i))) return L->dg->st;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(L->b);
     LLVMBasicBlockRef head = tk_lw_block(L, "for.head"), bodyb = tk_lw_block(L, "for.body"),
                       exit = tk_lw_block(L, "for.exit");
     LLVMBuildBr(L->b, head);
     LLVMPositionBuilderAtEnd(L->b, head);
     tk_lv *iv = tk_lw_def(L, body->args[0], 1);
-    if (!iv || make_phis(L, body->args + 1, n, init))
-        return L->dg->st;
+    if (!iv || make_phis(L, body->args + 1, n, init)) return L->dg->st;
     iv->v[0] = LLVMBuildPhi(L->b, LLVMTypeOf(lo->v[0]), "iv");
     LLVMBuildCondBr(L->b, LLVMBuildICmp(L->b, LLVMIntSLT, iv->v[0], hi->v[0], ""), bodyb, exit);
 
     LLVMPositionBuilderAtEnd(L->b, bodyb);
-    if (tk_lower_region(L, body) != TK_OK)
-        return L->dg->st;
+    if (tk_lower_region(L, body) != TK_OK) return L->dg->st;
     tk_lv **next = yields(L, body, n, body->args + 1);
-    if (!next)
-        return L->dg->st;
+    if (!next) return L->dg->st;
     tk_lv ivn = {1, (LLVMValueRef[1]){LLVMBuildAdd(L->b, iv->v[0], step->v[0], "iv.next")}};
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(L->b);
     LLVMBuildBr(L->b, head);
@@ -84,8 +76,7 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
     add_incoming(iv, lo, pre);
     add_incoming(iv, &ivn, latch);
     for (int i = 0; i < n; i++) {
-        if (!live(L, body->args[1 + i]))
-            continue;
+        if (!live(L, body->args[1 + i])) continue;
         tk_lv *phis = tk_lw_get(L, body->args[1 + i]);
         if (!phis || phis->n != next[i]->n)
             return L->dg->st ? L->dg->st
@@ -93,10 +84,8 @@ static tk_status lower_for(tk_lower *L, const tk_op *op) {
         add_incoming(phis, init[i], pre);
         add_incoming(phis, next[i], latch);
         tk_lv *res = tk_lw_def(L, op->res[i], phis->n);
-        if (!res)
-            return L->dg->st;
-        for (int s = 0; s < phis->n; s++)
-            res->v[s] = phis->v[s];
+        if (!res) return L->dg->st;
+        for (int s = 0; s < phis->n; s++) res->v[s] = phis->v[s];
     }
     LLVMPositionBuilderAtEnd(L->b, exit);
     return TK_OK;
@@ -107,8 +96,7 @@ static tk_lv **lower_branch(tk_lower *L, const tk_op *op, int which, LLVMBasicBl
                             LLVMBasicBlockRef merge, LLVMBasicBlockRef *end) {
     const tk_region *r = op->regions[which];
     LLVMPositionBuilderAtEnd(L->b, bb);
-    if (tk_lower_region(L, r) != TK_OK)
-        return NULL;
+    if (tk_lower_region(L, r) != TK_OK) return NULL;
     tk_lv **y = yields(L, r, op->nres, op->res);
     *end = LLVMGetInsertBlock(L->b);
     LLVMBuildBr(L->b, merge);
@@ -117,22 +105,18 @@ static tk_lv **lower_branch(tk_lower *L, const tk_op *op, int which, LLVMBasicBl
 
 static tk_status lower_if(tk_lower *L, const tk_op *op) {
     tk_lv *cond = operand(L, op, 0);
-    if (!cond)
-        return L->dg->st;
+    if (!cond) return L->dg->st;
     int n = op->nres;
     LLVMBasicBlockRef thenb = tk_lw_block(L, "if.then"), elseb = tk_lw_block(L, "if.else"),
                       merge = tk_lw_block(L, "if.end"), then_end, else_end;
     LLVMBuildCondBr(L->b, cond->v[0], thenb, elseb);
     tk_lv **ty = lower_branch(L, op, 0, thenb, merge, &then_end);
     tk_lv **ey = ty ? lower_branch(L, op, 1, elseb, merge, &else_end) : NULL;
-    if (!ty || !ey)
-        return L->dg->st;
+    if (!ty || !ey) return L->dg->st;
     LLVMPositionBuilderAtEnd(L->b, merge);
-    if (make_phis(L, op->res, n, ty))
-        return L->dg->st;
+    if (make_phis(L, op->res, n, ty)) return L->dg->st;
     for (int i = 0; i < n; i++) {
-        if (!live(L, op->res[i]))
-            continue;
+        if (!live(L, op->res[i])) continue;
         tk_lv *phis = tk_lw_get(L, op->res[i]);
         if (!phis || ey[i]->n != phis->n)
             return L->dg->st ? L->dg->st

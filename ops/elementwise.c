@@ -30,9 +30,11 @@ static tk_status rule_broadcast(tk_kernel *k, tk_op *op, const tk_type *t, const
     if (v->owner != t->owner || v->layout != t->layout || v->dtype != t->dtype)
         return mismatch(k, op, "a broadcast vector needs the tile's dtype, owner and layout");
     if (v->rows != want)
-        return tk_opfail(k, op, TK_ERR_SHAPE, "a %s vector of length %d does not fit a %dx%d tile "
-                         "(needs %d)", v->axis == TK_PER_ROW ? "per-row" : "per-col", v->rows,
-                         t->rows, t->cols, want);
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "a %s vector of length %d does not fit a %dx%d tile "
+                         "(needs %d)",
+                         v->axis == TK_PER_ROW ? "per-row" : "per-col", v->rows, t->rows, t->cols,
+                         want);
     op->res[0]->type = *t;
     return TK_OK;
 }
@@ -52,8 +54,9 @@ static tk_status rule_binary(tk_kernel *k, tk_op *op) {
         op->res[0]->type = *a;
         return TK_OK;
     }
-    const tk_type *r = is_reg(a) && b->kind == TK_KIND_SCALAR ? a : is_reg(b) && a->kind ==
-                       TK_KIND_SCALAR ? b : NULL;
+    const tk_type *r = is_reg(a) && b->kind == TK_KIND_SCALAR   ? a
+                       : is_reg(b) && a->kind == TK_KIND_SCALAR ? b
+                                                                : NULL;
     if (r) {
         const tk_type *s = r == a ? b : a;
         if (s->dtype != TK_F32 && s->dtype != r->dtype)
@@ -78,8 +81,10 @@ static tk_status rule_cvt(tk_kernel *k, tk_op *op) {
                              tk_dtype_name(to));
     } else if (is_reg(a)) {
         if (!tk_dtype_is_float(a->dtype) || !tk_dtype_is_float(to))
-            return tk_opfail(k, op, TK_ERR_TYPE, "cannot convert a %s to %s; tiles and vectors "
-                             "convert among f32, bf16 and f16", b, tk_dtype_name(to));
+            return tk_opfail(k, op, TK_ERR_TYPE,
+                             "cannot convert a %s to %s; tiles and vectors "
+                             "convert among f32, bf16 and f16",
+                             b, tk_dtype_name(to));
     } else {
         return tk_opfail(k, op, TK_ERR_TYPE, "cannot convert a %s", b);
     }
@@ -93,11 +98,15 @@ tk_status tk_check_reg_type(tk_kernel *k, tk_op *op, const tk_type *t) {
     char b[64];
     tk_type_str(t, b, sizeof b);
     if (t->kind != TK_KIND_TILE && t->kind != TK_KIND_VEC)
-        return tk_opfail(k, op, TK_ERR_TYPE, "the requested type (%s) is not a register tile or "
-                         "vector", b);
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "the requested type (%s) is not a register tile or "
+                         "vector",
+                         b);
     if (!tk_dtype_is_float(t->dtype))
-        return tk_opfail(k, op, TK_ERR_TYPE, "register tiles and vectors hold f32, bf16 or f16, "
-                         "not %s", tk_dtype_name(t->dtype));
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "register tiles and vectors hold f32, bf16 or f16, "
+                         "not %s",
+                         tk_dtype_name(t->dtype));
     if (t->owner != TK_WARP && t->owner != TK_WARPGROUP)
         return tk_opfail(k, op, TK_ERR_TYPE, "owner must be TK_WARP or TK_WARPGROUP (got %d)",
                          (int)t->owner);
@@ -112,15 +121,18 @@ tk_status tk_check_reg_type(tk_kernel *k, tk_op *op, const tk_type *t) {
             return tk_opfail(k, op, TK_ERR_TYPE, "vector axis must be TK_PER_ROW or TK_PER_COL");
         int q = t->axis == TK_PER_ROW ? quantum : 16;
         if (t->rows <= 0 || t->rows % q || t->rows > 256)
-            return tk_opfail(k, op, TK_ERR_SHAPE, "vector length %d is not a positive multiple of "
-                             "%d up to 256", t->rows, q);
+            return tk_opfail(k, op, TK_ERR_SHAPE,
+                             "vector length %d is not a positive multiple of "
+                             "%d up to 256",
+                             t->rows, q);
         return TK_OK;
     }
     if (t->rows <= 0 || t->cols <= 0 || t->rows % quantum || t->cols % 16 || t->rows > 256 ||
         t->cols > 256)
-        return tk_opfail(k, op, TK_ERR_SHAPE, "%s: a %s tile's rows must be a multiple of %d "
-                         "and its cols of 16 (each 16..256)", b,
-                         t->owner == TK_WARPGROUP ? "warpgroup" : "warp", quantum);
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "%s: a %s tile's rows must be a multiple of %d "
+                         "and its cols of 16 (each 16..256)",
+                         b, t->owner == TK_WARPGROUP ? "warpgroup" : "warp", quantum);
     return TK_OK;
 }
 
@@ -140,8 +152,10 @@ static tk_status rule_unary(tk_kernel *k, tk_op *op) {
     char b[64];
     tk_type_str(a, b, sizeof b);
     if (!(a->kind == TK_KIND_SCALAR || is_reg(a)) || !numeric(a->dtype))
-        return tk_opfail(k, op, TK_ERR_TYPE, "operand is a %s; expected a numeric scalar, tile or "
-                         "vector", b);
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "operand is a %s; expected a numeric scalar, tile or "
+                         "vector",
+                         b);
     if (op->opc != TK_OP_NEG && op->opc != TK_OP_ABS && !tk_dtype_is_float(a->dtype))
         return tk_opfail(k, op, TK_ERR_TYPE, "operand is a %s; expected a float dtype", b);
     op->res[0]->type = *a;
@@ -191,6 +205,4 @@ tk_value *tk_fill(tk_kernel *k, tk_type type, tk_value *v) {
     return op ? op->res[0] : NULL;
 }
 
-tk_value *tk_zeros(tk_kernel *k, tk_type type) {
-    return tk_fill(k, type, tk_const_f32(k, 0.0f));
-}
+tk_value *tk_zeros(tk_kernel *k, tk_type type) { return tk_fill(k, type, tk_const_f32(k, 0.0f)); }

@@ -94,9 +94,12 @@ static int64_t float_to_int(float f, tk_dtype to) {
 static tk_sv cvt_scalar(tk_sv x, tk_dtype from, tk_dtype to) {
     tk_sv r = {.i = 0};
     bool ffrom = tk_dtype_is_float(from);
-    if (to == TK_BOOL) r.i = ffrom ? x.f != 0.0f : x.i != 0;
-    else if (tk_dtype_is_float(to)) r.f = tk_interp_round(to, ffrom ? x.f : (float)x.i);
-    else r.i = ffrom ? float_to_int(x.f, to) : tk_interp_wrap(to, x.i);
+    if (to == TK_BOOL)
+        r.i = ffrom ? x.f != 0.0f : x.i != 0;
+    else if (tk_dtype_is_float(to))
+        r.f = tk_interp_round(to, ffrom ? x.f : (float)x.i);
+    else
+        r.i = ffrom ? float_to_int(x.f, to) : tk_interp_wrap(to, x.i);
     return r;
 }
 
@@ -143,8 +146,8 @@ static tk_status run_scalar(tk_interp *I, const tk_op *op) {
         for (int t = 32 * w; t < 32 * w + 32; t++) {
             tk_sv x[2] = {a[t], b ? b[t] : a[t]};
             const char *why = "";
-            tk_status s = tk_interp_eval_elementwise(op->opc, op->opnds[0]->type.dtype,
-                                                     op->attr[0], x, &r[t], &why);
+            tk_status s = tk_interp_eval_elementwise(op->opc, op->opnds[0]->type.dtype, op->attr[0],
+                                                     x, &r[t], &why);
             if (s) return tk_interp_fail(I, op, w, s, "%s (lane %d)", why, t % 32);
         }
     }
@@ -209,7 +212,8 @@ tk_status tk_interp_elementwise(tk_interp *I, const tk_op *op) {
     const tk_type *rt = &op->res[0]->type;
     if (rt->kind == TK_KIND_SCALAR) return run_scalar(I, op);
     if (op->nopnds == 1 && op->opc != TK_OP_FILL && op->opc != TK_OP_CVT && !unary_fn(op->opc))
-        return tk_interp_fail(I, op, -1, TK_ERR_UNSUPPORTED, "the elementwise family has no "
+        return tk_interp_fail(I, op, -1, TK_ERR_UNSUPPORTED,
+                              "the elementwise family has no "
                               "semantics for this op (ops/elementwise_interp.c, unary_fn)");
     for (int i = 0; i < tk_interp_ninst(I, rt->owner); i++)
         if (tk_interp_inst_active(I, rt->owner, i)) run_instance(I, op, i);

@@ -22,7 +22,7 @@
 #include "ops/trig.h"
 
 #define LOG2E 1.4426950408889634
-#define LN2 0.6931471805599453
+#define LN2   0.6931471805599453
 
 /* Compute dtype: f32 for any float, the int dtype otherwise. */
 static tk_dtype compute_dt(tk_dtype dt) { return tk_dtype_is_float(dt) ? TK_F32 : dt; }
@@ -100,11 +100,11 @@ static LLVMValueRef trig(tk_lower *L, LLVMValueRef x, int is_cos) {
     r = fma3(L, k, fc(L, -TK_TRIG_PIO2_MID), r);
     r = fma3(L, k, fc(L, -TK_TRIG_PIO2_LO), r);
     LLVMValueRef r2 = LLVMBuildFMul(B, r, r, "");
-    LLVMValueRef s = fma3(L, fma3(L, fc(L, TK_TRIG_S3), r2, fc(L, TK_TRIG_S2)), r2,
-                          fc(L, TK_TRIG_S1));
+    LLVMValueRef s =
+        fma3(L, fma3(L, fc(L, TK_TRIG_S3), r2, fc(L, TK_TRIG_S2)), r2, fc(L, TK_TRIG_S1));
     s = fma3(L, LLVMBuildFMul(B, s, r2, ""), r, r);
-    LLVMValueRef c = fma3(L, fma3(L, fc(L, TK_TRIG_C3), r2, fc(L, TK_TRIG_C2)), r2,
-                          fc(L, TK_TRIG_C1));
+    LLVMValueRef c =
+        fma3(L, fma3(L, fc(L, TK_TRIG_C3), r2, fc(L, TK_TRIG_C2)), r2, fc(L, TK_TRIG_C1));
     c = fma3(L, fma3(L, c, r2, fc(L, -0.5f)), r2, fc(L, 1.0f));
     /* The quadrant. fptosi is poison past i32 (|x| > 3e9, inf, NaN: r is
      * meaningless or NaN there anyway); freeze makes that an arbitrary
@@ -141,8 +141,7 @@ static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
 }
 
 static LLVMValueRef iun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
-    if (opc == TK_OP_NEG)
-        return LLVMBuildNeg(L->b, x, "");
+    if (opc == TK_OP_NEG) return LLVMBuildNeg(L->b, x, "");
     LLVMValueRef a[2] = {x, LLVMConstInt(L->i1, 0, 0)}; /* abs(INT_MIN) wraps */
     LLVMTypeRef ty = LLVMTypeOf(x);
     return tk_lw_intrin(L, "llvm.abs", &ty, 1, a, 2);
@@ -166,14 +165,12 @@ static void round_pairs(tk_lower *L, LLVMValueRef *v, int n, tk_dtype from, tk_d
             v[i + 1] = LLVMBuildExtractElement(L->b, p, tk_lw_i32c(L, 1), "");
         }
     }
-    for (; i < n; i++)
-        v[i] = tk_lw_cvt(L, v[i], from, to);
+    for (; i < n; i++) v[i] = tk_lw_cvt(L, v[i], from, to);
 }
 
 static tk_status lower_binary(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
     tk_lv *a = tk_lw_get(L, op->opnds[0]), *b = tk_lw_get(L, op->opnds[1]);
-    if (!a || !b)
-        return L->dg->st;
+    if (!a || !b) return L->dg->st;
     tk_dtype cdt = compute_dt(rt->dtype);
     for (int i = 0; i < r->n; i++) {
         LLVMValueRef x = elem(L, op->opnds[0], a, rt, i, cdt);
@@ -187,12 +184,10 @@ static tk_status lower_binary(tk_lower *L, const tk_op *op, const tk_type *rt, t
 static tk_status lower_unary(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
     const tk_value *in = op->opnds[0];
     tk_lv *a = tk_lw_get(L, in);
-    if (!a)
-        return L->dg->st;
+    if (!a) return L->dg->st;
     if (op->opc == TK_OP_FILL) { /* one conversion, repeated */
         LLVMValueRef x = tk_lw_cvt(L, a->v[0], in->type.dtype, rt->dtype);
-        for (int i = 0; i < r->n; i++)
-            r->v[i] = x;
+        for (int i = 0; i < r->n; i++) r->v[i] = x;
         return TK_OK;
     }
     if (op->opc == TK_OP_CVT) {
@@ -204,8 +199,8 @@ static tk_status lower_unary(tk_lower *L, const tk_op *op, const tk_type *rt, tk
     }
     tk_dtype cdt = compute_dt(rt->dtype);
     for (int i = 0; i < r->n; i++) {
-        LLVMValueRef x = tk_lw_cvt(L, a->v[in->type.kind == TK_KIND_SCALAR ? 0 : i], in->type.dtype,
-                                   cdt);
+        LLVMValueRef x =
+            tk_lw_cvt(L, a->v[in->type.kind == TK_KIND_SCALAR ? 0 : i], in->type.dtype, cdt);
         r->v[i] = tk_dtype_is_float(cdt) ? fun(L, op->opc, x) : iun(L, op->opc, x);
     }
     round_pairs(L, r->v, r->n, cdt, rt->dtype);
@@ -215,10 +210,8 @@ static tk_status lower_unary(tk_lower *L, const tk_op *op, const tk_type *rt, tk
 tk_status tk_lower_elementwise(tk_lower *L, const tk_op *op) {
     const tk_type *rt = &op->res[0]->type;
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(rt));
-    if (!r)
-        return L->dg->st;
+    if (!r) return L->dg->st;
     /* FILL/CVT results repeat or convert their single operand. */
-    if (op->nopnds == 2)
-        return lower_binary(L, op, rt, r);
+    if (op->nopnds == 2) return lower_binary(L, op, rt, r);
     return lower_unary(L, op, rt, r);
 }

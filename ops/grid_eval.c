@@ -66,8 +66,8 @@ tk_status tk_grid_eval(const tk_grid_prog *g, const tk_arg *args, int64_t out[3]
         for (; in < end; in++) {
             const char *why = "";
             if (run_inst(in, args, st, &n, &why)) {
-                return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: grid dimension %d: op #%u (%s): %s",
-                                    fn, d, in->id, tk_op_infos[in->op].name, why);
+                return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: grid dimension %d: op #%u (%s): %s", fn,
+                                    d, in->id, tk_op_infos[in->op].name, why);
             }
         }
         out[d] = st[0].i; /* grid values are integers (verified) */

@@ -18,9 +18,9 @@ tk_status tk_rule_ids(tk_kernel *k, tk_op *op) {
                              (long long)op->attr[0]);
         op->res[0]->type = i32;
         return TK_OK;
-    case TK_OP_WARP_ID: case TK_OP_WARPGROUP_ID: case TK_OP_LANE_ID:
-        op->res[0]->type = i32;
-        return TK_OK;
+    case TK_OP_WARP_ID:
+    case TK_OP_WARPGROUP_ID:
+    case TK_OP_LANE_ID: op->res[0]->type = i32; return TK_OK;
     case TK_OP_CONST: {
         tk_dtype dt = (tk_dtype)op->attr[1];
         if (dt != TK_F32 && dt != TK_I32 && dt != TK_I64 && dt != TK_BOOL)
@@ -42,8 +42,7 @@ tk_status tk_rule_ids(tk_kernel *k, tk_op *op) {
         op->res[0]->type = tk_scalar_type(TK_I64);
         return TK_OK;
     }
-    default:
-        return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not an ids op");
+    default: return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not an ids op");
     }
 }
 
@@ -58,9 +57,7 @@ tk_value *tk_warpgroup_id(tk_kernel *k) {
 }
 tk_value *tk_lane_id(tk_kernel *k) { return res0(tk_build_op(k, TK_OP_LANE_ID, 0, NULL)); }
 /* The i64 forms: the id, widened by a cvt (what callers wrote by hand). */
-tk_value *tk_block_id_i64(tk_kernel *k, int dim) {
-    return tk_cvt(k, tk_block_id(k, dim), TK_I64);
-}
+tk_value *tk_block_id_i64(tk_kernel *k, int dim) { return tk_cvt(k, tk_block_id(k, dim), TK_I64); }
 tk_value *tk_warp_id_i64(tk_kernel *k) { return tk_cvt(k, tk_warp_id(k), TK_I64); }
 tk_value *tk_lane_id_i64(tk_kernel *k) { return tk_cvt(k, tk_lane_id(k), TK_I64); }
 tk_value *tk_const_i32(tk_kernel *k, int32_t v) {
@@ -102,8 +99,10 @@ tk_value *tk_spec(tk_kernel *k, const char *name, int64_t value) {
     /* Like parameters, specs are part of the kernel's signature: a value
      * defined inside a region could not be seen by code after it closes. */
     if (k->nopen) {
-        tk_kfail(k, TK_ERR_STATE, "tk_spec: '%s' declared inside a for/if region; declare "
-                 "specialization constants at the top level", name);
+        tk_kfail(k, TK_ERR_STATE,
+                 "tk_spec: '%s' declared inside a for/if region; declare "
+                 "specialization constants at the top level",
+                 name);
         return NULL;
     }
     /* Built first, recorded after: a failed call leaves the spec list alone. */

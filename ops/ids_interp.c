@@ -4,15 +4,19 @@
 
 tk_sv tk_interp_const(tk_dtype dt, int64_t i, double f) {
     tk_sv v = {.i = 0};
-    if (dt == TK_F32) v.f = (float)f;
-    else v.i = tk_interp_wrap(dt, i);
+    if (dt == TK_F32)
+        v.f = (float)f;
+    else
+        v.i = tk_interp_wrap(dt, i);
     return v;
 }
 
 tk_sv tk_interp_arg_sv(tk_dtype param, const tk_arg *a) {
     tk_sv v = {.i = 0};
-    if (param == TK_F32) v.f = (float)a->scalar.f;
-    else v.i = tk_interp_wrap(param, a->scalar.i);
+    if (param == TK_F32)
+        v.f = (float)a->scalar.f;
+    else
+        v.i = tk_interp_wrap(param, a->scalar.i);
     return v;
 }
 

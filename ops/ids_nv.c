@@ -13,18 +13,15 @@ static LLVMValueRef block_id(tk_lower *L, int64_t dim) {
 /* CONST: attr[1] = dtype; integer value in attr[0], float value in fattr. */
 static LLVMValueRef constant(tk_lower *L, const tk_op *op) {
     tk_dtype dt = (tk_dtype)op->attr[1];
-    if (tk_dtype_is_float(dt))
-        return tk_lw_constf(L, dt, op->fattr);
-    if (dt == TK_BOOL)
-        return LLVMConstInt(L->i1, op->attr[0] != 0, 0);
+    if (tk_dtype_is_float(dt)) return tk_lw_constf(L, dt, op->fattr);
+    if (dt == TK_BOOL) return LLVMConstInt(L->i1, op->attr[0] != 0, 0);
     return LLVMConstInt(tk_lw_type(L, dt), (unsigned long long)op->attr[0], 1);
 }
 
 /* DIM: the view's dims follow its pointer in the lowered form. */
 static LLVMValueRef dim(tk_lower *L, const tk_op *op) {
     tk_lv *v = tk_lw_get(L, op->opnds[0]);
-    if (!v)
-        return NULL;
+    if (!v) return NULL;
     return v->v[1 + op->attr[0]];
 }
 
@@ -39,11 +36,9 @@ tk_status tk_lower_ids(tk_lower *L, const tk_op *op) {
     case TK_OP_DIM: r = dim(L, op); break;
     default: return tk_lw_fail(L, TK_ERR_LLVM, "not an ids op");
     }
-    if (!r)
-        return L->dg->st ? L->dg->st : tk_lw_fail(L, TK_ERR_LLVM, "cannot lower");
+    if (!r) return L->dg->st ? L->dg->st : tk_lw_fail(L, TK_ERR_LLVM, "cannot lower");
     tk_lv *lv = tk_lw_def(L, op->res[0], 1);
-    if (!lv)
-        return L->dg->st;
+    if (!lv) return L->dg->st;
     lv->v[0] = r;
     return TK_OK;
 }

@@ -31,15 +31,16 @@ static const tk_interp_fn dispatch[] = {
 #define X(...) +1
 _Static_assert(0
 #include "ir/ops.def"
-               == TK_OP_COUNT && sizeof dispatch / sizeof dispatch[0] == TK_OP_COUNT,
+                       == TK_OP_COUNT &&
+                   sizeof dispatch / sizeof dispatch[0] == TK_OP_COUNT,
                "ops.def and the interpreter dispatch table disagree");
 #undef X
 
 #define GRID_MAX_BLOCKS (INT64_C(1) << 31)
 
 /* ---- errors ------------------------------------------------------------- */
-tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s,
-                         const char *fmt, ...) {
+tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s, const char *fmt,
+                         ...) {
     char where[160], what[1024];
     int n = snprintf(where, sizeof where, "tk_interp_run: block (%lld,%lld,%lld)",
                      (long long)I->block[0], (long long)I->block[1], (long long)I->block[2]);
@@ -62,9 +63,10 @@ tk_status tk_interp_slot_alloc(tk_interp *I, const tk_op *op, const tk_value *v,
         if (sl->t) return TK_OK;
         /* A warpgroup is 4 whole warps; the verifier should have said so. */
         if (t->owner == TK_WARPGROUP && I->warps % 4)
-            return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "value %%%u is owned by a warpgroup "
-                                  "but the kernel has %d warps (not a multiple of 4)", v->id,
-                                  I->warps);
+            return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME,
+                                  "value %%%u is owned by a warpgroup "
+                                  "but the kernel has %d warps (not a multiple of 4)",
+                                  v->id, I->warps);
         size_t n = (size_t)tk_interp_ninst(I, t->owner) * tk_interp_elems(t);
         sl->t = calloc(n ? n : 1, sizeof(float));
         if (!sl->t)
@@ -179,9 +181,7 @@ tk_status tk_interp_region(tk_interp *I, const tk_region *r) {
     return TK_OK;
 }
 
-static uint32_t all_warps(int warps) {
-    return warps >= 32 ? 0xffffffffu : (1u << warps) - 1u;
-}
+static uint32_t all_warps(int warps) { return warps >= 32 ? 0xffffffffu : (1u << warps) - 1u; }
 
 static tk_status run_block(tk_interp *I) {
     I->mask = all_warps(I->warps);
@@ -214,10 +214,10 @@ static tk_status bind_params(tk_interp *I) {
 static size_t smem_floats(const tk_kernel *k) {
     size_t n = 0;
     TK_FOREACH_OP(k->body, op)
-        if (op->opc == TK_OP_SHARED) {
-            const tk_type *t = &op->res[0]->type;
-            n += (size_t)t->rows * (size_t)t->cols * (size_t)t->count;
-        }
+    if (op->opc == TK_OP_SHARED) {
+        const tk_type *t = &op->res[0]->type;
+        n += (size_t)t->rows * (size_t)t->cols * (size_t)t->count;
+    }
     return n;
 }
 
@@ -253,8 +253,7 @@ static const tk_ctx_slot_def options_slot = {"interpreter options", options_make
 
 tk_status tk_interp_set_options(tk_ctx *ctx, const tk_interp_options *opts) {
     if (!ctx) return TK_ERR_INVALID_ARG;
-    if (!opts)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_interp_set_options: opts is NULL");
+    if (!opts) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_interp_set_options: opts is NULL");
     tk_interp_options *o = tk_ctx_slot(ctx, &options_slot);
     if (!o) return TK_ERR_NO_MEMORY; /* tk_ctx_slot said why */
     *o = *opts;
@@ -263,8 +262,7 @@ tk_status tk_interp_set_options(tk_ctx *ctx, const tk_interp_options *opts) {
 
 tk_status tk_interp_get_options(tk_ctx *ctx, tk_interp_options *opts) {
     if (!ctx) return TK_ERR_INVALID_ARG;
-    if (!opts)
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_interp_get_options: opts is NULL");
+    if (!opts) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_interp_get_options: opts is NULL");
     const tk_interp_options *o = tk_ctx_slot_find(ctx, &options_slot);
     *opts = o ? *o : env_options();
     return TK_OK;
@@ -315,17 +313,18 @@ static tk_status check_extents(const tk_kernel *k, const tk_arg *args, const cha
                   __builtin_add_overflow(sum, m < 0 ? -m : m, &sum);
         }
         if (bad)
-            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: argument %d ('%s'): its dims and "
-                                "strides reach elements more than 2^63 apart", fn, p,
-                                k->params[p]->name);
+            return tk_diag_fail(dg, TK_ERR_LAUNCH,
+                                "%s: argument %d ('%s'): its dims and "
+                                "strides reach elements more than 2^63 apart",
+                                fn, p, k->params[p]->name);
     }
     return TK_OK;
 }
 
 /* The grid through ir/grid.c and ops/grid_eval.c (as tk_launch), then the
  * interpreter's own limits: every dimension >= 1, at most 2^31 blocks. */
-static tk_status eval_grid(const tk_kernel *k, const tk_arg *args, int64_t grid[3],
-                           const char *fn, tk_diag *dg) {
+static tk_status eval_grid(const tk_kernel *k, const tk_arg *args, int64_t grid[3], const char *fn,
+                           tk_diag *dg) {
     tk_grid_prog g;
     tk_status s = tk_grid_build(k, &g, dg);
     if (!s) s = tk_grid_eval(&g, args, grid, fn, dg);
@@ -334,12 +333,15 @@ static tk_status eval_grid(const tk_kernel *k, const tk_arg *args, int64_t grid[
     int64_t total = 1;
     for (int d = 0; d < 3; d++) {
         if (grid[d] < 1)
-            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: grid dimension %d is %lld; every grid "
-                                "dimension must be >= 1", fn, d, (long long)grid[d]);
+            return tk_diag_fail(dg, TK_ERR_LAUNCH,
+                                "%s: grid dimension %d is %lld; every grid "
+                                "dimension must be >= 1",
+                                fn, d, (long long)grid[d]);
         if (grid[d] > GRID_MAX_BLOCKS / total) /* i.e. total * grid[d] > 2^31, unoverflowed */
-            return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: the grid (%lld x %lld x %lld) has "
-                                "more than 2^31 blocks", fn, (long long)grid[0],
-                                (long long)(d > 0 ? grid[1] : 1),
+            return tk_diag_fail(dg, TK_ERR_LAUNCH,
+                                "%s: the grid (%lld x %lld x %lld) has "
+                                "more than 2^31 blocks",
+                                fn, (long long)grid[0], (long long)(d > 0 ? grid[1] : 1),
                                 (long long)(d > 1 ? grid[2] : 1));
         total *= grid[d];
     }
@@ -351,8 +353,10 @@ static tk_status eval_grid(const tk_kernel *k, const tk_arg *args, int64_t grid[
 static tk_status prepare(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3],
                          const char *fn, tk_diag *dg) {
     if (!k->finished)
-        return tk_diag_fail(dg, TK_ERR_STATE, "%s: kernel '%s' is not finished; call "
-                            "tk_kernel_finish first", fn, k->name);
+        return tk_diag_fail(dg, TK_ERR_STATE,
+                            "%s: kernel '%s' is not finished; call "
+                            "tk_kernel_finish first",
+                            fn, k->name);
     tk_sig sig;
     tk_sig_of(k, &sig);
     tk_status s = tk_sig_check(&sig, k->name, nargs, args, fn, dg);
@@ -364,8 +368,10 @@ static tk_status prepare(const tk_kernel *k, int nargs, const tk_arg *args, int6
 tk_status tk_kernel_grid(const tk_kernel *k, int nargs, const tk_arg *args, int64_t grid[3]) {
     if (!k) return TK_ERR_INVALID_ARG;
     tk_diag dg = {0};
-    if (!grid) tk_diag_fail(&dg, TK_ERR_INVALID_ARG, "tk_kernel_grid: grid is NULL");
-    else prepare(k, nargs, args, grid, "tk_kernel_grid", &dg);
+    if (!grid)
+        tk_diag_fail(&dg, TK_ERR_INVALID_ARG, "tk_kernel_grid: grid is NULL");
+    else
+        prepare(k, nargs, args, grid, "tk_kernel_grid", &dg);
     return tk_ctx_report(k->ctx, "", &dg);
 }
 

@@ -32,16 +32,16 @@ typedef union tk_sv {
 } tk_sv;
 
 typedef struct tk_slot {
-    tk_sv *s;    /* SCALAR, SMEM, GVIEW: warps*32 entries                  */
-    float *t;    /* TILE, VEC: ninst * tk_interp_elems() entries           */
+    tk_sv *s; /* SCALAR, SMEM, GVIEW: warps*32 entries                  */
+    float *t; /* TILE, VEC: ninst * tk_interp_elems() entries           */
 } tk_slot;
 
 /* An issued asynchronous copy: the source as it was at issue time. */
 typedef struct tk_pending {
-    const tk_op *op;  /* the COPY_G2S that issued it                       */
-    int64_t group;  /* commit group (1, 2, ...) or 0 while uncommitted     */
-    size_t dst;     /* float offset in the block's shared array            */
-    size_t n;       /* rows*cols                                           */
+    const tk_op *op; /* the COPY_G2S that issued it                       */
+    int64_t group;   /* commit group (1, 2, ...) or 0 while uncommitted     */
+    size_t dst;      /* float offset in the block's shared array            */
+    size_t n;        /* rows*cols                                           */
     float *data;
 } tk_pending;
 
@@ -50,11 +50,11 @@ typedef struct tk_interp {
     const tk_arg *args;
     int warps, nthreads;
     int64_t grid[3], block[3];
-    uint32_t mask;            /* active warps of the region being run      */
-    tk_slot *slots;           /* by value id, 1..k->nvalues                */
-    float *smem;              /* the block's shared memory                 */
-    size_t smem_n, smem_top;  /* size; next free offset (SHARED bumps it)  */
-    tk_pending *pend;         /* issue order == group order                */
+    uint32_t mask;           /* active warps of the region being run      */
+    tk_slot *slots;          /* by value id, 1..k->nvalues                */
+    float *smem;             /* the block's shared memory                 */
+    size_t smem_n, smem_top; /* size; next free offset (SHARED bumps it)  */
+    tk_pending *pend;        /* issue order == group order                */
     size_t npend, cappend;
     int64_t groups_committed; /* groups closed by ASYNC_COMMIT so far      */
     int64_t groups_applied;   /* groups applied by ASYNC_WAIT so far       */
@@ -66,7 +66,7 @@ typedef struct tk_interp {
 
 typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
 
-#define X(e, name, mn, mx, nres, scope, fam, ...) \
+#define X(e, name, mn, mx, nres, scope, fam, ...)                                                  \
     tk_status tk_interp_##fam(tk_interp *I, const tk_op *op);
 #include "ir/ops.def"
 #undef X
@@ -74,8 +74,8 @@ typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
 /* ---- driver services (ops/interp.c) --------------------------------------- */
 /* Records a run-time error in I->diag naming the op, block and `warp` (-1: the
  * block as a whole); returns s. */
-tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s,
-                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Makes sure v has storage (zeroed when new). Reads and writes below assume it. */
 tk_status tk_interp_ensure(tk_interp *I, const tk_op *op, const tk_value *v);
 /* The same for a scratch slot shaped like v (free its s and t when done). */
@@ -113,17 +113,13 @@ static inline int tk_interp_block_thread(const tk_interp *I) {
     while (w < 31 && !(I->mask & (1u << w))) w++;
     return 32 * w;
 }
-static inline bool tk_interp_warp_active(const tk_interp *I, int w) {
-    return (I->mask >> w) & 1u;
-}
+static inline bool tk_interp_warp_active(const tk_interp *I, int w) { return (I->mask >> w) & 1u; }
 
 /* ---- storage access ----------------------------------------------------- */
 static inline size_t tk_interp_elems(const tk_type *t) {
     return t->kind == TK_KIND_TILE ? (size_t)t->rows * (size_t)t->cols : (size_t)t->rows;
 }
-static inline tk_sv *tk_interp_sv(tk_interp *I, const tk_value *v) {
-    return I->slots[v->id].s;
-}
+static inline tk_sv *tk_interp_sv(tk_interp *I, const tk_value *v) { return I->slots[v->id].s; }
 static inline float *tk_interp_tile(tk_interp *I, const tk_value *v, int inst) {
     return I->slots[v->id].t + (size_t)inst * tk_interp_elems(&v->type);
 }

@@ -10,11 +10,9 @@ static const lower_fn lower_fns[TK_OP_COUNT] = {
 };
 
 tk_status tk_lower_region(tk_lower *L, const tk_region *r) {
-    if (!r)
-        return TK_OK;
+    if (!r) return TK_OK;
     TK_FOREACH_OP(r, op) {
-        if (!tk_lw_emits_op(L, op))
-            continue; /* not the producer's work (ops/nv/plan.h) */
+        if (!tk_lw_emits_op(L, op)) continue; /* not the producer's work (ops/nv/plan.h) */
         if (op->opc >= TK_OP_COUNT)
             return tk_lw_fail(L, TK_ERR_LLVM, "op %u: bad opcode %d", op->id, (int)op->opc);
         const tk_op *outer = L->cur; /* FOR/IF lower their regions recursively */

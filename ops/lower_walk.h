@@ -12,7 +12,7 @@
 tk_status tk_lower_region(tk_lower *L, const tk_region *r);
 
 /* ---- Family entry points (ops/<family>_nv.c), one per family column -------- */
-#define X(e, name, mn, mx, nres, scope, fam, ...) \
+#define X(e, name, mn, mx, nres, scope, fam, ...)                                                  \
     tk_status tk_lower_##fam(tk_lower *L, const tk_op *op);
 #include "ir/ops.def"
 #undef X

@@ -24,7 +24,6 @@
 
 #include <stdio.h>
 
-
 static tk_status expect_kind(tk_kernel *k, tk_op *op, int i, tk_kind kind, const char *what) {
     const tk_type *t = &op->opnds[i]->type;
     if (t->kind == kind) return TK_OK;
@@ -32,8 +31,9 @@ static tk_status expect_kind(tk_kernel *k, tk_op *op, int i, tk_kind kind, const
     tk_type_str(t, b, sizeof b);
     return tk_opfail(k, op, TK_ERR_TYPE, "%s is a %s; expected %s", what,
                      t->kind ? b : "value without a type",
-                     kind == TK_KIND_GVIEW ? "a tensor parameter" : kind == TK_KIND_SMEM ?
-                     "a single-stage shared tile" : "a register tile");
+                     kind == TK_KIND_GVIEW  ? "a tensor parameter"
+                     : kind == TK_KIND_SMEM ? "a single-stage shared tile"
+                                            : "a register tile");
 }
 
 static tk_status expect_index(tk_kernel *k, tk_op *op, int from, int n) {
@@ -52,8 +52,10 @@ static tk_status expect_index(tk_kernel *k, tk_op *op, int from, int n) {
 static tk_status expect_smem(tk_kernel *k, tk_op *op, int i) {
     if (expect_kind(k, op, i, TK_KIND_SMEM, "the shared operand")) return k->status;
     if (op->opnds[i]->type.count != 1)
-        return tk_opfail(k, op, TK_ERR_TYPE, "the shared operand has %d stages; pick one with "
-                         "tk_stage", op->opnds[i]->type.count);
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "the shared operand has %d stages; pick one with "
+                         "tk_stage",
+                         op->opnds[i]->type.count);
     return TK_OK;
 }
 
@@ -71,8 +73,10 @@ static tk_status expect_view(tk_kernel *k, tk_op *op, int at, int nidx, bool til
 
 static tk_status same_dtype(tk_kernel *k, tk_op *op, tk_dtype mem, tk_dtype reg) {
     if (mem == reg) return TK_OK;
-    return tk_opfail(k, op, TK_ERR_TYPE, "memory holds %s but the register value is %s; convert "
-                     "with tk_cvt", tk_dtype_name(mem), tk_dtype_name(reg));
+    return tk_opfail(k, op, TK_ERR_TYPE,
+                     "memory holds %s but the register value is %s; convert "
+                     "with tk_cvt",
+                     tk_dtype_name(mem), tk_dtype_name(reg));
 }
 
 static tk_status fits(tk_kernel *k, tk_op *op, const tk_type *reg, const tk_type *sm) {
@@ -87,15 +91,17 @@ static tk_status fits(tk_kernel *k, tk_op *op, const tk_type *reg, const tk_type
 static tk_status rule_shared(tk_kernel *k, tk_op *op) {
     tk_type t = op->want;
     if (k->cur != k->body)
-        return tk_opfail(k, op, TK_ERR_STATE, "shared memory is allocated at the top level of the "
+        return tk_opfail(k, op, TK_ERR_STATE,
+                         "shared memory is allocated at the top level of the "
                          "kernel, not inside a for/if");
     if (!tk_dtype_is_float(t.dtype))
         return tk_opfail(k, op, TK_ERR_TYPE, "shared tiles hold f32, bf16 or f16, not %s",
                          tk_dtype_name(t.dtype));
-    if (t.rows <= 0 || t.cols <= 0 || t.rows % 16 || t.cols % 16 || t.rows > 1024 ||
-        t.cols > 1024)
-        return tk_opfail(k, op, TK_ERR_SHAPE, "a %dx%d shared tile: rows and cols must be "
-                         "multiples of 16 up to 1024", t.rows, t.cols);
+    if (t.rows <= 0 || t.cols <= 0 || t.rows % 16 || t.cols % 16 || t.rows > 1024 || t.cols > 1024)
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "a %dx%d shared tile: rows and cols must be "
+                         "multiples of 16 up to 1024",
+                         t.rows, t.cols);
     if (t.smem != TK_SMEM_PLAIN && t.smem != TK_SMEM_SWIZZLE && t.smem != TK_SMEM_PAD)
         return tk_opfail(k, op, TK_ERR_INVALID_ARG, "layout %d is not a tk_smem_layout",
                          (int)t.smem);
@@ -104,8 +110,10 @@ static tk_status rule_shared(tk_kernel *k, tk_op *op) {
     size_t off = (k->smem_bytes + 127) & ~(size_t)127;
     size_t end = off + tk_smem_stage_bytes(&t) * (size_t)t.count;
     if (end > TK_SMEM_LIMIT)
-        return tk_opfail(k, op, TK_ERR_SHAPE, "the kernel would use %zu bytes of shared memory; "
-                         "the limit is %d", end, TK_SMEM_LIMIT);
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "the kernel would use %zu bytes of shared memory; "
+                         "the limit is %d",
+                         end, TK_SMEM_LIMIT);
     k->smem_bytes = end;
     op->attr[0] = (int64_t)off;
     op->res[0]->type = t;
@@ -157,8 +165,10 @@ static tk_status rule_copy(tk_kernel *k, tk_op *op) {
     const tk_type *s = &op->opnds[sm]->type;
     if (same_dtype(k, op, op->opnds[view]->type.dtype, s->dtype)) return k->status;
     if (g2s && op->attr[0] && op->fattr != 0.0)
-        return tk_opfail(k, op, TK_ERR_INVALID_ARG, "an asynchronous copy fills out-of-range "
-                         "elements with 0, not %g", op->fattr);
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                         "an asynchronous copy fills out-of-range "
+                         "elements with 0, not %g",
+                         op->fattr);
     return TK_OK;
 }
 
@@ -166,15 +176,19 @@ tk_status tk_rule_memory(tk_kernel *k, tk_op *op) {
     switch (op->opc) {
     case TK_OP_SHARED: return rule_shared(k, op);
     case TK_OP_STAGE: return rule_stage(k, op);
-    case TK_OP_LOAD_G2R: case TK_OP_LOAD_S2R: return rule_load(k, op);
-    case TK_OP_STORE_R2G: case TK_OP_STORE_R2S: return rule_store(k, op);
-    case TK_OP_COPY_G2S: case TK_OP_COPY_S2G: return rule_copy(k, op);
+    case TK_OP_LOAD_G2R:
+    case TK_OP_LOAD_S2R: return rule_load(k, op);
+    case TK_OP_STORE_R2G:
+    case TK_OP_STORE_R2S: return rule_store(k, op);
+    case TK_OP_COPY_G2S:
+    case TK_OP_COPY_S2G: return rule_copy(k, op);
     case TK_OP_ASYNC_WAIT:
         if (op->attr[0] < 0 || op->attr[0] > 8)
             return tk_opfail(k, op, TK_ERR_INVALID_ARG, "pending is %lld; expected 0..8",
                              (long long)op->attr[0]);
         return TK_OK;
-    case TK_OP_ASYNC_COMMIT: case TK_OP_BARRIER: return TK_OK;
+    case TK_OP_ASYNC_COMMIT:
+    case TK_OP_BARRIER: return TK_OK;
     default: return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not a memory op");
     }
 }
@@ -182,7 +196,11 @@ tk_status tk_rule_memory(tk_kernel *k, tk_op *op) {
 /* ---- builder calls ------------------------------------------------------ */
 tk_value *tk_shared(tk_kernel *k, tk_dtype dt, int rows, int cols, tk_smem_layout layout,
                     int count) {
-    tk_type t = {.kind = TK_KIND_SMEM, .dtype = dt, .rows = rows, .cols = cols, .smem = layout,
+    tk_type t = {.kind = TK_KIND_SMEM,
+                 .dtype = dt,
+                 .rows = rows,
+                 .cols = cols,
+                 .smem = layout,
                  .count = count};
     tk_op *op = tk_build_op_typed(k, TK_OP_SHARED, 0, NULL, t, 0, 0, 0.0);
     return op ? op->res[0] : NULL;
@@ -197,8 +215,7 @@ tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx) {
 /* Checks the `nidx` indices given for the memory operand `m` (a tensor of
  * rank r takes r, a shared tile 2); returns that count, or -1 after
  * reporting why the call cannot be made. `fn` is the public call's name. */
-static int index_count(tk_kernel *k, const char *fn, tk_value *m, int nidx,
-                       tk_value *const *idx) {
+static int index_count(tk_kernel *k, const char *fn, tk_value *m, int nidx, tk_value *const *idx) {
     if (!k || k->status) return -1;
     if (!m) {
         tk_kfail(k, TK_ERR_INVALID_ARG, "%s: the memory operand is NULL", fn);
@@ -209,8 +226,10 @@ static int index_count(tk_kernel *k, const char *fn, tk_value *m, int nidx,
     char b[64];
     if (n < 0) {
         tk_type_str(&m->type, b, sizeof b);
-        tk_kfail(k, TK_ERR_TYPE, "%s: the memory operand is a %s; expected a tensor parameter or "
-                 "a shared tile", fn, b);
+        tk_kfail(k, TK_ERR_TYPE,
+                 "%s: the memory operand is a %s; expected a tensor parameter or "
+                 "a shared tile",
+                 fn, b);
         return -1;
     }
     if (m->type.kind == TK_KIND_GVIEW)
@@ -218,8 +237,10 @@ static int index_count(tk_kernel *k, const char *fn, tk_value *m, int nidx,
     else
         snprintf(b, sizeof b, "a shared tile (row, col)");
     if (nidx == TK_IDX_NOT_ARRAY)
-        tk_kfail(k, TK_ERR_INVALID_ARG, "%s: idx is not an array of 1..4 indices; pass an array "
-                 "of indices or call %s_n with the count (%s takes %d)", fn, fn, b, n);
+        tk_kfail(k, TK_ERR_INVALID_ARG,
+                 "%s: idx is not an array of 1..4 indices; pass an array "
+                 "of indices or call %s_n with the count (%s takes %d)",
+                 fn, fn, b, n);
     else if (!idx)
         tk_kfail(k, TK_ERR_INVALID_ARG, "%s: idx is NULL; expected %d indices for %s", fn, n, b);
     else if (nidx != n)
@@ -237,8 +258,8 @@ tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx, tk_valu
     tk_value *v[5] = {src};
     for (int i = 0; i < n; i++) v[1 + i] = idx[i];
     bool g = src->type.kind == TK_KIND_GVIEW;
-    tk_op *op = tk_build_op_typed(k, g ? TK_OP_LOAD_G2R : TK_OP_LOAD_S2R, 1 + n, v, type, 0, 0,
-                                  fill);
+    tk_op *op =
+        tk_build_op_typed(k, g ? TK_OP_LOAD_G2R : TK_OP_LOAD_S2R, 1 + n, v, type, 0, 0, fill);
     return op ? op->res[0] : NULL;
 }
 

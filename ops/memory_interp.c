@@ -22,8 +22,8 @@
 /* A rows×cols window of a view (a vector is one row of the last dim). */
 typedef struct window {
     const tk_arg *a;
-    bool none;            /* a leading index is out of range            */
-    int64_t base;         /* offset of the leading indices              */
+    bool none;    /* a leading index is out of range            */
+    int64_t base; /* offset of the leading indices              */
     int64_t r0, c0, rdim, cdim, rs, cs;
     int rows, cols;
 } window;
@@ -124,8 +124,10 @@ static tk_status global_reg(tk_interp *I, const tk_op *op) {
         window w = window_at(I, op, 0, th, tile, t->rows, tile ? t->cols : t->rows);
         tk_status s = I->race ? race_window(I, op, tk_race_agent(t->owner, i), &w, !load) : TK_OK;
         if (s) return s;
-        if (load) gather(&w, fill, tk_interp_tile(I, reg, i));
-        else scatter(&w, tk_interp_tile(I, reg, i));
+        if (load)
+            gather(&w, fill, tk_interp_tile(I, reg, i));
+        else
+            scatter(&w, tk_interp_tile(I, reg, i));
     }
     return TK_OK;
 }
@@ -133,12 +135,14 @@ static tk_status global_reg(tk_interp *I, const tk_op *op) {
 /* ---- shared memory ------------------------------------------------------ */
 /* The shared tile a handle names; handles are made by SHARED/STAGE, so a
  * bad one means a broken kernel, reported rather than trusted. */
-static tk_status smem_at(tk_interp *I, const tk_op *op, int warp, int64_t off,
-                         const tk_type *t, float **out) {
+static tk_status smem_at(tk_interp *I, const tk_op *op, int warp, int64_t off, const tk_type *t,
+                         float **out) {
     size_t n = (size_t)t->rows * (size_t)t->cols;
     if (off < 0 || (size_t)off > I->smem_n || I->smem_n - (size_t)off < n)
-        return tk_interp_fail(I, op, warp, TK_ERR_RUNTIME, "shared handle at float offset %lld "
-                              "lies outside the block's shared memory", (long long)off);
+        return tk_interp_fail(I, op, warp, TK_ERR_RUNTIME,
+                              "shared handle at float offset %lld "
+                              "lies outside the block's shared memory",
+                              (long long)off);
     *out = I->smem + off;
     return TK_OK;
 }
@@ -155,15 +159,17 @@ static tk_status shared_reg(tk_interp *I, const tk_op *op) {
         tk_status s = smem_at(I, op, th / 32, tk_interp_sv(I, op->opnds[0])[th].i, st, &sm);
         if (s) return s;
         if (r0 < 0 || c0 < 0 || r0 > st->rows - t->rows || c0 > st->cols - t->cols)
-            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "a %dx%d tile at (%lld, %lld) "
-                                  "does not lie inside the %dx%d shared tile", t->rows, t->cols,
-                                  (long long)r0, (long long)c0, st->rows, st->cols);
+            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME,
+                                  "a %dx%d tile at (%lld, %lld) "
+                                  "does not lie inside the %dx%d shared tile",
+                                  t->rows, t->cols, (long long)r0, (long long)c0, st->rows,
+                                  st->cols);
         float *reg_p = tk_interp_tile(I, reg, i);
         for (int r = 0; r < t->rows; r++) {
             float *row = sm + (size_t)(r0 + r) * (size_t)st->cols + (size_t)c0;
-            if (I->race && (s = tk_race_smem(I, op, tk_race_agent(t->owner, i),
-                                             (size_t)(row - I->smem), (size_t)t->cols,
-                                             load ? TK_RACE_READ : TK_RACE_WRITE)))
+            if (I->race &&
+                (s = tk_race_smem(I, op, tk_race_agent(t->owner, i), (size_t)(row - I->smem),
+                                  (size_t)t->cols, load ? TK_RACE_READ : TK_RACE_WRITE)))
                 return s;
             float *rr = reg_p + (size_t)r * (size_t)t->cols;
             memcpy(load ? rr : row, load ? row : rr, (size_t)t->cols * sizeof(float));
@@ -179,7 +185,8 @@ static tk_status stage(tk_interp *I, const tk_op *op) {
     for (int th = 0; th < I->nthreads; th++) {
         if (!tk_interp_warp_active(I, th / 32)) continue;
         if (idx[th].i < 0 || idx[th].i >= t->count)
-            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "stage index %lld is out of "
+            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME,
+                                  "stage index %lld is out of "
                                   "range for a %d-stage shared tile (lane %d)",
                                   (long long)idx[th].i, t->count, th % 32);
         r[th].i = base[th].i + idx[th].i * t->rows * t->cols;
@@ -191,7 +198,8 @@ static tk_status shared_alloc(tk_interp *I, const tk_op *op) {
     const tk_type *t = &op->res[0]->type;
     size_t n = (size_t)t->rows * (size_t)t->cols * (size_t)t->count;
     if (I->smem_n - I->smem_top < n)
-        return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "shared memory exhausted (a SHARED op "
+        return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME,
+                              "shared memory exhausted (a SHARED op "
                               "outside the kernel's top level?)");
     tk_sv *r = tk_interp_sv(I, op->res[0]);
     for (int th = 0; th < I->nthreads; th++) r[th].i = (int64_t)I->smem_top;
@@ -200,8 +208,7 @@ static tk_status shared_alloc(tk_interp *I, const tk_op *op) {
 }
 
 /* ---- block copies ------------------------------------------------------- */
-static tk_status push_pending(tk_interp *I, const tk_op *op, size_t dst, float *data,
-                              size_t n) {
+static tk_status push_pending(tk_interp *I, const tk_op *op, size_t dst, float *data, size_t n) {
     if (I->npend == I->cappend) {
         size_t cap = I->cappend ? 2 * I->cappend : 16;
         tk_pending *p = realloc(I->pend, cap * sizeof *p);
@@ -278,9 +285,12 @@ tk_status tk_interp_memory(tk_interp *I, const tk_op *op) {
     switch (op->opc) {
     case TK_OP_SHARED: return shared_alloc(I, op);
     case TK_OP_STAGE: return stage(I, op);
-    case TK_OP_LOAD_G2R: case TK_OP_STORE_R2G: return global_reg(I, op);
-    case TK_OP_LOAD_S2R: case TK_OP_STORE_R2S: return shared_reg(I, op);
-    case TK_OP_COPY_G2S: case TK_OP_COPY_S2G: return copy(I, op);
+    case TK_OP_LOAD_G2R:
+    case TK_OP_STORE_R2G: return global_reg(I, op);
+    case TK_OP_LOAD_S2R:
+    case TK_OP_STORE_R2S: return shared_reg(I, op);
+    case TK_OP_COPY_G2S:
+    case TK_OP_COPY_S2G: return copy(I, op);
     case TK_OP_ASYNC_COMMIT: async_commit(I); return TK_OK;
     case TK_OP_ASYNC_WAIT: async_wait(I, op->attr[0]); return TK_OK;
     case TK_OP_BARRIER: /* lockstep execution (ops/interp.c): only the race checker cares */

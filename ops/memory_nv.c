@@ -20,8 +20,7 @@
 /* ---- shared, stage, async groups, barrier -------------------------------- */
 static tk_status def1(tk_lower *L, const tk_op *op, LLVMValueRef v) {
     tk_lv *lv = tk_lw_def(L, op->res[0], 1);
-    if (!lv)
-        return L->dg->st;
+    if (!lv) return L->dg->st;
     lv->v[0] = v;
     return TK_OK;
 }
@@ -33,8 +32,7 @@ static tk_status lower_shared(tk_lower *L, const tk_op *op) {
 /* Stage i of a ring lives at base + i * tk_smem_stage_bytes. */
 static tk_status lower_stage(tk_lower *L, const tk_op *op) {
     tk_lv *s = tk_lw_get(L, op->opnds[0]), *i = tk_lw_get(L, op->opnds[1]);
-    if (!s || !i)
-        return L->dg->st;
+    if (!s || !i) return L->dg->st;
     LLVMValueRef bytes = tk_lw_i32c(L, (int64_t)tk_smem_stage_bytes(&op->opnds[0]->type));
     LLVMValueRef off = LLVMBuildMul(L->b, tk_lw_to_i32(L, i->v[0]), bytes, "");
     return def1(L, op, tk_lw_gep(L, s->v[0], off));
@@ -45,21 +43,16 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
  * strategy the driver picked (ops/nv/sync.c). */
 static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     switch (op->opc) {
-    case TK_OP_ASYNC_COMMIT:
-        L->sync->commit(L);
-        break;
-    case TK_OP_ASYNC_WAIT:
-        L->sync->wait(L, (int)op->attr[0]);
-        break;
-    default:
-        L->sync->barrier(L);
+    case TK_OP_ASYNC_COMMIT: L->sync->commit(L); break;
+    case TK_OP_ASYNC_WAIT: L->sync->wait(L, (int)op->attr[0]); break;
+    default: L->sync->barrier(L);
     }
     return L->dg->st;
 }
 
 /* ---- register <-> global ---------------------------------------------------- */
 typedef struct gio {
-    const tk_type *t;       /* register tile / vector                         */
+    const tk_type *t; /* register tile / vector                         */
     tk_gwin w;
     LLVMValueRef lrow, lcol; /* lane parts (i32)                              */
     LLVMValueRef fill;       /* loads                                          */
@@ -109,20 +102,16 @@ static void g2r_fast(tk_lower *L, void *ctx, LLVMValueRef *out) {
  * (NULL after an allocation failure, recorded in L) and their count. */
 static int *slow_order(tk_lower *L, const tk_type *t, int *count) {
     int n = *count = tk_frag_count(t), *order = tk_lw_alloc(L, sizeof *order * (size_t)n);
-    if (!order)
-        return NULL;
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    if (t->kind != TK_KIND_TILE)
-        return order;
+    if (!order) return NULL;
+    for (int i = 0; i < n; i++) order[i] = i;
+    if (t->kind != TK_KIND_TILE) return order;
     for (int i = 1; i < n; i++) { /* insertion sort by (col, row) */
         int x = order[i], xr, xc, j = i;
         tk_frag_pos(t, x, &xr, &xc);
         for (; j > 0; j--) {
             int yr, yc;
             tk_frag_pos(t, order[j - 1], &yr, &yc);
-            if (yc < xc || (yc == xc && yr <= xr))
-                break;
+            if (yc < xc || (yc == xc && yr <= xr)) break;
             order[j] = order[j - 1];
         }
         order[j] = x;
@@ -221,8 +210,8 @@ static void g2r_masked(tk_lower *L, void *ctx, LLVMValueRef *out) {
 static LLVMValueRef pick(tk_lower *L, LLVMValueRef ci, const LLVMValueRef *v, int n) {
     LLVMValueRef r = v[n - 1];
     for (int k = n - 2; k >= 0; k--)
-        r = LLVMBuildSelect(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, ci, tk_lw_i32c(L, k), ""), v[k],
-                            r, "");
+        r = LLVMBuildSelect(L->b, LLVMBuildICmp(L->b, LLVMIntEQ, ci, tk_lw_i32c(L, k), ""), v[k], r,
+                            "");
     return r;
 }
 
@@ -231,10 +220,8 @@ static int distinct(const int *x, int n, int *vals, int *idx) {
     int nv = 0;
     for (int i = 0; i < n; i++) {
         int k = 0;
-        while (k < nv && vals[k] != x[i])
-            k++;
-        if (k == nv)
-            vals[nv++] = x[i];
+        while (k < nv && vals[k] != x[i]) k++;
+        if (k == nv) vals[nv++] = x[i];
         idx[i] = k;
     }
     return nv;
@@ -246,25 +233,22 @@ static void r2g_strided(tk_lower *L, void *ctx, LLVMValueRef *out) {
     LLVMValueRef *grid = tk_lw_alloc(L, sizeof *grid * (size_t)n);
     LLVMValueRef *cv = tk_lw_alloc(L, sizeof *cv * (size_t)n);
     (void)out;
-    if (!m || !grid || !cv)
-        return;
-    int *rc = m, *cc = m + n, *rows = m + 2 * n, *cols = m + 3 * n, *ri = m + 4 * n, *ci = m + 5 * n;
-    for (int i = 0; i < n; i++)
-        tk_frag_pos(g->t, i, &rc[i], &cc[i]);
+    if (!m || !grid || !cv) return;
+    int *rc = m, *cc = m + n, *rows = m + 2 * n, *cols = m + 3 * n, *ri = m + 4 * n,
+        *ci = m + 5 * n;
+    for (int i = 0; i < n; i++) tk_frag_pos(g->t, i, &rc[i], &cc[i]);
     int nr = distinct(rc, n, rows, ri), nc = distinct(cc, n, cols, ci);
     for (int i = 0; i < n; i++) /* a tile's elements form a full rows x cols grid */
         grid[ri[i] * nc + ci[i]] = g->val->v[i];
-    for (int b = 0; b < nc; b++)
-        cv[b] = tk_lw_i32c(L, cols[b]);
+    for (int b = 0; b < nc; b++) cv[b] = tk_lw_i32c(L, cols[b]);
     tk_lw_loop lp = {.rolled = true};
-    LLVMValueRef k = tk_lw_loop_begin(L, &lp, tk_lw_i32c(L, 0), tk_lw_i32c(L, nc),
-                                      tk_lw_i32c(L, 1));
+    LLVMValueRef k =
+        tk_lw_loop_begin(L, &lp, tk_lw_i32c(L, 0), tk_lw_i32c(L, nc), tk_lw_i32c(L, 1));
     LLVMValueRef c = LLVMBuildAdd(L->b, g->lcol, pick(L, k, cv, nc), "");
     for (int a = 0; a < nr; a++) {
         LLVMValueRef r = LLVMBuildAdd(L->b, g->lrow, tk_lw_i32c(L, rows[a]), "");
         LLVMValueRef v = pick(L, k, grid + a * nc, nc);
-        tk_lw_store_masked(L, v, tk_gwin_addr(L, &g->w, r, c), tk_gwin_inb(L, &g->w, r, c),
-                           g->esz);
+        tk_lw_store_masked(L, v, tk_gwin_addr(L, &g->w, r, c), tk_gwin_inb(L, &g->w, r, c), g->esz);
     }
     tk_lw_loop_end(L, &lp);
 }
@@ -285,8 +269,7 @@ static tk_status lower_g2r(tk_lower *L, const tk_op *op) {
     gio_open(L, &g, op, t);
     g.fill = tk_lw_constf(L, t->dtype, op->fattr);
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
-    if (!r || L->dg->st)
-        return L->dg->st;
+    if (!r || L->dg->st) return L->dg->st;
     if (t->kind == TK_KIND_VEC)
         g2r_slow(L, &g, r->v);
     else
@@ -299,8 +282,7 @@ static tk_status lower_r2g(tk_lower *L, const tk_op *op) {
     gio g = {0};
     gio_open(L, &g, op, &val->type);
     g.val = tk_lw_get(L, val);
-    if (!g.val || L->dg->st)
-        return L->dg->st;
+    if (!g.val || L->dg->st) return L->dg->st;
     if (val->type.kind == TK_KIND_VEC)
         r2g_slow(L, &g, NULL);
     else
@@ -391,9 +373,8 @@ static LLVMValueRef pack2(tk_lower *L, LLVMValueRef x, LLVMValueRef y) {
 }
 
 static void s2r_ldmatrix(tk_lower *L, sio *s, LLVMValueRef *out) {
-    const char *name = s->t->layout == TK_COL
-                           ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
-                           : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16";
+    const char *name = s->t->layout == TK_COL ? "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.trans.b16"
+                                              : "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.b16";
     for (int J = 0; J < tk_frag_subcols(s->t); J++) {
         LLVMValueRef a0 = matrix_addr0(L, s, J);
         for (int I = 0; I < tk_frag_subrows(s->t); I++) {
@@ -409,9 +390,8 @@ static void s2r_ldmatrix(tk_lower *L, sio *s, LLVMValueRef *out) {
 }
 
 static void r2s_stmatrix(tk_lower *L, sio *s) {
-    const char *name = s->t->layout == TK_COL
-                           ? "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.trans.b16"
-                           : "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.b16";
+    const char *name = s->t->layout == TK_COL ? "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.trans.b16"
+                                              : "llvm.nvvm.stmatrix.sync.aligned.m8n8.x4.b16";
     for (int J = 0; J < tk_frag_subcols(s->t); J++) {
         LLVMValueRef a0 = matrix_addr0(L, s, J);
         for (int I = 0; I < tk_frag_subrows(s->t); I++) {
@@ -474,12 +454,16 @@ static void r2s_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
 static bool sio_open(tk_lower *L, sio *s, const tk_op *op, const tk_type *t) {
     tk_lv *sm = tk_lw_get(L, op->opnds[0]);
     tk_lv *r0 = tk_lw_get(L, op->opnds[1]), *c0 = tk_lw_get(L, op->opnds[2]);
-    if (!sm || !r0 || !c0)
-        return false;
-    *s = (sio){.t = t, .st = &op->opnds[0]->type, .base = sm->v[0],
-               .row0 = tk_lw_to_i32(L, r0->v[0]), .col0 = tk_lw_to_i32(L, c0->v[0]),
-               .lrow = tk_frag_lane_row(L, t), .lcol = tk_frag_lane_col(L, t),
-               .ety = tk_lw_type(L, t->dtype), .esz = (unsigned)tk_dtype_size(t->dtype)};
+    if (!sm || !r0 || !c0) return false;
+    *s = (sio){.t = t,
+               .st = &op->opnds[0]->type,
+               .base = sm->v[0],
+               .row0 = tk_lw_to_i32(L, r0->v[0]),
+               .col0 = tk_lw_to_i32(L, c0->v[0]),
+               .lrow = tk_frag_lane_row(L, t),
+               .lcol = tk_frag_lane_col(L, t),
+               .ety = tk_lw_type(L, t->dtype),
+               .esz = (unsigned)tk_dtype_size(t->dtype)};
     return true;
 }
 
@@ -493,8 +477,7 @@ static tk_status lower_s2r(tk_lower *L, const tk_op *op) {
     const tk_type *t = &op->res[0]->type;
     sio s;
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
-    if (!r || !sio_open(L, &s, op, t))
-        return L->dg->st;
+    if (!r || !sio_open(L, &s, op, t)) return L->dg->st;
     s.border = tk_lw_mma_b_only(L, op->res[0]);
     tk_lw_branch2(L, sio_fast(L, &s), s2r_fast, s2r_slow, &s, r->n, r->v);
     return L->dg->st;
@@ -503,8 +486,7 @@ static tk_status lower_s2r(tk_lower *L, const tk_op *op) {
 static tk_status lower_r2s(tk_lower *L, const tk_op *op) {
     const tk_value *val = op->opnds[3];
     sio s;
-    if (!sio_open(L, &s, op, &val->type) || !(s.val = tk_lw_get(L, val)))
-        return L->dg->st;
+    if (!sio_open(L, &s, op, &val->type) || !(s.val = tk_lw_get(L, val))) return L->dg->st;
     tk_lw_branch2(L, sio_fast(L, &s), r2s_fast, r2s_slow, &s, 0, NULL);
     return L->dg->st;
 }
@@ -519,7 +501,9 @@ tk_status tk_lower_memory(tk_lower *L, const tk_op *op) {
     case TK_OP_STORE_R2S: return lower_r2s(L, op);
     case TK_OP_COPY_G2S: return tk_lower_copy_g2s(L, op);
     case TK_OP_COPY_S2G: return tk_lower_copy_s2g(L, op);
-    case TK_OP_ASYNC_COMMIT: case TK_OP_ASYNC_WAIT: case TK_OP_BARRIER: return lower_sync(L, op);
+    case TK_OP_ASYNC_COMMIT:
+    case TK_OP_ASYNC_WAIT:
+    case TK_OP_BARRIER: return lower_sync(L, op);
     default: return tk_lw_fail(L, TK_ERR_LLVM, "not a memory op");
     }
 }

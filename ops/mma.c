@@ -27,21 +27,27 @@ tk_status tk_rule_mma(tk_kernel *k, tk_op *op) {
         return tk_opfail(k, op, TK_ERR_TYPE, "A is a %s, B is a %s: both must be register tiles",
                          sa, sb);
     if (a->dtype != b->dtype || (a->dtype != TK_BF16 && a->dtype != TK_F16))
-        return tk_opfail(k, op, TK_ERR_TYPE, "A is a %s, B is a %s: inputs must both be bf16 or "
-                         "both f16", sa, sb);
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "A is a %s, B is a %s: inputs must both be bf16 or "
+                         "both f16",
+                         sa, sb);
     if (b->owner != TK_WARP)
         return tk_opfail(k, op, TK_ERR_TYPE, "B is a %s: B must be owned by a warp", sb);
     bool at = kd == TK_MMA_ATB || kd == TK_MMA_ATBT, bt = kd == TK_MMA_ABT || kd == TK_MMA_ATBT;
     tk_layout la = at ? TK_COL : TK_ROW, lb = bt ? TK_ROW : TK_COL;
     if (a->layout != la || b->layout != lb)
-        return tk_opfail(k, op, TK_ERR_TYPE, "%s needs A in %s layout and B in %s layout; A is a "
-                         "%s, B is a %s", kind_name(kd), la == TK_ROW ? "row" : "col",
-                         lb == TK_ROW ? "row" : "col", sa, sb);
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "%s needs A in %s layout and B in %s layout; A is a "
+                         "%s, B is a %s",
+                         kind_name(kd), la == TK_ROW ? "row" : "col", lb == TK_ROW ? "row" : "col",
+                         sa, sb);
     int m = at ? a->cols : a->rows, ka = at ? a->rows : a->cols;
     int kb = bt ? b->cols : b->rows, n = bt ? b->rows : b->cols;
     if (ka != kb)
-        return tk_opfail(k, op, TK_ERR_SHAPE, "%s: A is a %s, B is a %s: inner dimensions %d and "
-                         "%d differ", kind_name(kd), sa, sb, ka, kb);
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "%s: A is a %s, B is a %s: inner dimensions %d and "
+                         "%d differ",
+                         kind_name(kd), sa, sb, ka, kb);
     if (a->owner == TK_WARPGROUP && at)
         return tk_opfail(k, op, TK_ERR_TYPE, "a warpgroup A must not be transposed");
     tk_type r = tk_tile_type(TK_F32, m, n, a->owner, TK_ROW);
@@ -52,8 +58,8 @@ tk_status tk_rule_mma(tk_kernel *k, tk_op *op) {
             char sc[64], sr[64];
             tk_type_str(c, sc, sizeof sc);
             tk_type_str(&r, sr, sizeof sr);
-            return tk_opfail(k, op, TK_ERR_SHAPE, "C is a %s; %s of these operands makes a %s",
-                             sc, kind_name(kd), sr);
+            return tk_opfail(k, op, TK_ERR_SHAPE, "C is a %s; %s of these operands makes a %s", sc,
+                             kind_name(kd), sr);
         }
     }
     op->res[0]->type = r;

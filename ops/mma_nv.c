@@ -23,15 +23,12 @@ static LLVMValueRef pack(tk_lower *L, LLVMValueRef x, LLVMValueRef y) {
 }
 
 /* First element index of subtile (I, J) of tile t. */
-static int sub_base(const tk_type *t, int I, int J) {
-    return (I * tk_frag_subcols(t) + J) * 8;
-}
+static int sub_base(const tk_type *t, int I, int J) { return (I * tk_frag_subcols(t) + J) * 8; }
 
 static void a_regs(tk_lower *L, const tk_type *t, const tk_lv *a, int mi, int ki,
                    LLVMValueRef out[4]) {
     int base = t->layout == TK_COL ? sub_base(t, ki, mi) : sub_base(t, mi, ki);
-    for (int p = 0; p < 4; p++)
-        out[p] = pack(L, a->v[base + 2 * p], a->v[base + 2 * p + 1]);
+    for (int p = 0; p < 4; p++) out[p] = pack(L, a->v[base + 2 * p], a->v[base + 2 * p + 1]);
 }
 
 static void b_regs(tk_lower *L, const tk_type *t, const tk_lv *b, int ki, int ni, int h,
@@ -46,8 +43,7 @@ static void mma1(tk_lower *L, const char *name, LLVMValueRef a[4], LLVMValueRef 
                  LLVMValueRef acc[4]) {
     LLVMValueRef args[10] = {a[0], a[1], a[2], a[3], b[0], b[1], acc[0], acc[1], acc[2], acc[3]};
     LLVMValueRef r = tk_lw_intrin(L, name, NULL, 0, args, 10);
-    for (unsigned i = 0; i < 4; i++)
-        acc[i] = LLVMBuildExtractValue(L->b, r, i, "");
+    for (unsigned i = 0; i < 4; i++) acc[i] = LLVMBuildExtractValue(L->b, r, i, "");
 }
 
 tk_status tk_lower_mma(tk_lower *L, const tk_op *op) {
@@ -56,8 +52,7 @@ tk_status tk_lower_mma(tk_lower *L, const tk_op *op) {
     tk_lv *a = tk_lw_get(L, op->opnds[0]), *b = tk_lw_get(L, op->opnds[1]);
     tk_lv *c = op->nopnds > 2 ? tk_lw_get(L, op->opnds[2]) : NULL;
     tk_lv *d = tk_lw_def(L, op->res[0], tk_frag_count(ct));
-    if (!a || !b || !d || (op->nopnds > 2 && !c))
-        return L->dg->st;
+    if (!a || !b || !d || (op->nopnds > 2 && !c)) return L->dg->st;
     /* bf16 has one spelling; f16 names its D and C types (both f32 here). */
     const char *name = at->dtype == TK_BF16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
                                             : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
@@ -66,8 +61,7 @@ tk_status tk_lower_mma(tk_lower *L, const tk_op *op) {
         for (int ni = 0; ni < tk_frag_subcols(ct); ni++) {
             int base = sub_base(ct, mi, ni);
             LLVMValueRef acc[8];
-            for (int e = 0; e < 8; e++)
-                acc[e] = c ? c->v[base + e] : LLVMConstReal(L->f32, 0);
+            for (int e = 0; e < 8; e++) acc[e] = c ? c->v[base + e] : LLVMConstReal(L->f32, 0);
             for (int ki = 0; ki < nk; ki++) {
                 LLVMValueRef ar[4], br[2];
                 a_regs(L, at, a, mi, ki, ar);
@@ -76,8 +70,7 @@ tk_status tk_lower_mma(tk_lower *L, const tk_op *op) {
                     mma1(L, name, ar, br, acc + 4 * h);
                 }
             }
-            for (int e = 0; e < 8; e++)
-                d->v[base + e] = acc[e];
+            for (int e = 0; e < 8; e++) d->v[base + e] = acc[e];
         }
     }
     return L->dg->st;

@@ -18,7 +18,7 @@ typedef struct cell {
     const tk_op *w, *r[2]; /* last writer, first two reading agents' ops */
     uint64_t readers;      /* agent bits                                 */
     uint32_t epoch;
-    int8_t wag, rag[2];    /* their agents, -1: none                     */
+    int8_t wag, rag[2]; /* their agents, -1: none                     */
 } cell;
 
 typedef struct gcell {
@@ -29,18 +29,18 @@ typedef struct gcell {
 
 typedef struct shared_buf {
     const tk_op *op;
-    size_t off, stage_n;   /* float offset; floats per stage             */
+    size_t off, stage_n; /* float offset; floats per stage             */
     int rows, cols, count;
 } shared_buf;
 
 struct tk_race {
-    uint32_t epoch;        /* >= 1; cells of epoch 0 were never touched  */
-    size_t n;              /* shared floats per block                    */
-    cell *sm;              /* n cells                                    */
-    const tk_op **flight;  /* n: the async copy in flight, or NULL       */
+    uint32_t epoch;       /* >= 1; cells of epoch 0 were never touched  */
+    size_t n;             /* shared floats per block                    */
+    cell *sm;             /* n cells                                    */
+    const tk_op **flight; /* n: the async copy in flight, or NULL       */
     shared_buf *bufs;
     int nbufs;
-    gcell *g;              /* global table: cap slots, ng in this epoch  */
+    gcell *g; /* global table: cap slots, ng in this epoch  */
     size_t gcap, ng;
 };
 
@@ -48,8 +48,10 @@ struct tk_race {
 /* The public builder call that makes an op (the memory ops share calls). */
 static const char *call_name(const tk_op *op, char *buf, size_t n) {
     switch (op->opc) {
-    case TK_OP_LOAD_G2R: case TK_OP_LOAD_S2R: return "tk_load";
-    case TK_OP_STORE_R2G: case TK_OP_STORE_R2S: return "tk_store";
+    case TK_OP_LOAD_G2R:
+    case TK_OP_LOAD_S2R: return "tk_load";
+    case TK_OP_STORE_R2G:
+    case TK_OP_STORE_R2S: return "tk_store";
     case TK_OP_COPY_G2S: return "tk_copy_to_shared";
     case TK_OP_COPY_S2G: return "tk_copy_to_global";
     default: snprintf(buf, n, "tk_%s", tk_op_infos[op->opc].name); return buf;
@@ -57,9 +59,12 @@ static const char *call_name(const tk_op *op, char *buf, size_t n) {
 }
 
 static void agent_str(int a, char *buf, size_t n) {
-    if (a == TK_RACE_BLOCK) snprintf(buf, n, "the block");
-    else if (a >= TK_RACE_WG) snprintf(buf, n, "warpgroup %d", a - TK_RACE_WG);
-    else snprintf(buf, n, "warp %d", a);
+    if (a == TK_RACE_BLOCK)
+        snprintf(buf, n, "the block");
+    else if (a >= TK_RACE_WG)
+        snprintf(buf, n, "warpgroup %d", a - TK_RACE_WG);
+    else
+        snprintf(buf, n, "warp %d", a);
 }
 
 /* "sA stage 1 element (3, 5)" for a shared float offset. */
@@ -70,8 +75,10 @@ static void smem_str(const tk_race *R, size_t off, char *buf, size_t n) {
         size_t in = off - b->off, e = in % b->stage_n;
         const tk_value *v = b->op->res[0];
         char nm[64];
-        if (v->name) snprintf(nm, sizeof nm, "%s", v->name);
-        else snprintf(nm, sizeof nm, "shared tile %%%u", v->id);
+        if (v->name)
+            snprintf(nm, sizeof nm, "%s", v->name);
+        else
+            snprintf(nm, sizeof nm, "shared tile %%%u", v->id);
         snprintf(buf, n, "%s stage %zu element (%zu, %zu)", nm, in / b->stage_n,
                  e / (size_t)b->cols, e % (size_t)b->cols);
         return;
@@ -81,10 +88,9 @@ static void smem_str(const tk_race *R, size_t off, char *buf, size_t n) {
 
 static void global_str(const tk_interp *I, int p, uintptr_t addr, char *buf, size_t n) {
     const tk_arg *a = &I->args[p];
-    long long e = (long long)((intptr_t)(addr - (uintptr_t)a->data) /
-                              (intptr_t)tk_dtype_size(a->dtype));
-    snprintf(buf, n, "tensor '%s' (argument %d) element offset %lld", I->k->params[p]->name, p,
-             e);
+    long long e =
+        (long long)((intptr_t)(addr - (uintptr_t)a->data) / (intptr_t)tk_dtype_size(a->dtype));
+    snprintf(buf, n, "tensor '%s' (argument %d) element offset %lld", I->k->params[p]->name, p, e);
 }
 
 /* ---- the conflict rule ------------------------------------------------------ */
@@ -115,10 +121,12 @@ static tk_status report(tk_interp *I, const tk_op *op, int a, bool write, const 
     char ag[32], pag[32], c1[64], c2[64];
     agent_str(a, ag, sizeof ag);
     agent_str(p->agent, pag, sizeof pag);
-    return tk_interp_fail(I, NULL, -1, TK_ERR_RUNTIME, "race: %s %s %s (op #%u, %s) after %s "
-                          "%s it (op #%u, %s) with no barrier between", ag,
-                          write ? "writes" : "reads", what, op->id, call_name(op, c1, sizeof c1),
-                          pag, p->verb, p->op->id, call_name(p->op, c2, sizeof c2));
+    return tk_interp_fail(I, NULL, -1, TK_ERR_RUNTIME,
+                          "race: %s %s %s (op #%u, %s) after %s "
+                          "%s it (op #%u, %s) with no barrier between",
+                          ag, write ? "writes" : "reads", what, op->id,
+                          call_name(op, c1, sizeof c1), pag, p->verb, p->op->id,
+                          call_name(p->op, c2, sizeof c2));
 }
 
 static void fresh(cell *c, uint32_t epoch) {
@@ -144,8 +152,10 @@ static void record(const tk_interp *I, cell *c, const tk_op *op, int a, bool wri
         c->wag = (int8_t)a;
         return;
     }
-    if (c->rag[0] < 0) c->r[0] = op, c->rag[0] = (int8_t)a;
-    else if (c->rag[1] < 0 && c->rag[0] != a) c->r[1] = op, c->rag[1] = (int8_t)a;
+    if (c->rag[0] < 0)
+        c->r[0] = op, c->rag[0] = (int8_t)a;
+    else if (c->rag[1] < 0 && c->rag[0] != a)
+        c->r[1] = op, c->rag[1] = (int8_t)a;
     c->readers |= bit(a);
 }
 
@@ -155,9 +165,11 @@ static tk_status in_flight(tk_interp *I, const tk_op *op, int a, size_t off, boo
     const tk_op *cp = I->race->flight[off];
     agent_str(a, ag, sizeof ag);
     smem_str(I->race, off, what, sizeof what);
-    return tk_interp_fail(I, NULL, -1, TK_ERR_RUNTIME, "race: %s %s %s (op #%u, %s) while the "
+    return tk_interp_fail(I, NULL, -1, TK_ERR_RUNTIME,
+                          "race: %s %s %s (op #%u, %s) while the "
                           "async copy into it (op #%u, %s) is still in flight (no tk_async_wait "
-                          "has retired its group)", ag, write ? "writes" : "reads", what, op->id,
+                          "has retired its group)",
+                          ag, write ? "writes" : "reads", what, op->id,
                           call_name(op, c1, sizeof c1), cp->id, call_name(cp, c2, sizeof c2));
 }
 
@@ -174,8 +186,10 @@ tk_status tk_race_smem(tk_interp *I, const tk_op *op, int agent, size_t off, siz
             return report(I, op, agent, write, what, &p);
         }
         /* An issued async copy writes when it lands (tk_race_landed). */
-        if (kind == TK_RACE_ISSUE) R->flight[i] = op;
-        else record(I, &R->sm[i], op, agent, write);
+        if (kind == TK_RACE_ISSUE)
+            R->flight[i] = op;
+        else
+            record(I, &R->sm[i], op, agent, write);
     }
     return TK_OK;
 }

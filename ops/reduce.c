@@ -26,18 +26,22 @@ tk_status tk_rule_reduce(tk_kernel *k, tk_op *op) {
     if (need_tile(k, op)) return k->status;
     const tk_type *t = &op->opnds[0]->type;
     switch (op->opc) {
-    case TK_OP_ROW_MAX: case TK_OP_ROW_SUM:
+    case TK_OP_ROW_MAX:
+    case TK_OP_ROW_SUM:
         op->res[0]->type = tk_vec_type(t->dtype, t->rows, TK_PER_ROW, t->owner, t->layout);
         return TK_OK;
-    case TK_OP_COL_MAX: case TK_OP_COL_SUM:
+    case TK_OP_COL_MAX:
+    case TK_OP_COL_SUM:
         if (t->owner == TK_WARPGROUP)
-            return tk_opfail(k, op, TK_ERR_TYPE, "column reductions of warpgroup tiles would "
+            return tk_opfail(k, op, TK_ERR_TYPE,
+                             "column reductions of warpgroup tiles would "
                              "cross warps; reduce warp tiles");
         op->res[0]->type = tk_vec_type(t->dtype, t->cols, TK_PER_COL, t->owner, t->layout);
         return TK_OK;
     case TK_OP_MAX_ALL:
         if (t->owner != TK_WARP)
-            return tk_opfail(k, op, TK_ERR_TYPE, "the max of a warpgroup's elements would "
+            return tk_opfail(k, op, TK_ERR_TYPE,
+                             "the max of a warpgroup's elements would "
                              "cross warps; reduce warp tiles or vectors");
         op->res[0]->type = tk_scalar_type(TK_F32);
         return TK_OK;
@@ -56,8 +60,7 @@ tk_status tk_rule_reduce(tk_kernel *k, tk_op *op) {
         }
         op->res[0]->type = *t;
         return TK_OK;
-    default:
-        return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not a reduce op");
+    default: return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not a reduce op");
     }
 }
 

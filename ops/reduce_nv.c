@@ -18,10 +18,8 @@
 static bool is_max(tk_opcode opc) { return opc == TK_OP_ROW_MAX || opc == TK_OP_COL_MAX; }
 
 static LLVMValueRef combine(tk_lower *L, bool max, LLVMValueRef x, LLVMValueRef y) {
-    if (!x)
-        return y;
-    if (!max)
-        return LLVMBuildFAdd(L->b, x, y, "");
+    if (!x) return y;
+    if (!max) return LLVMBuildFAdd(L->b, x, y, "");
     LLVMValueRef xy[2] = {x, y};
     return tk_lw_intrin(L, "llvm.maxnum", &L->f32, 1, xy, 2);
 }
@@ -37,10 +35,8 @@ static tk_status lower_reduction(tk_lower *L, const tk_op *op) {
     bool max = is_max(op->opc);
     tk_lv *x = tk_lw_get(L, op->opnds[0]);
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(vt));
-    if (!x || !r)
-        return L->dg->st;
-    for (int s = 0; s < r->n; s++)
-        r->v[s] = NULL;
+    if (!x || !r) return L->dg->st;
+    for (int s = 0; s < r->n; s++) r->v[s] = NULL;
     for (int i = 0; i < x->n; i++) { /* own elements, in tile order */
         int s = tk_frag_vec_index(t, axis, i);
         r->v[s] = combine(L, max, r->v[s], tk_lw_cvt(L, x->v[i], t->dtype, TK_F32));
@@ -58,13 +54,10 @@ static tk_status lower_max_all(tk_lower *L, const tk_op *op) {
     const tk_type *t = &op->opnds[0]->type;
     tk_lv *x = tk_lw_get(L, op->opnds[0]);
     tk_lv *r = tk_lw_def(L, op->res[0], 1);
-    if (!x || !r)
-        return L->dg->st;
+    if (!x || !r) return L->dg->st;
     LLVMValueRef m = NULL;
-    for (int i = 0; i < x->n; i++)
-        m = combine(L, true, m, tk_lw_cvt(L, x->v[i], t->dtype, TK_F32));
-    for (int lanes = 1; lanes <= 16; lanes *= 2)
-        m = combine(L, true, m, shuffle_xor(L, m, lanes));
+    for (int i = 0; i < x->n; i++) m = combine(L, true, m, tk_lw_cvt(L, x->v[i], t->dtype, TK_F32));
+    for (int lanes = 1; lanes <= 16; lanes *= 2) m = combine(L, true, m, shuffle_xor(L, m, lanes));
     r->v[0] = m;
     return TK_OK;
 }
@@ -89,8 +82,7 @@ static tk_status lower_mask(tk_lower *L, const tk_op *op) {
     tk_lv *x = tk_lw_get(L, op->opnds[0]);
     tk_lv *av = tk_lw_get(L, op->opnds[1]), *bv = tk_lw_get(L, op->opnds[2]);
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
-    if (!x || !av || !bv || !r)
-        return L->dg->st;
+    if (!x || !av || !bv || !r) return L->dg->st;
     LLVMValueRef a = tk_lw_to_i64(L, av->v[0]), b = tk_lw_to_i64(L, bv->v[0]);
     LLVMValueRef lr = tk_lw_to_i64(L, tk_frag_lane_row(L, t));
     LLVMValueRef lc = tk_lw_to_i64(L, tk_frag_lane_col(L, t));
@@ -107,9 +99,7 @@ static tk_status lower_mask(tk_lower *L, const tk_op *op) {
 }
 
 tk_status tk_lower_reduce(tk_lower *L, const tk_op *op) {
-    if (op->opc == TK_OP_MASK)
-        return lower_mask(L, op);
-    if (op->opc == TK_OP_MAX_ALL)
-        return lower_max_all(L, op);
+    if (op->opc == TK_OP_MASK) return lower_mask(L, op);
+    if (op->opc == TK_OP_MAX_ALL) return lower_max_all(L, op);
     return lower_reduction(L, op);
 }

@@ -20,19 +20,28 @@ tk_status tk_rule_scalar(tk_kernel *k, tk_op *op) {
     if (want_scalars(k, op)) return k->status;
     tk_dtype a = op->opnds[0]->type.dtype, b = op->opnds[1]->type.dtype;
     switch (op->opc) {
-    case TK_OP_REM: case TK_OP_CEIL_DIV:
+    case TK_OP_REM:
+    case TK_OP_CEIL_DIV:
         if (!tk_dtype_is_int(a) || a != b)
-            return tk_opfail(k, op, TK_ERR_TYPE, "operands are %s and %s; expected two i32 or two "
-                             "i64", tk_dtype_name(a), tk_dtype_name(b));
+            return tk_opfail(k, op, TK_ERR_TYPE,
+                             "operands are %s and %s; expected two i32 or two "
+                             "i64",
+                             tk_dtype_name(a), tk_dtype_name(b));
         op->res[0]->type = tk_scalar_type(a);
         return TK_OK;
-    case TK_OP_LT: case TK_OP_LE: case TK_OP_GT: case TK_OP_GE: case TK_OP_EQ: case TK_OP_NE:
+    case TK_OP_LT:
+    case TK_OP_LE:
+    case TK_OP_GT:
+    case TK_OP_GE:
+    case TK_OP_EQ:
+    case TK_OP_NE:
         if (a != b || (a == TK_BOOL && op->opc != TK_OP_EQ && op->opc != TK_OP_NE))
             return tk_opfail(k, op, TK_ERR_TYPE, "cannot compare %s with %s", tk_dtype_name(a),
                              tk_dtype_name(b));
         op->res[0]->type = tk_scalar_type(TK_BOOL);
         return TK_OK;
-    case TK_OP_AND: case TK_OP_OR:
+    case TK_OP_AND:
+    case TK_OP_OR:
         if (a != TK_BOOL || b != TK_BOOL)
             return tk_opfail(k, op, TK_ERR_TYPE, "operands are %s and %s; expected bool and bool",
                              tk_dtype_name(a), tk_dtype_name(b));
@@ -49,8 +58,7 @@ tk_status tk_rule_scalar(tk_kernel *k, tk_op *op) {
         op->res[0]->type = tk_scalar_type(b);
         return TK_OK;
     }
-    default:
-        return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not a scalar op");
+    default: return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not a scalar op");
     }
 }
 
@@ -61,7 +69,9 @@ static tk_value *bin(tk_kernel *k, tk_opcode opc, tk_value *a, tk_value *b) {
 }
 
 tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_REM, a, b); }
-tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_CEIL_DIV, a, b); }
+tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b) {
+    return bin(k, TK_OP_CEIL_DIV, a, b);
+}
 tk_value *tk_lt(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_LT, a, b); }
 tk_value *tk_le(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_LE, a, b); }
 tk_value *tk_gt(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_GT, a, b); }

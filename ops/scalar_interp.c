@@ -17,8 +17,10 @@ static bool int_div(tk_opcode opc, int64_t a, int64_t b, int64_t *r) {
         return true;
     }
     int64_t q = a / b, m = a % b;
-    if (opc == TK_OP_REM) *r = m;
-    else *r = m != 0 && (m > 0) == (b > 0) ? q + 1 : q;
+    if (opc == TK_OP_REM)
+        *r = m;
+    else
+        *r = m != 0 && (m > 0) == (b > 0) ? q + 1 : q;
     return true;
 }
 
@@ -39,7 +41,8 @@ static bool compare(tk_opcode opc, tk_dtype dt, tk_sv a, tk_sv b) {
 tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_sv *r,
                                 const char **why) {
     switch (opc) {
-    case TK_OP_REM: case TK_OP_CEIL_DIV:
+    case TK_OP_REM:
+    case TK_OP_CEIL_DIV:
         if (!int_div(opc, x[0].i, x[1].i, &r->i)) {
             *why = "division by zero";
             return TK_ERR_RUNTIME;
@@ -49,9 +52,7 @@ tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_s
     case TK_OP_AND: r->i = x[0].i && x[1].i; return TK_OK;
     case TK_OP_OR: r->i = x[0].i || x[1].i; return TK_OK;
     case TK_OP_SELECT: *r = x[0].i ? x[1] : x[2]; return TK_OK;
-    default:
-        r->i = compare(opc, dt, x[0], x[1]);
-        return TK_OK;
+    default: r->i = compare(opc, dt, x[0], x[1]); return TK_OK;
     }
 }
 

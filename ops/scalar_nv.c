@@ -38,8 +38,7 @@ static LLVMValueRef compare(tk_lower *L, tk_opcode opc, tk_dtype dt, LLVMValueRe
     case TK_OP_EQ: ip = LLVMIntEQ, fp = LLVMRealOEQ; break;
     default: ip = LLVMIntNE, fp = LLVMRealUNE; break; /* NaN != anything */
     }
-    if (tk_dtype_is_float(dt))
-        return LLVMBuildFCmp(L->b, fp, a, b, "");
+    if (tk_dtype_is_float(dt)) return LLVMBuildFCmp(L->b, fp, a, b, "");
     return LLVMBuildICmp(L->b, ip, a, b, "");
 }
 
@@ -47,25 +46,26 @@ tk_status tk_lower_scalar(tk_lower *L, const tk_op *op) {
     LLVMValueRef in[3];
     for (int i = 0; i < op->nopnds && i < 3; i++) {
         tk_lv *lv = tk_lw_get(L, op->opnds[i]);
-        if (!lv)
-            return L->dg->st;
+        if (!lv) return L->dg->st;
         in[i] = lv->v[0];
     }
     LLVMValueRef r;
     switch (op->opc) {
     case TK_OP_REM: r = rem(L, in[0], in[1]); break;
     case TK_OP_CEIL_DIV: r = ceil_div(L, in[0], in[1]); break;
-    case TK_OP_LT: case TK_OP_LE: case TK_OP_GT: case TK_OP_GE: case TK_OP_EQ: case TK_OP_NE:
-        r = compare(L, op->opc, op->opnds[0]->type.dtype, in[0], in[1]);
-        break;
+    case TK_OP_LT:
+    case TK_OP_LE:
+    case TK_OP_GT:
+    case TK_OP_GE:
+    case TK_OP_EQ:
+    case TK_OP_NE: r = compare(L, op->opc, op->opnds[0]->type.dtype, in[0], in[1]); break;
     case TK_OP_AND: r = LLVMBuildAnd(L->b, in[0], in[1], ""); break;
     case TK_OP_OR: r = LLVMBuildOr(L->b, in[0], in[1], ""); break;
     case TK_OP_SELECT: r = LLVMBuildSelect(L->b, in[0], in[1], in[2], ""); break;
     default: return tk_lw_fail(L, TK_ERR_LLVM, "not a scalar op");
     }
     tk_lv *lv = tk_lw_def(L, op->res[0], 1);
-    if (!lv)
-        return L->dg->st;
+    if (!lv) return L->dg->st;
     lv->v[0] = r;
     return TK_OK;
 }

@@ -19,9 +19,9 @@
 #include <math.h>
 
 #define TK_TRIG_2_OVER_PI 0.636619772f
-#define TK_TRIG_PIO2_HI 1.57079601e+00f
-#define TK_TRIG_PIO2_MID 3.13916473e-07f
-#define TK_TRIG_PIO2_LO 5.39030253e-15f
+#define TK_TRIG_PIO2_HI   1.57079601e+00f
+#define TK_TRIG_PIO2_MID  3.13916473e-07f
+#define TK_TRIG_PIO2_LO   5.39030253e-15f
 /* sin r = r + r^3 (S1 + r^2 (S2 + r^2 S3)) */
 #define TK_TRIG_S1 -1.66666546e-1f
 #define TK_TRIG_S2 8.33216087e-3f

@@ -27,8 +27,7 @@ static tk_status fail_type(tk_kernel *k, tk_op *op, const char *what, const tk_t
 /* The SHARED op that allocated a shared operand (through a STAGE or not). */
 static const tk_op *shared_op(const tk_value *v) {
     const tk_op *d = v->def;
-    if (d && d->opc == TK_OP_STAGE)
-        d = d->opnds[0]->def;
+    if (d && d->opc == TK_OP_STAGE) d = d->opnds[0]->def;
     return d && d->opc == TK_OP_SHARED ? d : NULL;
 }
 
@@ -36,31 +35,34 @@ static const tk_op *shared_op(const tk_value *v) {
 static tk_status check_shared(tk_kernel *k, tk_op *op, const char *what, const tk_value *v,
                               tk_dtype dt, int rows, int cols) {
     const tk_type *t = &v->type;
-    if (t->kind != TK_KIND_SMEM)
-        return fail_type(k, op, what, t, "expected a shared tile");
-    if (t->dtype != dt)
-        return fail_type(k, op, what, t, "its dtype must match A's");
+    if (t->kind != TK_KIND_SMEM) return fail_type(k, op, what, t, "expected a shared tile");
+    if (t->dtype != dt) return fail_type(k, op, what, t, "its dtype must match A's");
     if ((rows && t->rows < rows) || (cols && t->cols != cols)) {
         char s[64];
         tk_type_str(t, s, sizeof s);
-        return tk_opfail(k, op, TK_ERR_SHAPE, "%s is a %s; this multiply needs %s%d rows and "
-                         "%d columns", what, s, cols ? "" : "at least ", rows,
-                         cols ? cols : t->cols);
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "%s is a %s; this multiply needs %s%d rows and "
+                         "%d columns",
+                         what, s, cols ? "" : "at least ", rows, cols ? cols : t->cols);
     }
     int sw = tk_smem_swizzle_bytes(t);
     if (!sw)
-        return fail_type(k, op, what, t, "wgmma reads SWIZZLE shared tiles with rows of 32, 64 "
+        return fail_type(k, op, what, t,
+                         "wgmma reads SWIZZLE shared tiles with rows of 32, 64 "
                          "or a multiple of 128 bytes");
     const tk_op *sh = shared_op(v);
     if (!sh)
-        return tk_opfail(k, op, TK_ERR_INVALID_ARG, "%s must be a tk_shared tile or a tk_stage "
-                         "of one (its offset must be known)", what);
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                         "%s must be a tk_shared tile or a tk_stage "
+                         "of one (its offset must be known)",
+                         what);
     size_t atom = 8 * (size_t)sw;
     if (tk_smem_offset(sh) % atom || tk_smem_stage_bytes(t) % atom)
-        return tk_opfail(k, op, TK_ERR_SHAPE, "%s lies at shared offset %zu with %zu-byte "
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "%s lies at shared offset %zu with %zu-byte "
                          "stages; its %d-byte swizzle needs both to be multiples of %zu "
-                         "(allocate wgmma's tiles first)", what, tk_smem_offset(sh),
-                         tk_smem_stage_bytes(t), sw, atom);
+                         "(allocate wgmma's tiles first)",
+                         what, tk_smem_offset(sh), tk_smem_stage_bytes(t), sw, atom);
     return TK_OK;
 }
 
@@ -68,13 +70,13 @@ static tk_status rule_wgmma(tk_kernel *k, tk_op *op) {
     const tk_type *acc = &op->opnds[0]->type, *a = &op->opnds[1]->type;
     int64_t kd = op->attr[0];
     if (kd != TK_MMA_AB && kd != TK_MMA_ABT)
-        return tk_opfail(k, op, kd == TK_MMA_ATB || kd == TK_MMA_ATBT ? TK_ERR_UNSUPPORTED
-                                                                       : TK_ERR_INVALID_ARG,
-                         "kind is %lld; wgmma takes TK_MMA_AB or TK_MMA_ABT (A is M x K)",
-                         (long long)kd);
+        return tk_opfail(
+            k, op, kd == TK_MMA_ATB || kd == TK_MMA_ATBT ? TK_ERR_UNSUPPORTED : TK_ERR_INVALID_ARG,
+            "kind is %lld; wgmma takes TK_MMA_AB or TK_MMA_ABT (A is M x K)", (long long)kd);
     if (acc->kind != TK_KIND_TILE || acc->dtype != TK_F32 || acc->owner != TK_WARPGROUP ||
         acc->layout != TK_ROW || acc->rows % 64 || acc->cols > 256)
-        return fail_type(k, op, "acc", acc, "expected an f32 row tile owned by a warpgroup, "
+        return fail_type(k, op, "acc", acc,
+                         "expected an f32 row tile owned by a warpgroup, "
                          "64q x N with N <= 256");
     bool reg = a->kind == TK_KIND_TILE, has_row = op->nopnds > 3;
     tk_dtype dt = a->dtype;
@@ -83,14 +85,17 @@ static tk_status rule_wgmma(tk_kernel *k, tk_op *op) {
     int K = a->cols;
     if (reg) {
         if (a->owner != TK_WARPGROUP || a->layout != TK_ROW || a->rows != acc->rows)
-            return fail_type(k, op, "A", a, "a register A must be a row tile of the "
+            return fail_type(k, op, "A", a,
+                             "a register A must be a row tile of the "
                              "warpgroup with acc's rows");
         if (has_row)
-            return tk_opfail(k, op, TK_ERR_INVALID_ARG, "a_row is given, but A is a register "
+            return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                             "a_row is given, but A is a register "
                              "tile (a_row picks rows of a shared A)");
     } else {
         if (!has_row)
-            return tk_opfail(k, op, TK_ERR_INVALID_ARG, "A is a shared tile: a_row (its first "
+            return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                             "A is a shared tile: a_row (its first "
                              "row) is required");
         const tk_type *r = &op->opnds[3]->type;
         if (r->kind != TK_KIND_SCALAR || !tk_dtype_is_int(r->dtype))
@@ -98,14 +103,14 @@ static tk_status rule_wgmma(tk_kernel *k, tk_op *op) {
         tk_status s = check_shared(k, op, "A", op->opnds[1], dt, acc->rows, 0);
         if (s) return s;
     }
-    if (K % 16)
-        return fail_type(k, op, "A", a, "K (its columns) must be a multiple of 16");
+    if (K % 16) return fail_type(k, op, "A", a, "K (its columns) must be a multiple of 16");
     bool bt = kd == TK_MMA_ABT;
-    tk_status s = check_shared(k, op, "B", op->opnds[2], dt, bt ? acc->cols : K,
-                               bt ? K : acc->cols);
+    tk_status s =
+        check_shared(k, op, "B", op->opnds[2], dt, bt ? acc->cols : K, bt ? K : acc->cols);
     if (s) return s;
     if (bt && op->opnds[2]->type.rows != acc->cols)
-        return fail_type(k, op, "B", &op->opnds[2]->type, "A*B^T needs B's rows to be acc's "
+        return fail_type(k, op, "B", &op->opnds[2]->type,
+                         "A*B^T needs B's rows to be acc's "
                          "columns");
     op->res[0]->type = *acc;
     return TK_OK;

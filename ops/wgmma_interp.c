@@ -17,15 +17,18 @@ static tk_status smem_of(tk_interp *I, const tk_op *op, const tk_value *v, int t
     int64_t off = tk_interp_sv(I, v)[th].i;
     size_t n = (size_t)t->rows * (size_t)t->cols;
     if (off < 0 || (size_t)off > I->smem_n || I->smem_n - (size_t)off < n)
-        return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "shared handle at float offset "
-                              "%lld lies outside the block's shared memory", (long long)off);
+        return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME,
+                              "shared handle at float offset "
+                              "%lld lies outside the block's shared memory",
+                              (long long)off);
     *out = I->smem + off;
     return TK_OK;
 }
 
 static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
     const tk_type *ct = &op->res[0]->type, *at = &op->opnds[1]->type;
-    const int M = ct->rows, N = ct->cols, K = at->cols, th = tk_interp_inst_thread(I, TK_WARPGROUP, inst);
+    const int M = ct->rows, N = ct->cols, K = at->cols,
+              th = tk_interp_inst_thread(I, TK_WARPGROUP, inst);
     const bool bt = op->attr[0] == TK_MMA_ABT;
     const float *A, *B, *acc = tk_interp_tile(I, op->opnds[0], inst);
     tk_status s = smem_of(I, op, op->opnds[2], th, &B);
@@ -35,9 +38,11 @@ static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
     } else {
         int64_t r0 = tk_interp_sv(I, op->opnds[3])[th].i;
         if (r0 < 0 || r0 % 8 || r0 > at->rows - M)
-            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME, "a_row is %lld; A's %d rows "
+            return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME,
+                                  "a_row is %lld; A's %d rows "
                                   "from there must lie inside its %d-row shared tile, starting "
-                                  "at a multiple of 8", (long long)r0, M, at->rows);
+                                  "at a multiple of 8",
+                                  (long long)r0, M, at->rows);
         if ((s = smem_of(I, op, op->opnds[1], th, &A))) return s;
         A += (size_t)r0 * (size_t)K;
     }

@@ -51,8 +51,8 @@ static LLVMValueRef desc(tk_lower *L, const tk_type *t, LLVMValueRef base, LLVMV
     LLVMBuilderRef b = L->b;
     int64_t sw = tk_smem_swizzle_bytes(t), sbo = 8 * sw;
     int64_t lbo = n_major ? (int64_t)t->rows * sw : 16, mode = sw == 128 ? 1 : sw == 64 ? 2 : 3;
-    LLVMValueRef addr = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, base, L->i64, ""),
-                                     canonical_off(L, t, row, col), "");
+    LLVMValueRef addr =
+        LLVMBuildAdd(b, LLVMBuildPtrToInt(b, base, L->i64, ""), canonical_off(L, t, row, col), "");
     LLVMValueRef lo = LLVMBuildLShr(b, LLVMBuildAnd(b, addr, i64c(L, 0x3ffff), ""), i64c(L, 4), "");
     int64_t hi = ((lbo >> 4) & 0x3fff) << 16 | ((sbo >> 4) & 0x3fff) << 32 | mode << 62;
     return LLVMBuildOr(b, lo, i64c(L, hi), "");
@@ -75,15 +75,15 @@ static void regs(char *buf, size_t cap, size_t *len, int first, int n) {
 
 /* One wgmma: acc[0..n) = A * B + acc, with `ain` the A operand(s) (one
  * descriptor, or four registers) and bdesc B's descriptor. */
-static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMValueRef *ain,
-                   int na, LLVMValueRef bdesc, bool b_n_major) {
+static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMValueRef *ain, int na,
+                   LLVMValueRef bdesc, bool b_n_major) {
     const int n = N / 2;
     const size_t cap = 16384;
     char *text = tk_lw_alloc(L, cap), *cons = tk_lw_alloc(L, cap);
     LLVMValueRef *args = tk_lw_alloc(L, (size_t)(na + 2 + n) * sizeof *args);
-    if (!text || !cons || !args)
-        return;
-    size_t t = (size_t)snprintf(text, cap, "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
+    if (!text || !cons || !args) return;
+    size_t t = (size_t)snprintf(text, cap,
+                                "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n"
                                 "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
                                 n + na + 1, N, dt, dt);
     regs(text, cap, &t, 0, n);
@@ -100,28 +100,20 @@ static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMVa
     snprintf(text + t, cap - t, ", $%d, p, 1, 1%s, %d;\n}", n + na, na == 1 ? ", 0" : "",
              b_n_major ? 1 : 0);
     size_t c = 0;
-    for (int i = 0; i < n; i++)
-        c += (size_t)snprintf(cons + c, cap - c, "=f,");
-    for (int i = 0; i < na; i++)
-        c += (size_t)snprintf(cons + c, cap - c, na == 1 ? "l," : "r,");
+    for (int i = 0; i < n; i++) c += (size_t)snprintf(cons + c, cap - c, "=f,");
+    for (int i = 0; i < na; i++) c += (size_t)snprintf(cons + c, cap - c, na == 1 ? "l," : "r,");
     c += (size_t)snprintf(cons + c, cap - c, "l,r");
-    for (int i = 0; i < n; i++)
-        c += (size_t)snprintf(cons + c, cap - c, ",%d", i);
-    for (int i = 0; i < na; i++)
-        args[i] = ain[i];
+    for (int i = 0; i < n; i++) c += (size_t)snprintf(cons + c, cap - c, ",%d", i);
+    for (int i = 0; i < na; i++) args[i] = ain[i];
     args[na] = bdesc;
     args[na + 1] = tk_lw_i32c(L, 1);
-    for (int i = 0; i < n; i++)
-        args[na + 2 + i] = acc[i];
+    for (int i = 0; i < n; i++) args[na + 2 + i] = acc[i];
     LLVMTypeRef *fs = tk_lw_alloc(L, (size_t)n * sizeof *fs);
-    if (!fs)
-        return;
-    for (int i = 0; i < n; i++)
-        fs[i] = L->f32;
+    if (!fs) return;
+    for (int i = 0; i < n; i++) fs[i] = L->f32;
     LLVMTypeRef rt = LLVMStructTypeInContext(L->c, fs, (unsigned)n, 0);
     LLVMValueRef r = tk_lw_asm(L, rt, text, cons, args, (unsigned)(na + 2 + n), true);
-    for (int i = 0; i < n && r; i++)
-        acc[i] = LLVMBuildExtractValue(L->b, r, (unsigned)i, "");
+    for (int i = 0; i < n && r; i++) acc[i] = LLVMBuildExtractValue(L->b, r, (unsigned)i, "");
 }
 
 static tk_status lower_issue(tk_lower *L, const tk_op *op) {
@@ -129,13 +121,11 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
     tk_lv *acc = tk_lw_get(L, op->opnds[0]), *a = tk_lw_get(L, op->opnds[1]);
     tk_lv *bv = tk_lw_get(L, op->opnds[2]), *d = tk_lw_def(L, op->res[0], tk_frag_count(ct));
     tk_lv *row = op->nopnds > 3 ? tk_lw_get(L, op->opnds[3]) : NULL;
-    if (!acc || !a || !bv || !d || (op->nopnds > 3 && !row))
-        return L->dg->st;
+    if (!acc || !a || !bv || !d || (op->nopnds > 3 && !row)) return L->dg->st;
     const char *dt = at->dtype == TK_BF16 ? "bf16" : "f16";
     const bool reg = at->kind == TK_KIND_TILE, n_major = op->attr[0] == TK_MMA_AB;
     const int N = ct->cols, n = N / 2, K = at->cols;
-    for (int i = 0; i < d->n; i++)
-        d->v[i] = acc->v[i];
+    for (int i = 0; i < d->n; i++) d->v[i] = acc->v[i];
     tk_lw_intrin(L, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
     tk_lw_intrin(L, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
     for (int q = 0; q < ct->rows / 64; q++) {
@@ -146,8 +136,8 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
                 for (int p = 0; p < 4; p++)
                     ain[p] = pack32(L, a->v[base + 2 * p], a->v[base + 2 * p + 1]);
             } else {
-                LLVMValueRef r = LLVMBuildAdd(L->b, tk_lw_to_i64(L, row->v[0]),
-                                              i64c(L, 64 * q), "");
+                LLVMValueRef r =
+                    LLVMBuildAdd(L->b, tk_lw_to_i64(L, row->v[0]), i64c(L, 64 * q), "");
                 ain[0] = desc(L, at, a->v[0], r, 16 * s, false);
             }
             LLVMValueRef bd = n_major ? desc(L, bt, bv->v[0], i64c(L, 16 * s), 0, true)
@@ -162,34 +152,29 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
 static tk_status lower_wait(tk_lower *L, const tk_op *op) {
     tk_lv *acc = tk_lw_get(L, op->opnds[0]);
     tk_lv *d = acc ? tk_lw_def(L, op->res[0], acc->n) : NULL;
-    if (!d)
-        return L->dg->st;
+    if (!d) return L->dg->st;
     LLVMValueRef pending = i64c(L, op->attr[0]);
     tk_lw_intrin(L, "llvm.nvvm.wgmma.wait_group.sync.aligned", NULL, 0, &pending, 1);
     const int n = acc->n;
     const size_t cap = (size_t)n * 12 + 16;
     char *cons = tk_lw_alloc(L, cap);
     LLVMTypeRef *fs = tk_lw_alloc(L, (size_t)n * sizeof *fs);
-    if (!cons || !fs)
-        return L->dg->st;
+    if (!cons || !fs) return L->dg->st;
     size_t c = 0;
-    for (int i = 0; i < n; i++)
-        c += (size_t)snprintf(cons + c, cap - c, "%s=f", i ? "," : "");
-    for (int i = 0; i < n; i++)
-        c += (size_t)snprintf(cons + c, cap - c, ",%d", i);
-    for (int i = 0; i < n; i++)
-        fs[i] = L->f32;
+    for (int i = 0; i < n; i++) c += (size_t)snprintf(cons + c, cap - c, "%s=f", i ? "," : "");
+    for (int i = 0; i < n; i++) c += (size_t)snprintf(cons + c, cap - c, ",%d", i);
+    for (int i = 0; i < n; i++) fs[i] = L->f32;
     LLVMTypeRef rt = LLVMStructTypeInContext(L->c, fs, (unsigned)n, 0);
     LLVMValueRef r = tk_lw_asm(L, rt, "", cons, acc->v, (unsigned)n, true);
-    for (int i = 0; i < n && r; i++)
-        d->v[i] = LLVMBuildExtractValue(L->b, r, (unsigned)i, "");
+    for (int i = 0; i < n && r; i++) d->v[i] = LLVMBuildExtractValue(L->b, r, (unsigned)i, "");
     return L->dg->st;
 }
 
 tk_status tk_lower_wgmma(tk_lower *L, const tk_op *op) {
     if (!L->tgt->wgmma)
-        return tk_lw_fail(L, TK_ERR_UNSUPPORTED, "tk_%s needs sm_90a (the target is %s); "
-                          "kernels for other GPUs use tk_mma", tk_op_infos[op->opc].name,
-                          L->tgt->arch);
+        return tk_lw_fail(L, TK_ERR_UNSUPPORTED,
+                          "tk_%s needs sm_90a (the target is %s); "
+                          "kernels for other GPUs use tk_mma",
+                          tk_op_infos[op->opc].name, L->tgt->arch);
     return op->opc == TK_OP_WGMMA ? lower_issue(L, op) : lower_wait(L, op);
 }

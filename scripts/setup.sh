@@ -2,7 +2,7 @@
 # Installs what TileKittens needs from Debian's packages, when missing. Safe to rerun.
 set -euo pipefail
 # clang-22 + libclang-rt-22-dev: the libFuzzer build of scripts/fuzz.sh (CI runs it).
-pkgs=(build-essential cmake pkg-config check llvm-22-dev libxxhash-dev zlib1g-dev libzstd-dev
+pkgs=(build-essential cmake pkg-config check llvm-22-dev libxxhash-dev zlib1g-dev libzstd-dev clang-format
       clang-22 libclang-rt-22-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: a warnings-as-errors build, its install
+# Sets up, checks the style (.clang-format), builds and runs every test: a
+# warnings-as-errors build, its install
 # into a temporary prefix with a consumer project built against it
 # (scripts/test-install.sh), then an AddressSanitizer + UndefinedBehaviorSanitizer
 # build, then the builder fuzzer for a bounded time (TK_FUZZ_SECONDS, default 60;
@@ -7,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+./scripts/check-format.sh
 jobs=$(nproc)
 cmake -S . -B build -DTK_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"

@@ -139,7 +139,8 @@ START_TEST(names_printed) {
     char *text = NULL;
     ck_assert_int_eq(tk_kernel_print(k, &text), TK_OK);
     ck_assert_msg(strstr(text, "%row0 = mul") && strstr(text, "load_g2r A, %row0,") &&
-                  strstr(text, "%x = load_g2r") && strstr(text, "exp %x"), "%s", text);
+                      strstr(text, "%x = load_g2r") && strstr(text, "exp %x"),
+                  "%s", text);
     tk_free(text);
 }
 END_TEST
@@ -326,11 +327,24 @@ END_TEST
 static Suite *contract_suite(void) {
     Suite *s = suite_create("api_contract");
     const TTest *tests[] = {
-        load_one_index_for_rank2, store_three_for_rank2, shared_takes_two, copy_counts,
-        copy_to_global_count, pointer_rejected, explicit_counts, const_array_ok,
-        no_grid_is_an_error, message_names_call_and_value, names_printed, bad_names,
-        mixed_tile_scalar_rule, ids_i64, leading_index_masked, options_validated_and_printed,
-        maxnreg_honoured_by_ptxas, no_option_no_directive,
+        load_one_index_for_rank2,
+        store_three_for_rank2,
+        shared_takes_two,
+        copy_counts,
+        copy_to_global_count,
+        pointer_rejected,
+        explicit_counts,
+        const_array_ok,
+        no_grid_is_an_error,
+        message_names_call_and_value,
+        names_printed,
+        bad_names,
+        mixed_tile_scalar_rule,
+        ids_i64,
+        leading_index_masked,
+        options_validated_and_printed,
+        maxnreg_honoured_by_ptxas,
+        no_option_no_directive,
     };
     TCase *tc = build_tcase(s, "contract", tests, sizeof tests / sizeof *tests);
     tcase_set_timeout(tc, 60);

@@ -348,8 +348,10 @@ START_TEST(barrier_divergent_if) {
     tk_barrier(k);
     tk_if_end(k, 0, NULL, NULL);
     char frag[160];
-    snprintf(frag, sizeof frag, "tk_barrier (op #5) is inside an if on %%%u, which differs "
-             "between warps: every thread of the block must reach a barrier", 3u);
+    snprintf(frag, sizeof frag,
+             "tk_barrier (op #5) is inside an if on %%%u, which differs "
+             "between warps: every thread of the block must reach a barrier",
+             3u);
     EXPECT_FINISH(TK_ERR_SCOPE, frag);
 }
 END_TEST
@@ -407,8 +409,8 @@ START_TEST(warpgroup_needs_4_warps) {
 END_TEST
 
 START_TEST(for_too_many_carried) {
-    ck_assert_ptr_null(tk_for_begin(k, ci(0), ci(4), ci(1), 65, (tk_value *[65]){0},
-                                    (tk_value *[65]){0}));
+    ck_assert_ptr_null(
+        tk_for_begin(k, ci(0), ci(4), ci(1), 65, (tk_value *[65]){0}, (tk_value *[65]){0}));
     EXPECT(TK_ERR_INVALID_ARG, "tk_for_begin: n is 65");
 }
 END_TEST
@@ -599,18 +601,63 @@ END_TEST
 static Suite *builder_suite(void) {
     Suite *s = suite_create("builder");
     const TTest *tests[] = {
-        create_null_ctx, create_null_out, create_null_name, null_kernel_calls, param_bad_ident,
-        param_null_name, param_duplicate, param_in_region, param_tensor_dtype, param_scalar_dtype,
-        spec_duplicate, spec_in_for, spec_in_if, spec_bad_ident, null_operand, foreign_operand,
-        closed_region_value, else_sees_no_then_value, block_id_dim, dim_not_view, dim_out_of_rank,
-        for_mixed_dtypes, for_float_bound, for_lane_bound, for_carry_smem, for_bad_n, for_end_type,
-        for_end_count, for_end_less_uniform, for_end_without_for, if_end_closing_for,
-        else_without_if, finish_open_for, if_cond_int, if_lane_cond, if_no_else_yield,
-        if_else_type, if_else_count, double_else, barrier_divergent_if,
-        barrier_nested_divergent_if, copy_in_divergent_for, barrier_under_loop_result,
-        warpgroup_needs_4_warps, for_too_many_carried, if_yields_memory, if_end_yields_tensor,
-        grid_block_id, grid_lane, grid_loop_result, grid_deep_exp, grid_float, grid_in_region,
-        grid_foreign, ops_after_finish, param_after_finish, sticky_first_error,
+        create_null_ctx,
+        create_null_out,
+        create_null_name,
+        null_kernel_calls,
+        param_bad_ident,
+        param_null_name,
+        param_duplicate,
+        param_in_region,
+        param_tensor_dtype,
+        param_scalar_dtype,
+        spec_duplicate,
+        spec_in_for,
+        spec_in_if,
+        spec_bad_ident,
+        null_operand,
+        foreign_operand,
+        closed_region_value,
+        else_sees_no_then_value,
+        block_id_dim,
+        dim_not_view,
+        dim_out_of_rank,
+        for_mixed_dtypes,
+        for_float_bound,
+        for_lane_bound,
+        for_carry_smem,
+        for_bad_n,
+        for_end_type,
+        for_end_count,
+        for_end_less_uniform,
+        for_end_without_for,
+        if_end_closing_for,
+        else_without_if,
+        finish_open_for,
+        if_cond_int,
+        if_lane_cond,
+        if_no_else_yield,
+        if_else_type,
+        if_else_count,
+        double_else,
+        barrier_divergent_if,
+        barrier_nested_divergent_if,
+        copy_in_divergent_for,
+        barrier_under_loop_result,
+        warpgroup_needs_4_warps,
+        for_too_many_carried,
+        if_yields_memory,
+        if_end_yields_tensor,
+        grid_block_id,
+        grid_lane,
+        grid_loop_result,
+        grid_deep_exp,
+        grid_float,
+        grid_in_region,
+        grid_foreign,
+        ops_after_finish,
+        param_after_finish,
+        sticky_first_error,
     };
     TCase *tc = build_tcase(s, "bad_input", tests, sizeof tests / sizeof *tests);
     tcase_add_loop_test(tc, create_bad_ident, 0, (int)(sizeof bad_names / sizeof *bad_names));

@@ -22,23 +22,20 @@ static const char *k_gen_b = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 
 static int key_eq(tk_key a, tk_key b) { return a.lo == b.lo && a.hi == b.hi; }
 
-static int file_exists(const char *p)
-{
+static int file_exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
 }
 
 /* A bare cache (no value hooks) whose disk store is <root>/<name>. */
-static void cache_in(tk_cache *c, const char *name)
-{
+static void cache_in(tk_cache *c, const char *name) {
     char dir[PATH_MAX];
     ck_assert_int_lt(snprintf(dir, sizeof dir, "%s/%s", g_root, name), (int)sizeof dir);
     ck_assert_int_eq(tk_cache_init(c, NULL, NULL), 0);
     ck_assert_int_eq(tk_cache_dir_set(c, dir), TK_OK);
 }
 
-START_TEST(test_codegen_id_in_key)
-{
+START_TEST(test_codegen_id_in_key) {
     const char *id = tk_codegen_id();
     ck_assert_uint_eq(strlen(id), 64);
     ck_assert_uint_eq(strspn(id, "0123456789abcdef"), 64);
@@ -62,8 +59,7 @@ END_TEST
 /* An entry stored by another code generator is a miss for this one: its key
  * (so its file) differs, and a header naming another generator at this key's
  * file is rejected, counted and deleted. */
-START_TEST(test_codegen_foreign_entry)
-{
+START_TEST(test_codegen_foreign_entry) {
     tk_cache c;
     cache_in(&c, "foreign");
     tk_cache_id old, cur, forged;
@@ -102,13 +98,11 @@ START_TEST(test_codegen_foreign_entry)
 }
 END_TEST
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     return remove(path);
 }
 
-int main(void)
-{
+int main(void) {
     snprintf(g_root, sizeof g_root, "%s/tk-test-cache-XXXXXX",
              getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_root)) {

@@ -43,21 +43,34 @@ static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
  * benchmarks name, each over dtype/transpose combinations that exercise the
  * three store paths; every attention specialization. */
 static int make_variants(variant *v) {
-    static const struct { int bm, bn, bk, w, st, tma, wgmma; } shapes[] = {
-        {128, 128, 64, 4, 3, 0, 0}, {128, 64, 64, 4, 3, 0, 0},  {128, 256, 64, 8, 3, 0, 0},
-        {128, 256, 128, 8, 2, 1, 0}, {128, 256, 64, 8, 3, 1, 0}, {128, 128, 64, 4, 3, 1, 0},
+    static const struct {
+        int bm, bn, bk, w, st, tma, wgmma;
+    } shapes[] = {
+        {128, 128, 64, 4, 3, 0, 0},
+        {128, 64, 64, 4, 3, 0, 0},
+        {128, 256, 64, 8, 3, 0, 0},
+        {128, 256, 128, 8, 2, 1, 0},
+        {128, 256, 64, 8, 3, 1, 0},
+        {128, 128, 64, 4, 3, 1, 0},
         /* wgmma (sm_90a only): producer + two warpgroups, lockstep, one warpgroup */
-        {128, 256, 64, 8, 4, 1, 1}, {128, 256, 64, 8, 4, 0, 1}, {64, 128, 32, 4, 3, 0, 1},
+        {128, 256, 64, 8, 4, 1, 1},
+        {128, 256, 64, 8, 4, 0, 1},
+        {64, 128, 32, 4, 3, 0, 1},
     };
-    static const struct { tk_dtype in, out; int tb; } dts[] = {
-        {TK_BF16, TK_BF16, 0}, {TK_BF16, TK_BF16, 1}, {TK_F16, TK_F32, 0}, {TK_F16, TK_F16, 1},
+    static const struct {
+        tk_dtype in, out;
+        int tb;
+    } dts[] = {
+        {TK_BF16, TK_BF16, 0},
+        {TK_BF16, TK_BF16, 1},
+        {TK_F16, TK_F32, 0},
+        {TK_F16, TK_F16, 1},
     };
     int n = 0;
     for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
-                if (shapes[s].wgmma && strcmp(archs[a], "sm_90a"))
-                    continue;
+                if (shapes[s].wgmma && strcmp(archs[a], "sm_90a")) continue;
                 variant *x = &v[n++];
                 x->arch = archs[a];
                 x->is_gemm = 1;
@@ -83,9 +96,8 @@ static int make_variants(variant *v) {
                         variant *x = &v[n++];
                         x->arch = archs[a];
                         x->a = (tk_attention_config){dt ? TK_F16 : TK_BF16, d, c, w};
-                        snprintf(x->name, sizeof x->name, "attn_%s_d%d_%s%s",
-                                 dt ? "f16" : "bf16", d, c ? "causal" : "full",
-                                 w ? "_w8" : "");
+                        snprintf(x->name, sizeof x->name, "attn_%s_d%d_%s%s", dt ? "f16" : "bf16",
+                                 d, c ? "causal" : "full", w ? "_w8" : "");
                     }
     }
     return n;
@@ -111,10 +123,8 @@ static void lower_one(const variant *v, result *r) {
     r->st = tk_ctx_create(&ctx);
     if (!r->st)
         r->st = v->is_gemm ? tk_gemm_build(ctx, &v->g, &k) : tk_attention_fwd_build(ctx, &v->a, &k);
-    if (!r->st)
-        r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
-    if (r->st)
-        snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));
+    if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
+    if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }
@@ -131,11 +141,9 @@ static void lower_all(const variant *v, result *r, int n) {
     pthread_t th[4];
     int nt = 0;
     for (; nt < 4; nt++)
-        if (pthread_create(&th[nt], NULL, worker, &w))
-            break;
+        if (pthread_create(&th[nt], NULL, worker, &w)) break;
     worker(&w);
-    for (int i = 0; i < nt; i++)
-        pthread_join(th[i], NULL);
+    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
 }
 
 /* ---- Golden file ------------------------------------------------------------------ */
@@ -148,9 +156,11 @@ static void write_golden(const variant *v, const result *r, int n) {
     golden_path(path, sizeof path);
     FILE *f = fopen(path, "w");
     ck_assert_msg(f != NULL, "cannot write %s", path);
-    fprintf(f, "# PTX digests of the shipped kernels (tests/test_golden_ptx.c).\n"
-               "# variant arch xxh3-64 bytes; TK_UPDATE_GOLDEN=1 rewrites this file.\n"
-               "llvm %s\n", TK_LLVM_VERSION);
+    fprintf(f,
+            "# PTX digests of the shipped kernels (tests/test_golden_ptx.c).\n"
+            "# variant arch xxh3-64 bytes; TK_UPDATE_GOLDEN=1 rewrites this file.\n"
+            "llvm %s\n",
+            TK_LLVM_VERSION);
     for (int i = 0; i < n; i++)
         fprintf(f, "%s %s %016llx %zu\n", v[i].name, v[i].arch,
                 (unsigned long long)XXH3_64bits(r[i].ptx, strlen(r[i].ptx)), strlen(r[i].ptx));
@@ -182,8 +192,7 @@ static int compare(const variant *v, const result *r, int n) {
         char name[64], arch[16];
         unsigned long long h;
         size_t len;
-        if (line[0] == '#')
-            continue;
+        if (line[0] == '#') continue;
         if (sscanf(line, "llvm %63s", llvm) == 1) {
             if (strcmp(llvm, TK_LLVM_VERSION)) {
                 printf("golden PTX skipped: recorded with LLVM %s, this build has %s\n", llvm,
@@ -194,11 +203,9 @@ static int compare(const variant *v, const result *r, int n) {
             }
             continue;
         }
-        if (sscanf(line, "%63s %15s %llx %zu", name, arch, &h, &len) != 4)
-            continue;
+        if (sscanf(line, "%63s %15s %llx %zu", name, arch, &h, &len) != 4) continue;
         int i = 0;
-        while (i < n && (strcmp(v[i].name, name) || strcmp(v[i].arch, arch)))
-            i++;
+        while (i < n && (strcmp(v[i].name, name) || strcmp(v[i].arch, arch))) i++;
         if (i == n) {
             fprintf(stderr, "golden PTX: %s %s is no longer built\n", name, arch);
             bad++;
@@ -221,8 +228,10 @@ static int compare(const variant *v, const result *r, int n) {
         }
     free(seen_mask);
     if (bad)
-        fprintf(stderr, "golden PTX: %d of %d variants differ. Read the diff with "
-                        "scripts/ptx-diff.sh; accept it with TK_UPDATE_GOLDEN=1.\n", bad, n);
+        fprintf(stderr,
+                "golden PTX: %d of %d variants differ. Read the diff with "
+                "scripts/ptx-diff.sh; accept it with TK_UPDATE_GOLDEN=1.\n",
+                bad, n);
     return bad;
 }
 
@@ -235,15 +244,13 @@ START_TEST(test_golden_ptx) {
     for (int i = 0; i < n; i++)
         ck_assert_msg(r[i].st == TK_OK, "%s on %s: %s", v[i].name, v[i].arch, r[i].err);
     const char *dir = getenv("TK_PTX_DUMP");
-    if (dir && *dir)
-        dump(dir, v, r, n);
+    if (dir && *dir) dump(dir, v, r, n);
     const char *up = getenv("TK_UPDATE_GOLDEN");
     if (up && *up && strcmp(up, "0"))
         write_golden(v, r, n);
     else
         ck_assert_int_le(compare(v, r, n), 0);
-    for (int i = 0; i < n; i++)
-        free(r[i].ptx);
+    for (int i = 0; i < n; i++) free(r[i].ptx);
     free(r);
     free(v);
 }

@@ -47,17 +47,27 @@ static void teardown(void) {
 }
 
 static const char *origin_name(tk_origin o) {
-    return o == TK_FROM_COMPILE ? "compiled" : o == TK_FROM_DISK ? "loaded from the disk cache"
-                                                                 : "memory hit";
+    return o == TK_FROM_COMPILE ? "compiled"
+           : o == TK_FROM_DISK  ? "loaded from the disk cache"
+                                : "memory hit";
 }
 
 /* ---- validation ---------------------------------------------------------- */
 static tk_attention_params good_attention(void) {
     static char dummy[64];
     return (tk_attention_params){.struct_size = sizeof(tk_attention_params),
-                                 .dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 4,
-                                 .heads_kv = 2, .seq_q = 8, .seq_kv = 8, .q = dummy,
-                                 .k = dummy, .v = dummy, .o = dummy, .lse = (float *)dummy};
+                                 .dtype = TK_BF16,
+                                 .head_dim = 64,
+                                 .batch = 1,
+                                 .heads_q = 4,
+                                 .heads_kv = 2,
+                                 .seq_q = 8,
+                                 .seq_kv = 8,
+                                 .q = dummy,
+                                 .k = dummy,
+                                 .v = dummy,
+                                 .o = dummy,
+                                 .lse = (float *)dummy};
 }
 
 static void expect_attention_error(tk_attention_params p, tk_status want, const char *frag) {
@@ -97,8 +107,14 @@ END_TEST
 START_TEST(gemm_rejects_bad_params) {
     static char dummy[64];
     tk_gemm_params g = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 4, .n = 4, .k = 4,
-                        .a = dummy, .b = dummy, .c = dummy};
+                        .in_dtype = TK_BF16,
+                        .out_dtype = TK_F32,
+                        .m = 4,
+                        .n = 4,
+                        .k = 4,
+                        .a = dummy,
+                        .b = dummy,
+                        .c = dummy};
     tk_gemm_params b = g;
     b.k = 0;
     ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
@@ -136,15 +152,36 @@ END_TEST
 
 /* ---- GEMM on the GPU ------------------------------------------------------ */
 static const int64_t gemm_shapes[][3] = {
-    {1, 1, 1}, {17, 33, 65}, {100, 200, 300}, {128, 128, 128}, {255, 257, 129},
-    {64, 1000, 40}, {1000, 64, 72}, {513, 1, 256}, {1, 513, 64}, {300, 300, 17},
-    {256, 384, 512}, {1024, 1024, 1024}, {777, 555, 333}, {130, 130, 1000},
-    {2048, 256, 64}, {96, 96, 4096}, {1023, 1025, 64}, {33, 2000, 128},
-    {512, 512, 7}, {640, 320, 160}, {129, 127, 255}, {2000, 48, 96},
-    {4096, 128, 256}, {200, 1500, 64},
+    {1, 1, 1},
+    {17, 33, 65},
+    {100, 200, 300},
+    {128, 128, 128},
+    {255, 257, 129},
+    {64, 1000, 40},
+    {1000, 64, 72},
+    {513, 1, 256},
+    {1, 513, 64},
+    {300, 300, 17},
+    {256, 384, 512},
+    {1024, 1024, 1024},
+    {777, 555, 333},
+    {130, 130, 1000},
+    {2048, 256, 64},
+    {96, 96, 4096},
+    {1023, 1025, 64},
+    {33, 2000, 128},
+    {512, 512, 7},
+    {640, 320, 160},
+    {129, 127, 255},
+    {2000, 48, 96},
+    {4096, 128, 256},
+    {200, 1500, 64},
     /* large enough for tk_gemm_config_for's 128x256 blocks (>= 264 of them);
      * the last with 16-byte pitches: the copy engine's kernel on sm_90a */
-    {4200, 2050, 80}, {2304, 4100, 64}, {4160, 2100, 48}, {4104, 2056, 72},
+    {4200, 2050, 80},
+    {2304, 4100, 64},
+    {4160, 2100, 48},
+    {4104, 2056, 72},
 };
 
 static double tol(tk_dtype out) { return out == TK_F32 ? 2e-3 : out == TK_F16 ? 3e-3 : 1e-2; }
@@ -162,8 +199,16 @@ static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dty
     void *da = th_upload(ctx, &A), *db = th_upload(ctx, &B), *dc = th_upload(ctx, &C);
     ck_assert(da && db && dc);
     tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = in, .out_dtype = out, .transpose_b = tb, .m = M, .n = N,
-                        .k = K, .a = da, .b = db, .c = dc, .config = cfg};
+                        .in_dtype = in,
+                        .out_dtype = out,
+                        .transpose_b = tb,
+                        .m = M,
+                        .n = N,
+                        .k = K,
+                        .a = da,
+                        .b = db,
+                        .c = dc,
+                        .config = cfg};
     /* cfg NULL: tk_gemm uses tk_gemm_config_for's choice, named "auto" */
     char arch[16];
     ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
@@ -180,8 +225,7 @@ static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dty
     tk_status s = tk_gemm(ctx, &p, NULL);
     ck_assert_msg(s == TK_OK, "tk_gemm: %s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    ck_assert_int_eq(tk_gpu_download(ctx, C.data, dc, (size_t)C.elems * tk_dtype_size(out)),
-                     TK_OK);
+    ck_assert_int_eq(tk_gpu_download(ctx, C.data, dc, (size_t)C.elems * tk_dtype_size(out)), TK_OK);
     double *a = ref_tensor_to_f64(&A), *b = ref_tensor_to_f64(&B), *c = ref_tensor_to_f64(&C);
     int64_t rows = 0;
     for (int64_t i = 0; i < M; i++) /* the rows checked, packed to the front */
@@ -193,9 +237,8 @@ static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dty
     double *r = malloc(sizeof(double) * (size_t)(rows * N));
     ref_gemm(a, b, r, rows, N, K, tb);
     double e = ref_rel_err(c, r, rows * N);
-    printf("gpu gemm %5lldx%5lldx%5lld %s %s->%s %s  rel err %.2e\n", (long long)M,
-           (long long)N, (long long)K, tb ? "A·Bᵀ" : "A·B ", tk_dtype_name(in),
-           tk_dtype_name(out), shape, e);
+    printf("gpu gemm %5lldx%5lldx%5lld %s %s->%s %s  rel err %.2e\n", (long long)M, (long long)N,
+           (long long)K, tb ? "A·Bᵀ" : "A·B ", tk_dtype_name(in), tk_dtype_name(out), shape, e);
     ck_assert_msg(e <= tol(out), "rel err %g", e);
     free(a), free(b), free(c), free(r);
     tk_gpu_free(ctx, da), tk_gpu_free(ctx, db), tk_gpu_free(ctx, dc);
@@ -225,7 +268,9 @@ END_TEST
  * and group rings wrap several times. Every 16th row is checked (the
  * float64 reference of the whole product would take seconds). */
 static const int64_t gemm_long_shapes[][3] = {
-    {2048, 2048, 4096}, {2000, 2100, 3000}, {2304, 2176, 2056},
+    {2048, 2048, 4096},
+    {2000, 2100, 3000},
+    {2304, 2176, 2056},
 };
 
 START_TEST(gemm_long_k_on_gpu) {
@@ -242,17 +287,30 @@ END_TEST
 
 /* The other block shapes a caller can ask for (tk_gemm_params.config), each
  * on ragged and multi-tile problems, A·B and A·Bᵀ. */
-static const int gemm_alt_shapes[][6] = { /* block m, n, k, warps, stages, tma */
-    {128, 256, 64, 8, 4, 0}, {256, 128, 64, 8, 4, 0}, {128, 256, 64, 8, 3, 0},
-    {256, 128, 64, 8, 3, 0}, {128, 256, 32, 8, 6, 0}, {64, 64, 32, 4, 2, 0},
-    {128, 64, 64, 2, 3, 0}, {64, 128, 64, 2, 3, 0}, {64, 64, 64, 4, 3, 0}, {64, 64, 64, 1, 3, 0},
+static const int gemm_alt_shapes[][6] = {
+    /* block m, n, k, warps, stages, tma */
+    {128, 256, 64, 8, 4, 0},
+    {256, 128, 64, 8, 4, 0},
+    {128, 256, 64, 8, 3, 0},
+    {256, 128, 64, 8, 3, 0},
+    {128, 256, 32, 8, 6, 0},
+    {64, 64, 32, 4, 2, 0},
+    {128, 64, 64, 2, 3, 0},
+    {64, 128, 64, 2, 3, 0},
+    {64, 64, 64, 4, 3, 0},
+    {64, 64, 64, 1, 3, 0},
     {128, 64, 64, 4, 3, 0},
     /* through the copy engine: 128-byte rows, wider (column blocks), 64-byte;
      * on sm_90a fed by a producer warpgroup (its fallback copies where a
      * pitch is not 16-byte aligned), with 2 warps in lockstep */
-    {128, 128, 64, 4, 3, 1}, {128, 256, 64, 8, 3, 1}, {128, 128, 32, 4, 4, 1},
-    {64, 64, 32, 4, 2, 1}, {128, 64, 64, 4, 3, 1}, {128, 256, 128, 8, 2, 1},
-    {256, 128, 64, 8, 4, 1}, {64, 64, 64, 2, 3, 1},
+    {128, 128, 64, 4, 3, 1},
+    {128, 256, 64, 8, 3, 1},
+    {128, 128, 32, 4, 4, 1},
+    {64, 64, 32, 4, 2, 1},
+    {128, 64, 64, 4, 3, 1},
+    {128, 256, 128, 8, 2, 1},
+    {256, 128, 64, 8, 4, 1},
+    {64, 64, 64, 2, 3, 1},
 };
 static const int64_t gemm_alt_sizes[][3] = {{300, 700, 200}, {1024, 1024, 512}, {257, 129, 1000}};
 
@@ -276,8 +334,11 @@ END_TEST
  * producer-fed 128x256 (its fallback copies where a pitch is not 16-byte
  * aligned), the same by cp.async in lockstep, a 128x128 producer kernel, and
  * one warpgroup with 64-byte rows (the 64-byte swizzle). */
-static const int gemm_wgmma_shapes[][6] = { /* block m, n, k, warps, stages, tma */
-    {128, 256, 64, 8, 4, 1}, {128, 256, 64, 8, 4, 0}, {128, 128, 64, 8, 4, 1},
+static const int gemm_wgmma_shapes[][6] = {
+    /* block m, n, k, warps, stages, tma */
+    {128, 256, 64, 8, 4, 1},
+    {128, 256, 64, 8, 4, 0},
+    {128, 128, 64, 8, 4, 1},
     {64, 128, 32, 4, 3, 0},
 };
 #define N_GEMM_SHAPES (int)(sizeof gemm_shapes / sizeof *gemm_shapes)
@@ -312,8 +373,14 @@ START_TEST(gemm_choice_is_keyed) {
     char arch[16];
     ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
     tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16, .out_dtype = TK_BF16, .m = 8192, .n = 8192,
-                        .k = 64, .a = dummy, .b = dummy, .c = dummy};
+                        .in_dtype = TK_BF16,
+                        .out_dtype = TK_BF16,
+                        .m = 8192,
+                        .n = 8192,
+                        .k = 64,
+                        .a = dummy,
+                        .b = dummy,
+                        .c = dummy};
     tk_gemm_config big = tk_gemm_config_for(TK_BF16, TK_BF16, 0, p.m, p.n, arch);
     tk_gemm_config dflt = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
     tk_prepare_info info;
@@ -334,8 +401,7 @@ START_TEST(gemm_choice_is_keyed) {
     tk_gemm_config small = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 512, 512, arch);
     p.m = p.n = 512; /* sm_90: fewer blocks than SMs, a third kernel */
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
-    if (memcmp(&small, &dflt, sizeof small))
-        ck_assert_int_ne(info.origin, TK_FROM_MEMORY);
+    if (memcmp(&small, &dflt, sizeof small)) ck_assert_int_ne(info.origin, TK_FROM_MEMORY);
     p.config = &small;
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
@@ -351,29 +417,31 @@ typedef struct acase {
 
 static const acase attn_cases[] = {
     {1, 1, 1, 1, 1, 64, 0, 0, TK_BF16},       {1, 2, 2, 17, 17, 64, 1, 0, TK_BF16},
-    {2, 2, 1, 63, 63, 128, 0, 0, TK_F16},      {1, 4, 4, 64, 64, 128, 1, 1, TK_BF16},
-    {2, 3, 3, 65, 65, 64, 0, 1, TK_F16},       {1, 2, 2, 1000, 1000, 128, 1, 0, TK_BF16},
-    {1, 1, 1, 4097, 4097, 64, 0, 0, TK_BF16},  {1, 1, 1, 4097, 4097, 128, 1, 1, TK_F16},
-    {1, 2, 2, 100, 300, 64, 0, 0, TK_BF16},    {1, 2, 2, 100, 300, 64, 1, 0, TK_BF16},
-    {1, 2, 2, 300, 100, 128, 1, 0, TK_F16},    {1, 2, 2, 300, 100, 128, 0, 1, TK_BF16},
-    {2, 8, 2, 129, 129, 64, 1, 0, TK_BF16},    {1, 8, 1, 77, 200, 128, 0, 1, TK_F16},
-    {3, 4, 2, 33, 1, 64, 0, 0, TK_BF16},       {1, 4, 2, 1, 33, 128, 1, 0, TK_BF16},
-    {1, 6, 3, 250, 250, 64, 1, 1, TK_F16},     {2, 2, 2, 512, 512, 128, 0, 0, TK_BF16},
-    {1, 1, 1, 2048, 31, 64, 1, 0, TK_BF16},    {1, 1, 1, 31, 2048, 64, 1, 0, TK_F16},
-    {4, 4, 4, 128, 128, 128, 1, 1, TK_BF16},   {1, 16, 4, 96, 96, 64, 0, 0, TK_BF16},
-    {2, 2, 1, 192, 191, 128, 0, 0, TK_F16},    {1, 3, 1, 1500, 700, 64, 1, 0, TK_BF16},
-    {1, 2, 2, 700, 1500, 128, 1, 1, TK_BF16},  {1, 1, 1, 16, 4097, 128, 0, 0, TK_BF16},
-    {2, 4, 4, 200, 200, 64, 1, 0, TK_F16},     {1, 2, 1, 333, 333, 128, 1, 0, TK_BF16},
-    {1, 2, 2, 64, 1, 64, 1, 0, TK_BF16},       {5, 1, 1, 40, 40, 128, 0, 1, TK_F16},
-    {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16},  {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16},
+    {2, 2, 1, 63, 63, 128, 0, 0, TK_F16},     {1, 4, 4, 64, 64, 128, 1, 1, TK_BF16},
+    {2, 3, 3, 65, 65, 64, 0, 1, TK_F16},      {1, 2, 2, 1000, 1000, 128, 1, 0, TK_BF16},
+    {1, 1, 1, 4097, 4097, 64, 0, 0, TK_BF16}, {1, 1, 1, 4097, 4097, 128, 1, 1, TK_F16},
+    {1, 2, 2, 100, 300, 64, 0, 0, TK_BF16},   {1, 2, 2, 100, 300, 64, 1, 0, TK_BF16},
+    {1, 2, 2, 300, 100, 128, 1, 0, TK_F16},   {1, 2, 2, 300, 100, 128, 0, 1, TK_BF16},
+    {2, 8, 2, 129, 129, 64, 1, 0, TK_BF16},   {1, 8, 1, 77, 200, 128, 0, 1, TK_F16},
+    {3, 4, 2, 33, 1, 64, 0, 0, TK_BF16},      {1, 4, 2, 1, 33, 128, 1, 0, TK_BF16},
+    {1, 6, 3, 250, 250, 64, 1, 1, TK_F16},    {2, 2, 2, 512, 512, 128, 0, 0, TK_BF16},
+    {1, 1, 1, 2048, 31, 64, 1, 0, TK_BF16},   {1, 1, 1, 31, 2048, 64, 1, 0, TK_F16},
+    {4, 4, 4, 128, 128, 128, 1, 1, TK_BF16},  {1, 16, 4, 96, 96, 64, 0, 0, TK_BF16},
+    {2, 2, 1, 192, 191, 128, 0, 0, TK_F16},   {1, 3, 1, 1500, 700, 64, 1, 0, TK_BF16},
+    {1, 2, 2, 700, 1500, 128, 1, 1, TK_BF16}, {1, 1, 1, 16, 4097, 128, 0, 0, TK_BF16},
+    {2, 4, 4, 200, 200, 64, 1, 0, TK_F16},    {1, 2, 1, 333, 333, 128, 1, 0, TK_BF16},
+    {1, 2, 2, 64, 1, 64, 1, 0, TK_BF16},      {5, 1, 1, 40, 40, 128, 0, 1, TK_F16},
+    {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16}, {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16},
 };
 
 static ref_tensor qkv(const acase *c, int64_t h, int64_t n, int poison) {
     int64_t d[4] = {c->b, h, n, c->d};
     static const int bnhd[4] = {0, 2, 1, 3};
     ref_tensor t = ref_tensor_new_layout(c->dt, 4, d, c->bnhd ? bnhd : NULL, 0);
-    if (poison) ref_tensor_fill_all(&t, NAN);
-    else ref_tensor_random(&t, -2, 2);
+    if (poison)
+        ref_tensor_fill_all(&t, NAN);
+    else
+        ref_tensor_random(&t, -2, 2);
     return t;
 }
 
@@ -393,10 +461,19 @@ START_TEST(attention_on_gpu) {
     void *dO = th_upload(ctx, &O), *dl = th_upload(ctx, &L);
     ck_assert(dq && dk && dv && dO && dl);
     tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                             .dtype = c->dt, .head_dim = c->d, .causal = c->causal,
-                             .batch = c->b, .heads_q = c->hq, .heads_kv = c->hkv,
-                             .seq_q = c->nq, .seq_kv = c->nkv, .q = dq, .k = dk, .v = dv,
-                             .o = dO, .lse = dl};
+                             .dtype = c->dt,
+                             .head_dim = c->d,
+                             .causal = c->causal,
+                             .batch = c->b,
+                             .heads_q = c->hq,
+                             .heads_kv = c->hkv,
+                             .seq_q = c->nq,
+                             .seq_kv = c->nkv,
+                             .q = dq,
+                             .k = dk,
+                             .v = dv,
+                             .o = dO,
+                             .lse = dl};
     copy_strides(p.q_strides, &Q), copy_strides(p.k_strides, &K);
     copy_strides(p.v_strides, &V), copy_strides(p.o_strides, &O);
     copy_strides(p.lse_strides, &L);
@@ -414,8 +491,8 @@ START_TEST(attention_on_gpu) {
     double eo = ref_rel_err(o, ro, no), el = ref_rel_err(l, rl, nl);
     printf("gpu attn B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%d causal%d %s %s  O %.2e  L %.2e\n",
            (long long)c->b, (long long)c->hq, (long long)c->hkv, (long long)c->nq,
-           (long long)c->nkv, c->d, c->causal, c->bnhd ? "bnhd" : "bhnd", tk_dtype_name(c->dt),
-           eo, el);
+           (long long)c->nkv, c->d, c->causal, c->bnhd ? "bnhd" : "bhnd", tk_dtype_name(c->dt), eo,
+           el);
     ck_assert_msg(eo <= 1e-2, "O rel err %g", eo);
     ck_assert_msg(el <= 1e-3, "L rel err %g", el);
     free(q), free(k), free(v), free(o), free(l), free(ro), free(rl);
@@ -439,9 +516,18 @@ static int64_t run_triples(tk_ctx *c, tk_origin *first) {
     for (int i = 0; i < 20 && !s; i++) {
         int64_t b = 1 + i % 4, h = 1 + (i * 7) % 8, n = 1 + (i * 37) % 300;
         tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                                 .dtype = TK_BF16, .head_dim = 64, .batch = b, .heads_q = h,
-                                 .heads_kv = h, .seq_q = n, .seq_kv = n, .q = buf, .k = buf,
-                                 .v = buf, .o = buf, .lse = buf};
+                                 .dtype = TK_BF16,
+                                 .head_dim = 64,
+                                 .batch = b,
+                                 .heads_q = h,
+                                 .heads_kv = h,
+                                 .seq_q = n,
+                                 .seq_kv = n,
+                                 .q = buf,
+                                 .k = buf,
+                                 .v = buf,
+                                 .o = buf,
+                                 .lse = buf};
         if (i == 0) {
             tk_prepare_info info;
             if ((s = tk_attention_prepare(c, &p, &info))) break;

@@ -30,8 +30,8 @@ static const struct {
 typedef enum { M_TT, M_TS, M_ST, M_TR, M_RT, M_TC, M_CT, M_VV, M_VS, M_SV, M_COUNT } bmode;
 
 /* Reference for output element (row R, col c) of mode m; vec modes use c < 16. */
-static float bin_ref(int op, bmode m, const hbuf *A, const hbuf *B, const hbuf *VR,
-                     const hbuf *VC, float s, int R, int c) {
+static float bin_ref(int op, bmode m, const hbuf *A, const hbuf *B, const hbuf *VR, const hbuf *VC,
+                     float s, int R, int c) {
     int w = R / 16, i = R % 16;
     float a = hget(A, (size_t)R * 32 + c), vr = hget(VR, (size_t)w * 16 + i);
     float vc = hget(VC, (size_t)w * 32 + c);
@@ -57,7 +57,8 @@ static void check_binary(int op, bmode m, tk_dtype dt, rng *r) {
     tk_value *s = tk_param_scalar(k, "s", TK_F32);
     tk_value *O = tk_param_tensor(k, "O", TK_F32, 2), *OV = tk_param_tensor(k, "OV", TK_F32, 2);
     tk_value *w = tk_warp_id(k), *r0 = tk_mul(k, w, c32(k, 16)), *z = c32(k, 0);
-    tk_value *ta = ld2(k, wtile(dt, 16, 32), A, r0, z, 0), *tb = ld2(k, wtile(dt, 16, 32), B, r0, z, 0);
+    tk_value *ta = ld2(k, wtile(dt, 16, 32), A, r0, z, 0),
+             *tb = ld2(k, wtile(dt, 16, 32), B, r0, z, 0);
     tk_value *vr = ld2(k, rvec(dt, 16), VR, w, z, 0), *vc = ld2(k, cvec(dt, 32), VC, w, z, 0);
     tk_value *vr2 = ld2(k, rvec(dt, 16), VC, w, z, 0);
     tk_value *x[M_COUNT] = {ta, ta, s, ta, vr, ta, vc, vr, vr, s};
@@ -65,24 +66,31 @@ static void check_binary(int op, bmode m, tk_dtype dt, rng *r) {
     /* stored as f32 (an exact cvt), so the op's own rounding shows */
     tk_value *res = tk_cvt(k, BIN[op].b(k, x[m], y[m]), TK_F32);
     bool vec = m >= M_VV;
-    if (vec) st2(k, OV, w, z, res);
-    else st2(k, O, r0, z, res);
+    if (vec)
+        st2(k, OV, w, z, res);
+    else
+        st2(k, O, r0, z, res);
     finish(k);
     hbuf hA = hb(dt, 1024), hB = hb(dt, 1024), hVR = hb(dt, 32), hVC = hb(dt, 64);
     hbuf hO = hb(TK_F32, 1024), hOV = hb(TK_F32, 32);
     hrand(&hA, r, -4, 4), hrand(&hB, r, -4, 4), hrand(&hVR, r, -4, 4), hrand(&hVC, r, -4, 4);
     float sv = frand(r, -4, 4);
-    tk_arg args[7] = {targ(&hA, 2, 32, 32, 0, 0), targ(&hB, 2, 32, 32, 0, 0),
-                      targ(&hVR, 2, 2, 16, 0, 0), targ(&hVC, 2, 2, 32, 0, 0), tk_arg_f32(sv),
-                      targ(&hO, 2, 32, 32, 0, 0), targ(&hOV, 2, 2, 16, 0, 0)};
+    tk_arg args[7] = {targ(&hA, 2, 32, 32, 0, 0),
+                      targ(&hB, 2, 32, 32, 0, 0),
+                      targ(&hVR, 2, 2, 16, 0, 0),
+                      targ(&hVC, 2, 2, 32, 0, 0),
+                      tk_arg_f32(sv),
+                      targ(&hO, 2, 32, 32, 0, 0),
+                      targ(&hOV, 2, 2, 16, 0, 0)};
     run_ok(k, 7, args);
     for (int R = 0; R < (vec ? 2 : 32); R++)
         for (int c = 0; c < (vec ? 16 : 32); c++) {
             float want = rnd(dt, bin_ref(op, m, &hA, &hB, &hVR, &hVC, sv, vec ? 16 * R : R, c));
             float got = vec ? hget(&hOV, (size_t)R * 16 + c) : hget(&hO, (size_t)R * 32 + c);
-            ck_assert_msg(same(got, want), "binary op %d mode %d %s [%d][%d]: got %.9g want "
-                          "%.9g (seed %llu)", op, m, tk_dtype_name(dt), R, c, got, want,
-                          (unsigned long long)seed);
+            ck_assert_msg(same(got, want),
+                          "binary op %d mode %d %s [%d][%d]: got %.9g want "
+                          "%.9g (seed %llu)",
+                          op, m, tk_dtype_name(dt), R, c, got, want, (unsigned long long)seed);
         }
     hfree(&hA), hfree(&hB), hfree(&hVR), hfree(&hVC), hfree(&hO), hfree(&hOV);
     tk_kernel_destroy(k);
@@ -105,8 +113,8 @@ static const struct {
     un_builder b;
     float (*f)(float);
     bool positive; /* needs positive inputs */
-} UN[] = {{tk_neg, u_neg, false}, {tk_abs, u_abs, false}, {tk_exp, expf, false},
-          {tk_exp2, exp2f, false}, {tk_log, logf, true},  {tk_log2, log2f, true},
+} UN[] = {{tk_neg, u_neg, false},  {tk_abs, u_abs, false},    {tk_exp, expf, false},
+          {tk_exp2, exp2f, false}, {tk_log, logf, true},      {tk_log2, log2f, true},
           {tk_sqrt, sqrtf, true},  {tk_rsqrt, u_rsqrt, true}, {tk_sin, sinf, false},
           {tk_cos, cosf, false}};
 enum { N_UN = sizeof UN / sizeof UN[0] }; /* op N_UN: CVT */
@@ -207,20 +215,42 @@ START_TEST(scalar_ops) {
     tk_value *O = tk_param_tensor(k, "O", TK_F32, 1);
     tk_value *one = tk_const_f32(k, 1), *zero = tk_const_f32(k, 0);
     tk_value *lt = tk_lt(k, x, y), *gt = tk_gt(k, x, y);
-    tk_value *v[NS] = {
-        tk_add(k, x, y), tk_sub(k, x, y), tk_mul(k, x, y), tk_div(k, x, y), tk_max(k, x, y),
-        tk_min(k, x, y), tk_rem(k, x, y), tk_ceil_div(k, tk_abs(k, x), tk_abs(k, y)),
-        tk_neg(k, x), tk_abs(k, x), lt, tk_le(k, x, y), gt, tk_ge(k, x, y), tk_eq(k, x, x),
-        tk_ne(k, x, y), tk_and(k, lt, gt), tk_or(k, lt, gt), tk_select(k, lt, x, y),
-        tk_cvt(k, f, TK_I32), tk_cvt(k, x, TK_F32), tk_add(k, f, g), tk_div(k, f, g),
-        tk_mul(k, p, q), tk_add(k, tk_const_i32(k, INT32_MAX), c32(k, 1)),
-        tk_ceil_div(k, c32(k, -7), c32(k, 2)), tk_rem(k, c32(k, -7), c32(k, 2)),
-        tk_cvt(k, tk_const_f32(k, 1e10f), TK_I32), tk_cvt(k, tk_const_f32(k, NAN), TK_I32),
-        tk_cvt(k, f, TK_BOOL), tk_div(k, p, q), tk_cvt(k, tk_cvt(k, p, TK_I32), TK_I64)};
+    tk_value *v[NS] = {tk_add(k, x, y),
+                       tk_sub(k, x, y),
+                       tk_mul(k, x, y),
+                       tk_div(k, x, y),
+                       tk_max(k, x, y),
+                       tk_min(k, x, y),
+                       tk_rem(k, x, y),
+                       tk_ceil_div(k, tk_abs(k, x), tk_abs(k, y)),
+                       tk_neg(k, x),
+                       tk_abs(k, x),
+                       lt,
+                       tk_le(k, x, y),
+                       gt,
+                       tk_ge(k, x, y),
+                       tk_eq(k, x, x),
+                       tk_ne(k, x, y),
+                       tk_and(k, lt, gt),
+                       tk_or(k, lt, gt),
+                       tk_select(k, lt, x, y),
+                       tk_cvt(k, f, TK_I32),
+                       tk_cvt(k, x, TK_F32),
+                       tk_add(k, f, g),
+                       tk_div(k, f, g),
+                       tk_mul(k, p, q),
+                       tk_add(k, tk_const_i32(k, INT32_MAX), c32(k, 1)),
+                       tk_ceil_div(k, c32(k, -7), c32(k, 2)),
+                       tk_rem(k, c32(k, -7), c32(k, 2)),
+                       tk_cvt(k, tk_const_f32(k, 1e10f), TK_I32),
+                       tk_cvt(k, tk_const_f32(k, NAN), TK_I32),
+                       tk_cvt(k, f, TK_BOOL),
+                       tk_div(k, p, q),
+                       tk_cvt(k, tk_cvt(k, p, TK_I32), TK_I64)};
     for (int i = 0; i < NS; i++) {
         tk_value *val = v[i];
-        if (i == 10 || i == 11 || i == 12 || i == 13 || i == 14 || i == 15 || i == 16 ||
-            i == 17 || i == 29)
+        if (i == 10 || i == 11 || i == 12 || i == 13 || i == 14 || i == 15 || i == 16 || i == 17 ||
+            i == 29)
             val = tk_select(k, val, one, zero); /* bool -> 1/0 */
         tk_value *idx[1] = {c32(k, 16 * i)};
         tk_store(k, O, idx, tk_fill(k, cvec(TK_F32, 16), val));
@@ -230,17 +260,46 @@ START_TEST(scalar_ops) {
     int64_t pv = (int64_t)irand(&r, -100000, 100000), qv = irand(&r, 1, 300);
     float fv = frand(&r, -100, 100), gv = frand(&r, 0.5f, 10);
     hbuf hO = hb(TK_F32, 16 * NS);
-    tk_arg args[7] = {tk_arg_i32(xv), tk_arg_i32(yv), tk_arg_i64(pv), tk_arg_i64(qv),
-                      tk_arg_f32(fv), tk_arg_f32(gv), targ(&hO, 1, 16 * NS, 0, 0, 0)};
+    tk_arg args[7] = {tk_arg_i32(xv),
+                      tk_arg_i32(yv),
+                      tk_arg_i64(pv),
+                      tk_arg_i64(qv),
+                      tk_arg_f32(fv),
+                      tk_arg_f32(gv),
+                      targ(&hO, 1, 16 * NS, 0, 0, 0)};
     run_ok(k, 7, args);
     int32_t ax = abs(xv), ay = abs(yv);
-    float want[NS] = {
-        (float)(xv + yv), (float)(xv - yv), (float)(xv * yv), (float)(xv / yv),
-        (float)(xv > yv ? xv : yv), (float)(xv < yv ? xv : yv), (float)(xv % yv),
-        (float)((ax + ay - 1) / ay), (float)-xv, (float)ax, xv < yv, xv <= yv, xv > yv,
-        xv >= yv, 1, xv != yv, 0, xv < yv || xv > yv, (float)(xv < yv ? xv : yv),
-        (float)(int32_t)fv, (float)xv, fv + gv, fv / gv, (float)(pv * qv), -2147483648.0f,
-        -3, -1, 2147483648.0f, 0, fv != 0, (float)(pv / qv), (float)(int32_t)pv};
+    float want[NS] = {(float)(xv + yv),
+                      (float)(xv - yv),
+                      (float)(xv * yv),
+                      (float)(xv / yv),
+                      (float)(xv > yv ? xv : yv),
+                      (float)(xv < yv ? xv : yv),
+                      (float)(xv % yv),
+                      (float)((ax + ay - 1) / ay),
+                      (float)-xv,
+                      (float)ax,
+                      xv<yv, xv <= yv, xv>
+                          yv,
+                      xv >= yv,
+                      1,
+                      xv != yv,
+                      0,
+                      xv < yv || xv > yv,
+                      (float)(xv < yv ? xv : yv),
+                      (float)(int32_t)fv,
+                      (float)xv,
+                      fv + gv,
+                      fv / gv,
+                      (float)(pv * qv),
+                      -2147483648.0f,
+                      -3,
+                      -1,
+                      2147483648.0f,
+                      0,
+                      fv != 0,
+                      (float)(pv / qv),
+                      (float)(int32_t)pv};
     for (int i = 0; i < NS; i++)
         for (int j = 0; j < 16; j++) EXPECT_F("scalar result", i, hget(&hO, 16 * i + j), want[i]);
     hfree(&hO);
@@ -378,9 +437,11 @@ static void check_mask(int kind, tk_dtype dt, float fill, rng *r) {
     for (int i = 0; i < 32; i++)
         for (int j = 0; j < 32; j++) {
             float want = mask_drop(kind, av, bv, i, j) ? rnd(dt, fill) : hget(&hA, i * 32 + j);
-            ck_assert_msg(same(hget(&hO, i * 32 + j), want), "mask kind %d a=%d b=%d (%d,%d): "
-                          "got %g want %g (seed %llu)", kind, av, bv, i, j, hget(&hO, i * 32 + j),
-                          want, (unsigned long long)seed);
+            ck_assert_msg(same(hget(&hO, i * 32 + j), want),
+                          "mask kind %d a=%d b=%d (%d,%d): "
+                          "got %g want %g (seed %llu)",
+                          kind, av, bv, i, j, hget(&hO, i * 32 + j), want,
+                          (unsigned long long)seed);
         }
     hfree(&hA), hfree(&hO);
     tk_kernel_destroy(k);
@@ -400,7 +461,8 @@ END_TEST
 enum { MM = 32, MN = 16, MK = 48 };
 
 static void check_mma(int kind, tk_dtype dt, bool acc, rng *r) {
-    bool at = kind == TK_MMA_ATB || kind == TK_MMA_ATBT, bt = kind == TK_MMA_ABT || kind == TK_MMA_ATBT;
+    bool at = kind == TK_MMA_ATB || kind == TK_MMA_ATBT,
+         bt = kind == TK_MMA_ABT || kind == TK_MMA_ATBT;
     tk_kernel *k = kern("mma", 2);
     tk_value *A = tk_param_tensor(k, "A", dt, 3), *B = tk_param_tensor(k, "B", dt, 3);
     tk_value *C = tk_param_tensor(k, "C", TK_F32, 3), *O = tk_param_tensor(k, "O", TK_F32, 3);
@@ -428,9 +490,11 @@ static void check_mma(int kind, tk_dtype dt, bool acc, rng *r) {
                     float y = hget(&hB, (size_t)wi * MK * MN + (bt ? n * MK + kk : kk * MN + n));
                     s += x * y;
                 }
-                ck_assert_msg(same(hget(&hO, o), s), "mma kind %d %s acc %d [%d][%d][%d]: got "
-                              "%.9g want %.9g (seed %llu)", kind, tk_dtype_name(dt), acc, wi, m,
-                              n, hget(&hO, o), s, (unsigned long long)seed);
+                ck_assert_msg(same(hget(&hO, o), s),
+                              "mma kind %d %s acc %d [%d][%d][%d]: got "
+                              "%.9g want %.9g (seed %llu)",
+                              kind, tk_dtype_name(dt), acc, wi, m, n, hget(&hO, o), s,
+                              (unsigned long long)seed);
             }
     hfree(&hA), hfree(&hB), hfree(&hC), hfree(&hO);
     tk_kernel_destroy(k);
@@ -493,10 +557,15 @@ END_TEST
 
 /* ---- main ---------------------------------------------------------------- */
 int main(void) {
-    const interp_test tests[] = {
-        {"elementwise", elementwise_binary}, {"elementwise", elementwise_unary},
-        {"elementwise", trig_large},
-        {"scalar", scalar_ops}, {"reduce", reductions}, {"reduce", max_all}, {"reduce", reduction_warpgroup},
-        {"reduce", masks}, {"mma", mma_warp}, {"mma", mma_warpgroup}};
+    const interp_test tests[] = {{"elementwise", elementwise_binary},
+                                 {"elementwise", elementwise_unary},
+                                 {"elementwise", trig_large},
+                                 {"scalar", scalar_ops},
+                                 {"reduce", reductions},
+                                 {"reduce", max_all},
+                                 {"reduce", reduction_warpgroup},
+                                 {"reduce", masks},
+                                 {"mma", mma_warp},
+                                 {"mma", mma_warpgroup}};
     return interp_run("test_interp", "interp", tests, sizeof tests / sizeof tests[0]);
 }

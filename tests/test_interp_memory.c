@@ -93,10 +93,12 @@ START_TEST(memory_views) {
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) {
             int R = 8 + i, C = 16 + j;
-            float w0 = R < 20 && C < 24 ? hget(&hT, ((size_t)(1 * 3 + 2) * 20 + R) * 24 + C) : -1.5f;
+            float w0 =
+                R < 20 && C < 24 ? hget(&hT, ((size_t)(1 * 3 + 2) * 20 + R) * 24 + C) : -1.5f;
             float w2 = 8 + j < 20 ? hget(&hH, (size_t)(8 + j) * 24 + 4 + i) : -1.5f;
             EXPECT_F("rank-4 load", i * 16 + j, hget(&hO, (size_t)i * 16 + j), w0);
-            EXPECT_F("out-of-range leading index", i * 16 + j, hget(&hO, 256 + (size_t)i * 16 + j), -1.5f);
+            EXPECT_F("out-of-range leading index", i * 16 + j, hget(&hO, 256 + (size_t)i * 16 + j),
+                     -1.5f);
             EXPECT_F("strided load", i * 16 + j, hget(&hO, 512 + (size_t)i * 16 + j), w2);
         }
     for (int i = 0; i < 37; i++) {
@@ -134,13 +136,16 @@ static void check_shared(tk_dtype dt, rng *r) {
     for (int i = 0; i < 32; i++)
         for (int j = 0; j < 32; j++)
             s0[i][j] = 16 + i < 37 && 32 + j < 45 ? hget(&hA, (size_t)(16 + i) * 45 + 32 + j)
-                                                   : rnd(dt, 3.0f);
+                                                  : rnd(dt, 3.0f);
     for (int i = 0; i < 32; i++)
-        for (int j = 0; j < 16; j++) EXPECT_F("s2r", i * 16 + j, hget(&hP, (size_t)i * 16 + j), s0[i][16 + j]);
+        for (int j = 0; j < 16; j++)
+            EXPECT_F("s2r", i * 16 + j, hget(&hP, (size_t)i * 16 + j), s0[i][16 + j]);
     for (int i = 0; i < 37; i++)
         for (int j = 0; j < 45; j++) {
             int si = i - 16, sj = j - 32;
-            float want = si < 0 || sj < 0 ? -99.0f : sj < 16 ? rnd(dt, 2 * s0[si][16 + sj]) : s0[si][sj];
+            float want = si < 0 || sj < 0 ? -99.0f
+                         : sj < 16        ? rnd(dt, 2 * s0[si][16 + sj])
+                                          : s0[si][sj];
             EXPECT_F("s2g", i * 45 + j, hget(&hO, (size_t)i * 45 + j), want);
         }
     hfree(&hA), hfree(&hO), hfree(&hP);
@@ -171,7 +176,7 @@ START_TEST(memory_async_stale) {
     tk_copy_to_shared(k, X, A, a0, 0, 1);
     tk_async_wait(k, 0); /* nothing committed yet: X stays stale */
     t[0] = ld2(k, tt, X, z, z, 0);
-    tk_async_commit(k);  /* group 1 = {X}; committing alone applies nothing */
+    tk_async_commit(k); /* group 1 = {X}; committing alone applies nothing */
     t[1] = ld2(k, tt, X, z, z, 0);
     tk_copy_to_shared(k, Y, A, a1, 0, 1);
     tk_async_commit(k);  /* group 2 = {Y} */
@@ -193,7 +198,8 @@ START_TEST(memory_async_stale) {
     hbuf hA = hb(TK_F32, 32 * 16), hO = hb(TK_F32, 6 * 256);
     hrand(&hA, &r, 1, 2);
     tk_arg args[2] = {targ(&hA, 2, 32, 16, 0, 0), targ(&hO, 3, 6, 16, 16, 0)};
-    run_fails(k, 2, args, TK_ERR_RUNTIME, "race: warp 0 reads shared tile %3 stage 0 element "
+    run_fails(k, 2, args, TK_ERR_RUNTIME,
+              "race: warp 0 reads shared tile %3 stage 0 element "
               "(0, 0) (op #13, tk_load) while the async copy into it (op #11, "
               "tk_copy_to_shared) is still in flight");
     set_race_check(false);
@@ -260,8 +266,10 @@ START_TEST(memory_pipeline) {
             EXPECT_F("pipeline sum", e, hget(&hO, (size_t)w * 256 + e), s);
         }
     run_pipeline(3, n, &r, &hA, &hO); /* waits one group too few */
-    ck_assert_msg(isnan(hget(&hO, 0)), "a read before the wait should see unwritten shared "
-                  "memory, got %g", hget(&hO, 0));
+    ck_assert_msg(isnan(hget(&hO, 0)),
+                  "a read before the wait should see unwritten shared "
+                  "memory, got %g",
+                  hget(&hO, 0));
     hfree(&hA), hfree(&hO);
 }
 END_TEST
@@ -341,7 +349,7 @@ START_TEST(control_for_swap) {
     tk_value *N = tk_param_scalar(k, "n", TK_I32), *O = tk_param_tensor(k, "O", TK_F32, 2);
     tk_type tt = wtile(TK_F32, 16, 16);
     tk_value *init[6] = {tk_zeros(k, tt), tk_fill(k, tt, tk_const_f32(k, 1)), c32(k, 0),
-                         c32(k, 1), tk_fill(k, tt, tk_const_f32(k, 5)), tk_zeros(k, tt)};
+                         c32(k, 1),       tk_fill(k, tt, tk_const_f32(k, 5)), tk_zeros(k, tt)};
     tk_value *c[6], *res[6];
     tk_for_begin(k, c32(k, 0), N, c32(k, 1), 6, init, c);
     tk_value *next[6] = {c[1], tk_add(k, c[0], c[1]), c[3], tk_add(k, c[2], c[3]), c[5], c[4]};
@@ -394,7 +402,8 @@ START_TEST(control_if_else) {
             bool even = (i / 16) % 2 == 0;
             float a = hget(&hA, (size_t)i * 16 + j);
             EXPECT_F("if tile", i * 32 + j, hget(&hO, (size_t)i * 32 + j), even ? a * 2 : a + 1);
-            EXPECT_F("if scalar", i * 32 + j, hget(&hO, (size_t)i * 32 + 16 + j), even ? 1.0f : -1.0f);
+            EXPECT_F("if scalar", i * 32 + j, hget(&hO, (size_t)i * 32 + 16 + j),
+                     even ? 1.0f : -1.0f);
         }
     hfree(&hA), hfree(&hO);
     tk_kernel_destroy(k);
@@ -438,7 +447,8 @@ START_TEST(control_warp_roles) {
         for (int j = 0; j < 16; j++) {
             size_t e = (size_t)i * 16 + j;
             int wi = i / 16;
-            EXPECT_F("role branch", e, hget(&hO, (size_t)i * 32 + j), wi < 2 ? hget(&hA, e) : -hget(&hB, e));
+            EXPECT_F("role branch", e, hget(&hO, (size_t)i * 32 + j),
+                     wi < 2 ? hget(&hA, e) : -hget(&hB, e));
             EXPECT_F("role loop", e, hget(&hO, (size_t)i * 32 + 16 + j), (float)(wi + 1));
             EXPECT_F("role store", e, hget(&hP, e), wi == 3 ? 7.0f : -99.0f);
         }
@@ -457,7 +467,8 @@ START_TEST(ids_grid) {
     tk_set_grid(k, X, tk_dim(k, T, 0), tk_const_i64(k, 2));
     tk_value *bx = tk_block_id(k, 0), *by = tk_block_id(k, 1), *bz = tk_block_id(k, 2);
     tk_value *w = tk_warp_id(k), *g = tk_warpgroup_id(k);
-    tk_value *v = tk_add(k, tk_add(k, bx, tk_mul(k, by, c32(k, 100))), tk_mul(k, bz, c32(k, 10000)));
+    tk_value *v =
+        tk_add(k, tk_add(k, bx, tk_mul(k, by, c32(k, 100))), tk_mul(k, bz, c32(k, 10000)));
     tk_value *f = tk_add(k, tk_cvt(k, v, TK_F32),
                          tk_mul(k, tk_cvt(k, tk_add(k, tk_mul(k, w, c32(k, 10)), g), TK_F32),
                                 tk_const_f32(k, 0.0625f)));
@@ -476,7 +487,8 @@ START_TEST(ids_grid) {
                 for (int e = 0; e < 128; e++) {
                     size_t o = (((size_t)z * gy + y) * gx + x) * 128 + e;
                     int wi = e / 16;
-                    float want = (float)(x + 100 * y + 10000 * z) + (float)(wi * 10 + wi / 4) * 0.0625f;
+                    float want =
+                        (float)(x + 100 * y + 10000 * z) + (float)(wi * 10 + wi / 4) * 0.0625f;
                     EXPECT_F("block/warp ids", o, hget(&hO, o), want);
                 }
     hfree(&hT), hfree(&hO);
@@ -603,13 +615,20 @@ END_TEST
 
 /* ---- main ---------------------------------------------------------------- */
 int main(void) {
-    const interp_test tests[] = {
-        {"memory", memory_ragged}, {"memory", memory_views}, {"memory", memory_shared},
-        {"memory", memory_async_stale}, {"memory", memory_pipeline},
-        {"control", control_for_carried}, {"control", control_nested_for},
-        {"control", control_for_swap}, {"control", control_if_else},
-        {"control", control_warp_roles}, {"ids", ids_grid}, {"errors", errors_args_and_grid},
-        {"errors", errors_grid_division}, {"errors", errors_runtime_memory},
-        {"errors", errors_runtime_scalar}};
+    const interp_test tests[] = {{"memory", memory_ragged},
+                                 {"memory", memory_views},
+                                 {"memory", memory_shared},
+                                 {"memory", memory_async_stale},
+                                 {"memory", memory_pipeline},
+                                 {"control", control_for_carried},
+                                 {"control", control_nested_for},
+                                 {"control", control_for_swap},
+                                 {"control", control_if_else},
+                                 {"control", control_warp_roles},
+                                 {"ids", ids_grid},
+                                 {"errors", errors_args_and_grid},
+                                 {"errors", errors_grid_division},
+                                 {"errors", errors_runtime_memory},
+                                 {"errors", errors_runtime_scalar}};
     return interp_run("test_interp_memory", "interp_memory", tests, sizeof tests / sizeof tests[0]);
 }

@@ -42,8 +42,8 @@ static tk_kernel *gemm(bool b1, bool b2) {
     tk_async_wait(k, 1);
     if (b1) tk_barrier(k);
     tk_value *ta = ld2(k, wtile(TK_BF16, 16, 16), tk_stage(k, sA, st), wr, z, 0);
-    tk_value *tb = ld2(k, tk_tile_type(TK_BF16, 16, 16, TK_WARP, TK_COL), tk_stage(k, sB, st), z,
-                       z, 0);
+    tk_value *tb =
+        ld2(k, tk_tile_type(TK_BF16, 16, 16, TK_WARP, TK_COL), tk_stage(k, sB, st), z, z, 0);
     tk_value *next = tk_mma(k, TK_MMA_AB, ta, tb, acc);
     if (b2) tk_barrier(k);
     tk_for_end(k, 1, &next, &res);
@@ -197,7 +197,8 @@ START_TEST(race_global) {
     finish(k);
     hbuf o = hb(TK_F32, 256);
     tk_arg a[1] = {targ(&o, 2, 16, 16, 0, 0)};
-    run_fails(k, 1, a, TK_ERR_RUNTIME, "race: warp 1 writes tensor 'O' (argument 0) element "
+    run_fails(k, 1, a, TK_ERR_RUNTIME,
+              "race: warp 1 writes tensor 'O' (argument 0) element "
               "offset 0 (op #");
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), ", tk_store) after warp 0 wrote it"));
     tk_kernel_destroy(k);
@@ -215,8 +216,10 @@ START_TEST(race_global) {
         finish(k);
         hbuf o2 = hb(TK_F32, 32 * 32);
         tk_arg a2[1] = {targ(&o2, 2, 32, 32, 0, 0)};
-        if (b) run_ok(k, 1, a2);
-        else run_fails(k, 1, a2, TK_ERR_RUNTIME, "race: warp 1 reads tensor 'O'");
+        if (b)
+            run_ok(k, 1, a2);
+        else
+            run_fails(k, 1, a2, TK_ERR_RUNTIME, "race: warp 1 reads tensor 'O'");
         hfree(&o2);
         tk_kernel_destroy(k);
     }
@@ -243,8 +246,10 @@ START_TEST(race_options) {
 END_TEST
 
 int main(void) {
-    const interp_test tests[] = {
-        {"gemm", race_gemm}, {"gemm", race_stage_refilled_early},
-        {"shared", race_shared_exchange}, {"global", race_global}, {"options", race_options}};
+    const interp_test tests[] = {{"gemm", race_gemm},
+                                 {"gemm", race_stage_refilled_early},
+                                 {"shared", race_shared_exchange},
+                                 {"global", race_global},
+                                 {"options", race_options}};
     return interp_run("test_interp_race", "interp_race", tests, sizeof tests / sizeof tests[0]);
 }

@@ -30,15 +30,13 @@
 
 static char g_root[PATH_MAX]; /* the mkdtemp directory of this run */
 
-static void sub(char *buf, size_t n, const char *name)
-{
+static void sub(char *buf, size_t n, const char *name) {
     if ((size_t)snprintf(buf, n, "%s/%s", g_root, name) >= n)
         abort(); /* test paths are short; never silently cut */
 }
 
 /* A fresh standalone JIT state whose disk cache is <root>/<name>. */
-static struct tk_jit *jit_in(const char *name)
-{
+static struct tk_jit *jit_in(const char *name) {
     char dir[PATH_MAX];
     sub(dir, sizeof dir, name);
     struct tk_jit *j = tk_jit_new();
@@ -68,21 +66,18 @@ typedef struct ptx_src {
     int bad;   /* produce PTX ptxas rejects */
 } ptx_src;
 
-static tk_status make_ptx(void *user, char **ptx, tk_diag *dg)
-{
+static tk_status make_ptx(void *user, char **ptx, tk_diag *dg) {
     ptx_src *s = user;
     s->calls++;
     size_t n = strlen(k_fill_ptx) + 64;
     *ptx = malloc(n);
     snprintf(*ptx, n, k_fill_ptx, s->arch);
-    if (s->bad)
-        memcpy(strstr(*ptx, "mad.lo.s32"), "mad.lo.x99", 10);
+    if (s->bad) memcpy(strstr(*ptx, "mad.lo.s32"), "mad.lo.x99", 10);
     return TK_OK;
 }
 
 /* Builder kernel with the same signature; grid x = ceil_div(dim(X,0), 32). */
-static tk_kernel *fill_kernel(tk_ctx *ctx)
-{
+static tk_kernel *fill_kernel(tk_ctx *ctx) {
     tk_kernel *k;
     ck_assert_int_eq(tk_kernel_create(ctx, "tk_test_fill", 1, &k), TK_OK);
     tk_value *x = tk_param_tensor(k, "X", TK_F32, 1);
@@ -92,15 +87,13 @@ static tk_kernel *fill_kernel(tk_ctx *ctx)
     return k;
 }
 
-static int file_exists(const char *p)
-{
+static int file_exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
 }
 
 /* ---- Driver ------------------------------------------------------------ */
-START_TEST(test_gpu_entry_points)
-{
+START_TEST(test_gpu_entry_points) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     tk_status s = tk_gpu_init(ctx);
@@ -132,16 +125,14 @@ START_TEST(test_gpu_entry_points)
         ck_assert_msg(strncmp(arch, "sm_", 3) == 0, "%s", arch);
         printf("GPU: %s\n", arch);
         uint8_t in[256], out[256];
-        for (int i = 0; i < 256; i++)
-            in[i] = (uint8_t)i;
+        for (int i = 0; i < 256; i++) in[i] = (uint8_t)i;
         void *d = NULL;
         ck_assert_int_eq(tk_gpu_alloc(ctx, sizeof in, &d), TK_OK);
         ck_assert_int_eq(tk_gpu_upload(ctx, d, in, sizeof in), TK_OK);
         ck_assert_int_eq(tk_gpu_memset(ctx, d, 0xAB, 16), TK_OK);
         ck_assert_int_eq(tk_gpu_download(ctx, out, d, sizeof out), TK_OK);
         ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-        for (int i = 0; i < 256; i++)
-            ck_assert_int_eq(out[i], i < 16 ? 0xAB : i);
+        for (int i = 0; i < 256; i++) ck_assert_int_eq(out[i], i < 16 ? 0xAB : i);
         ck_assert_int_eq(tk_gpu_free(ctx, d), TK_OK);
     }
     tk_ctx_destroy(ctx);
@@ -149,33 +140,29 @@ START_TEST(test_gpu_entry_points)
 END_TEST
 
 /* ---- ptxas -------------------------------------------------------------- */
-START_TEST(test_ptxas_compile)
-{
+START_TEST(test_ptxas_compile) {
     tk_ptxas px;
     tk_diag dg = {0};
     ck_assert_msg(tk_ptxas_find(&px, &dg) == TK_OK, "%s", dg.msg);
     ck_assert_msg(strlen(px.version) > 0, "empty ptxas version");
     printf("ptxas: %s (%s)\n", px.path, px.version);
-    ptx_src src = { "sm_90a", 0, 0 };
+    ptx_src src = {"sm_90a", 0, 0};
     char *ptx;
     void *cubin;
     size_t n;
     make_ptx(&src, &ptx, &dg);
-    ck_assert_msg(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, &dg) == TK_OK,
-                  "%s", dg.msg);
+    ck_assert_msg(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, &dg) == TK_OK, "%s", dg.msg);
     ck_assert(n > 4 && memcmp(cubin, "\177ELF", 4) == 0);
     free(cubin);
     free(ptx);
     src.bad = 1;
     make_ptx(&src, &ptx, &dg);
-    ck_assert_int_eq(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, &dg),
-                     TK_ERR_PTXAS);
+    ck_assert_int_eq(tk_ptxas_compile(&px, ptx, "sm_90a", &cubin, &n, &dg), TK_ERR_PTXAS);
     ck_assert_ptr_null(cubin);
     ck_assert_msg(strstr(dg.msg, "ptxas") && strstr(dg.msg, "line"), "%s", dg.msg);
     free(ptx);
     tk_diag_clear(&dg); /* the first failure wins: start afresh */
-    ck_assert_int_eq(tk_ptxas_compile(&px, "", "sm_9x; rm", &cubin, &n, &dg),
-                     TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_ptxas_compile(&px, "", "sm_9x; rm", &cubin, &n, &dg), TK_ERR_INVALID_ARG);
     /* An explicit TK_PTXAS that is not there is reported, not replaced. The
      * caller's own (the ctest environment's, without /usr/local/cuda) is
      * put back for the tests after this one. */
@@ -184,15 +171,16 @@ START_TEST(test_ptxas_compile)
     tk_diag_clear(&dg);
     ck_assert_int_eq(tk_ptxas_find(&px, &dg), TK_ERR_PTXAS);
     ck_assert_ptr_nonnull(strstr(dg.msg, "TK_PTXAS"));
-    if (was) setenv("TK_PTXAS", was, 1);
-    else unsetenv("TK_PTXAS");
+    if (was)
+        setenv("TK_PTXAS", was, 1);
+    else
+        unsetenv("TK_PTXAS");
     free(was);
 }
 END_TEST
 
 /* ---- Disk cache ------------------------------------------------------------ */
-START_TEST(test_disk_hit_miss)
-{
+START_TEST(test_disk_hit_miss) {
     struct tk_jit *j = jit_in("hitmiss");
     tk_cache_id a, b;
     tk_cache_id_make(&a, "kernel text", "sm_90a", "ptxas X");
@@ -223,15 +211,29 @@ START_TEST(test_disk_hit_miss)
 END_TEST
 
 /* Damage kinds applied to a stored entry. */
-enum { D_TRUNC_PAYLOAD, D_TRUNC_HEADER, D_FLIP, D_MAGIC, D_ARCH, D_COMPILER, D_LLVM, D_KEY,
-       D_FORMAT, D_COUNT };
-static const char *damage_why[D_COUNT] = { "truncated", "truncated", "checksum",
-                                           "wrong magic", "foreign arch",
-                                           "foreign compiler version", "foreign LLVM version",
-                                           "key mismatch", "unknown format" };
+enum {
+    D_TRUNC_PAYLOAD,
+    D_TRUNC_HEADER,
+    D_FLIP,
+    D_MAGIC,
+    D_ARCH,
+    D_COMPILER,
+    D_LLVM,
+    D_KEY,
+    D_FORMAT,
+    D_COUNT
+};
+static const char *damage_why[D_COUNT] = {"truncated",
+                                          "truncated",
+                                          "checksum",
+                                          "wrong magic",
+                                          "foreign arch",
+                                          "foreign compiler version",
+                                          "foreign LLVM version",
+                                          "key mismatch",
+                                          "unknown format"};
 
-static void damage(const char *path, int kind)
-{
+static void damage(const char *path, int kind) {
     int fd = open(path, O_RDWR);
     ck_assert_int_ge(fd, 0);
     struct stat st;
@@ -248,30 +250,39 @@ static void damage(const char *path, int kind)
         pwrite(fd, &byte, 1, st.st_size / 2 + 72);
         break;
     case D_MAGIC: memcpy(h.magic, "TKCUBIN0", 8); break;
-    case D_ARCH: memset(h.arch, 0, 16); strcpy(h.arch, "sm_80"); break;
-    case D_COMPILER: memset(h.compiler, 0, 64); strcpy(h.compiler, "ptxas Build old"); break;
-    case D_LLVM: memset(h.llvm, 0, 16); strcpy(h.llvm, "21.1.0"); break;
+    case D_ARCH:
+        memset(h.arch, 0, 16);
+        strcpy(h.arch, "sm_80");
+        break;
+    case D_COMPILER:
+        memset(h.compiler, 0, 64);
+        strcpy(h.compiler, "ptxas Build old");
+        break;
+    case D_LLVM:
+        memset(h.llvm, 0, 16);
+        strcpy(h.llvm, "21.1.0");
+        break;
     case D_KEY: h.key_lo ^= 1; break;
     case D_FORMAT: h.format = 99; break;
     }
-    if (kind >= D_MAGIC)
-        ck_assert_int_eq(pwrite(fd, &h, sizeof h, 0), (ssize_t)sizeof h);
+    if (kind >= D_MAGIC) ck_assert_int_eq(pwrite(fd, &h, sizeof h, 0), (ssize_t)sizeof h);
     close(fd);
 }
 
 /* Every damaged entry is rejected (counted, deleted) and rebuilt through
  * the ptxas path; the rebuilt entry then hits. */
-START_TEST(test_disk_rejects)
-{
+START_TEST(test_disk_rejects) {
     struct tk_jit *j = jit_in("rejects");
     const char *text = "kernel @rejects";
-    ptx_src src = { "sm_90a", 0, 0 };
+    ptx_src src = {"sm_90a", 0, 0};
     void *cubin;
     size_t n;
     tk_origin from;
     char path[PATH_MAX], comp[192];
     tk_diag dg = {0};
-    ck_assert_msg(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from, &dg) == TK_OK, "%s", dg.msg);
+    ck_assert_msg(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from, &dg) ==
+                      TK_OK,
+                  "%s", dg.msg);
     ck_assert_int_eq(from, TK_FROM_COMPILE);
     free(cubin);
     const tk_ptxas *px;
@@ -293,19 +304,19 @@ START_TEST(test_disk_rejects)
         ck_assert_uint_eq(j->cache.stats.rejected, 2 * (uint64_t)kind + 1);
         /* ...and the ptxas path rebuilds (damaging again first). */
         int calls = src.calls;
-        ck_assert_int_eq(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                            &dg), TK_OK);
+        ck_assert_int_eq(
+            tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from, &dg), TK_OK);
         free(cubin);
         ck_assert_int_eq(src.calls, calls + 1);
         damage(path, kind);
-        ck_assert_int_eq(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                            &dg), TK_OK);
+        ck_assert_int_eq(
+            tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from, &dg), TK_OK);
         free(cubin);
         ck_assert_int_eq(from, TK_FROM_COMPILE);
         ck_assert_int_eq(src.calls, calls + 2);
         ck_assert_uint_eq(j->cache.stats.rejected, 2 * (uint64_t)kind + 2);
-        ck_assert_int_eq(tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                            &dg), TK_OK);
+        ck_assert_int_eq(
+            tk_cubin_via_ptxas(j, text, "sm_90a", make_ptx, &src, &cubin, &n, &from, &dg), TK_OK);
         free(cubin);
         ck_assert_int_eq(from, TK_FROM_DISK);
         ck_assert_int_eq(src.calls, calls + 2);
@@ -317,8 +328,9 @@ START_TEST(test_disk_rejects)
     ck_assert(st.ptx_to_cubin_ms > 0);
     /* ptxas errors come back with its message. */
     src.bad = 1;
-    ck_assert_int_eq(tk_cubin_via_ptxas(j, "other", "sm_90a", make_ptx, &src, &cubin, &n, &from,
-                                        &dg), TK_ERR_PTXAS);
+    ck_assert_int_eq(
+        tk_cubin_via_ptxas(j, "other", "sm_90a", make_ptx, &src, &cubin, &n, &from, &dg),
+        TK_ERR_PTXAS);
     ck_assert_ptr_null(cubin);
     tk_jit_destroy(j);
 }
@@ -326,16 +338,14 @@ END_TEST
 
 /* Processes racing to store (and read) the same entry: readers never see a
  * partial file, and one valid entry remains. */
-START_TEST(test_disk_race)
-{
+START_TEST(test_disk_race) {
     enum { PROCS = 4, ROUNDS = 40, SIZE = 256 * 1024 };
     char dir[PATH_MAX];
     sub(dir, sizeof dir, "race");
     tk_cache_id id;
     tk_cache_id_make(&id, "racy kernel", "sm_90a", "ptxas X");
     unsigned char *payload = malloc(SIZE);
-    for (int i = 0; i < SIZE; i++)
-        payload[i] = (unsigned char)(i * 7);
+    for (int i = 0; i < SIZE; i++) payload[i] = (unsigned char)(i * 7);
     fflush(stdout);
     pid_t pids[PROCS];
     for (int i = 0; i < PROCS; i++) {
@@ -381,19 +391,17 @@ START_TEST(test_disk_race)
 }
 END_TEST
 
-static void sleep_ms(int ms)
-{
-    struct timespec t = { 0, ms * 1000000L };
+static void sleep_ms(int ms) {
+    struct timespec t = {0, ms * 1000000L};
     nanosleep(&t, NULL);
 }
 
-START_TEST(test_disk_evict)
-{
+START_TEST(test_disk_evict) {
     struct tk_jit *j = jit_in("evict");
     enum { PAY = 1000 };
     const uint64_t entry = sizeof(tk_disk_header) + PAY;
     j->cache.limit = 3 * entry;
-    char payload[PAY] = { 0 }, path[4][PATH_MAX];
+    char payload[PAY] = {0}, path[4][PATH_MAX];
     tk_diag dg = {0};
     tk_cache_id id[4];
     for (int i = 0; i < 4; i++) {
@@ -428,8 +436,7 @@ START_TEST(test_disk_evict)
 END_TEST
 
 /* ---- Memory table ------------------------------------------------------------ */
-START_TEST(test_memory_table)
-{
+START_TEST(test_memory_table) {
     tk_cache c;
     ck_assert_int_eq(tk_cache_init(&c, NULL, NULL), 0);
     enum { N = 1000, LOOKUPS = 200000 };
@@ -450,8 +457,7 @@ START_TEST(test_memory_table)
         ck_assert_ptr_eq(tk_mem_find(&c, keys[i]), (void *)(uintptr_t)(i + 1));
     double t0 = tk_now_ms();
     uintptr_t sum = 0;
-    for (int i = 0; i < LOOKUPS; i++)
-        sum += (uintptr_t)tk_mem_find(&c, keys[i % N]);
+    for (int i = 0; i < LOOKUPS; i++) sum += (uintptr_t)tk_mem_find(&c, keys[i % N]);
     double us = (tk_now_ms() - t0) * 1e3 / LOOKUPS;
     printf("memory cache hit: %.3f us per lookup (%d entries)\n", us, N);
     ck_assert(sum > 0);
@@ -461,8 +467,7 @@ START_TEST(test_memory_table)
 END_TEST
 
 /* ---- Programs: argument checks and grid, without a GPU ----------------------- */
-static tk_kernel *sig_kernel(tk_ctx *ctx)
-{
+static tk_kernel *sig_kernel(tk_ctx *ctx) {
     tk_kernel *k;
     ck_assert_int_eq(tk_kernel_create(ctx, "tk_test_sig", 4, &k), TK_OK);
     tk_value *a = tk_param_tensor(k, "A", TK_F32, 2);
@@ -471,23 +476,21 @@ static tk_kernel *sig_kernel(tk_ctx *ctx)
     tk_param_scalar(k, "s", TK_F32);
     tk_value *blocks = tk_spec(k, "BLOCK", 16);
     tk_value *gx = tk_ceil_div(k, tk_dim(k, a, 1), blocks);
-    tk_value *gz = tk_select(k, tk_gt(k, n, tk_const_i32(k, 0)), tk_const_i32(k, 2),
-                             tk_const_i32(k, 3));
+    tk_value *gz =
+        tk_select(k, tk_gt(k, n, tk_const_i32(k, 0)), tk_const_i32(k, 2), tk_const_i32(k, 3));
     tk_set_grid(k, gx, tk_max(k, n, tk_const_i32(k, 1)), gz);
     ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
     return k;
 }
 
 /* Expects tk_launch to fail with TK_ERR_LAUNCH and `msg` in the error. */
-static void launch_fails(tk_ctx *ctx, tk_program *p, int n, const tk_arg *args, const char *msg)
-{
+static void launch_fails(tk_ctx *ctx, tk_program *p, int n, const tk_arg *args, const char *msg) {
     ck_assert_int_eq(tk_launch(p, n, args, NULL), TK_ERR_LAUNCH);
     ck_assert_msg(strstr(tk_ctx_error(ctx), msg), "got \"%s\", want \"%s\"", tk_ctx_error(ctx),
                   msg);
 }
 
-START_TEST(test_launch_checks)
-{
+START_TEST(test_launch_checks) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     tk_kernel *k = sig_kernel(ctx);
@@ -496,10 +499,10 @@ START_TEST(test_launch_checks)
     ck_assert_msg(tk_program_new(ctx, k, NULL, &p, &dg) == TK_OK, "%s", dg.msg);
     float a[4 * 100];
     uint16_t v[16];
-    int64_t ad[2] = { 4, 100 }, vd[4] = { 1, 2, 2, 4 };
-    tk_arg args[4] = { tk_arg_tensor(a, TK_F32, 2, ad), tk_arg_i32(5),
-                       tk_arg_tensor(v, TK_BF16, 4, vd), tk_arg_f32(0.5f) };
-    int64_t want[3] = { 7, 5, 2 }, grid[3];
+    int64_t ad[2] = {4, 100}, vd[4] = {1, 2, 2, 4};
+    tk_arg args[4] = {tk_arg_tensor(a, TK_F32, 2, ad), tk_arg_i32(5),
+                      tk_arg_tensor(v, TK_BF16, 4, vd), tk_arg_f32(0.5f)};
+    int64_t want[3] = {7, 5, 2}, grid[3];
     /* The interpreter agrees with the program's copy. */
     ck_assert_msg(tk_kernel_grid(k, 4, args, grid) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_mem_eq(grid, want, sizeof want);
@@ -550,8 +553,7 @@ END_TEST
 /* The interpreter and tk_launch check arguments with one rule (ir/sig.c):
  * each argument list is accepted or rejected by both, with one message. A
  * bool parameter takes a bool or an i32 argument, and reads nonzero as 1. */
-START_TEST(test_one_signature_check)
-{
+START_TEST(test_one_signature_check) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     tk_kernel *k;
@@ -564,31 +566,34 @@ START_TEST(test_one_signature_check)
     tk_set_grid(k, tk_add(k, tk_cvt(k, b, TK_I32), tk_const_i32(k, 1)), NULL, NULL);
     ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
     tk_program *p;
-    tk_diag dg = { 0 };
+    tk_diag dg = {0};
     ck_assert_msg(tk_program_new(ctx, k, NULL, &p, &dg) == TK_OK, "%s", dg.msg);
-    int32_t buf[1] = { -1 };
-    int64_t d1[1] = { 1 };
-    tk_arg ok[3] = { tk_arg_tensor(buf, TK_I32, 1, d1), tk_arg_i32(7), tk_arg_f32(1) };
+    int32_t buf[1] = {-1};
+    int64_t d1[1] = {1};
+    tk_arg ok[3] = {tk_arg_tensor(buf, TK_I32, 1, d1), tk_arg_i32(7), tk_arg_f32(1)};
     tk_arg flag = ok[1];
     flag.dtype = TK_BOOL; /* a bool argument made by hand */
-    struct { int slot; tk_arg arg; tk_status want; } cases[] = {
-        { -1, { 0 }, TK_OK },                               /* as given: bool <- i32 */
-        { 1, flag, TK_OK },                                 /* bool <- bool */
-        { 1, tk_arg_i64(1), TK_ERR_LAUNCH },                /* bool <- i64 */
-        { 1, tk_arg_f32(1), TK_ERR_LAUNCH },                /* bool <- f32 */
-        { 2, tk_arg_i32(1), TK_ERR_LAUNCH },                /* f32 <- i32 */
-        { 0, tk_arg_tensor(NULL, TK_I32, 1, d1), TK_ERR_LAUNCH },
-        { 0, tk_arg_tensor(buf, TK_F32, 1, d1), TK_ERR_LAUNCH },
-        { 0, tk_arg_tensor(buf, TK_I32, 2, d1), TK_ERR_LAUNCH },
-        { 0, tk_arg_i32(3), TK_ERR_LAUNCH },
-        { 3, { 0 }, TK_ERR_LAUNCH },                        /* too few */
+    struct {
+        int slot;
+        tk_arg arg;
+        tk_status want;
+    } cases[] = {
+        {-1, {0}, TK_OK},                  /* as given: bool <- i32 */
+        {1, flag, TK_OK},                  /* bool <- bool */
+        {1, tk_arg_i64(1), TK_ERR_LAUNCH}, /* bool <- i64 */
+        {1, tk_arg_f32(1), TK_ERR_LAUNCH}, /* bool <- f32 */
+        {2, tk_arg_i32(1), TK_ERR_LAUNCH}, /* f32 <- i32 */
+        {0, tk_arg_tensor(NULL, TK_I32, 1, d1), TK_ERR_LAUNCH},
+        {0, tk_arg_tensor(buf, TK_F32, 1, d1), TK_ERR_LAUNCH},
+        {0, tk_arg_tensor(buf, TK_I32, 2, d1), TK_ERR_LAUNCH},
+        {0, tk_arg_i32(3), TK_ERR_LAUNCH},
+        {3, {0}, TK_ERR_LAUNCH}, /* too few */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tk_arg args[3];
         memcpy(args, ok, sizeof args);
         int n = cases[c].slot == 3 ? 2 : 3;
-        if (cases[c].slot >= 0 && cases[c].slot < 3)
-            args[cases[c].slot] = cases[c].arg;
+        if (cases[c].slot >= 0 && cases[c].slot < 3) args[cases[c].slot] = cases[c].arg;
         tk_diag_clear(&dg);
         tk_status sl = tk_program_check_args(p, n, args, &dg);
         tk_status si = tk_interp_run(k, n, args);
@@ -616,8 +621,7 @@ END_TEST
 /* The launch's grid and the interpreter's come from one evaluator: they agree
  * where separate code used to differ (a negative ceil_div; float->i32
  * saturating rather than wrapping), and a zero divisor says where. */
-START_TEST(test_grid_one_evaluator)
-{
+START_TEST(test_grid_one_evaluator) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     tk_kernel *k;
@@ -627,14 +631,15 @@ START_TEST(test_grid_one_evaluator)
     tk_value *gx = tk_ceil_div(k, tk_neg(k, n), d);
     tk_value *big = tk_cvt(k, tk_mul(k, s, tk_const_f32(k, 1e10f)), TK_I32);
     tk_value *gy = tk_add(k, tk_rem(k, big, tk_const_i32(k, 7)), tk_const_i32(k, 1));
-    tk_set_grid(k, gx, gy, tk_max(k, tk_cvt(k, tk_mul(k, s, tk_const_f32(k, 10)), TK_I32),
-                                 tk_const_i32(k, 1)));
+    tk_set_grid(
+        k, gx, gy,
+        tk_max(k, tk_cvt(k, tk_mul(k, s, tk_const_f32(k, 10)), TK_I32), tk_const_i32(k, 1)));
     ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
     tk_program *p;
     tk_diag dg = {0};
     ck_assert_msg(tk_program_new(ctx, k, NULL, &p, &dg) == TK_OK, "%s", dg.msg);
-    tk_arg args[3] = { tk_arg_i32(8), tk_arg_f32(0.3f), tk_arg_i32(-3) };
-    int64_t want[3] = { 3, 2, 3 }, gi[3], gp[3]; /* ceil(8/3); INT32_MAX % 7 + 1; 3 */
+    tk_arg args[3] = {tk_arg_i32(8), tk_arg_f32(0.3f), tk_arg_i32(-3)};
+    int64_t want[3] = {3, 2, 3}, gi[3], gp[3]; /* ceil(8/3); INT32_MAX % 7 + 1; 3 */
     ck_assert_msg(tk_kernel_grid(k, 3, args, gi) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_msg(tk_program_grid(p, args, gp, &dg) == TK_OK, "%s", dg.msg);
     ck_assert_mem_eq(gi, want, sizeof want);
@@ -650,8 +655,7 @@ START_TEST(test_grid_one_evaluator)
 END_TEST
 
 /* ---- GPU: load a ptxas-built cubin and launch it through tk_launch ----------- */
-START_TEST(test_gpu_launch)
-{
+START_TEST(test_gpu_launch) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     if (tk_gpu_init(ctx) != TK_OK) {
@@ -663,17 +667,15 @@ START_TEST(test_gpu_launch)
     tk_cuda *cu;
     tk_diag dg = {0};
     ck_assert_int_eq(tk_jit_cuda(j, &cu, &dg), TK_OK);
-    ptx_src src = { cu->arch, 0, 0 };
+    ptx_src src = {cu->arch, 0, 0};
     char *ptx;
     void *cubin[2];
     size_t n;
     make_ptx(&src, &ptx, &dg);
-    ck_assert_msg(tk_culink_compile(cu, ptx, false, &cubin[0], &n, &dg) == TK_OK, "%s",
-                  dg.msg);
+    ck_assert_msg(tk_culink_compile(cu, ptx, false, &cubin[0], &n, &dg) == TK_OK, "%s", dg.msg);
     const tk_ptxas *px;
     ck_assert_msg(tk_jit_ptxas(j, &px, &dg) == TK_OK, "%s", dg.msg);
-    ck_assert_msg(tk_ptxas_compile(px, ptx, cu->arch, &cubin[1], &n, &dg) == TK_OK,
-                  "%s", dg.msg);
+    ck_assert_msg(tk_ptxas_compile(px, ptx, cu->arch, &cubin[1], &n, &dg) == TK_OK, "%s", dg.msg);
     free(ptx);
     enum { N = 1000 };
     for (int c = 0; c < 2; c++) { /* the driver's cubin, then ptxas's */
@@ -685,10 +687,10 @@ START_TEST(test_gpu_launch)
         free(cubin[c]);
         float *h = malloc(N * sizeof *h);
         void *d;
-        int64_t dims[1] = { N - 1 };
+        int64_t dims[1] = {N - 1};
         ck_assert_int_eq(tk_gpu_alloc(ctx, N * sizeof *h, &d), TK_OK);
         ck_assert_int_eq(tk_gpu_memset(ctx, d, 0, N * sizeof *h), TK_OK);
-        tk_arg args[2] = { tk_arg_tensor(d, TK_F32, 1, dims), tk_arg_f32(2.5f + (float)c) };
+        tk_arg args[2] = {tk_arg_tensor(d, TK_F32, 1, dims), tk_arg_f32(2.5f + (float)c)};
         ck_assert_msg(tk_launch(p, 2, args, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
         ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
         ck_assert_int_eq(tk_gpu_download(ctx, h, d, N * sizeof *h), TK_OK);
@@ -705,8 +707,7 @@ END_TEST
 /* tk_compile without lowering: an entry stored under the ptxas key (as
  * tk_precompile makes it) is found; an entry under the driver key that the
  * driver refuses is rejected first. Then launch, and a memory hit. */
-START_TEST(test_gpu_compile_seeded)
-{
+START_TEST(test_gpu_compile_seeded) {
     tk_ctx *ctx;
     char dir[PATH_MAX], comp[192];
     tk_diag dg = {0};
@@ -731,7 +732,7 @@ START_TEST(test_gpu_compile_seeded)
     tk_compiler_id_ptxas(px, comp, sizeof comp);
     tk_cache_id_make(&aot, text, cu->arch, comp);
     tk_free(text);
-    ptx_src src = { cu->arch, 0, 0 };
+    ptx_src src = {cu->arch, 0, 0};
     char *ptx;
     void *cubin;
     size_t n;
@@ -756,13 +757,12 @@ START_TEST(test_gpu_compile_seeded)
     enum { N = 70 };
     float h[N];
     void *d;
-    int64_t dims[1] = { N };
+    int64_t dims[1] = {N};
     ck_assert_int_eq(tk_gpu_alloc(ctx, sizeof h, &d), TK_OK);
-    tk_arg args[2] = { tk_arg_tensor(d, TK_F32, 1, dims), tk_arg_f32(-1.25f) };
+    tk_arg args[2] = {tk_arg_tensor(d, TK_F32, 1, dims), tk_arg_f32(-1.25f)};
     ck_assert_msg(tk_launch(p, 2, args, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_download(ctx, h, d, sizeof h), TK_OK);
-    for (int i = 0; i < N; i++)
-        ck_assert(h[i] == -1.25f);
+    for (int i = 0; i < N; i++) ck_assert(h[i] == -1.25f);
     dims[0] = 0; /* an empty grid launches nothing */
     args[0] = tk_arg_tensor(d, TK_F32, 1, dims);
     ck_assert_int_eq(tk_launch(p, 2, args, NULL), TK_OK);
@@ -773,8 +773,7 @@ START_TEST(test_gpu_compile_seeded)
 END_TEST
 
 /* ---- tk_precompile / tk_compile through the real lowering, when built --------- */
-START_TEST(test_precompile_and_compile)
-{
+START_TEST(test_precompile_and_compile) {
     tk_ctx *ctx;
     char dir[PATH_MAX];
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -782,7 +781,7 @@ START_TEST(test_precompile_and_compile)
     ck_assert_int_eq(tk_cache_set_dir(ctx, dir), TK_OK);
     ck_assert_str_eq(tk_cache_dir(ctx), dir);
     tk_kernel *k = fill_kernel(ctx);
-    const tk_kernel *ks[1] = { k };
+    const tk_kernel *ks[1] = {k};
     tk_status s = tk_precompile(ctx, ks, 1, "sm_90a");
     if (s == TK_ERR_UNSUPPORTED || s == TK_ERR_LLVM) {
         printf("precompile skipped: %s\n", tk_ctx_error(ctx));
@@ -831,13 +830,11 @@ START_TEST(test_precompile_and_compile)
 }
 END_TEST
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
     return remove(p);
 }
 
-int main(void)
-{
+int main(void) {
     snprintf(g_root, sizeof g_root, "%s/tk-test-jit-XXXXXX",
              getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_root)) {

@@ -39,16 +39,67 @@ static void teardown(void) {
 static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
     tk_gemm_config c = tk_gemm_default_config(in, out, tb);
     switch (which) {
-    case 1: c.block_m = 64; c.block_n = 64; c.block_k = 32; c.warps = 4; c.stages = 2; break;
-    case 2: c.block_m = 128; c.block_n = 64; c.block_k = 64; c.warps = 8; c.stages = 3; break;
-    case 3: c.block_m = 32; c.block_n = 32; c.block_k = 16; c.warps = 1; c.stages = 2; break;
-    case 4: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 3; break;
-    case 5: c.block_m = 64; c.block_n = 64; c.block_k = 16; c.warps = 4; c.stages = 6; break;
-    case 6: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 2; c.stages = 8; break;
-    case 7: c.block_n = 256; c.warps = 8; break; /* tk_gemm_config_for's large shape */
+    case 1:
+        c.block_m = 64;
+        c.block_n = 64;
+        c.block_k = 32;
+        c.warps = 4;
+        c.stages = 2;
+        break;
+    case 2:
+        c.block_m = 128;
+        c.block_n = 64;
+        c.block_k = 64;
+        c.warps = 8;
+        c.stages = 3;
+        break;
+    case 3:
+        c.block_m = 32;
+        c.block_n = 32;
+        c.block_k = 16;
+        c.warps = 1;
+        c.stages = 2;
+        break;
+    case 4:
+        c.block_m = 64;
+        c.block_n = 128;
+        c.block_k = 32;
+        c.warps = 2;
+        c.stages = 3;
+        break;
+    case 5:
+        c.block_m = 64;
+        c.block_n = 64;
+        c.block_k = 16;
+        c.warps = 4;
+        c.stages = 6;
+        break;
+    case 6:
+        c.block_m = 64;
+        c.block_n = 128;
+        c.block_k = 32;
+        c.warps = 2;
+        c.stages = 8;
+        break;
+    case 7:
+        c.block_n = 256;
+        c.warps = 8;
+        break; /* tk_gemm_config_for's large shape */
     /* wgmma: two warpgroups of 64 rows; a one-warpgroup block with 64-byte rows (SW64) */
-    case 8: c.block_n = 256; c.warps = 8; c.stages = 4; c.tma = 1; c.wgmma = 1; break;
-    case 9: c.block_m = 64; c.block_n = 128; c.block_k = 32; c.warps = 4; c.wgmma = 1; break;
+    case 8:
+        c.block_n = 256;
+        c.warps = 8;
+        c.stages = 4;
+        c.tma = 1;
+        c.wgmma = 1;
+        break;
+    case 9:
+        c.block_m = 64;
+        c.block_n = 128;
+        c.block_k = 32;
+        c.warps = 4;
+        c.wgmma = 1;
+        break;
     default: break;
     }
     return c;
@@ -76,7 +127,7 @@ static const gemm_case gemm_cases[] = {
     {96, 48, 200, 1, TK_F16, TK_F16, 3},
     {77, 90, 333, 0, TK_BF16, TK_F32, 5}, /* deep pipelines, one k-step per tile */
     {130, 60, 700, 1, TK_F16, TK_F16, 6},
-    {40, 40, 70, 0, TK_BF16, TK_F32, 6},  /* fewer k-tiles than stages */
+    {40, 40, 70, 0, TK_BF16, TK_F32, 6}, /* fewer k-tiles than stages */
     {150, 300, 200, 0, TK_BF16, TK_BF16, 7},
     {130, 260, 70, 1, TK_F16, TK_F32, 7},
     {150, 300, 200, 0, TK_BF16, TK_BF16, 8},
@@ -96,7 +147,10 @@ static void check_gemm(const gemm_case *g) {
     ck_assert_msg(s == TK_OK, "gemm build: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
 
     int64_t da[2] = {g->M, g->K}, db[2] = {g->K, g->N}, dc[2] = {g->M, g->N};
-    if (g->tb) { db[0] = g->N; db[1] = g->K; }
+    if (g->tb) {
+        db[0] = g->N;
+        db[1] = g->K;
+    }
     /* A with padded rows (an unaligned leading dimension), C with gaps. */
     ref_tensor A = ref_tensor_new_layout(g->in, 2, da, NULL, 3);
     ref_tensor B = ref_tensor_new(g->in, 2, db);
@@ -128,8 +182,14 @@ static void check_gemm(const gemm_case *g) {
     ck_assert_msg(stray == 0, "%lld writes outside C", (long long)stray);
     ck_assert_msg(err <= out_tol(g->out), "rel err %g > %g", err, out_tol(g->out));
 
-    free(a); free(b); free(c); free(want); free(before);
-    ref_tensor_free(&A); ref_tensor_free(&B); ref_tensor_free(&C);
+    free(a);
+    free(b);
+    free(c);
+    free(want);
+    free(before);
+    ref_tensor_free(&A);
+    ref_tensor_free(&B);
+    ref_tensor_free(&C);
     tk_kernel_destroy(k);
 }
 
@@ -139,9 +199,13 @@ END_TEST
 /* Fresh random shapes and configurations each run. */
 START_TEST(test_gemm_random) {
     static const tk_dtype in[2] = {TK_BF16, TK_F16}, out[3] = {TK_BF16, TK_F16, TK_F32};
-    gemm_case g = {.M = ref_randint(1, 300), .N = ref_randint(1, 300), .K = ref_randint(1, 300),
-                   .tb = (int)ref_randint(0, 1), .in = in[ref_randint(0, 1)],
-                   .out = out[ref_randint(0, 2)], .cfg = (int)ref_randint(0, 7)};
+    gemm_case g = {.M = ref_randint(1, 300),
+                   .N = ref_randint(1, 300),
+                   .K = ref_randint(1, 300),
+                   .tb = (int)ref_randint(0, 1),
+                   .in = in[ref_randint(0, 1)],
+                   .out = out[ref_randint(0, 2)],
+                   .cfg = (int)ref_randint(0, 7)};
     check_gemm(&g);
 }
 END_TEST
@@ -186,8 +250,15 @@ START_TEST(test_gemm_config_for) {
     /* a call's choice: the copy engine only for aligned tensors and pitches */
     static char buf[64] __attribute__((aligned(16)));
     tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_F16, .out_dtype = TK_F32, .transpose_b = 1,
-                        .m = 4096, .n = 4096, .k = 4096, .a = buf, .b = buf, .c = buf};
+                        .in_dtype = TK_F16,
+                        .out_dtype = TK_F32,
+                        .transpose_b = 1,
+                        .m = 4096,
+                        .n = 4096,
+                        .k = 4096,
+                        .a = buf,
+                        .b = buf,
+                        .c = buf};
     ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 1);
     p.lda = 4100; /* 8200-byte rows */
     c = tk_gemm_config_for_call(&p, "sm_90a");
@@ -255,7 +326,9 @@ START_TEST(test_gemm_config_errors) {
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tma is 2"));
     c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
-    c.block_m = c.block_n = 256; c.block_k = 128; c.stages = 8; /* > 227 KiB of shared */
+    c.block_m = c.block_n = 256;
+    c.block_k = 128;
+    c.stages = 8; /* > 227 KiB of shared */
     ck_assert_int_ne(tk_gemm_build(ctx, &c, &k), TK_OK);
     ck_assert_ptr_null(k);
     ck_assert_int_eq(tk_gemm_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
@@ -268,9 +341,9 @@ typedef struct attn_case {
     int64_t B, Hq, Hkv, Nq, Nkv;
     int D, causal;
     tk_dtype dt;
-    int bnhd;  /* Q, K, V, O stored as [B, N, H, D] */
-    int warps; /* tk_attention_config.warps (0: default) */
-    int ramp;  /* keys grow along the sequence: row maxes keep rising, so
+    int bnhd;       /* Q, K, V, O stored as [B, N, H, D] */
+    int warps;      /* tk_attention_config.warps (0: default) */
+    int ramp;       /* keys grow along the sequence: row maxes keep rising, so
                   the kernel's lazy rescale fires after the first tile too */
     int zero_scale; /* scale 0: uniform weights (the kernel's limit case) */
 } attn_case;
@@ -278,16 +351,16 @@ typedef struct attn_case {
 static const attn_case attn_cases[] = {
     {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0, 0},
     {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0, 0, 0, 0},
-    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0, 0, 0, 0},   /* GQA 2:1 */
+    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0, 0, 0, 0}, /* GQA 2:1 */
     {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0, 0},
     {1, 1, 1, 100, 100, 64, 1, TK_F16, 1, 0, 0, 0}, /* [B,N,H,D] */
     {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0, 0, 0, 0}, /* Nq < Nkv, GQA */
     {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0, 0, 0, 0}, /* Nq > Nkv causal: rows without keys */
     {1, 1, 1, 65, 130, 128, 1, TK_F16, 0, 0, 0, 0}, /* Nq < Nkv causal */
     {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1, 0, 0, 0},
-    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0, 0, 0, 0},   /* one key: only the last row sees it */
+    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0, 0, 0, 0}, /* one key: only the last row sees it */
     {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1, 0, 0, 0},
-    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0, 0, 0, 0},   /* decode-like: one query, GQA 4:1 */
+    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0, 0, 0, 0},    /* decode-like: one query, GQA 4:1 */
     {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1, 0, 0, 0}, /* two query blocks of 128, Nq > Nkv */
     /* d=128 on 8 warps of 16 rows (Q in registers); d=64 on 8 warps */
     {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 8, 0, 0},
@@ -303,8 +376,8 @@ static const attn_case attn_cases[] = {
 #define N_ATTN (int)(sizeof attn_cases / sizeof attn_cases[0])
 
 static void check_attention(const attn_case *a) {
-    tk_attention_config cfg = {.dtype = a->dt, .head_dim = a->D, .causal = a->causal,
-                               .warps = a->warps};
+    tk_attention_config cfg = {
+        .dtype = a->dt, .head_dim = a->D, .causal = a->causal, .warps = a->warps};
     tk_kernel *k = NULL;
     tk_status s = tk_attention_fwd_build(ctx, &cfg, &k);
     ck_assert_msg(s == TK_OK, "attention build: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
@@ -329,8 +402,8 @@ static void check_attention(const attn_case *a) {
     ref_tensor_fill_all(&O, NAN);
     ref_tensor_fill_all(&L, NAN);
     void *o_before = ref_tensor_snapshot(&O), *l_before = ref_tensor_snapshot(&L);
-    float scale = a->zero_scale ? 0.0f
-                                : (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)a->D));
+    float scale =
+        a->zero_scale ? 0.0f : (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)a->D));
 
     tk_arg args[6] = {ref_tensor_arg(&Q), ref_tensor_arg(&K), ref_tensor_arg(&V),
                       ref_tensor_arg(&O), ref_tensor_arg(&L), tk_arg_f32(scale)};
@@ -345,7 +418,8 @@ static void check_attention(const attn_case *a) {
     double *q = ref_tensor_to_f64(&Q), *kk = ref_tensor_to_f64(&K), *v = ref_tensor_to_f64(&V);
     double *o = ref_tensor_to_f64(&O), *l = ref_tensor_to_f64(&L);
     int64_t no = ref_tensor_count(&O), nl = ref_tensor_count(&L);
-    double *o_ref = malloc(sizeof(double) * (size_t)no), *l_ref = malloc(sizeof(double) * (size_t)nl);
+    double *o_ref = malloc(sizeof(double) * (size_t)no),
+           *l_ref = malloc(sizeof(double) * (size_t)nl);
     ck_assert(o_ref && l_ref);
     ref_attention(q, kk, v, o_ref, l_ref, a->B, a->Hq, a->Hkv, a->Nq, a->Nkv, a->D, scale,
                   a->causal);
@@ -362,10 +436,20 @@ static void check_attention(const attn_case *a) {
     ck_assert_msg(eo <= 1e-2, "O rel err %g > 1e-2", eo);
     ck_assert_msg(el <= 1e-3, "L rel err %g > 1e-3", el);
 
-    free(q); free(kk); free(v); free(o); free(l); free(o_ref); free(l_ref);
-    free(o_before); free(l_before);
-    ref_tensor_free(&Q); ref_tensor_free(&K); ref_tensor_free(&V);
-    ref_tensor_free(&O); ref_tensor_free(&L);
+    free(q);
+    free(kk);
+    free(v);
+    free(o);
+    free(l);
+    free(o_ref);
+    free(l_ref);
+    free(o_before);
+    free(l_before);
+    ref_tensor_free(&Q);
+    ref_tensor_free(&K);
+    ref_tensor_free(&V);
+    ref_tensor_free(&O);
+    ref_tensor_free(&L);
     tk_kernel_destroy(k);
 }
 
@@ -373,10 +457,15 @@ START_TEST(test_attention) { check_attention(&attn_cases[_i]); }
 END_TEST
 
 START_TEST(test_attention_random) {
-    attn_case a = {.B = ref_randint(1, 2), .Hkv = ref_randint(1, 2), .Nq = ref_randint(1, 200),
-                   .Nkv = ref_randint(1, 200), .D = ref_randint(0, 1) ? 128 : 64,
-                   .causal = (int)ref_randint(0, 1), .dt = ref_randint(0, 1) ? TK_BF16 : TK_F16,
-                   .bnhd = (int)ref_randint(0, 1), .warps = 4 * (int)ref_randint(0, 2)};
+    attn_case a = {.B = ref_randint(1, 2),
+                   .Hkv = ref_randint(1, 2),
+                   .Nq = ref_randint(1, 200),
+                   .Nkv = ref_randint(1, 200),
+                   .D = ref_randint(0, 1) ? 128 : 64,
+                   .causal = (int)ref_randint(0, 1),
+                   .dt = ref_randint(0, 1) ? TK_BF16 : TK_F16,
+                   .bnhd = (int)ref_randint(0, 1),
+                   .warps = 4 * (int)ref_randint(0, 2)};
     a.Hq = a.Hkv * ref_randint(1, 3);
     if (ref_randint(0, 2) == 0) a.Nkv = a.Nq; /* the usual self-attention shape */
     check_attention(&a);

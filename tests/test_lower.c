@@ -33,8 +33,7 @@ static const char *ptxas_path(void) {
             return path;
         }
     static int said;
-    if (!said++)
-        printf("ptxas checks skipped: no ptxas (set TK_PTXAS or install CUDA)\n");
+    if (!said++) printf("ptxas checks skipped: no ptxas (set TK_PTXAS or install CUDA)\n");
     return NULL;
 }
 
@@ -44,8 +43,7 @@ static int run_ptxas(const char *ptx, const char *arch, long *spills, char *log,
     const char *px = ptxas_path();
     *spills = 0;
     log[0] = 0;
-    if (!px)
-        return -1;
+    if (!px) return -1;
     char file[] = "/tmp/tk_lower_XXXXXX";
     int fd = mkstemp(file);
     ck_assert_int_ge(fd, 0);
@@ -241,8 +239,11 @@ START_TEST(ptx_uses_the_intended_instructions) {
     const char *want[] = {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
                           "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
-                          "cp.async.cg.shared.global", "cp.async.commit_group",
-                          "cp.async.wait_group", "bar.sync", ".reqntid 128"};
+                          "cp.async.cg.shared.global",
+                          "cp.async.commit_group",
+                          "cp.async.wait_group",
+                          "bar.sync",
+                          ".reqntid 128"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         ck_assert_msg(strstr(ptx, want[i]), "GEMM PTX lacks %s", want[i]);
     free(ptx);
@@ -257,9 +258,13 @@ START_TEST(ptx_uses_the_intended_instructions) {
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
     ck_assert_int_eq(tk_lower_ptx(k, "sm_90", &ptx, &dg), TK_OK);
     const char *want90[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
-                            "mbarrier.try_wait.parity", "mbarrier.arrive.shared",
-                            "mbarrier.expect_tx", ".param .align 64 .b8", "cp.async.cg.shared",
-                            "cp.async.wait_group", "fence.proxy.async.shared::cta",
+                            "mbarrier.try_wait.parity",
+                            "mbarrier.arrive.shared",
+                            "mbarrier.expect_tx",
+                            ".param .align 64 .b8",
+                            "cp.async.cg.shared",
+                            "cp.async.wait_group",
+                            "fence.proxy.async.shared::cta",
                             ".reqntid 128"};
     for (size_t i = 0; i < sizeof want90 / sizeof *want90; i++)
         ck_assert_msg(strstr(ptx, want90[i]), "sm_90 GEMM PTX lacks %s", want90[i]);
@@ -277,10 +282,14 @@ START_TEST(ptx_uses_the_intended_instructions) {
     ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
     const char *want90a[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
                              "setmaxnreg.dec.sync.aligned.u32 \t48",
-                             "setmaxnreg.inc.sync.aligned.u32 \t224", ".reqntid 384",
-                             ".minnctapersm 1", "mbarrier.try_wait.parity",
-                             "mbarrier.arrive.shared", "cp.async.mbarrier.arrive.noinc.shared",
-                             "mbarrier.expect_tx", "cp.async.cg.shared",
+                             "setmaxnreg.inc.sync.aligned.u32 \t224",
+                             ".reqntid 384",
+                             ".minnctapersm 1",
+                             "mbarrier.try_wait.parity",
+                             "mbarrier.arrive.shared",
+                             "cp.async.mbarrier.arrive.noinc.shared",
+                             "mbarrier.expect_tx",
+                             "cp.async.cg.shared",
                              "fence.proxy.async.shared::cta"};
     for (size_t i = 0; i < sizeof want90a / sizeof *want90a; i++)
         ck_assert_msg(strstr(ptx, want90a[i]), "sm_90a GEMM PTX lacks %s", want90a[i]);
@@ -295,9 +304,12 @@ START_TEST(ptx_uses_the_intended_instructions) {
     /* a cp.async copy beside the engine's: every warp in lockstep, the
      * groups on cp.async's own and on the mbarrier ring */
     const char *lockstep[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
-                              "mbarrier.try_wait.parity", "mbarrier.arrive.shared",
-                              "mbarrier.expect_tx", "cp.async.wait_group",
-                              "fence.proxy.async.shared::cta", ".reqntid 128"};
+                              "mbarrier.try_wait.parity",
+                              "mbarrier.arrive.shared",
+                              "mbarrier.expect_tx",
+                              "cp.async.wait_group",
+                              "fence.proxy.async.shared::cta",
+                              ".reqntid 128"};
     for (size_t i = 0; i < sizeof lockstep / sizeof *lockstep; i++)
         ck_assert_msg(strstr(ptx, lockstep[i]), "memory-op PTX lacks %s", lockstep[i]);
     free(ptx);
@@ -348,14 +360,25 @@ START_TEST(trig_polynomial_error) {
 END_TEST
 
 /* What one_copy adds beside its copy. */
-enum { PLAIN_COPY, WRITES_A, COMMIT_IN_WARP_IF, FILL_209K, FILL_208K, TWO_WARPS, ASYNC_TOO,
-       SHARED_STORE, MANY_WARPS, FOUR_WARPS, GLOBAL_RAW };
+enum {
+    PLAIN_COPY,
+    WRITES_A,
+    COMMIT_IN_WARP_IF,
+    FILL_209K,
+    FILL_208K,
+    TWO_WARPS,
+    ASYNC_TOO,
+    SHARED_STORE,
+    MANY_WARPS,
+    FOUR_WARPS,
+    GLOBAL_RAW
+};
 
 /* A kernel with one engine copy of an rows x cols tile of `dt` (layout l,
  * fill f) from a rank-`rank` tensor, for the copy-engine plan; `extra` adds
  * what may disqualify it. */
-static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem_layout l,
-                           float f, int rank, int extra) {
+static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem_layout l, float f,
+                           int rank, int extra) {
     tk_kernel *k;
     int warps = extra == TWO_WARPS ? 2 : extra == FOUR_WARPS ? 4 : extra == MANY_WARPS ? 32 : 8;
     tk_kernel_create(ctx, "t_tma", warps, &k);
@@ -364,17 +387,13 @@ static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem
     tk_value *sm = tk_shared(k, dt, rows, cols, l, 2);
     for (int kib = extra == FILL_209K ? 209 : extra == FILL_208K ? 208 : 0; kib > 0; kib -= 16)
         tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, kib < 16 ? kib : 16); /* 1 KiB stages */
-    for (int d = 0; d < rank; d++)
-        idx[d] = c64(k, 0);
+    for (int d = 0; d < rank; d++) idx[d] = c64(k, 0);
     tk_copy_to_shared(k, tk_stage(k, sm, c32(k, 1)), A, idx, f, TK_COPY_TMA);
-    if (extra == COMMIT_IN_WARP_IF)
-        tk_if_begin(k, tk_eq(k, tk_warp_id(k), c32(k, 0)));
+    if (extra == COMMIT_IN_WARP_IF) tk_if_begin(k, tk_eq(k, tk_warp_id(k), c32(k, 0)));
     tk_async_commit(k);
     tk_async_wait(k, 0);
-    if (extra == COMMIT_IN_WARP_IF)
-        tk_if_end(k, 0, NULL, NULL);
-    if (extra == WRITES_A)
-        tk_copy_to_global(k, A, idx, tk_stage(k, sm, c32(k, 0)));
+    if (extra == COMMIT_IN_WARP_IF) tk_if_end(k, 0, NULL, NULL);
+    if (extra == WRITES_A) tk_copy_to_global(k, A, idx, tk_stage(k, sm, c32(k, 0)));
     if (extra == ASYNC_TOO) /* a cp.async copy beside the engine's */
         tk_copy_to_shared(k, tk_stage(k, sm, c32(k, 0)), A, idx, f, TK_COPY_ASYNC);
     if (extra == GLOBAL_RAW) { /* a store, then other warps' loads of the same tensor */
@@ -438,14 +457,14 @@ START_TEST(tma_plan) {
         {TK_BF16, 512, 16, TK_SMEM_SWIZZLE, 2, 0, 0, PLAIN_COPY},  /* more rows than a box */
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, WRITES_A},     /* the kernel writes A */
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, COMMIT_IN_WARP_IF}, /* warp 0 commits */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, FILL_209K},    /* 1 KiB left: no ring */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, FILL_208K},  /* 2 KiB left: room */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, TWO_WARPS},  /* half a warpgroup */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, FOUR_WARPS}, /* one: lockstep pays */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, MANY_WARPS}, /* no room for 4 more */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, ASYNC_TOO},  /* no producer: cp.async */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, SHARED_STORE}, /* consumers sync too */
-        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, GLOBAL_RAW},   /* ... through O */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 0, 0, FILL_209K},         /* 1 KiB left: no ring */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, FILL_208K},       /* 2 KiB left: room */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, TWO_WARPS},       /* half a warpgroup */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, FOUR_WARPS},      /* one: lockstep pays */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, MANY_WARPS},      /* no room for 4 more */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, ASYNC_TOO},       /* no producer: cp.async */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, SHARED_STORE},    /* consumers sync too */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, GLOBAL_RAW},      /* ... through O */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         k = one_copy(ctx, cases[i].dt, cases[i].rows, cases[i].cols, cases[i].layout, 0.0f,
@@ -460,13 +479,12 @@ START_TEST(tma_plan) {
         }
         /* a producer warpgroup whenever the engine has every async copy */
         int e = cases[i].extra;
-        bool ws = pl.nmaps && e != ASYNC_TOO && e != MANY_WARPS && e != TWO_WARPS &&
-                  e != FOUR_WARPS;
+        bool ws =
+            pl.nmaps && e != ASYNC_TOO && e != MANY_WARPS && e != TWO_WARPS && e != FOUR_WARPS;
         ck_assert_msg(pl.producer_warps == (ws ? 4 : 0), "case %zu: %d producer warps", i,
                       pl.producer_warps);
         ck_assert_int_eq(pl.threads, 32 * (tk_kernel_warps(k) + (ws ? 4 : 0)));
-        if (ws)
-            ck_assert_int_eq(pl.slice.consumer_sync, e == SHARED_STORE || e == GLOBAL_RAW);
+        if (ws) ck_assert_int_eq(pl.slice.consumer_sync, e == SHARED_STORE || e == GLOBAL_RAW);
         check_lowers(k);
         tk_kernel_destroy(k);
     }
@@ -491,8 +509,8 @@ END_TEST
 START_TEST(gemm_lowers_without_spills) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    static const int shapes[][5] = {{0}, {128, 128, 32, 4, 4}, {64, 64, 32, 4, 3},
-                                    {128, 256, 32, 8, 3}};
+    static const int shapes[][5] = {
+        {0}, {128, 128, 32, 4, 4}, {64, 64, 32, 4, 3}, {128, 256, 32, 8, 3}};
     for (int t = 0; t < 4; t++) {
         tk_dtype in = t % 2 ? TK_F16 : TK_BF16, out = t < 2 ? in : TK_F32;
         tk_gemm_config cfg = tk_gemm_default_config(in, out, t % 2);
@@ -521,8 +539,7 @@ START_TEST(attention_lowers) {
     tk_kernel *k;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &cfg, &k), TK_OK);
     long spills = check_lowers(k);
-    if (spills)
-        printf("note: %s spills %ld bytes on one arch\n", tk_kernel_name(k), spills);
+    if (spills) printf("note: %s spills %ld bytes on one arch\n", tk_kernel_name(k), spills);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }

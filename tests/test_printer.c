@@ -120,7 +120,8 @@ static void check_golden(const char *name, tk_kernel *k) {
     if (!same) {
         char la[256], lb[256];
         int line = first_diff(want, got, la, lb, sizeof la);
-        fprintf(stderr, "golden mismatch in %s at line %d\n  expected: %s\n  actual:   %s\n"
+        fprintf(stderr,
+                "golden mismatch in %s at line %d\n  expected: %s\n  actual:   %s\n"
                 "---- full actual text ----\n%s----\n(TK_UPDATE_GOLDEN=1 rewrites the goldens)\n",
                 path, line, la, lb, got);
     }
@@ -275,7 +276,8 @@ END_TEST
 static void compare(tk_kernel *a, tk_kernel *b, int want_equal, const char *what) {
     char *ta = print(a), *tb = print(b);
     int eq = !strcmp(ta, tb);
-    if (eq != want_equal) fprintf(stderr, "---- %s: first ----\n%s---- second ----\n%s", what, ta, tb);
+    if (eq != want_equal)
+        fprintf(stderr, "---- %s: first ----\n%s---- second ----\n%s", what, ta, tb);
     ck_assert_msg(eq == want_equal, "%s: texts are %s", what, eq ? "equal" : "different");
 }
 
@@ -288,9 +290,7 @@ START_TEST(deterministic) {
 }
 END_TEST
 
-START_TEST(spec_changes_text) {
-    compare(build_gemm(64), build_gemm(128), 0, "BM 64 vs 128");
-}
+START_TEST(spec_changes_text) { compare(build_gemm(64), build_gemm(128), 0, "BM 64 vs 128"); }
 END_TEST
 
 START_TEST(attr_changes_text) {
@@ -334,9 +334,14 @@ static char *print_consts(float f) {
 }
 
 START_TEST(float_forms) {
-    static const struct { float f; const char *text; } cases[] = {
-        {0.1f, "%1 = const f32 0.100000001\n"}, {-0.0f, "%1 = const f32 -0\n"},
-        {1.0f, "%1 = const f32 1\n"}, {-INFINITY, "%1 = const f32 -inf\n"},
+    static const struct {
+        float f;
+        const char *text;
+    } cases[] = {
+        {0.1f, "%1 = const f32 0.100000001\n"},
+        {-0.0f, "%1 = const f32 -0\n"},
+        {1.0f, "%1 = const f32 1\n"},
+        {-INFINITY, "%1 = const f32 -inf\n"},
         {3.0e38f, "%1 = const f32 3.00000001e+38\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -377,8 +382,8 @@ START_TEST(unused_attrs_shown) {
     s->def->fattr = 0.1;
     char *t1 = print(k);
     ck_assert_msg(strstr(t0, "%2 = add %1, %1 : i32\n") != NULL, "%s", t0);
-    ck_assert_msg(strstr(t1, "%2 = add %1, %1 a1=7 f=0x1.999999999999ap-4 : i32\n") != NULL,
-                  "%s", t1);
+    ck_assert_msg(strstr(t1, "%2 = add %1, %1 a1=7 f=0x1.999999999999ap-4 : i32\n") != NULL, "%s",
+                  t1);
 }
 END_TEST
 
@@ -390,7 +395,8 @@ START_TEST(partial_kernels_print) {
     tk_if_begin(k, tk_const_bool(k, 1));
     char *t = print(k);
     ck_assert_msg(strstr(t, "  %2 = for %3 = %1 to %1 step %1 iter(%4 = %1) -> i32 {\n"
-                            "    %5 = const bool 1\n    if %5 {\n    }\n  }\n") != NULL, "%s", t);
+                            "    %5 = const bool 1\n    if %5 {\n    }\n  }\n") != NULL,
+                  "%s", t);
     tk_add(k, c, tk_const_f32(k, 1));
     ck_assert_int_eq(tk_kernel_status(k), TK_ERR_TYPE);
     t = print(k);
@@ -401,10 +407,11 @@ static Suite *printer_suite(void) {
     Suite *s = suite_create("printer");
     TCase *tc = tcase_create("printer");
     tcase_add_checked_fixture(tc, setup, teardown);
-    const TTest *tests[] = {golden_gemm, golden_softmax, golden_memory, golden_control,
-                            golden_mma, deterministic, spec_changes_text, attr_changes_text,
-                            header_changes_text, float_forms, locale_independent,
-                            unused_attrs_shown, partial_kernels_print};
+    const TTest *tests[] = {golden_gemm,          golden_softmax,     golden_memory,
+                            golden_control,       golden_mma,         deterministic,
+                            spec_changes_text,    attr_changes_text,  header_changes_text,
+                            float_forms,          locale_independent, unused_attrs_shown,
+                            partial_kernels_print};
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
     return s;

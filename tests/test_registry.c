@@ -166,8 +166,14 @@ END_TEST
 START_TEST(gemm_prepare_keys_on_the_config) {
     static char dummy[64];
     tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 64, .n = 64, .k = 64,
-                        .a = dummy, .b = dummy, .c = dummy};
+                        .in_dtype = TK_BF16,
+                        .out_dtype = TK_F32,
+                        .m = 64,
+                        .n = 64,
+                        .k = 64,
+                        .a = dummy,
+                        .b = dummy,
+                        .c = dummy};
     tk_prepare_info info;
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
@@ -193,9 +199,18 @@ END_TEST
 START_TEST(attention_prepare_keys_on_the_spec) {
     static char dummy[64];
     tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                             .dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 2,
-                             .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
-                             .v = dummy, .o = dummy, .lse = (float *)dummy};
+                             .dtype = TK_BF16,
+                             .head_dim = 64,
+                             .batch = 1,
+                             .heads_q = 2,
+                             .heads_kv = 1,
+                             .seq_q = 8,
+                             .seq_kv = 8,
+                             .q = dummy,
+                             .k = dummy,
+                             .v = dummy,
+                             .o = dummy,
+                             .lse = (float *)dummy};
     tk_prepare_info info;
     ck_assert_int_eq(tk_attention_prepare(ctx, &p, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
@@ -213,9 +228,18 @@ END_TEST
 START_TEST(bad_head_dim_is_invalid_everywhere) {
     static char dummy[64];
     tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                             .dtype = TK_BF16, .head_dim = 96, .batch = 1, .heads_q = 1,
-                             .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
-                             .v = dummy, .o = dummy, .lse = (float *)dummy};
+                             .dtype = TK_BF16,
+                             .head_dim = 96,
+                             .batch = 1,
+                             .heads_q = 1,
+                             .heads_kv = 1,
+                             .seq_q = 8,
+                             .seq_kv = 8,
+                             .q = dummy,
+                             .k = dummy,
+                             .v = dummy,
+                             .o = dummy,
+                             .lse = (float *)dummy};
     ck_assert_int_eq(tk_attention_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_str_eq(tk_ctx_error(ctx), "tk_attention_forward: head_dim is 96; expected 64 or 128");
     ck_assert_int_eq(tk_attention_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
@@ -230,9 +254,15 @@ END_TEST
 
 /* ---- Parameter structs grow (docs/API.md): struct_size ------------------- */
 static tk_gemm_params small_gemm(void *dummy) {
-    return (tk_gemm_params){.struct_size = sizeof(tk_gemm_params), .in_dtype = TK_BF16,
-                            .out_dtype = TK_F32, .m = 64, .n = 64, .k = 64, .a = dummy,
-                            .b = dummy, .c = dummy};
+    return (tk_gemm_params){.struct_size = sizeof(tk_gemm_params),
+                            .in_dtype = TK_BF16,
+                            .out_dtype = TK_F32,
+                            .m = 64,
+                            .n = 64,
+                            .k = 64,
+                            .a = dummy,
+                            .b = dummy,
+                            .c = dummy};
 }
 
 START_TEST(struct_size_zero_or_small_is_invalid) {
@@ -247,9 +277,18 @@ START_TEST(struct_size_zero_or_small_is_invalid) {
     ck_assert_int_eq(tk_gemm_prepare(ctx, &g, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "smallest layout"));
     tk_attention_params a = {.struct_size = offsetof(tk_attention_params, lse_strides),
-                             .dtype = TK_BF16, .head_dim = 64, .batch = 1, .heads_q = 1,
-                             .heads_kv = 1, .seq_q = 8, .seq_kv = 8, .q = dummy, .k = dummy,
-                             .v = dummy, .o = dummy, .lse = (float *)dummy};
+                             .dtype = TK_BF16,
+                             .head_dim = 64,
+                             .batch = 1,
+                             .heads_q = 1,
+                             .heads_kv = 1,
+                             .seq_q = 8,
+                             .seq_kv = 8,
+                             .q = dummy,
+                             .k = dummy,
+                             .v = dummy,
+                             .o = dummy,
+                             .lse = (float *)dummy};
     ck_assert_int_eq(tk_attention_prepare(ctx, &a, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tk_attention_forward: params.struct_size"));
     ck_assert_int_eq(tk_attention_forward(ctx, &a, NULL), TK_ERR_INVALID_ARG);
@@ -299,8 +338,7 @@ END_TEST
 
 START_TEST(version_is_the_headers) {
     char want[32];
-    snprintf(want, sizeof want, "%d.%d.%d", TK_VERSION_MAJOR, TK_VERSION_MINOR,
-             TK_VERSION_PATCH);
+    snprintf(want, sizeof want, "%d.%d.%d", TK_VERSION_MAJOR, TK_VERSION_MINOR, TK_VERSION_PATCH);
     ck_assert_str_eq(tk_version(), want);
     ck_assert_int_eq(tk_version_number(), TK_VERSION_NUMBER);
 }

@@ -25,10 +25,8 @@
 static char g_root[PATH_MAX];
 
 /* a/b into buf; test paths are short: never silently cut. */
-static void join(char *buf, size_t n, const char *a, const char *b)
-{
-    if ((size_t)snprintf(buf, n, "%s/%s", a, b) >= n)
-        abort();
+static void join(char *buf, size_t n, const char *a, const char *b) {
+    if ((size_t)snprintf(buf, n, "%s/%s", a, b) >= n) abort();
 }
 
 typedef struct logged {
@@ -37,8 +35,7 @@ typedef struct logged {
     char msg[512];
 } logged;
 
-static void log_hook(void *user, tk_status s, const char *msg)
-{
+static void log_hook(void *user, tk_status s, const char *msg) {
     logged *l = user;
     l->n++;
     l->st = s;
@@ -46,8 +43,7 @@ static void log_hook(void *user, tk_status s, const char *msg)
 }
 
 /* A context whose cache directory is `dir`, warnings into *l. */
-static tk_ctx *ctx_with(const char *dir, logged *l)
-{
+static tk_ctx *ctx_with(const char *dir, logged *l) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     ck_assert_int_eq(tk_ctx_set_log(ctx, log_hook, l), TK_OK);
@@ -56,8 +52,7 @@ static tk_ctx *ctx_with(const char *dir, logged *l)
 }
 
 /* Two lookups and a store through the context's cache: one warning. */
-static void use_cache(tk_ctx *ctx, tk_status want_put)
-{
+static void use_cache(tk_ctx *ctx, tk_status want_put) {
     struct tk_jit *j = tk_jit_of(ctx);
     ck_assert_ptr_nonnull(j);
     tk_cache_id id;
@@ -73,8 +68,7 @@ static void use_cache(tk_ctx *ctx, tk_status want_put)
     ck_assert_int_eq(tk_disk_put(&j->cache, &id, payload, sizeof payload, &dg), want_put);
 }
 
-static void expect_reported(tk_ctx *ctx, const logged *l, const char *dir, const char *why)
-{
+static void expect_reported(tk_ctx *ctx, const logged *l, const char *dir, const char *why) {
     ck_assert_int_eq(l->n, 1);
     ck_assert_int_eq(l->st, TK_ERR_CACHE);
     ck_assert_msg(strstr(l->msg, dir) && strstr(l->msg, why), "log: %s", l->msg);
@@ -84,8 +78,7 @@ static void expect_reported(tk_ctx *ctx, const logged *l, const char *dir, const
                   st.disk_error);
 }
 
-START_TEST(test_cache_dir_is_a_file)
-{
+START_TEST(test_cache_dir_is_a_file) {
     char file[PATH_MAX], below[PATH_MAX];
     join(file, sizeof file, g_root, "a-file");
     int fd = open(file, O_CREAT | O_WRONLY, 0600);
@@ -118,8 +111,7 @@ END_TEST
 
 /* Read-only (root may write anywhere chmod allows: /proc refuses everyone):
  * hits would still be served, new entries are not stored. */
-START_TEST(test_cache_dir_not_writable)
-{
+START_TEST(test_cache_dir_not_writable) {
     logged l = {0};
     tk_ctx *ctx = ctx_with("/proc", &l);
     use_cache(ctx, TK_ERR_IO);
@@ -131,8 +123,7 @@ START_TEST(test_cache_dir_not_writable)
 END_TEST
 
 /* Without a hook: one line on stderr. */
-START_TEST(test_cache_warning_default_stderr)
-{
+START_TEST(test_cache_warning_default_stderr) {
     char file[PATH_MAX], out[PATH_MAX], buf[1024] = {0};
     join(file, sizeof file, g_root, "a-file");
     join(out, sizeof out, g_root, "stderr.txt");
@@ -161,29 +152,25 @@ START_TEST(test_cache_warning_default_stderr)
 END_TEST
 
 /* A kernel whose grid converts a size to i32: X = ceil(dim(A,1) / 16). */
-static tk_kernel *i32_grid_kernel(tk_ctx *ctx)
-{
+static tk_kernel *i32_grid_kernel(tk_ctx *ctx) {
     tk_kernel *k;
     ck_assert_int_eq(tk_kernel_create(ctx, "tk_test_i32grid", 4, &k), TK_OK);
     tk_value *a = tk_param_tensor(k, "A", TK_F32, 2);
     tk_value *n = tk_cvt(k, tk_dim(k, a, 1), TK_I32);
     tk_value *gy = tk_mul(k, tk_cvt(k, tk_dim(k, a, 0), TK_I32), tk_const_i32(k, 1 << 20));
-    tk_set_grid(k, tk_ceil_div(k, n, tk_const_i32(k, 16)), tk_max(k, gy, tk_const_i32(k, 1)),
-                NULL);
+    tk_set_grid(k, tk_ceil_div(k, n, tk_const_i32(k, 16)), tk_max(k, gy, tk_const_i32(k, 1)), NULL);
     ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
     return k;
 }
 
-static void grid_fails(tk_program *p, const tk_arg *args, const char *msg)
-{
+static void grid_fails(tk_program *p, const tk_arg *args, const char *msg) {
     int64_t g[3];
     tk_diag dg = {0};
     ck_assert_int_eq(tk_program_grid(p, args, g, &dg), TK_ERR_LAUNCH);
     ck_assert_msg(strstr(dg.msg, msg), "got \"%s\", want \"%s\"", dg.msg, msg);
 }
 
-START_TEST(test_launch_sizes)
-{
+START_TEST(test_launch_sizes) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     tk_kernel *k = i32_grid_kernel(ctx);
@@ -218,20 +205,25 @@ START_TEST(test_launch_sizes)
 }
 END_TEST
 
-static void fails_with(tk_ctx *ctx, tk_status s, const char *msg)
-{
+static void fails_with(tk_ctx *ctx, tk_status s, const char *msg) {
     ck_assert_int_eq(s, TK_ERR_INVALID_ARG);
     ck_assert_msg(strstr(tk_ctx_error(ctx), msg), "got \"%s\", want \"%s\"", tk_ctx_error(ctx),
                   msg);
 }
 
-START_TEST(test_gemm_sizes)
-{
+START_TEST(test_gemm_sizes) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     void *dev = (void *)(uintptr_t)256; /* never dereferenced: checks come first */
-    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params), .in_dtype = TK_BF16, .out_dtype = TK_BF16, .m = 1024, .n = 1024,
-                        .k = 1024, .a = dev, .b = dev, .c = dev};
+    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
+                        .in_dtype = TK_BF16,
+                        .out_dtype = TK_BF16,
+                        .m = 1024,
+                        .n = 1024,
+                        .k = 1024,
+                        .a = dev,
+                        .b = dev,
+                        .c = dev};
     p.k = (int64_t)1 << 31;
     fails_with(ctx, tk_gemm(ctx, &p, NULL), "32-bit indexing allows each up to");
     p.k = 1024;
@@ -245,16 +237,26 @@ START_TEST(test_gemm_sizes)
 }
 END_TEST
 
-START_TEST(test_attention_sizes)
-{
+START_TEST(test_attention_sizes) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     void *dev = (void *)(uintptr_t)256;
-    tk_attention_params p = {.struct_size = sizeof(tk_attention_params), .dtype = TK_BF16, .head_dim = 128, .batch = 1, .heads_q = 8,
-                             .heads_kv = 8, .seq_q = 128, .seq_kv = 128, .q = dev, .k = dev,
-                             .v = dev, .o = dev, .lse = dev};
+    tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
+                             .dtype = TK_BF16,
+                             .head_dim = 128,
+                             .batch = 1,
+                             .heads_q = 8,
+                             .heads_kv = 8,
+                             .seq_q = 128,
+                             .seq_kv = 128,
+                             .q = dev,
+                             .k = dev,
+                             .v = dev,
+                             .o = dev,
+                             .lse = dev};
     p.batch = 65536;
-    fails_with(ctx, tk_attention_forward(ctx, &p, NULL), "batch is 65536; the kernel allows "
+    fails_with(ctx, tk_attention_forward(ctx, &p, NULL),
+               "batch is 65536; the kernel allows "
                "at most 65535");
     p.batch = 1, p.heads_q = p.heads_kv = 70000;
     fails_with(ctx, tk_attention_prepare(ctx, &p, NULL), "heads_q is 70000");
@@ -264,14 +266,12 @@ START_TEST(test_attention_sizes)
 }
 END_TEST
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
     (void)st, (void)flag, (void)f;
     return remove(p);
 }
 
-int main(void)
-{
+int main(void) {
     snprintf(g_root, sizeof g_root, "%s/tk-test-silent-XXXXXX",
              getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_root)) {

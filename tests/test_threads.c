@@ -81,8 +81,14 @@ END_TEST
 static void *gemm_calls(void *arg) {
     static char dummy[64]; /* never read: without a GPU the call stops at compiling */
     tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16, .out_dtype = TK_F32, .m = 4, .n = 4, .k = 4,
-                        .a = dummy, .b = dummy, .c = dummy};
+                        .in_dtype = TK_BF16,
+                        .out_dtype = TK_F32,
+                        .m = 4,
+                        .n = 4,
+                        .k = 4,
+                        .a = dummy,
+                        .b = dummy,
+                        .c = dummy};
     for (int i = 0; i < 3; i++) tk_gemm(arg, &p, NULL);
     return NULL;
 }

@@ -41,8 +41,10 @@ START_TEST(corrupt_closed_use) {
     tk_value *out = tk_add(k, ci(5), ci(6));
     def_of(out)->opnds[0] = in;
     char frag[128];
-    snprintf(frag, sizeof frag, "uses %%%u (operand 0), which is defined inside a region that is "
-             "closed here", in->id);
+    snprintf(frag, sizeof frag,
+             "uses %%%u (operand 0), which is defined inside a region that is "
+             "closed here",
+             in->id);
     EXPECT_FINISH(TK_ERR_STATE, frag);
 }
 END_TEST
@@ -161,10 +163,15 @@ END_TEST
 static Suite *verify_suite(void) {
     Suite *s = suite_create("verify");
     const TTest *corrupt[] = {
-        corrupt_result_type, corrupt_use_before_def, corrupt_operand_type, corrupt_closed_use,
-        corrupt_yield_type, corrupt_yield_later, corrupt_shared_offset, corrupt_smem_total,
-        corrupt_scope, corrupt_uniformity, corrupt_operand_count, corrupt_opcode, corrupt_cycle,
-        corrupt_grid_inner, corrupt_if_region, corrupt_if_yields_memory, corrupt_grid_lane,
+        corrupt_result_type,   corrupt_use_before_def,
+        corrupt_operand_type,  corrupt_closed_use,
+        corrupt_yield_type,    corrupt_yield_later,
+        corrupt_shared_offset, corrupt_smem_total,
+        corrupt_scope,         corrupt_uniformity,
+        corrupt_operand_count, corrupt_opcode,
+        corrupt_cycle,         corrupt_grid_inner,
+        corrupt_if_region,     corrupt_if_yields_memory,
+        corrupt_grid_lane,
     };
     build_tcase(s, "corrupt_ir", corrupt, sizeof corrupt / sizeof *corrupt);
     return s;

@@ -60,7 +60,10 @@ static tk_kernel *wg_gemm(const wcfg *c) {
     {
         tk_value *k0 = tk_mul(k, kt, tk_const_i32(k, 64));
         tk_value *ia[2] = {m0, k0}, *ib[2] = {k0, n0};
-        if (c->tb) { ib[0] = n0; ib[1] = k0; }
+        if (c->tb) {
+            ib[0] = n0;
+            ib[1] = k0;
+        }
         tk_copy_to_shared(k, sA, A, ia, 0.0f, TK_COPY_ASYNC);
         tk_copy_to_shared(k, sB, B, ib, 0.0f, TK_COPY_ASYNC);
         tk_async_commit(k);
@@ -86,14 +89,18 @@ static tk_kernel *wg_gemm(const wcfg *c) {
 }
 
 /* ---- type rules -------------------------------------------------------------- */
-static tk_status try_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a,
-                           tk_value *b, tk_value *row) {
+static tk_status try_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a, tk_value *b,
+                           tk_value *row) {
     tk_wgmma(k, kind, acc, a, b, row);
     return tk_kernel_status(k);
 }
 
 START_TEST(test_wgmma_rules) {
-    struct { const char *what; tk_status want; const char *msg; } cases[] = {
+    struct {
+        const char *what;
+        tk_status want;
+        const char *msg;
+    } cases[] = {
         {"warp acc", TK_ERR_TYPE, "acc is a"},
         {"A^T*B", TK_ERR_UNSUPPORTED, "TK_MMA_AB or TK_MMA_ABT"},
         {"plain B", TK_ERR_TYPE, "SWIZZLE"},
@@ -118,8 +125,10 @@ START_TEST(test_wgmma_rules) {
         tk_value *ra = tk_zeros(k, tk_tile_type(TK_BF16, 64, 64, TK_WARPGROUP, TK_ROW));
         tk_status s = TK_OK;
         switch (i) {
-        case 0: s = try_wgmma(k, TK_MMA_AB, tk_zeros(k, tk_tile_type(TK_F32, 64, 128, TK_WARP,
-                              TK_ROW)), sA, sB, row); break;
+        case 0:
+            s = try_wgmma(k, TK_MMA_AB, tk_zeros(k, tk_tile_type(TK_F32, 64, 128, TK_WARP, TK_ROW)),
+                          sA, sB, row);
+            break;
         case 1: s = try_wgmma(k, TK_MMA_ATB, acc, sA, sB, row); break;
         case 2: s = try_wgmma(k, TK_MMA_AB, acc, sA, sP, row); break;
         case 3: s = try_wgmma(k, TK_MMA_AB, acc, sA, sB, row); break;
@@ -175,8 +184,8 @@ static void run_case(const wcfg *c, int64_t M, int64_t N, int64_t K, bool gpu) {
 }
 
 START_TEST(test_wgmma_interp) {
-    const wcfg cs[] = {{TK_BF16, 128, 0, 0}, {TK_BF16, 128, 1, 0}, {TK_F16, 64, 0, 1},
-                       {TK_F16, 256, 1, 1}};
+    const wcfg cs[] = {
+        {TK_BF16, 128, 0, 0}, {TK_BF16, 128, 1, 0}, {TK_F16, 64, 0, 1}, {TK_F16, 256, 1, 1}};
     const int64_t shapes[][3] = {{128, 128, 64}, {200, 136, 100}, {1, 1, 1}, {130, 70, 200}};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
@@ -192,8 +201,8 @@ START_TEST(test_wgmma_ptx) {
         char *ptx = NULL;
         ck_assert_int_eq(tk_emit_ptx(ctx, k, "sm_90a", &ptx), TK_OK);
         char want[96];
-        snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s",
-                 cs[i].bn, tk_dtype_name(cs[i].dt), tk_dtype_name(cs[i].dt));
+        snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s", cs[i].bn,
+                 tk_dtype_name(cs[i].dt), tk_dtype_name(cs[i].dt));
         ck_assert_msg(strstr(ptx, want), "no %s in the PTX", want);
         ck_assert(strstr(ptx, "wgmma.fence.sync.aligned"));
         ck_assert(strstr(ptx, "wgmma.commit_group.sync.aligned"));
@@ -208,8 +217,10 @@ START_TEST(test_wgmma_ptx) {
             fputs(ptx, f);
             fclose(f);
             char cmd[512];
-            snprintf(cmd, sizeof cmd, "/usr/local/cuda/bin/ptxas -arch=sm_90a -v %s -o %s.cubin "
-                     "2>&1 | grep -E 'error|spill|registers'", path, path);
+            snprintf(cmd, sizeof cmd,
+                     "/usr/local/cuda/bin/ptxas -arch=sm_90a -v %s -o %s.cubin "
+                     "2>&1 | grep -E 'error|spill|registers'",
+                     path, path);
             FILE *p = popen(cmd, "r");
             char line[512], all[2048] = "";
             while (fgets(line, sizeof line, p)) strncat(all, line, sizeof all - strlen(all) - 1);
@@ -239,8 +250,11 @@ START_TEST(test_wgmma_gpu) {
         printf("gpu wgmma skipped: the GPU is %s, wgmma needs sm_90a\n", arch);
         return;
     }
-    const wcfg cs[] = {{TK_BF16, 128, 0, 0}, {TK_BF16, 128, 1, 0}, {TK_F16, 64, 0, 1},
-                       {TK_BF16, 256, 1, 1}, {TK_F16, 256, 0, 0}};
+    const wcfg cs[] = {{TK_BF16, 128, 0, 0},
+                       {TK_BF16, 128, 1, 0},
+                       {TK_F16, 64, 0, 1},
+                       {TK_BF16, 256, 1, 1},
+                       {TK_F16, 256, 0, 0}};
     const int64_t shapes[][3] = {{128, 128, 64}, {257, 300, 333}, {1, 1, 1}, {640, 512, 1024}};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)

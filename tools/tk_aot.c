@@ -32,8 +32,10 @@ typedef struct aot {
 } aot;
 
 static int dtype_of(const char *s, tk_dtype *dt) {
-    static const struct { const char *name; tk_dtype dt; } t[] = {
-        {"bf16", TK_BF16}, {"f16", TK_F16}, {"f32", TK_F32}};
+    static const struct {
+        const char *name;
+        tk_dtype dt;
+    } t[] = {{"bf16", TK_BF16}, {"f16", TK_F16}, {"f32", TK_F32}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(s, t[i].name)) return *dt = t[i].dt, 0;
     return -1;
@@ -131,10 +133,14 @@ int main(int argc, char **argv) {
     int require = 0, rc = 1, i = 1;
     if (tk_ctx_create(&a.ctx)) return 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "-a") && i + 1 < argc) a.arch = argv[++i];
-        else if (!strcmp(argv[i], "-d") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--require-cached")) require = 1;
-        else return tk_ctx_destroy(a.ctx), usage();
+        if (!strcmp(argv[i], "-a") && i + 1 < argc)
+            a.arch = argv[++i];
+        else if (!strcmp(argv[i], "-d") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--require-cached"))
+            require = 1;
+        else
+            return tk_ctx_destroy(a.ctx), usage();
     }
     if (i == argc) return tk_ctx_destroy(a.ctx), usage();
     for (; i < argc; i++)
@@ -147,8 +153,8 @@ int main(int argc, char **argv) {
     tk_cache_stats_get(a.ctx, &st);
     for (int k = 0; k < a.n; k++) printf("%s\n", tk_kernel_name(a.ks[k]));
     printf("tk-aot: %d kernels for %s in %s: %llu compiled, %llu already there (%.0f ms; "
-           "LLVM %.0f ms, ptxas %.0f ms summed over threads)\n", a.n, a.arch,
-           tk_cache_dir(a.ctx) ? tk_cache_dir(a.ctx) : "(none)",
+           "LLVM %.0f ms, ptxas %.0f ms summed over threads)\n",
+           a.n, a.arch, tk_cache_dir(a.ctx) ? tk_cache_dir(a.ctx) : "(none)",
            (unsigned long long)st.misses, (unsigned long long)st.disk_hits, ms, st.llvm_ms,
            st.ptx_to_cubin_ms);
     if (s != TK_OK) {

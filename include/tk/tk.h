@@ -29,15 +29,15 @@ typedef enum tk_status {
     TK_ERR_SCOPE = 4,       /* op used at the wrong scope / uniformity       */
     TK_ERR_STATE = 5,       /* builder misuse: unbalanced for/if, finished   */
     TK_ERR_NO_MEMORY = 6,
-    TK_ERR_NO_DRIVER = 7,   /* libcuda.so.1 could not be loaded              */
-    TK_ERR_CUDA = 8,        /* a CUDA driver call failed                     */
-    TK_ERR_LLVM = 9,        /* LLVM lowering, verification or codegen failed */
-    TK_ERR_PTXAS = 10,      /* ptxas / the driver's JIT rejected the PTX     */
-    TK_ERR_CACHE = 11,      /* the disk cache could not be used              */
+    TK_ERR_NO_DRIVER = 7, /* libcuda.so.1 could not be loaded              */
+    TK_ERR_CUDA = 8,      /* a CUDA driver call failed                     */
+    TK_ERR_LLVM = 9,      /* LLVM lowering, verification or codegen failed */
+    TK_ERR_PTXAS = 10,    /* ptxas / the driver's JIT rejected the PTX     */
+    TK_ERR_CACHE = 11,    /* the disk cache could not be used              */
     TK_ERR_IO = 12,
-    TK_ERR_UNSUPPORTED = 13,/* valid, but not supported on this target       */
-    TK_ERR_LAUNCH = 14,     /* launch arguments do not match the signature   */
-    TK_ERR_RUNTIME = 15     /* the interpreter met an invalid access         */
+    TK_ERR_UNSUPPORTED = 13, /* valid, but not supported on this target       */
+    TK_ERR_LAUNCH = 14,      /* launch arguments do not match the signature   */
+    TK_ERR_RUNTIME = 15      /* the interpreter met an invalid access         */
 } tk_status;
 
 TK_API const char *tk_status_name(tk_status s);
@@ -87,10 +87,10 @@ typedef enum tk_dtype {
 typedef enum tk_kind {
     TK_KIND_NONE = 0,
     TK_KIND_SCALAR = 1,
-    TK_KIND_TILE = 2,   /* register tile, owned by a warp or a warpgroup     */
-    TK_KIND_VEC = 3,    /* register vector: one value per row or per column  */
-    TK_KIND_SMEM = 4,   /* shared-memory tile (optionally `count` stages)    */
-    TK_KIND_GVIEW = 5   /* global tensor view, rank 1..4, run-time shape     */
+    TK_KIND_TILE = 2, /* register tile, owned by a warp or a warpgroup     */
+    TK_KIND_VEC = 3,  /* register vector: one value per row or per column  */
+    TK_KIND_SMEM = 4, /* shared-memory tile (optionally `count` stages)    */
+    TK_KIND_GVIEW = 5 /* global tensor view, rank 1..4, run-time shape     */
 } tk_kind;
 
 typedef enum tk_owner { TK_OWNER_NONE = 0, TK_WARP = 1, TK_WARPGROUP = 2 } tk_owner;
@@ -113,14 +113,14 @@ typedef enum tk_smem_layout {
 typedef struct tk_type {
     tk_kind kind;
     tk_dtype dtype;
-    int32_t rows;  /* TILE/SMEM rows; VEC length                           */
-    int32_t cols;  /* TILE/SMEM cols                                       */
-    tk_owner owner;       /* TILE, VEC                                      */
-    tk_layout layout;     /* TILE; VEC: layout of the tiles it pairs with   */
-    tk_axis axis;         /* VEC                                            */
-    tk_smem_layout smem;  /* SMEM                                           */
-    int32_t count;        /* SMEM: number of stages (>= 1)                  */
-    int32_t rank;         /* GVIEW                                          */
+    int32_t rows;        /* TILE/SMEM rows; VEC length                           */
+    int32_t cols;        /* TILE/SMEM cols                                       */
+    tk_owner owner;      /* TILE, VEC                                      */
+    tk_layout layout;    /* TILE; VEC: layout of the tiles it pairs with   */
+    tk_axis axis;        /* VEC                                            */
+    tk_smem_layout smem; /* SMEM                                           */
+    int32_t count;       /* SMEM: number of stages (>= 1)                  */
+    int32_t rank;        /* GVIEW                                          */
 } tk_type;
 
 TK_API tk_type tk_scalar_type(tk_dtype dt);
@@ -187,10 +187,10 @@ TK_API void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z);
 TK_API tk_status tk_value_set_name(tk_value *v, const char *name);
 
 /* ---- Ids and scalars ---------------------------------------------------- */
-TK_API tk_value *tk_block_id(tk_kernel *k, int dim);  /* i32, dim 0..2 */
-TK_API tk_value *tk_warp_id(tk_kernel *k);            /* i32, warp in block */
-TK_API tk_value *tk_warpgroup_id(tk_kernel *k);       /* i32, warp_id / 4 */
-TK_API tk_value *tk_lane_id(tk_kernel *k);            /* i32, 0..31 (per thread) */
+TK_API tk_value *tk_block_id(tk_kernel *k, int dim); /* i32, dim 0..2 */
+TK_API tk_value *tk_warp_id(tk_kernel *k);           /* i32, warp in block */
+TK_API tk_value *tk_warpgroup_id(tk_kernel *k);      /* i32, warp_id / 4 */
+TK_API tk_value *tk_lane_id(tk_kernel *k);           /* i32, 0..31 (per thread) */
 /* The same ids as i64, to meet i64 dims and indices without a tk_cvt
  * (binary scalar ops take one dtype: i32 and i64 never mix implicitly). */
 TK_API tk_value *tk_block_id_i64(tk_kernel *k, int dim);
@@ -256,10 +256,10 @@ TK_API tk_value *tk_fill(tk_kernel *k, tk_type type, tk_value *v);
 TK_API tk_value *tk_zeros(tk_kernel *k, tk_type type);
 
 typedef enum tk_mma_kind {
-    TK_MMA_AB = 0,   /* A row, B col   : C += A * B     */
-    TK_MMA_ABT = 1,  /* A row, B row   : C += A * B^T   */
-    TK_MMA_ATB = 2,  /* A col, B col   : C += A^T * B   */
-    TK_MMA_ATBT = 3  /* A col, B row   : C += A^T * B^T */
+    TK_MMA_AB = 0,  /* A row, B col   : C += A * B     */
+    TK_MMA_ABT = 1, /* A row, B row   : C += A * B^T   */
+    TK_MMA_ATB = 2, /* A col, B col   : C += A^T * B   */
+    TK_MMA_ATBT = 3 /* A col, B row   : C += A^T * B^T */
 } tk_mma_kind;
 /* bf16/f16 inputs, f32 row accumulator. c == NULL: start from zero. */
 TK_API tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b, tk_value *c);
@@ -284,8 +284,8 @@ TK_API tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b
  * warpgroup's tk_wgmma calls are still in flight. Shared operands must not
  * be overwritten before that wait. On the interpreter the multiply happens at
  * issue and the wait is a copy. */
-TK_API tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a,
-                          tk_value *b, tk_value *a_row);
+TK_API tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a, tk_value *b,
+                          tk_value *a_row);
 TK_API tk_value *tk_wgmma_wait(tk_kernel *k, tk_value *acc, int pending);
 
 TK_API tk_value *tk_row_max(tk_kernel *k, tk_value *tile); /* -> PER_ROW vec */
@@ -298,19 +298,19 @@ TK_API tk_value *tk_col_sum(tk_kernel *k, tk_value *tile);
 TK_API tk_value *tk_max_all(tk_kernel *k, tk_value *x);
 
 typedef enum tk_mask_kind {
-    TK_MASK_CAUSAL = 0,  /* drop (i,j) where b + j > a + i   (a=row0, b=col0) */
-    TK_MASK_COLS = 1,    /* drop (i,j) where a + j >= b      (a=col0, b=limit) */
-    TK_MASK_ROWS = 2     /* drop (i,j) where a + i >= b      (a=row0, b=limit) */
+    TK_MASK_CAUSAL = 0, /* drop (i,j) where b + j > a + i   (a=row0, b=col0) */
+    TK_MASK_COLS = 1,   /* drop (i,j) where a + j >= b      (a=col0, b=limit) */
+    TK_MASK_ROWS = 2    /* drop (i,j) where a + i >= b      (a=row0, b=limit) */
 } tk_mask_kind;
 /* Elements dropped by the mask become `fill` (e.g. -INFINITY). a, b: i32/i64
  * scalars, uniform over the owner. */
-TK_API tk_value *tk_mask(tk_kernel *k, tk_value *tile, tk_mask_kind kind, tk_value *a,
-                  tk_value *b, float fill);
+TK_API tk_value *tk_mask(tk_kernel *k, tk_value *tile, tk_mask_kind kind, tk_value *a, tk_value *b,
+                         float fill);
 
 /* ---- Memory -------------------------------------------------------------- */
 /* Block-wide shared tile(s); `count` > 1 makes a ring of stages. */
 TK_API tk_value *tk_shared(tk_kernel *k, tk_dtype dt, int rows, int cols, tk_smem_layout layout,
-                    int count);
+                           int count);
 /* Stage `idx` (run-time, block-uniform) of a multi-stage shared tile. */
 TK_API tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
 
@@ -331,8 +331,8 @@ TK_API tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
  * leading index past its dimension reads only `fill` and writes nothing),
  * the same on the GPU and in the interpreter. Shared: idx = {row0, col0}
  * inside the shared tile. */
-TK_API tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx, tk_value *const *idx,
-                    float fill);
+TK_API tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx,
+                           tk_value *const *idx, float fill);
 TK_API void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val);
 
 /* Block-wide copies between global and shared memory (scope: block).
@@ -350,24 +350,25 @@ TK_API void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *i
  * kernel is written, and interpreted, as if every warp ran every op. */
 enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2 };
 TK_API void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
-                         tk_value *const *idx, float fill, int async);
+                                tk_value *const *idx, float fill, int async);
 TK_API void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
-                         tk_value *smem);
+                                tk_value *smem);
 
 /* The count the macros pass for something that is not an array of 1..4
  * value handles: the `_n` functions reject it. */
 #define TK_IDX_NOT_ARRAY (-1)
 #ifndef __cplusplus
-#define TK_IDX_COUNT(idx) _Generic(&(idx),                                              \
-    tk_value *(*)[1]: 1, tk_value *const (*)[1]: 1, tk_value *(*)[2]: 2,                 \
-    tk_value *const (*)[2]: 2, tk_value *(*)[3]: 3, tk_value *const (*)[3]: 3,           \
-    tk_value *(*)[4]: 4, tk_value *const (*)[4]: 4, default: TK_IDX_NOT_ARRAY)
-#define tk_load(k, type, src, idx, fill) \
+#define TK_IDX_COUNT(idx)                                                                          \
+    _Generic(&(idx), tk_value * (*)[1] : 1, tk_value *const(*)[1] : 1, tk_value *(*)[2] : 2,       \
+             tk_value *const(*)[2] : 2, tk_value *(*)[3] : 3, tk_value *const(*)[3] : 3,           \
+             tk_value *(*)[4] : 4, tk_value *const(*)[4] : 4, default                              \
+             : TK_IDX_NOT_ARRAY)
+#define tk_load(k, type, src, idx, fill)                                                           \
     tk_load_n((k), (type), (src), TK_IDX_COUNT(idx), (idx), (fill))
 #define tk_store(k, dst, idx, val) tk_store_n((k), (dst), TK_IDX_COUNT(idx), (idx), (val))
-#define tk_copy_to_shared(k, smem, view, idx, fill, async) \
+#define tk_copy_to_shared(k, smem, view, idx, fill, async)                                         \
     tk_copy_to_shared_n((k), (smem), (view), TK_IDX_COUNT(idx), (idx), (fill), (async))
-#define tk_copy_to_global(k, view, idx, smem) \
+#define tk_copy_to_global(k, view, idx, smem)                                                      \
     tk_copy_to_global_n((k), (view), TK_IDX_COUNT(idx), (idx), (smem))
 #endif
 TK_API void tk_async_commit(tk_kernel *k);
@@ -379,7 +380,7 @@ TK_API void tk_barrier(tk_kernel *k);
 /* for (iv = lo; iv < hi; iv += step) with `n` loop-carried values.
  * Returns iv; carried[i] receives the in-loop handle of init[i]. */
 TK_API tk_value *tk_for_begin(tk_kernel *k, tk_value *lo, tk_value *hi, tk_value *step, int n,
-                       tk_value *const *init, tk_value **carried);
+                              tk_value *const *init, tk_value **carried);
 /* Closes the innermost for; next[i] become carried[i] of the next trip;
  * results[i] receive the values after the last trip. */
 TK_API void tk_for_end(tk_kernel *k, int n, tk_value *const *next, tk_value **results);
@@ -394,19 +395,22 @@ TK_API void tk_if_end(tk_kernel *k, int n, tk_value *const *yield, tk_value **re
 
 /* ---- Arguments and the CPU interpreter ---------------------------------- */
 typedef struct tk_arg {
-    tk_kind kind;     /* TK_KIND_GVIEW or TK_KIND_SCALAR */
+    tk_kind kind; /* TK_KIND_GVIEW or TK_KIND_SCALAR */
     tk_dtype dtype;
     int32_t rank;
-    void *data;       /* host pointer (interpreter) or device pointer (GPU) */
+    void *data; /* host pointer (interpreter) or device pointer (GPU) */
     int64_t dims[4];
     int64_t strides[4]; /* in elements */
-    union { int64_t i; double f; } scalar;
+    union {
+        int64_t i;
+        double f;
+    } scalar;
 } tk_arg;
 
 /* A dense row-major tensor (strides derived from dims). */
 TK_API tk_arg tk_arg_tensor(void *data, tk_dtype dt, int rank, const int64_t *dims);
 TK_API tk_arg tk_arg_strided(void *data, tk_dtype dt, int rank, const int64_t *dims,
-                      const int64_t *strides);
+                             const int64_t *strides);
 TK_API tk_arg tk_arg_i32(int32_t v);
 TK_API tk_arg tk_arg_i64(int64_t v);
 TK_API tk_arg tk_arg_f32(float v);

@@ -83,11 +83,11 @@ TK_API tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *s
 typedef struct tk_cache_stats {
     uint64_t memory_hits;
     uint64_t disk_hits;
-    uint64_t misses;          /* compiled from scratch                     */
-    uint64_t rejected;        /* corrupt/truncated/foreign entries skipped  */
-    uint64_t evicted;         /* entries removed to honour the size bound   */
-    double llvm_ms;           /* time in lowering + LLVM codegen            */
-    double ptx_to_cubin_ms;   /* time in the driver JIT / ptxas             */
+    uint64_t misses;        /* compiled from scratch                     */
+    uint64_t rejected;      /* corrupt/truncated/foreign entries skipped  */
+    uint64_t evicted;       /* entries removed to honour the size bound   */
+    double llvm_ms;         /* time in lowering + LLVM codegen            */
+    double ptx_to_cubin_ms; /* time in the driver JIT / ptxas             */
     /* "" while the disk cache works; else "<dir>: <reason>", the first
      * problem met with the directory (it cannot be created, is no
      * directory, is read-only so new kernels are not stored, or an entry

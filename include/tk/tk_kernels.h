@@ -28,17 +28,17 @@ extern "C" {
  * A and B tiles of block_k columns stream through a `stages`-deep ring of
  * swizzled shared tiles filled by cp.async. */
 typedef struct tk_gemm_config {
-    tk_dtype in_dtype;  /* A, B: TK_BF16 or TK_F16                            */
-    tk_dtype out_dtype; /* C: TK_BF16, TK_F16 or TK_F32                        */
-    int transpose_b;    /* 0: B is [K, N]; 1: B is [N, K] (C = A·Bᵀ); 0 or 1   */
+    tk_dtype in_dtype;             /* A, B: TK_BF16 or TK_F16                            */
+    tk_dtype out_dtype;            /* C: TK_BF16, TK_F16 or TK_F32                        */
+    int transpose_b;               /* 0: B is [K, N]; 1: B is [N, K] (C = A·Bᵀ); 0 or 1   */
     int block_m, block_n, block_k; /* multiples of 16                          */
-    int warps;          /* warps per block, 1..16                               */
-    int stages;         /* depth of the copy pipeline, 2..8                     */
-    int tma;            /* 1: A and B tiles through the copy engine on sm_90+
+    int warps;                     /* warps per block, 1..16                               */
+    int stages;                    /* depth of the copy pipeline, 2..8                     */
+    int tma;                       /* 1: A and B tiles through the copy engine on sm_90+
                            (TK_COPY_TMA), issued by a producer warpgroup on
                            sm_90a when warps is 8, 12 or 16 (whose warps
                            then get 224, 152 or 104 registers); 0: cp.async */
-    int wgmma;          /* 1: Hopper's warpgroup multiply (sm_90a only): each
+    int wgmma;                     /* 1: Hopper's warpgroup multiply (sm_90a only): each
                            warpgroup of 4 warps owns 64 rows of the block
                            (block_m = 16 * warps) and multiplies its rows of
                            the A stage by the whole B stage from shared
@@ -51,7 +51,7 @@ typedef struct tk_gemm_config {
  * stages (96 KiB of shared memory, 2 blocks per SM); on an H200 the best
  * shape until a problem has enough 128x256 blocks (tk_gemm_config_for). */
 TK_API tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype,
-    int transpose_b);
+                                             int transpose_b);
 /* The configuration tk_gemm uses for an M x N problem when the caller names
  * none, on the GPU `arch` ("sm_90a"; NULL: unknown). On sm_90 / sm_90a
  * (tuned on an H200, 132 SMs):
@@ -69,7 +69,7 @@ TK_API tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dty
  * tk_gemm_config_for_call (tk_run.h), which also looks at the alignment the
  * copy engine needs. */
 TK_API tk_gemm_config tk_gemm_config_for(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b,
-                                  int64_t m, int64_t n, const char *arch);
+                                         int64_t m, int64_t n, const char *arch);
 TK_API tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out);
 
 /* ---- Attention forward (FlashAttention-2) -----------------------------------
@@ -103,7 +103,7 @@ typedef struct tk_attention_config {
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
-    tk_kernel **out);
+                                        tk_kernel **out);
 
 #ifdef __cplusplus
 }

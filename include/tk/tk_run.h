@@ -37,19 +37,20 @@ extern "C" {
  * TK_ERR_INVALID_ARG. */
 typedef struct tk_attention_params {
     size_t struct_size;
-    tk_dtype dtype;      /* TK_BF16 or TK_F16 (Q, K, V, O)                   */
-    int32_t head_dim;    /* 64 or 128                                        */
-    int32_t causal;      /* 0 or 1                                           */
-    float scale;         /* softmax scale; 0 means 1/sqrt(head_dim)          */
+    tk_dtype dtype;   /* TK_BF16 or TK_F16 (Q, K, V, O)                   */
+    int32_t head_dim; /* 64 or 128                                        */
+    int32_t causal;   /* 0 or 1                                           */
+    float scale;      /* softmax scale; 0 means 1/sqrt(head_dim)          */
     int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
     const void *q, *k, *v; /* device pointers                                */
     void *o;
-    float *lse;          /* device pointer, required                         */
+    float *lse; /* device pointer, required                         */
     int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4];
     int64_t lse_strides[3];
 } tk_attention_params;
 
-#define TK_ATTENTION_PARAMS_INIT { sizeof(tk_attention_params) }
+#define TK_ATTENTION_PARAMS_INIT                                                                   \
+    { sizeof(tk_attention_params) }
 
 /* What preparing a kernel took: where it came from and how long. */
 typedef struct tk_prepare_info {
@@ -61,7 +62,7 @@ typedef struct tk_prepare_info {
 /* Checks the parameters and makes sure the kernel for their
  * specialization is compiled and loaded (info may be NULL). */
 TK_API tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p,
-    tk_prepare_info *info);
+                                      tk_prepare_info *info);
 /* Checks, prepares (a memory hit after the first call) and launches on
  * `stream` (a CUstream; NULL = default stream). Asynchronous. */
 TK_API tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
@@ -90,7 +91,8 @@ typedef struct tk_gemm_params {
     const tk_gemm_config *config; /* grown field: a struct_size ending before it means NULL */
 } tk_gemm_params;
 
-#define TK_GEMM_PARAMS_INIT { sizeof(tk_gemm_params) }
+#define TK_GEMM_PARAMS_INIT                                                                        \
+    { sizeof(tk_gemm_params) }
 
 TK_API tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
 /* The configuration tk_gemm uses for p when p->config is NULL, on a GPU of

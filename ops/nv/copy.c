@@ -35,7 +35,7 @@ typedef struct copy {
     LLVMValueRef base; /* shared stage */
     tk_gwin w;
     int rows, cols, esz, ce, cpr, total, nt, rounds; /* ce: elements per chunk */
-    int dr;             /* rows between rounds when affine, else 0 */
+    int dr;                                          /* rows between rounds when affine, else 0 */
     LLVMValueRef fill;
     LLVMTypeRef ety;
     /* the thread's chunk in round 0 (affine case) */
@@ -83,8 +83,8 @@ static void chunk_at(tk_lower *L, copy *c, LLVMValueRef k, chunk *ch) {
         ch->s = tk_smem_addr(L, c->st, c->base, ch->r, ch->col);
     }
     LLVMValueRef grow = LLVMBuildAdd(b, c->w.row0, tk_lw_to_i64(L, ch->r), "");
-    ch->row_ok = LLVMBuildAnd(b, c->w.lead_ok, LLVMBuildICmp(b, LLVMIntULT, grow, c->w.rows, ""),
-                              "");
+    ch->row_ok =
+        LLVMBuildAnd(b, c->w.lead_ok, LLVMBuildICmp(b, LLVMIntULT, grow, c->w.rows, ""), "");
 }
 
 typedef void (*chunk_fn)(tk_lower *L, copy *c, const chunk *ch);
@@ -121,8 +121,8 @@ static LLVMTypeRef chunk_ty(tk_lower *L) { return LLVMVectorType(L->i32, 4); }
 static void g2s_async_chunk(tk_lower *L, copy *c, const chunk *ch) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef gcol = LLVMBuildAdd(b, c->w.col0, tk_lw_to_i64(L, ch->col), "");
-    LLVMValueRef left = LLVMBuildMul(b, LLVMBuildSub(b, c->w.cols, gcol, ""),
-                                     tk_lw_i64c(L, c->esz), "");
+    LLVMValueRef left =
+        LLVMBuildMul(b, LLVMBuildSub(b, c->w.cols, gcol, ""), tk_lw_i64c(L, c->esz), "");
     LLVMValueRef mm[2] = {left, tk_lw_i64c(L, 0)};
     left = tk_lw_intrin(L, "llvm.smax", &L->i64, 1, mm, 2);
     mm[0] = left, mm[1] = tk_lw_i64c(L, 16);
@@ -153,8 +153,8 @@ static void chunk_elem(tk_lower *L, copy *c, const chunk *ch, LLVMValueRef e, LL
     LLVMValueRef e64 = tk_lw_to_i64(L, e);
     *g = tk_lw_gep(L, ch->g, LLVMBuildMul(b, e64, c->escol, ""));
     *s = tk_lw_gep(L, ch->s, LLVMBuildMul(b, e, i32c(L, c->esz), ""));
-    LLVMValueRef col = LLVMBuildAdd(b, tk_lw_to_i64(L, LLVMBuildAdd(b, ch->col, e, "")), c->w.col0,
-                                    "");
+    LLVMValueRef col =
+        LLVMBuildAdd(b, tk_lw_to_i64(L, LLVMBuildAdd(b, ch->col, e, "")), c->w.col0, "");
     *ok = LLVMBuildAnd(b, ch->row_ok, LLVMBuildICmp(b, LLVMIntULT, col, c->w.cols, ""), "");
 }
 
@@ -188,8 +188,8 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
     (void)out;
     /* unit column stride on this path: elements = row * srow + col */
     LLVMValueRef esz = tk_lw_i64c(L, c->esz);
-    LLVMValueRef org = LLVMBuildAdd(b, c->w.base_off, LLVMBuildMul(b, c->w.row0, c->w.srow, ""),
-                                    "");
+    LLVMValueRef org =
+        LLVMBuildAdd(b, c->w.base_off, LLVMBuildMul(b, c->w.row0, c->w.srow, ""), "");
     org = LLVMBuildMul(b, LLVMBuildAdd(b, org, c->w.col0, ""), esz, "");
     LLVMValueRef tile = tk_lw_gep(L, c->w.ptr, org); /* block-uniform */
     LLVMValueRef g = NULL, s0 = NULL;
@@ -205,15 +205,14 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
         if ((k + 1) * c->nt > c->total) { /* the last, partial round */
             LLVMBasicBlockRef doit = tk_lw_block(L, "chunk");
             cont = tk_lw_block(L, "chunk.next");
-            LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, L->ctid,
-                                            i32c(L, c->total - (int64_t)k * c->nt), "");
+            LLVMValueRef in =
+                LLVMBuildICmp(b, LLVMIntULT, L->ctid, i32c(L, c->total - (int64_t)k * c->nt), "");
             LLVMBuildCondBr(b, in, doit, cont);
             LLVMPositionBuilderAtEnd(b, doit);
         }
         LLVMValueRef gk, sk;
         if (c->dr) {
-            if (k)
-                g = tk_lw_gep(L, g, c->gstep);
+            if (k) g = tk_lw_gep(L, g, c->gstep);
             gk = g;
             LLVMValueRef r = LLVMBuildAdd(b, c->r0, i32c(L, (int64_t)k * c->dr), "");
             sk = shift ? tk_lw_gep(L, s0, i32c(L, (int64_t)k * c->dr * tk_smem_row_step(c->st)))
@@ -221,8 +220,8 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
         } else { /* chunks do not keep their column between rounds */
             LLVMValueRef id = LLVMBuildAdd(b, L->ctid, i32c(L, (int64_t)k * c->nt), "");
             LLVMValueRef r = LLVMBuildUDiv(b, id, i32c(L, c->cpr), "");
-            LLVMValueRef col = LLVMBuildMul(b, LLVMBuildURem(b, id, i32c(L, c->cpr), ""),
-                                            i32c(L, c->ce), "");
+            LLVMValueRef col =
+                LLVMBuildMul(b, LLVMBuildURem(b, id, i32c(L, c->cpr), ""), i32c(L, c->ce), "");
             LLVMValueRef th = LLVMBuildMul(b, tk_lw_to_i64(L, r), c->w.srow, "");
             th = LLVMBuildMul(b, LLVMBuildAdd(b, th, tk_lw_to_i64(L, col), ""), esz, "");
             gk = tk_lw_gep(L, tile, th);
@@ -254,9 +253,9 @@ static void g2s_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
  * src-size when the rows are aligned and col0 >= 0, else element by element. */
 static void g2s_async_edge(tk_lower *L, void *ctx, LLVMValueRef *out) {
     copy *c = ctx;
-    LLVMValueRef ok = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c->w, 16),
-                                   LLVMBuildICmp(L->b, LLVMIntSGE, c->w.col0, tk_lw_i64c(L, 0), ""),
-                                   "");
+    LLVMValueRef ok =
+        LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c->w, 16),
+                     LLVMBuildICmp(L->b, LLVMIntSGE, c->w.col0, tk_lw_i64c(L, 0), ""), "");
     tk_lw_branch2(L, ok, g2s_async, g2s_slow, c, 0, out);
 }
 static void s2g_vec(tk_lower *L, void *ctx, LLVMValueRef *out) {
@@ -282,10 +281,13 @@ static void g2s_async_any(tk_lower *L, void *ctx, LLVMValueRef *out) {
 static bool copy_open(tk_lower *L, copy *c, const tk_op *op, int si, int vi) {
     const tk_type *st = &op->opnds[si]->type;
     tk_lv *sm = tk_lw_get(L, op->opnds[si]);
-    if (!sm)
-        return false;
-    *c = (copy){.st = st, .base = sm->v[0], .rows = st->rows, .cols = st->cols,
-                .esz = (int)tk_dtype_size(st->dtype), .nt = L->cnt,
+    if (!sm) return false;
+    *c = (copy){.st = st,
+                .base = sm->v[0],
+                .rows = st->rows,
+                .cols = st->cols,
+                .esz = (int)tk_dtype_size(st->dtype),
+                .nt = L->cnt,
                 .ety = tk_lw_type(L, st->dtype)};
     c->ce = 16 / c->esz;
     c->cpr = c->cols / c->ce;
@@ -303,8 +305,7 @@ static bool copy_open(tk_lower *L, copy *c, const tk_op *op, int si, int vi) {
 
 tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
     copy c;
-    if (!copy_open(L, &c, op, 0, 1))
-        return L->dg->st;
+    if (!copy_open(L, &c, op, 0, 1)) return L->dg->st;
     int map = tk_plan_copy_map(L->plan, op);
     if (map >= 0 && L->sync->role == TK_ROLE_CONSUMER)
         return L->dg->st; /* the producer's copy (ops/nv/sync.c) */
@@ -326,8 +327,7 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
 
 tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op) {
     copy c;
-    if (!copy_open(L, &c, op, op->nopnds - 1, 0))
-        return L->dg->st;
+    if (!copy_open(L, &c, op, op->nopnds - 1, 0)) return L->dg->st;
     LLVMValueRef fast = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c.w, 16),
                                      tk_gwin_all_inb(L, &c.w, c.rows, c.cols), "");
     tk_lw_branch2(L, fast, s2g_vec, s2g_slow, &c, 0, NULL);

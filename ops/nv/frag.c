@@ -56,9 +56,7 @@ void tk_frag_pos(const tk_type *t, int idx, int *row_c, int *col_c) {
     }
 }
 
-static LLVMValueRef two_t(tk_lower *L) {
-    return LLVMBuildShl(L->b, L->t, tk_lw_i32c(L, 1), "");
-}
+static LLVMValueRef two_t(tk_lower *L) { return LLVMBuildShl(L->b, L->t, tk_lw_i32c(L, 1), ""); }
 
 /* 16 * (warp % 4): a warpgroup warp's row band. */
 static LLVMValueRef wg_rows(tk_lower *L) {
@@ -82,8 +80,7 @@ int tk_vec_pos(const tk_type *vt, int idx) {
 
 LLVMValueRef tk_vec_lane(tk_lower *L, const tk_type *vt) {
     LLVMValueRef r = tk_vec_per_sub(vt) == 2 ? L->g : two_t(L);
-    if (vt->axis == TK_PER_ROW && wg(vt))
-        r = LLVMBuildAdd(L->b, r, wg_rows(L), "");
+    if (vt->axis == TK_PER_ROW && wg(vt)) r = LLVMBuildAdd(L->b, r, wg_rows(L), "");
     return r;
 }
 
@@ -91,8 +88,7 @@ int tk_frag_vec_index(const tk_type *t, tk_axis axis, int idx) {
     int e = idx % 8, s = idx / 8, nj = tk_frag_subcols(t);
     int I = s / nj, J = s % nj;
     bool row = t->layout != TK_COL;
-    if (axis == TK_PER_ROW)
-        return row ? I * 2 + part2(e) : I * 4 + part4(e);
+    if (axis == TK_PER_ROW) return row ? I * 2 + part2(e) : I * 4 + part4(e);
     return row ? J * 4 + part4(e) : J * 2 + part2(e);
 }
 

@@ -50,7 +50,7 @@ typedef struct tk_sync_ops {
     void (*commit)(tk_lower *L);            /* ASYNC_COMMIT                    */
     void (*wait)(tk_lower *L, int pending); /* ASYNC_WAIT pending              */
     void (*barrier)(tk_lower *L);           /* BARRIER                         */
-    void (*copy_done)(tk_lower *L); /* after an engine copy's cp.async fallback */
+    void (*copy_done)(tk_lower *L);         /* after an engine copy's cp.async fallback */
 } tk_sync_ops;
 extern const tk_sync_ops tk_sync_lockstep, tk_sync_ring, tk_sync_producer, tk_sync_consumer;
 
@@ -68,24 +68,24 @@ struct tk_lower {
     LLVMValueRef sbase; /* where SHARED offsets start: smem, or smem aligned up
                            for the copy engine (ops/nv/tma.c)               */
     /* Copy-engine state (ops/nv/tma.c), used when plan->nmaps > 0. */
-    LLVMValueRef tma_map[TK_TMA_MAX_MAPS]; /* map params (generic ptr)          */
-    LLVMValueRef tma_flags;                /* i32: bit i = map i was encoded    */
+    LLVMValueRef tma_map[TK_TMA_MAX_MAPS];  /* map params (generic ptr)          */
+    LLVMValueRef tma_flags;                 /* i32: bit i = map i was encoded    */
     LLVMValueRef ring, ring_cnt, ring_done; /* barriers; i32 allocas           */
     /* Warp specialization (ops/nv/sync.c), when plan->producer_warps > 0. */
-    LLVMValueRef rel, ack;      /* release and acknowledgement rings (shared)       */
-    LLVMValueRef bar_cnt;       /* barriers passed (i32 alloca)                      */
+    LLVMValueRef rel, ack; /* release and acknowledgement rings (shared)       */
+    LLVMValueRef bar_cnt;  /* barriers passed (i32 alloca)                      */
     /* The threads block-wide copies are spread over: ctid in 0..cnt-1. */
     LLVMValueRef ctid;
     int cnt;
-    LLVMValueRef sink;  /* 16-byte global scratch: masked loads/stores go here  */
+    LLVMValueRef sink; /* 16-byte global scratch: masked loads/stores go here  */
     /* Per-thread ids, computed once in the entry block (i32). */
     LLVMValueRef tid, lane, warp, g, t, wg_warp;
-    tk_lv *vals;        /* indexed by tk_value id                              */
+    tk_lv *vals; /* indexed by tk_value id                              */
     uint32_t nvals;
-    uint8_t *use;       /* per value id: TK_USE_* bits (jit/lower.c, pre-pass)  */
+    uint8_t *use; /* per value id: TK_USE_* bits (jit/lower.c, pre-pass)  */
     tk_lower_mem *mem;
-    const tk_op *cur;   /* op being lowered, for messages                      */
-    tk_diag *dg;        /* the first failure (tk_lw_fail); never NULL          */
+    const tk_op *cur; /* op being lowered, for messages                      */
+    tk_diag *dg;      /* the first failure (tk_lw_fail); never NULL          */
 };
 
 /* How a value is used, found by a walk over the kernel before lowering: a
@@ -146,8 +146,8 @@ typedef struct tk_lw_loop {
     bool rolled; /* set before tk_lw_loop_end: forbid unrolling (slow paths,
                     whose unrolled invariants LICM would keep in registers) */
 } tk_lw_loop;
-LLVMValueRef tk_lw_loop_begin(tk_lower *L, tk_lw_loop *lp, LLVMValueRef start,
-                              LLVMValueRef end, LLVMValueRef step);
+LLVMValueRef tk_lw_loop_begin(tk_lower *L, tk_lw_loop *lp, LLVMValueRef start, LLVMValueRef end,
+                              LLVMValueRef step);
 void tk_lw_loop_end(tk_lower *L, tk_lw_loop *lp);
 
 /* if (cond) fast(...) else slow(...): each path computes n values into its
@@ -162,8 +162,8 @@ void tk_lw_branch2(tk_lower *L, LLVMValueRef cond, tk_lw_path fast, tk_lw_path s
  * L->sink (a per-module scratch nobody reads). */
 LLVMValueRef tk_lw_load(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr, unsigned align);
 void tk_lw_store(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, unsigned align);
-LLVMValueRef tk_lw_load_masked(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr,
-                               LLVMValueRef ok, LLVMValueRef fill, unsigned align);
+LLVMValueRef tk_lw_load_masked(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr, LLVMValueRef ok,
+                               LLVMValueRef fill, unsigned align);
 void tk_lw_store_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok,
                         unsigned align);
 LLVMValueRef tk_lw_sink(tk_lower *L); /* the scratch, a valid dummy address */
@@ -198,7 +198,7 @@ void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_
  * subtile, e = 0..7, index (I * C/16 + J) * 8 + e. The element's position is
  * a compile-time part (row_c, col_c) plus a per-thread lane part
  * (tk_frag_lane_row/col). Vectors: see tk_vec_pos. */
-int tk_frag_count(const tk_type *t);         /* elements per thread (tile or vec) */
+int tk_frag_count(const tk_type *t); /* elements per thread (tile or vec) */
 void tk_frag_pos(const tk_type *t, int idx, int *row_c, int *col_c);
 LLVMValueRef tk_frag_lane_row(tk_lower *L, const tk_type *t); /* i32 */
 LLVMValueRef tk_frag_lane_col(tk_lower *L, const tk_type *t); /* i32 */
@@ -219,8 +219,8 @@ LLVMValueRef tk_vec_writer(tk_lower *L, const tk_type *vt);
 /* ---- Memory addressing (ops/nv/mem.c) ---------------------------------- */
 /* Address of element (row, col) (i32, tile-relative) of one stage of a shared
  * tile at `base`, honouring its layout (PLAIN / PAD / SWIZZLE). */
-LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base,
-                          LLVMValueRef row, LLVMValueRef col);
+LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base, LLVMValueRef row,
+                          LLVMValueRef col);
 /* The same for (row + row_c, col + col_c) with row_c, col_c compile-time
  * constants, arranged so the run-time part is independent of them where the
  * swizzle allows (ops/nv/mem.c): loop-invariant lane addresses. */
@@ -241,20 +241,19 @@ bool tk_smem_row_shift_ok(const tk_type *st, int drows);
 /* A global view opened for addressing a 2-D window at (row0, col0) with the
  * leading indices fixed. All values i64. */
 typedef struct tk_gwin {
-    LLVMValueRef ptr;            /* view base pointer                          */
-    LLVMValueRef base_off;       /* element offset of (lead..., 0, 0)          */
-    LLVMValueRef lead_ok;        /* leading indices in range (i1)              */
-    LLVMValueRef row0, col0;     /* window origin (i64)                        */
-    LLVMValueRef rows, cols;     /* view dims of the last two axes             */
-    LLVMValueRef srow, scol;     /* strides (elements) of the last two axes     */
+    LLVMValueRef ptr;        /* view base pointer                          */
+    LLVMValueRef base_off;   /* element offset of (lead..., 0, 0)          */
+    LLVMValueRef lead_ok;    /* leading indices in range (i1)              */
+    LLVMValueRef row0, col0; /* window origin (i64)                        */
+    LLVMValueRef rows, cols; /* view dims of the last two axes             */
+    LLVMValueRef srow, scol; /* strides (elements) of the last two axes     */
     tk_dtype dt;
     int rank;
 } tk_gwin;
 /* idx: the op's rank index operands. wdims = 2: the last two index the
  * window's (row0, col0) (tiles, copies); wdims = 1 (vectors, rank-1 views):
  * only the last one does (col0) and the window has one row. */
-void tk_gwin_open(tk_lower *L, tk_gwin *w, const tk_value *view, tk_value *const *idx,
-                  int wdims);
+void tk_gwin_open(tk_lower *L, tk_gwin *w, const tk_value *view, tk_value *const *idx, int wdims);
 /* Pointer to window element (r, c) (i64 offsets from row0/col0) and whether
  * it is inside the view. */
 LLVMValueRef tk_gwin_addr(tk_lower *L, const tk_gwin *w, LLVMValueRef r, LLVMValueRef c);

@@ -33,13 +33,10 @@ static void swizzle_params(const tk_type *st, int *qshift, int *m) {
     int rb = tk_smem_row_bytes(st), n = rb / 16;
     *qshift = 0;
     *m = 1;
-    if (st->smem != TK_SMEM_SWIZZLE || rb % 16 || n == 0)
-        return;
-    while (*m < 8 && n % (*m * 2) == 0)
-        (*m) *= 2;
+    if (st->smem != TK_SMEM_SWIZZLE || rb % 16 || n == 0) return;
+    while (*m < 8 && n % (*m * 2) == 0) (*m) *= 2;
     if (n < 8 && (n & (n - 1)) == 0)
-        for (int q = 8 / n; q > 1; q /= 2)
-            (*qshift)++;
+        for (int q = 8 / n; q > 1; q /= 2) (*qshift)++;
 }
 
 /* Rows cut into 128-byte column blocks (see above). */
@@ -64,13 +61,13 @@ LLVMValueRef tk_smem_off(tk_lower *L, const tk_type *st, LLVMValueRef row, LLVMV
     row = tk_lw_to_i32(L, row);
     col = tk_lw_to_i32(L, col);
     if (m == 1) {
-        LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildMul(b, row, tk_lw_i32c(L, tk_smem_pitch(st)), ""),
-                                      col, "");
+        LLVMValueRef e =
+            LLVMBuildAdd(b, LLVMBuildMul(b, row, tk_lw_i32c(L, tk_smem_pitch(st)), ""), col, "");
         return LLVMBuildMul(b, e, tk_lw_i32c(L, s), "");
     }
     LLVMValueRef byte = LLVMBuildMul(b, col, tk_lw_i32c(L, s), "");
-    LLVMValueRef x = LLVMBuildAnd(b, LLVMBuildLShr(b, row, tk_lw_i32c(L, qshift), ""),
-                                  tk_lw_i32c(L, m - 1), "");
+    LLVMValueRef x =
+        LLVMBuildAnd(b, LLVMBuildLShr(b, row, tk_lw_i32c(L, qshift), ""), tk_lw_i32c(L, m - 1), "");
     /* chunk ^ x, kept at byte granularity: byte ^ (x << 4) */
     LLVMValueRef inrow = LLVMBuildXor(b, byte, LLVMBuildShl(b, x, tk_lw_i32c(L, 4), ""), "");
     LLVMValueRef roff = LLVMBuildMul(b, row, tk_lw_i32c(L, tk_smem_row_step(st)), "");
@@ -88,8 +85,8 @@ LLVMValueRef tk_smem_addr(tk_lower *L, const tk_type *st, LLVMValueRef base, LLV
 }
 
 /* (row + row_c, col + col_c) the plain way: the swizzle of the sums. */
-static LLVMValueRef plain_addr(tk_lower *L, const tk_type *st, LLVMValueRef base,
-                               LLVMValueRef row, int64_t row_c, LLVMValueRef col, int64_t col_c) {
+static LLVMValueRef plain_addr(tk_lower *L, const tk_type *st, LLVMValueRef base, LLVMValueRef row,
+                               int64_t row_c, LLVMValueRef col, int64_t col_c) {
     return tk_smem_addr(L, st, base, LLVMBuildAdd(L->b, row, tk_lw_i32c(L, row_c), ""),
                         LLVMBuildAdd(L->b, col, tk_lw_i32c(L, col_c), ""));
 }
@@ -124,8 +121,7 @@ LLVMValueRef tk_smem_addr_c(tk_lower *L, const tk_type *st, LLVMValueRef base, L
     LLVMValueRef off = LLVMBuildXor(b, tk_smem_off(L, st, row, col), tk_lw_i32c(L, kl), "");
     off = LLVMBuildAdd(b, off, tk_lw_i32c(L, row_c * tk_smem_row_step(st) + kh), "");
     LLVMValueRef split = tk_lw_gep(L, base, off);
-    if (!kl)
-        return split;
+    if (!kl) return split;
     LLVMValueRef cb = LLVMBuildMul(b, col, tk_lw_i32c(L, s), "");
     LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, cb, tk_lw_i32c(L, kl), ""),
                                     tk_lw_i32c(L, 0), "");
@@ -138,8 +134,7 @@ static LLVMValueRef in_range(tk_lower *L, LLVMValueRef v, LLVMValueRef n) {
     return LLVMBuildICmp(L->b, LLVMIntULT, v, n, "");
 }
 
-void tk_gwin_open(tk_lower *L, tk_gwin *w, const tk_value *view, tk_value *const *idx,
-                  int wdims) {
+void tk_gwin_open(tk_lower *L, tk_gwin *w, const tk_value *view, tk_value *const *idx, int wdims) {
     tk_lv *lv = tk_lw_get(L, view);
     int r = view->type.rank;
     LLVMValueRef ix[4];
@@ -148,15 +143,15 @@ void tk_gwin_open(tk_lower *L, tk_gwin *w, const tk_value *view, tk_value *const
         ix[d] = iv ? tk_lw_to_i64(L, iv->v[0]) : tk_lw_i64c(L, 0);
     }
     *w = (tk_gwin){.dt = view->type.dtype, .rank = r};
-    if (!lv)
-        return;
+    if (!lv) return;
     LLVMValueRef *dims = lv->v + 1, *strides = lv->v + 1 + r;
     w->ptr = lv->v[0];
     w->base_off = tk_lw_i64c(L, 0);
     w->lead_ok = LLVMConstInt(L->i1, 1, 0);
     int nlead = r - wdims;
     for (int d = 0; d < nlead; d++) {
-        w->base_off = LLVMBuildAdd(L->b, w->base_off, LLVMBuildMul(L->b, ix[d], strides[d], ""), "");
+        w->base_off =
+            LLVMBuildAdd(L->b, w->base_off, LLVMBuildMul(L->b, ix[d], strides[d], ""), "");
         w->lead_ok = LLVMBuildAnd(L->b, w->lead_ok, in_range(L, ix[d], dims[d]), "");
     }
     w->col0 = ix[r - 1];

@@ -23,17 +23,17 @@
 #include "ir/ir.h"
 #include "ops/nv/target.h"
 
-#define TK_TMA_MAX_MAPS 8
-#define TK_TMA_MAX_COPIES 64 /* copy ops on the engine; more take cp.async */
-#define TK_TMA_ALIGN 1024    /* shared base of the swizzle patterns     */
-#define TK_TMA_RING 8        /* mbarriers tracking async groups (power of 2) */
+#define TK_TMA_MAX_MAPS   8
+#define TK_TMA_MAX_COPIES 64   /* copy ops on the engine; more take cp.async */
+#define TK_TMA_ALIGN      1024 /* shared base of the swizzle patterns     */
+#define TK_TMA_RING       8    /* mbarriers tracking async groups (power of 2) */
 /* The slice is two fixed bitmaps over op and value ids: a kernel with more
  * ids gets no producer. */
 #define TK_WS_MAX_IDS 4096
 
 /* One tensor map: a kernel tensor parameter and the box a copy moves. */
 typedef struct tk_tma_map {
-    int32_t param;              /* kernel parameter index (a tensor)        */
+    int32_t param; /* kernel parameter index (a tensor)        */
     int32_t rank;
     tk_dtype dtype;
     int32_t box_rows, box_cols; /* elements; box_cols * size == swizzle     */
@@ -42,47 +42,46 @@ typedef struct tk_tma_map {
 
 /* A COPY_G2S op issued by the engine, and its map. */
 typedef struct tk_tma_copy_ref {
-    uint32_t op;  /* op id   */
-    int32_t map;  /* index in tk_plan.maps */
+    uint32_t op; /* op id   */
+    int32_t map; /* index in tk_plan.maps */
 } tk_tma_copy_ref;
 
 /* What the producer warp of a warp-specialized kernel runs. */
 typedef struct tk_ws_slice {
     uint64_t op[TK_WS_MAX_IDS / 64];  /* ops the producer runs, by op id      */
     uint64_t val[TK_WS_MAX_IDS / 64]; /* values it computes, by value id      */
-    bool consumer_sync; /* the consumers share memory the producer does not
+    bool consumer_sync;               /* the consumers share memory the producer does not
                            handle (they write shared memory, or a tensor the
                            kernel also reads): their barriers must still sync
                            them with each other */
 } tk_ws_slice;
 
 typedef struct tk_plan {
-    const tk_target *tgt;  /* NULL: an unknown target (lockstep, no maps)   */
+    const tk_target *tgt; /* NULL: an unknown target (lockstep, no maps)   */
     /* Copies on the engine (none: nmaps == 0). */
     int32_t nmaps;
     tk_tma_map maps[TK_TMA_MAX_MAPS];
     int32_t ncopies;
     tk_tma_copy_ref copies[TK_TMA_MAX_COPIES];
-    uint64_t written;      /* bit p: the kernel writes tensor parameter p   */
+    uint64_t written; /* bit p: the kernel writes tensor parameter p   */
     /* Warp specialization (none: producer_warps == 0). */
-    int32_t producer_warps; /* warps added after the kernel's own           */
+    int32_t producer_warps;               /* warps added after the kernel's own           */
     int32_t producer_regs, consumer_regs; /* setmaxnreg.dec / .inc          */
     tk_ws_slice slice;
     /* The block. */
-    bool align_base;       /* SHARED offsets start at a TK_TMA_ALIGN-aligned base
+    bool align_base;    /* SHARED offsets start at a TK_TMA_ALIGN-aligned base
                               (copies on the engine, or wgmma descriptors)   */
-    int32_t threads;       /* per block: the kernel's warps and the producer's */
-    size_t smem_extra;     /* dynamic shared memory beyond the kernel's tiles */
-    size_t smem;           /* all of it: tiles + extra                       */
-    size_t ring_offset;    /* of the group ring from the aligned base; the
+    int32_t threads;    /* per block: the kernel's warps and the producer's */
+    size_t smem_extra;  /* dynamic shared memory beyond the kernel's tiles */
+    size_t smem;        /* all of it: tiles + extra                       */
+    size_t ring_offset; /* of the group ring from the aligned base; the
                               release rings of a producer follow it          */
 } tk_plan;
 
 /* The map COPY_G2S `copy` is issued through, -1 if it takes cp.async. */
 static inline int tk_plan_copy_map(const tk_plan *p, const tk_op *copy) {
     for (int i = 0; i < p->ncopies; i++)
-        if (p->copies[i].op == copy->id)
-            return p->copies[i].map;
+        if (p->copies[i].op == copy->id) return p->copies[i].map;
     return -1;
 }
 

@@ -67,8 +67,7 @@ static void proxy_fence(tk_lower *L) {
 static void no_op(tk_lower *L) { (void)L; }
 
 /* ---- lockstep ------------------------------------------------------------------ */
-const tk_sync_ops tk_sync_lockstep = {"lockstep", TK_ROLE_ALL, cp_commit, cp_wait, bar_sync,
-                                      no_op};
+const tk_sync_ops tk_sync_lockstep = {"lockstep", TK_ROLE_ALL, cp_commit, cp_wait, bar_sync, no_op};
 
 /* ---- ring ---------------------------------------------------------------------- */
 static void ring_commit(tk_lower *L) {
@@ -90,8 +89,7 @@ static void ring_barrier(tk_lower *L) {
     bar_sync(L);
 }
 
-const tk_sync_ops tk_sync_ring = {"ring", TK_ROLE_ALL, ring_commit, ring_wait, ring_barrier,
-                                  no_op};
+const tk_sync_ops tk_sync_ring = {"ring", TK_ROLE_ALL, ring_commit, ring_wait, ring_barrier, no_op};
 
 /* ---- producer and consumers ---------------------------------------------------- */
 /* Counts a barrier b; returns the byte offset of its slot in a release
@@ -147,7 +145,7 @@ static void consumer_barrier(tk_lower *L) {
 
 /* ASYNC_WAIT is not in the producer's slice; its end waits for every group
  * it committed with wait(0) (jit/lower_ws.c). */
-const tk_sync_ops tk_sync_producer = {"producer", TK_ROLE_PRODUCER, producer_commit,
+const tk_sync_ops tk_sync_producer = {"producer",   TK_ROLE_PRODUCER, producer_commit,
                                       tk_ring_wait, producer_barrier, producer_copy_done};
-const tk_sync_ops tk_sync_consumer = {"consumer", TK_ROLE_CONSUMER, tk_ring_commit,
+const tk_sync_ops tk_sync_consumer = {"consumer",   TK_ROLE_CONSUMER, tk_ring_commit,
                                       tk_ring_wait, consumer_barrier, no_op};

@@ -24,18 +24,15 @@ static const tk_target targets[] = {
 #define NTARGETS (sizeof targets / sizeof targets[0])
 
 const tk_target *tk_target_find(const char *arch) {
-    if (!arch)
-        return NULL;
+    if (!arch) return NULL;
     for (size_t i = 0; i < NTARGETS; i++)
-        if (strcmp(targets[i].arch, arch) == 0)
-            return &targets[i];
+        if (strcmp(targets[i].arch, arch) == 0) return &targets[i];
     return NULL;
 }
 
 void tk_target_names(char *buf, size_t n) {
     size_t used = 0;
-    if (!buf || !n)
-        return;
+    if (!buf || !n) return;
     buf[0] = 0;
     for (size_t i = 0; i < NTARGETS && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", targets[i].arch);

@@ -32,12 +32,9 @@ static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
 
 /* ---- Entry ------------------------------------------------------------------ */
 int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max) {
-    if (!L->plan->nmaps)
-        return n;
-    if (n + L->plan->nmaps + 1 > max)
-        return -1;
-    for (int i = 0; i < L->plan->nmaps; i++)
-        tys[n++] = LLVMPointerTypeInContext(L->c, 0);
+    if (!L->plan->nmaps) return n;
+    if (n + L->plan->nmaps + 1 > max) return -1;
+    for (int i = 0; i < L->plan->nmaps; i++) tys[n++] = LLVMPointerTypeInContext(L->c, 0);
     tys[n++] = L->i32;
     return n;
 }
@@ -46,8 +43,7 @@ int tk_tma_param_types(tk_lower *L, LLVMTypeRef *tys, int n, int max) {
  * copy engine: `.param .align 64 .b8 [128]`, its address taken as a
  * grid constant (no local copy). */
 void tk_tma_bind(tk_lower *L, unsigned first) {
-    if (!L->plan->nmaps)
-        return;
+    if (!L->plan->nmaps) return;
     LLVMTypeRef map_ty = LLVMArrayType2(L->i8, 128);
     unsigned byval = LLVMGetEnumAttributeKindForName("byval", 5);
     unsigned align = LLVMGetEnumAttributeKindForName("align", 5);
@@ -76,8 +72,7 @@ static LLVMValueRef ring_bar(tk_lower *L, LLVMValueRef j) {
 void tk_tma_entry(tk_lower *L) {
     LLVMBuilderRef b = L->b;
     L->sbase = L->smem;
-    if (!L->plan->align_base)
-        return;
+    if (!L->plan->align_base) return;
     if (L->plan->nmaps) {
         L->ring_cnt = LLVMBuildAlloca(b, L->i32, "ring.cnt");
         L->ring_done = LLVMBuildAlloca(b, L->i32, "ring.done");
@@ -88,8 +83,7 @@ void tk_tma_entry(tk_lower *L) {
     LLVMValueRef up = LLVMBuildAnd(b, LLVMBuildAdd(b, addr, tk_lw_i64c(L, TK_TMA_ALIGN - 1), ""),
                                    tk_lw_i64c(L, -TK_TMA_ALIGN), "");
     L->sbase = tk_lw_gep(L, L->smem, LLVMBuildSub(b, up, addr, ""));
-    if (!L->plan->nmaps)
-        return;
+    if (!L->plan->nmaps) return;
     L->ring = tk_lw_gep(L, L->sbase, i32c(L, (int64_t)L->plan->ring_offset));
     L->rel = tk_lw_gep(L, L->ring, i32c(L, 8 * TK_TMA_RING));
     L->ack = tk_lw_gep(L, L->ring, i32c(L, 16 * TK_TMA_RING));
@@ -104,8 +98,7 @@ void tk_tma_entry(tk_lower *L) {
     for (int i = 0; i < TK_TMA_RING; i++) {
         LLVMValueRef a[2] = {tk_lw_gep(L, L->ring, i32c(L, 8 * i)), i32c(L, arrivals)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, a, 2);
-        if (!L->plan->producer_warps)
-            continue;
+        if (!L->plan->producer_warps) continue;
         /* the release rings (ops/nv/sync.c): every consumer warp; the producer */
         LLVMValueRef r[2] = {tk_lw_gep(L, L->rel, i32c(L, 8 * i)), i32c(L, L->k->warps)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, r, 2);
@@ -126,8 +119,8 @@ void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
     LLVMBuildBr(L->b, spin);
     LLVMPositionBuilderAtEnd(L->b, spin);
     LLVMValueRef a[2] = {bar, parity};
-    LLVMValueRef ok = tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
-                                   NULL, 0, a, 2);
+    LLVMValueRef ok =
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", NULL, 0, a, 2);
     LLVMBuildCondBr(L->b, ok, done, spin);
     LLVMPositionBuilderAtEnd(L->b, done);
 }
@@ -190,9 +183,9 @@ void tk_ring_wait(tk_lower *L, int pending) {
 typedef struct tma_copy {
     const tk_op *op;
     const tk_tma_map *m;
-    LLVMValueRef map, dst;     /* tensor map (generic ptr), stage (shared)    */
-    LLVMValueRef coord[4];     /* i32, innermost first                        */
-    tk_lw_path cp_async;       /* the fallback and its context                */
+    LLVMValueRef map, dst; /* tensor map (generic ptr), stage (shared)    */
+    LLVMValueRef coord[4]; /* i32, innermost first                        */
+    tk_lw_path cp_async;   /* the fallback and its context                */
     void *cp_ctx;
 } tma_copy;
 
@@ -206,8 +199,9 @@ static LLVMValueRef coords(tk_lower *L, tma_copy *t) {
         tk_lv *iv = tk_lw_get(L, t->op->opnds[2 + d]);
         LLVMValueRef x = iv ? tk_lw_to_i64(L, iv->v[0]) : tk_lw_i64c(L, 0);
         LLVMValueRef sh = LLVMBuildAdd(b, x, tk_lw_i64c(L, (int64_t)1 << 31), "");
-        ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntULT, sh,
-                                               tk_lw_i64c(L, ((int64_t)1 << 32) - 1024), ""), "");
+        ok = LLVMBuildAnd(
+            b, ok, LLVMBuildICmp(b, LLVMIntULT, sh, tk_lw_i64c(L, ((int64_t)1 << 32) - 1024), ""),
+            "");
         t->coord[r - 1 - d] = LLVMBuildTrunc(b, x, L->i32, "");
     }
     return ok;
@@ -239,11 +233,11 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
         for (int d = 0; d < r; d++)
             a[n++] = d ? t->coord[d]
                        : LLVMBuildAdd(b, t->coord[0], i32c(L, (int64_t)k * t->m->box_cols), "");
-        a[n++] = LLVMConstInt(L->i16, 0, 0);        /* cta mask (unused)   */
-        a[n++] = tk_lw_i64c(L, 0);                  /* cache hint (unused) */
-        a[n++] = LLVMConstInt(L->i1, 0, 0);         /* no multicast        */
-        a[n++] = LLVMConstInt(L->i1, 0, 0);         /* no cache hint       */
-        a[n++] = i32c(L, 0);                        /* no cta group        */
+        a[n++] = LLVMConstInt(L->i16, 0, 0); /* cta mask (unused)   */
+        a[n++] = tk_lw_i64c(L, 0);           /* cache hint (unused) */
+        a[n++] = LLVMConstInt(L->i1, 0, 0);  /* no multicast        */
+        a[n++] = LLVMConstInt(L->i1, 0, 0);  /* no cache hint       */
+        a[n++] = i32c(L, 0);                 /* no cta group        */
         tk_lw_intrin(L, name, NULL, 0, a, (unsigned)n);
     }
     LLVMBuildBr(b, cont);
@@ -258,11 +252,15 @@ static void fallback(tk_lower *L, void *ctx, LLVMValueRef *out) {
 
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
                  void *cp_ctx) {
-    tma_copy t = {.op = op, .m = &L->plan->maps[map], .map = L->tma_map[map], .dst = dst,
-                  .cp_async = cp_async, .cp_ctx = cp_ctx};
+    tma_copy t = {.op = op,
+                  .m = &L->plan->maps[map],
+                  .map = L->tma_map[map],
+                  .dst = dst,
+                  .cp_async = cp_async,
+                  .cp_ctx = cp_ctx};
     LLVMValueRef ok = coords(L, &t);
-    LLVMValueRef bit = LLVMBuildAnd(L->b, LLVMBuildLShr(L->b, L->tma_flags, i32c(L, map), ""),
-                                    i32c(L, 1), "");
+    LLVMValueRef bit =
+        LLVMBuildAnd(L->b, LLVMBuildLShr(L->b, L->tma_flags, i32c(L, map), ""), i32c(L, 1), "");
     ok = LLVMBuildAnd(L->b, ok, LLVMBuildICmp(L->b, LLVMIntNE, bit, i32c(L, 0), ""), "");
     tk_lw_branch2(L, ok, issue, fallback, &t, 0, NULL);
 }

@@ -18,8 +18,7 @@ tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    if (!L->cur)
-        return tk_diag_fail(L->dg, s, "%s", what);
+    if (!L->cur) return tk_diag_fail(L->dg, s, "%s", what);
     return tk_diag_fail(L->dg, s, "op %u (%s): %s", L->cur->id, tk_op_infos[L->cur->opc].name,
                         what);
 }
@@ -56,8 +55,7 @@ tk_lv *tk_lw_get(tk_lower *L, const tk_value *v) {
         return NULL;
     }
     tk_lv *lv = &L->vals[v->id];
-    if (lv->v)
-        return lv;
+    if (lv->v) return lv;
     tk_lw_fail(L, TK_ERR_LLVM, "value %%%u used before it was lowered", v->id);
     return NULL;
 }
@@ -106,21 +104,16 @@ LLVMValueRef tk_lw_i64c(tk_lower *L, int64_t v) {
 }
 
 LLVMValueRef tk_lw_constf(tk_lower *L, tk_dtype dt, double v) {
-    if (tk_dtype_is_float(dt))
-        return LLVMConstReal(tk_lw_type(L, dt), v);
-    if (dt == TK_BOOL)
-        return LLVMConstInt(L->i1, v != 0, 0);
+    if (tk_dtype_is_float(dt)) return LLVMConstReal(tk_lw_type(L, dt), v);
+    if (dt == TK_BOOL) return LLVMConstInt(L->i1, v != 0, 0);
     return LLVMConstInt(tk_lw_type(L, dt), (unsigned long long)(long long)v, 1);
 }
 
 static LLVMValueRef int_resize(tk_lower *L, LLVMValueRef v, LLVMTypeRef to) {
     LLVMTypeRef from = LLVMTypeOf(v);
-    if (from == to)
-        return v;
-    if (from == L->i1)
-        return LLVMBuildZExt(L->b, v, to, "");
-    if (LLVMGetIntTypeWidth(from) < LLVMGetIntTypeWidth(to))
-        return LLVMBuildSExt(L->b, v, to, "");
+    if (from == to) return v;
+    if (from == L->i1) return LLVMBuildZExt(L->b, v, to, "");
+    if (LLVMGetIntTypeWidth(from) < LLVMGetIntTypeWidth(to)) return LLVMBuildSExt(L->b, v, to, "");
     return LLVMBuildTrunc(L->b, v, to, "");
 }
 
@@ -129,39 +122,30 @@ static bool is_half(tk_dtype dt) { return dt == TK_BF16 || dt == TK_F16; }
 /* float -> float: bf16 <-> f16 goes through f32 (LLVM has no direct cast). */
 static LLVMValueRef cvt_ff(tk_lower *L, LLVMValueRef v, tk_dtype from, tk_dtype to) {
     LLVMBuilderRef b = L->b;
-    if (is_half(from) && is_half(to))
-        v = LLVMBuildFPExt(b, v, L->f32, "");
-    if (to == TK_F32)
-        return from == TK_F32 ? v : LLVMBuildFPExt(b, v, L->f32, "");
+    if (is_half(from) && is_half(to)) v = LLVMBuildFPExt(b, v, L->f32, "");
+    if (to == TK_F32) return from == TK_F32 ? v : LLVMBuildFPExt(b, v, L->f32, "");
     return LLVMBuildFPTrunc(b, v, tk_lw_type(L, to), ""); /* round to nearest even */
 }
 
 /* float -> int saturates (cvt.rzi.sat semantics): no poison for NaN / huge. */
 static LLVMValueRef cvt_fi(tk_lower *L, LLVMValueRef v, tk_dtype from, tk_dtype to) {
-    if (is_half(from))
-        v = LLVMBuildFPExt(L->b, v, L->f32, "");
-    if (to == TK_BOOL)
-        return LLVMBuildFCmp(L->b, LLVMRealUNE, v, LLVMConstReal(L->f32, 0), "");
+    if (is_half(from)) v = LLVMBuildFPExt(L->b, v, L->f32, "");
+    if (to == TK_BOOL) return LLVMBuildFCmp(L->b, LLVMRealUNE, v, LLVMConstReal(L->f32, 0), "");
     LLVMTypeRef ov[2] = {tk_lw_type(L, to), L->f32};
     return tk_lw_intrin(L, "llvm.fptosi.sat", ov, 2, &v, 1);
 }
 
 LLVMValueRef tk_lw_cvt(tk_lower *L, LLVMValueRef v, tk_dtype from, tk_dtype to) {
     LLVMBuilderRef b = L->b;
-    if (from == to)
-        return v;
+    if (from == to) return v;
     bool ff = tk_dtype_is_float(from), tf = tk_dtype_is_float(to);
-    if (ff && tf)
-        return cvt_ff(L, v, from, to);
-    if (ff)
-        return cvt_fi(L, v, from, to);
+    if (ff && tf) return cvt_ff(L, v, from, to);
+    if (ff) return cvt_fi(L, v, from, to);
     if (tf)
         return from == TK_BOOL ? LLVMBuildUIToFP(b, v, tk_lw_type(L, to), "")
                                : LLVMBuildSIToFP(b, v, tk_lw_type(L, to), "");
-    if (to == TK_BOOL)
-        return LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
-    if (from == TK_BOOL)
-        return LLVMBuildZExt(b, v, tk_lw_type(L, to), "");
+    if (to == TK_BOOL) return LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
+    if (from == TK_BOOL) return LLVMBuildZExt(b, v, tk_lw_type(L, to), "");
     return int_resize(L, v, tk_lw_type(L, to));
 }
 
@@ -171,8 +155,7 @@ LLVMValueRef tk_lw_to_i32(tk_lower *L, LLVMValueRef v) { return int_resize(L, v,
 /* Integer add/mul/and with operands widened to the wider type. */
 static void widen(tk_lower *L, LLVMValueRef *a, LLVMValueRef *b) {
     LLVMTypeRef ta = LLVMTypeOf(*a), tb = LLVMTypeOf(*b);
-    if (ta == tb)
-        return;
+    if (ta == tb) return;
     if (LLVMGetIntTypeWidth(ta) < LLVMGetIntTypeWidth(tb))
         *a = int_resize(L, *a, tb);
     else
@@ -190,10 +173,8 @@ LLVMValueRef tk_lw_mul(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
 }
 
 LLVMValueRef tk_lw_and(tk_lower *L, LLVMValueRef a, LLVMValueRef b) {
-    if (!a)
-        return b;
-    if (!b)
-        return a;
+    if (!a) return b;
+    if (!b) return a;
     return LLVMBuildAnd(L->b, a, b, "");
 }
 
@@ -205,8 +186,7 @@ LLVMValueRef tk_lw_safe_divisor(tk_lower *L, LLVMValueRef b, LLVMValueRef *is_m1
     LLVMTypeRef t = LLVMTypeOf(b);
     *is_m1 = LLVMBuildICmp(L->b, LLVMIntEQ, b, LLVMConstAllOnes(t), "");
     LLVMValueRef zero = LLVMBuildICmp(L->b, LLVMIntEQ, b, LLVMConstNull(t), "");
-    return LLVMBuildSelect(L->b, LLVMBuildOr(L->b, *is_m1, zero, ""), LLVMConstInt(t, 1, 0), b,
-                           "");
+    return LLVMBuildSelect(L->b, LLVMBuildOr(L->b, *is_m1, zero, ""), LLVMConstInt(t, 1, 0), b, "");
 }
 
 /* ---- Calls ---------------------------------------------------------------- */
@@ -227,8 +207,8 @@ LLVMValueRef tk_lw_intrin(tk_lower *L, const char *name, LLVMTypeRef *ov, unsign
     LLVMTypeRef pt[16];
     LLVMGetParamTypes(fty, pt);
     LLVMValueRef a[16];
-    for (unsigned i = 0; i < nargs && i < 16; i++) /* same-size reinterpretation: */
-        a[i] = LLVMTypeOf(args[i]) == pt[i] ? args[i]  /* e.g. <2 x bfloat> -> i32 */
+    for (unsigned i = 0; i < nargs && i < 16; i++)    /* same-size reinterpretation: */
+        a[i] = LLVMTypeOf(args[i]) == pt[i] ? args[i] /* e.g. <2 x bfloat> -> i32 */
                                             : LLVMBuildBitCast(L->b, args[i], pt[i], "");
     return LLVMBuildCall2(L->b, fty, fn, a, nargs, "");
 }
@@ -236,13 +216,11 @@ LLVMValueRef tk_lw_intrin(tk_lower *L, const char *name, LLVMTypeRef *ov, unsign
 LLVMValueRef tk_lw_asm(tk_lower *L, LLVMTypeRef ret, const char *text, const char *cons,
                        LLVMValueRef *args, unsigned nargs, bool side_effects) {
     LLVMTypeRef *pt = tk_lw_alloc(L, (nargs + 1) * sizeof *pt); /* wgmma ties 256 */
-    if (!pt)
-        return NULL;
-    for (unsigned i = 0; i < nargs; i++)
-        pt[i] = LLVMTypeOf(args[i]);
+    if (!pt) return NULL;
+    for (unsigned i = 0; i < nargs; i++) pt[i] = LLVMTypeOf(args[i]);
     LLVMTypeRef fty = LLVMFunctionType(ret, pt, nargs, 0);
-    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), side_effects,
-                                       0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), side_effects, 0,
+                                       LLVMInlineAsmDialectATT, 0);
     return LLVMBuildCall2(L->b, fty, fn, args, nargs, "");
 }
 
@@ -251,8 +229,8 @@ LLVMBasicBlockRef tk_lw_block(tk_lower *L, const char *name) {
     return LLVMAppendBasicBlockInContext(L->c, L->fn, name);
 }
 
-LLVMValueRef tk_lw_loop_begin(tk_lower *L, tk_lw_loop *lp, LLVMValueRef start,
-                              LLVMValueRef end, LLVMValueRef step) {
+LLVMValueRef tk_lw_loop_begin(tk_lower *L, tk_lw_loop *lp, LLVMValueRef start, LLVMValueRef end,
+                              LLVMValueRef step) {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(L->b);
     lp->head = tk_lw_block(L, "lp.head");
     lp->body = tk_lw_block(L, "lp.body");
@@ -283,8 +261,7 @@ void tk_lw_loop_end(tk_lower *L, tk_lw_loop *lp) {
     LLVMValueRef next = LLVMBuildAdd(L->b, lp->iv, lp->step, "lp.next");
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(L->b);
     LLVMValueRef br = LLVMBuildBr(L->b, lp->head);
-    if (lp->rolled)
-        keep_rolled(L, br);
+    if (lp->rolled) keep_rolled(L, br);
     LLVMAddIncoming(lp->iv, &next, &latch, 1);
     LLVMPositionBuilderAtEnd(L->b, lp->exit);
 }
@@ -316,8 +293,7 @@ static void merge(tk_lower *L, LLVMValueRef *fv, LLVMBasicBlockRef fe, LLVMValue
         LLVMPositionBuilderAtEnd(L->b, jb);
         out[i] = LLVMBuildPhi(L->b, LLVMTypeOf(in[0]), "");
         LLVMAddIncoming(out[i], in, bb, 2);
-        if (pair)
-            out[++i] = NULL; /* filled from the pair's phi below */
+        if (pair) out[++i] = NULL; /* filled from the pair's phi below */
     }
     for (int i = 0; i < n; i++) {
         if (i + 1 < n && !out[i + 1]) {
@@ -347,8 +323,7 @@ void tk_lw_branch2(tk_lower *L, LLVMValueRef cond, tk_lw_path fast, tk_lw_path s
                       jb = tk_lw_block(L, "join");
     LLVMValueRef *fv = tk_lw_alloc(L, sizeof *fv * (size_t)(n + 1));
     LLVMValueRef *sv = tk_lw_alloc(L, sizeof *sv * (size_t)(n + 1));
-    if (!fv || !sv)
-        return;
+    if (!fv || !sv) return;
     likely_true(L, LLVMBuildCondBr(L->b, cond, fb, sb));
     LLVMPositionBuilderAtEnd(L->b, fb);
     fast(L, ctx, fv);
@@ -389,8 +364,8 @@ void tk_lw_store(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, unsigned align
     LLVMSetAlignment(LLVMBuildStore(L->b, val, ptr), align);
 }
 
-LLVMValueRef tk_lw_load_masked(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr,
-                               LLVMValueRef ok, LLVMValueRef fill, unsigned align) {
+LLVMValueRef tk_lw_load_masked(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr, LLVMValueRef ok,
+                               LLVMValueRef fill, unsigned align) {
     LLVMValueRef p = LLVMBuildSelect(L->b, ok, ptr, tk_lw_sink(L), "");
     LLVMValueRef v = tk_lw_load(L, ty, p, align);
     return LLVMBuildSelect(L->b, ok, v, fill, "");

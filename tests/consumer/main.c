@@ -25,8 +25,7 @@ int main(void) {
     tk_value *x = tk_load(k, t, in, idx, 0.0f);
     tk_store(k, out, idx, tk_add(k, tk_mul(k, x, tk_const_f32(k, 2.0f)), tk_const_f32(k, 1.0f)));
     tk_set_grid(k, tk_const_i64(k, 1), NULL, NULL);
-    if ((s = tk_kernel_finish(k)))
-        return fprintf(stderr, "consumer: %s\n", tk_kernel_error(k)), 1;
+    if ((s = tk_kernel_finish(k))) return fprintf(stderr, "consumer: %s\n", tk_kernel_error(k)), 1;
     static float a[256], b[256];
     for (int i = 0; i < 256; i++) a[i] = (float)i, b[i] = -1.0f;
     int64_t dims[2] = {16, 16};

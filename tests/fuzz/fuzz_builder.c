@@ -25,13 +25,17 @@ typedef struct fz {
     const uint8_t *p;
     size_t n;
     tk_ctx *ctx;
-    tk_kernel *k, *other;  /* other: a second kernel, for foreign values */
+    tk_kernel *k, *other; /* other: a second kernel, for foreign values */
     tk_value *v[MAXV];
-    int nv, depth, ifs;    /* open for loops / ifs                          */
-    int kinds[8];          /* open regions, innermost last: 1 for, 2 if     */
+    int nv, depth, ifs; /* open for loops / ifs                          */
+    int kinds[8];       /* open regions, innermost last: 1 for, 2 if     */
     tk_value *carried[8][2];
     int ncar[8];
-    struct { int tensor; tk_dtype dt; int rank; } par[MAXP];
+    struct {
+        int tensor;
+        tk_dtype dt;
+        int rank;
+    } par[MAXP];
     int np;
 } fz;
 
@@ -42,8 +46,8 @@ static unsigned u8(fz *f) {
 }
 static int pick(fz *f, int n) { return n > 0 ? (int)(u8(f) % (unsigned)n) : 0; }
 
-static const tk_dtype dts[] = {TK_F32, TK_BF16, TK_F16, TK_I32, TK_I64, TK_BOOL, TK_FP8_E4M3,
-                               TK_DT_NONE};
+static const tk_dtype dts[] = {TK_F32, TK_BF16, TK_F16,      TK_I32,
+                               TK_I64, TK_BOOL, TK_FP8_E4M3, TK_DT_NONE};
 static tk_dtype dtype(fz *f) { return dts[pick(f, 8)]; }
 static int dimv(fz *f) {
     static const int d[] = {16, 32, 64, 16, 8, 1, 0, 17, -16, 48, 128, 256};
@@ -84,8 +88,7 @@ static tk_value *scalar_int(fz *f) {
 }
 
 static tk_type tile_type(fz *f) {
-    return tk_tile_type(dtype(f), dimv(f), dimv(f), (tk_owner)pick(f, 3),
-                        (tk_layout)pick(f, 3));
+    return tk_tile_type(dtype(f), dimv(f), dimv(f), (tk_owner)pick(f, 3), (tk_layout)pick(f, 3));
 }
 
 static void params(fz *f) {
@@ -94,8 +97,8 @@ static void params(fz *f) {
         bool tensor = u8(f) & 1;
         tk_dtype dt = dtype(f);
         int rank = tensor ? 1 + pick(f, 5) : 0; /* 5: a wrong rank */
-        tk_value *x = tensor ? tk_param_tensor(f->k, "t", dt, rank)
-                             : tk_param_scalar(f->k, "s", dt);
+        tk_value *x =
+            tensor ? tk_param_tensor(f->k, "t", dt, rank) : tk_param_scalar(f->k, "s", dt);
         if (!x) continue;
         f->par[f->np].tensor = tensor, f->par[f->np].dt = dt, f->par[f->np].rank = rank;
         f->np++;
@@ -105,18 +108,17 @@ static void params(fz *f) {
 
 static void binary(fz *f, unsigned which) {
     typedef tk_value *(*bin)(tk_kernel *, tk_value *, tk_value *);
-    static const bin b[] = {tk_add, tk_sub, tk_mul, tk_div, tk_max, tk_min, tk_rem,
-                            tk_ceil_div, tk_lt, tk_le, tk_gt, tk_ge, tk_eq, tk_ne,
-                            tk_and, tk_or};
+    static const bin b[] = {tk_add, tk_sub, tk_mul, tk_div, tk_max, tk_min, tk_rem, tk_ceil_div,
+                            tk_lt,  tk_le,  tk_gt,  tk_ge,  tk_eq,  tk_ne,  tk_and, tk_or};
     tk_value *a = any(f);
     add(f, b[which % 16](f->k, a, like(f, a, TK_KIND_NONE)));
 }
 
 static void unary(fz *f, unsigned which) {
     typedef tk_value *(*un)(tk_kernel *, tk_value *);
-    static const un u[] = {tk_neg, tk_abs, tk_exp, tk_exp2, tk_log, tk_log2, tk_sqrt,
-                           tk_rsqrt, tk_sin, tk_cos, tk_row_max, tk_row_sum, tk_col_max,
-                           tk_col_sum, tk_max_all};
+    static const un u[] = {tk_neg,     tk_abs,     tk_exp,     tk_exp2,    tk_log,
+                           tk_log2,    tk_sqrt,    tk_rsqrt,   tk_sin,     tk_cos,
+                           tk_row_max, tk_row_sum, tk_col_max, tk_col_sum, tk_max_all};
     add(f, u[which % 15](f->k, any(f)));
 }
 
@@ -128,8 +130,7 @@ static void memory(fz *f, unsigned which) {
     tk_value *ix[4];
     switch (which % 8) {
     case 0:
-        add(f, tk_shared(f->k, dtype(f), dimv(f), dimv(f), (tk_smem_layout)pick(f, 4),
-                         pick(f, 4)));
+        add(f, tk_shared(f->k, dtype(f), dimv(f), dimv(f), (tk_smem_layout)pick(f, 4), pick(f, 4)));
         break;
     case 1: add(f, tk_stage(f->k, like(f, NULL, TK_KIND_SMEM), scalar_int(f))); break;
     case 2: {
@@ -149,8 +150,10 @@ static void memory(fz *f, unsigned which) {
     case 4: {
         tk_value *g = like(f, NULL, TK_KIND_GVIEW), *s = like(f, NULL, TK_KIND_SMEM);
         idx(f, ix, g && g->type.kind == TK_KIND_GVIEW ? g->type.rank : 2);
-        if (u8(f) & 1) tk_copy_to_shared(f->k, s, g, ix, 0.0f, pick(f, 4));
-        else tk_copy_to_global(f->k, g, ix, s);
+        if (u8(f) & 1)
+            tk_copy_to_shared(f->k, s, g, ix, 0.0f, pick(f, 4));
+        else
+            tk_copy_to_global(f->k, g, ix, s);
         break;
     }
     case 5: tk_async_commit(f->k); break;
@@ -185,8 +188,7 @@ static void control(fz *f, unsigned which) {
         tk_value *next[2], *res[2] = {0, 0};
         int kind = d ? f->kinds[d - 1] : 1 + pick(f, 2);
         int n = d ? f->ncar[d - 1] : pick(f, 2);
-        for (int i = 0; i < n; i++)
-            next[i] = u8(f) < 200 && d ? f->carried[d - 1][i] : any(f);
+        for (int i = 0; i < n; i++) next[i] = u8(f) < 200 && d ? f->carried[d - 1][i] : any(f);
         if (d) f->depth--, f->nv = f->nv; /* values inside stay: misuse to try */
         if (kind == 1) {
             tk_for_end(f->k, n, next, res);
@@ -200,8 +202,7 @@ static void control(fz *f, unsigned which) {
         add(f, res[1]);
         break;
     }
-    default:
-        tk_set_grid(f->k, u8(f) & 1 ? NULL : scalar_int(f), u8(f) & 1 ? NULL : any(f), NULL);
+    default: tk_set_grid(f->k, u8(f) & 1 ? NULL : scalar_int(f), u8(f) & 1 ? NULL : any(f), NULL);
     }
 }
 
@@ -235,8 +236,8 @@ static void tiles(fz *f, unsigned which) {
         break;
     }
     case 4:
-        add(f, tk_mask(f->k, like(f, NULL, TK_KIND_TILE), (tk_mask_kind)pick(f, 4),
-                       scalar_int(f), scalar_int(f), -1e30f));
+        add(f, tk_mask(f->k, like(f, NULL, TK_KIND_TILE), (tk_mask_kind)pick(f, 4), scalar_int(f),
+                       scalar_int(f), -1e30f));
         break;
     default: {
         tk_value *c = like(f, NULL, TK_KIND_SCALAR), *a = any(f);
@@ -252,8 +253,9 @@ static void run(fz *f) {
     for (int i = 0; i < f->np; i++) {
         if (!f->par[i].tensor) {
             int v = pick(f, 8) + 1;
-            args[i] = f->par[i].dt == TK_F32 ? tk_arg_f32((float)v)
-                      : f->par[i].dt == TK_I64 ? tk_arg_i64(v) : tk_arg_i32(v);
+            args[i] = f->par[i].dt == TK_F32   ? tk_arg_f32((float)v)
+                      : f->par[i].dt == TK_I64 ? tk_arg_i64(v)
+                                               : tk_arg_i32(v);
             args[i].dtype = f->par[i].dt;
             continue;
         }
@@ -286,16 +288,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < MAXOPS && f.n; i++) {
         unsigned op = u8(&f), which = u8(&f);
         switch (op % 8) {
-        case 0: case 1: leaf(&f, which); break;
+        case 0:
+        case 1: leaf(&f, which); break;
         case 2: binary(&f, which); break;
         case 3: unary(&f, which); break;
         case 4: tiles(&f, which); break;
         case 5: memory(&f, which); break;
         case 6: control(&f, which); break;
         default:
-            if (which == 0) { tk_kernel_finish(f.k); } /* then keep building: misuse */
-            else if (which == 1) tk_param_scalar(f.k, "late", TK_I32);
-            else leaf(&f, which);
+            if (which == 0) {
+                tk_kernel_finish(f.k);
+            } /* then keep building: misuse */
+            else if (which == 1)
+                tk_param_scalar(f.k, "late", TK_I32);
+            else
+                leaf(&f, which);
         }
     }
     while (f.depth > 0 && (u8(&f) & 3)) control(&f, 2);

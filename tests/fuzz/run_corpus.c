@@ -12,7 +12,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int run_file(const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f) { perror(path); return 1; }
+    if (!f) {
+        perror(path);
+        return 1;
+    }
     uint8_t buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
@@ -24,8 +27,16 @@ int main(int argc, char **argv) {
     int bad = 0, count = 0;
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        if (stat(argv[i], &st) != 0) { perror(argv[i]); bad = 1; continue; }
-        if (!S_ISDIR(st.st_mode)) { bad |= run_file(argv[i]); count++; continue; }
+        if (stat(argv[i], &st) != 0) {
+            perror(argv[i]);
+            bad = 1;
+            continue;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            bad |= run_file(argv[i]);
+            count++;
+            continue;
+        }
         DIR *d = opendir(argv[i]);
         struct dirent *e;
         while (d && (e = readdir(d))) {

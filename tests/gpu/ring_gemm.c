@@ -26,8 +26,8 @@ static int fail(tk_ctx *ctx, const char *what) {
 }
 
 /* Relative error of c (bf16, M x N) against the float64 product. */
-static double rel_err(const uint16_t *a, const uint16_t *b, const uint16_t *c, int64_t m,
-                      int64_t n, int64_t k, int tb) {
+static double rel_err(const uint16_t *a, const uint16_t *b, const uint16_t *c, int64_t m, int64_t n,
+                      int64_t k, int tb) {
     double num = 0, den = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
@@ -56,14 +56,11 @@ int main(int argc, char **argv) {
     cfg.warps = atoi(argv[7]), cfg.stages = atoi(argv[8]), cfg.tma = atoi(argv[9]);
     cfg.wgmma = argc > 11 ? atoi(argv[11]) : 0;
     tk_ctx *ctx = NULL;
-    if (tk_ctx_create(&ctx))
-        return fail(NULL, "tk_ctx_create");
-    if (tk_gpu_init(ctx))
-        return fail(ctx, "tk_gpu_init");
+    if (tk_ctx_create(&ctx)) return fail(NULL, "tk_ctx_create");
+    if (tk_gpu_init(ctx)) return fail(ctx, "tk_gpu_init");
     size_t na = (size_t)(m * k), nb = (size_t)(n * k), nc = (size_t)(m * n);
     uint16_t *a = malloc(na * 2), *b = malloc(nb * 2), *c = malloc(nc * 2);
-    if (!a || !b || !c)
-        return fail(ctx, "malloc");
+    if (!a || !b || !c) return fail(ctx, "malloc");
     srand(12);
     for (size_t i = 0; i < na; i++) a[i] = tk_f32_to_bf16(2.0f * rand() / RAND_MAX - 1.0f);
     for (size_t i = 0; i < nb; i++) b[i] = tk_f32_to_bf16(2.0f * rand() / RAND_MAX - 1.0f);
@@ -73,14 +70,22 @@ int main(int argc, char **argv) {
         tk_gpu_upload(ctx, db, b, nb * 2) || tk_gpu_memset(ctx, dc, 0xff, nc * 2))
         return fail(ctx, "device buffers");
     tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16, .out_dtype = TK_BF16, .transpose_b = tb, .m = m,
-                        .n = n, .k = k, .a = da, .b = db, .c = dc, .config = &cfg};
+                        .in_dtype = TK_BF16,
+                        .out_dtype = TK_BF16,
+                        .transpose_b = tb,
+                        .m = m,
+                        .n = n,
+                        .k = k,
+                        .a = da,
+                        .b = db,
+                        .c = dc,
+                        .config = &cfg};
     if (tk_gemm(ctx, &p, NULL) || tk_gpu_sync(ctx) || tk_gpu_download(ctx, c, dc, nc * 2))
         return fail(ctx, "tk_gemm");
     double e = rel_err(a, b, c, m, n, k, tb);
     printf("ring_gemm %lldx%lldx%lld %s %dx%dx%d w%d s%d%s: rel err %.2e\n", (long long)m,
-           (long long)n, (long long)k, tb ? "A·Bᵀ" : "A·B", cfg.block_m, cfg.block_n,
-           cfg.block_k, cfg.warps, cfg.stages, cfg.tma ? " tma" : "", e);
+           (long long)n, (long long)k, tb ? "A·Bᵀ" : "A·B", cfg.block_m, cfg.block_n, cfg.block_k,
+           cfg.warps, cfg.stages, cfg.tma ? " tma" : "", e);
     tk_gpu_free(ctx, da), tk_gpu_free(ctx, db), tk_gpu_free(ctx, dc);
     free(a), free(b), free(c);
     tk_ctx_destroy(ctx);

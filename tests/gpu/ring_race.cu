@@ -59,11 +59,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#define RING 8
-#define STAGE_BYTES 8192
-#define STAGE_WORDS (STAGE_BYTES / 4)
+#define RING           8
+#define STAGE_BYTES    8192
+#define STAGE_WORDS    (STAGE_BYTES / 4)
 #define PRODUCER_WARPS 4
-#define MAX_LOG 8
+#define MAX_LOG        8
 
 enum { V_OK, V_ALL, V_BAR, V_BROKEN };
 static const char *const variant_names[] = {"ok", "all", "bar", "broken"};
@@ -83,9 +83,7 @@ __host__ __device__ static uint32_t expected(int tile, int word) {
 }
 
 /* ---- PTX ------------------------------------------------------------------- */
-__device__ static uint32_t saddr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
+__device__ static uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ static void mbar_init(uint64_t *bar, unsigned count) {
     asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(saddr(bar)), "r"(count) : "memory");
 }
@@ -137,8 +135,8 @@ __device__ static void wait_below(ring &r, int target) {
 }
 
 /* ---- Producer ------------------------------------------------------------------ */
-__device__ static void produce_copy(const params &p, const uint32_t *src, uint8_t *stage,
-                                    int tile, int lane) {
+__device__ static void produce_copy(const params &p, const uint32_t *src, uint8_t *stage, int tile,
+                                    int lane) {
     const uint4 *g = reinterpret_cast<const uint4 *>(src + (size_t)tile * STAGE_WORDS);
     uint4 *s = reinterpret_cast<uint4 *>(stage);
     for (int c = lane; c < STAGE_BYTES / 16; c += 32) {
@@ -147,8 +145,7 @@ __device__ static void produce_copy(const params &p, const uint32_t *src, uint8_
         else
             cp_async16(&s[c], &g[c]);
     }
-    if (p.copy_st)
-        fence_acq_rel_cta(); /* tk_ws_fallback_done: release the plain stores */
+    if (p.copy_st) fence_acq_rel_cta(); /* tk_ws_fallback_done: release the plain stores */
 }
 
 __device__ static void produce_commit(ring &r) { /* tk_ws_commit_producer */
@@ -161,11 +158,10 @@ __device__ static void produce_commit(ring &r) { /* tk_ws_commit_producer */
 __device__ static void produce_barrier(const params &p, ring &r, int lane) {
     int b = r.barriers++;
     int w = p.variant == V_BROKEN ? b - 1 : b; /* broken: one barrier too early */
-    if (w >= 0) /* every lane: each one's copies come after */
+    if (w >= 0)                                /* every lane: each one's copies come after */
         mbar_wait(&r.rel[w % RING], (unsigned)(w / RING) & 1u);
     warp_sync_all();
-    if (lane == 0)
-        mbar_arrive(&r.ack[b % RING]);
+    if (lane == 0) mbar_arrive(&r.ack[b % RING]);
     fence_proxy_async();
 }
 
@@ -173,18 +169,15 @@ __device__ static void producer(const params &p, const uint32_t *src, uint8_t *s
                                 int lane) {
     const int S = p.stages, T = p.tiles;
     for (int s = 0; s < S - 1; s++) {
-        if (s < T)
-            produce_copy(p, src, smem + s * STAGE_BYTES, s, lane);
+        if (s < T) produce_copy(p, src, smem + s * STAGE_BYTES, s, lane);
         produce_commit(r);
     }
     produce_barrier(p, r, lane);
-    if (S - 1 < T)
-        produce_copy(p, src, smem + (S - 1) * STAGE_BYTES, S - 1, lane);
+    if (S - 1 < T) produce_copy(p, src, smem + (S - 1) * STAGE_BYTES, S - 1, lane);
     produce_commit(r);
     for (int kt = 0; kt < T; kt++) {
         produce_barrier(p, r, lane);
-        if (kt + S < T)
-            produce_copy(p, src, smem + (kt % S) * STAGE_BYTES, kt + S, lane);
+        if (kt + S < T) produce_copy(p, src, smem + (kt % S) * STAGE_BYTES, kt + S, lane);
         produce_commit(r);
     }
     wait_below(r, r.committed); /* its copies land before the warp exits */
@@ -194,8 +187,7 @@ __device__ static void producer(const params &p, const uint32_t *src, uint8_t *s
 __device__ static void consume_commit(ring &r, int lane) { /* tk_ring_commit */
     wait_below(r, r.committed - RING + 1);
     warp_sync_all();
-    if (lane == 0)
-        mbar_arrive(&r.grp[r.committed % RING]);
+    if (lane == 0) mbar_arrive(&r.grp[r.committed % RING]);
     r.committed++;
 }
 
@@ -207,8 +199,7 @@ __device__ static void consume_barrier(const params &p, ring &r, int warp,
         warp_bar(warp);
     else
         warp_sync_all();
-    if (lane == 0 || p.variant == V_ALL)
-        mbar_arrive(&r.rel[b % RING]);
+    if (lane == 0 || p.variant == V_ALL) mbar_arrive(&r.rel[b % RING]);
 }
 
 __device__ static uint32_t lcg(uint32_t &s) { return s = s * 1664525u + 1013904223u; }
@@ -230,8 +221,7 @@ __device__ static void consume_read(const params &p, const uint8_t *stage, int t
         const uint8_t *base = stage + piece * 512;
         uint32_t v[4];
         if (LDS) {
-            for (int q = 0; q < 4; q++)
-                v[q] = ((volatile const uint32_t *)base)[32 * q + lane];
+            for (int q = 0; q < 4; q++) v[q] = ((volatile const uint32_t *)base)[32 * q + lane];
         } else {
             ldmatrix_x4(base + lane * 16, v);
         }
@@ -248,24 +238,21 @@ __device__ static void consume_read(const params &p, const uint8_t *stage, int t
     if (bad) {
         atomicAdd(&rep->mismatches, (unsigned long long)bad);
         /* few atomics on one address: broken runs miss a lot */
-        unsigned k = *(volatile unsigned *)&rep->nlog < MAX_LOG ? atomicAdd(&rep->nlog, 1u)
-                                                                 : MAX_LOG;
+        unsigned k =
+            *(volatile unsigned *)&rep->nlog < MAX_LOG ? atomicAdd(&rep->nlog, 1u) : MAX_LOG;
         if (k < MAX_LOG) {
             unsigned e[5] = {blockIdx.x, (unsigned)warp, (unsigned)tile, bad_word, bad_value};
-            for (int f = 0; f < 5; f++)
-                rep->log[k][f] = e[f];
+            for (int f = 0; f < 5; f++) rep->log[k][f] = e[f];
         }
     }
-    if (lane == 0)
-        atomicAdd(&rep->checked, (unsigned long long)STAGE_WORDS);
+    if (lane == 0) atomicAdd(&rep->checked, (unsigned long long)STAGE_WORDS);
 }
 
 template <bool LDS, bool SLEEP>
-__device__ static void consumer(const params &p, const uint8_t *smem, ring &r, int warp,
-                                int lane, report *rep) {
+__device__ static void consumer(const params &p, const uint8_t *smem, ring &r, int warp, int lane,
+                                report *rep) {
     const int S = p.stages, T = p.tiles;
-    for (int s = 0; s < S - 1; s++)
-        consume_commit(r, lane);
+    for (int s = 0; s < S - 1; s++) consume_commit(r, lane);
     wait_below(r, r.committed - (S - 2));
     consume_barrier(p, r, warp, lane);
     consume_commit(r, lane);
@@ -300,8 +287,7 @@ __global__ void ring_kernel(params p, const uint32_t *src, report *rep) {
 
 /* ---- Host ------------------------------------------------------------------------ */
 static int check(cudaError_t e, const char *what) {
-    if (e == cudaSuccess)
-        return 0;
+    if (e == cudaSuccess) return 0;
     fprintf(stderr, "ring_race: %s: %s\n", what, cudaGetErrorString(e));
     return 1;
 }
@@ -311,24 +297,31 @@ static int parse(int argc, char **argv, params *p, int *blocks, int *iters) {
     p->tiles = 64, p->sleep_ns = 2000;
     *blocks = 264, *iters = 20;
     for (int v = 0; argc > 1 && v < 4; v++)
-        if (!strcmp(argv[1], variant_names[v]))
-            p->variant = v;
+        if (!strcmp(argv[1], variant_names[v])) p->variant = v;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '=');
         int n = eq ? atoi(eq + 1) : 0;
-        if (!strcmp(a, "copy=st") || !strcmp(a, "copy=cp")) p->copy_st = a[5] == 's';
-        else if (!strcmp(a, "read=lds") || !strcmp(a, "read=ldsm")) p->read_lds = !a[8];
-        else if (!strncmp(a, "warps=", 6)) p->warps = n;
-        else if (!strncmp(a, "stages=", 7)) p->stages = n;
-        else if (!strncmp(a, "tiles=", 6)) p->tiles = n;
-        else if (!strncmp(a, "blocks=", 7)) *blocks = n;
-        else if (!strncmp(a, "iters=", 6)) *iters = n;
-        else if (!strncmp(a, "sleep=", 6)) p->sleep_ns = n;
-        else return 0;
+        if (!strcmp(a, "copy=st") || !strcmp(a, "copy=cp"))
+            p->copy_st = a[5] == 's';
+        else if (!strcmp(a, "read=lds") || !strcmp(a, "read=ldsm"))
+            p->read_lds = !a[8];
+        else if (!strncmp(a, "warps=", 6))
+            p->warps = n;
+        else if (!strncmp(a, "stages=", 7))
+            p->stages = n;
+        else if (!strncmp(a, "tiles=", 6))
+            p->tiles = n;
+        else if (!strncmp(a, "blocks=", 7))
+            *blocks = n;
+        else if (!strncmp(a, "iters=", 6))
+            *iters = n;
+        else if (!strncmp(a, "sleep=", 6))
+            p->sleep_ns = n;
+        else
+            return 0;
     }
-    return p->variant >= 0 && p->warps >= 1 && p->warps <= 15 && p->stages >= 2 &&
-           p->stages <= 6 && p->tiles >= 1 && p->tiles <= 100000 && *blocks >= 1 &&
-           *iters >= 1 && p->sleep_ns >= 0;
+    return p->variant >= 0 && p->warps >= 1 && p->warps <= 15 && p->stages >= 2 && p->stages <= 6 &&
+           p->tiles >= 1 && p->tiles <= 100000 && *blocks >= 1 && *iters >= 1 && p->sleep_ns >= 0;
 }
 
 int main(int argc, char **argv) {
@@ -342,33 +335,30 @@ int main(int argc, char **argv) {
     size_t words = (size_t)p.tiles * STAGE_WORDS;
     uint32_t *h = (uint32_t *)malloc(words * 4), *src = NULL;
     report *rep = NULL, out;
-    if (!h)
-        return 2;
+    if (!h) return 2;
     for (size_t i = 0; i < words; i++)
         h[i] = expected((int)(i / STAGE_WORDS), (int)(i % STAGE_WORDS));
     size_t smem = (size_t)p.stages * STAGE_BYTES + 3 * RING * sizeof(uint64_t);
     int threads = (p.warps + PRODUCER_WARPS) * 32;
-    void (*const kernels[2][2])(params, const uint32_t *, report *) = {
-        {ring_kernel<false, false>, ring_kernel<false, true>},
-        {ring_kernel<true, false>, ring_kernel<true, true>}};
+    void (*const kernels[2][2])(params, const uint32_t *,
+                                report *) = {{ring_kernel<false, false>, ring_kernel<false, true>},
+                                             {ring_kernel<true, false>, ring_kernel<true, true>}};
     void (*kernel)(params, const uint32_t *, report *) = kernels[p.read_lds][p.sleep_ns > 0];
     if (check(cudaMalloc(&src, words * 4), "cudaMalloc") ||
         check(cudaMalloc(&rep, sizeof *rep), "cudaMalloc") ||
         check(cudaMemcpy(src, h, words * 4, cudaMemcpyHostToDevice), "upload") ||
         check(cudaMemset(rep, 0, sizeof *rep), "memset") ||
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)smem),
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
               "smem limit"))
         return 2;
-    for (int it = 0; it < iters; it++)
-        kernel<<<blocks, threads, smem>>>(p, src, rep);
+    for (int it = 0; it < iters; it++) kernel<<<blocks, threads, smem>>>(p, src, rep);
     if (check(cudaGetLastError(), "launch") || check(cudaDeviceSynchronize(), "kernel") ||
         check(cudaMemcpy(&out, rep, sizeof out, cudaMemcpyDeviceToHost), "download"))
         return 2;
     printf("ring_race %s copy=%s read=%s warps=%d stages=%d tiles=%d blocks=%d iters=%d "
            "sleep=%d: %llu mismatches in %llu words read\n",
-           variant_names[p.variant], p.copy_st ? "st" : "cp", p.read_lds ? "lds" : "ldsm",
-           p.warps, p.stages, p.tiles, blocks, iters, p.sleep_ns, out.mismatches, out.checked);
+           variant_names[p.variant], p.copy_st ? "st" : "cp", p.read_lds ? "lds" : "ldsm", p.warps,
+           p.stages, p.tiles, blocks, iters, p.sleep_ns, out.mismatches, out.checked);
     for (unsigned k = 0; k < out.nlog && k < MAX_LOG; k++)
         printf("  block %u warp %u tile %u word %u: read %u (= tile %d's), expected %u\n",
                out.log[k][0], out.log[k][1], out.log[k][2], out.log[k][3], out.log[k][4],

@@ -22,36 +22,38 @@ void rewarp(int warps);
  * (for loop tests). */
 TCase *build_tcase(Suite *s, const char *name, const TTest *const *tests, size_t n);
 
-#define EXPECT(st, frag)                                                                      \
-    do {                                                                                      \
-        tk_status s_ = tk_kernel_status(k);                                                   \
-        const char *e_ = tk_kernel_error(k);                                                  \
-        ck_assert_msg(s_ == (st), "status %s, expected %s (error: %s)", tk_status_name(s_),   \
-                      tk_status_name(st), e_);                                                \
-        ck_assert_msg(strstr(e_, (frag)) != NULL, "error \"%s\" lacks \"%s\"", e_, (frag));   \
+#define EXPECT(st, frag)                                                                           \
+    do {                                                                                           \
+        tk_status s_ = tk_kernel_status(k);                                                        \
+        const char *e_ = tk_kernel_error(k);                                                       \
+        ck_assert_msg(s_ == (st), "status %s, expected %s (error: %s)", tk_status_name(s_),        \
+                      tk_status_name(st), e_);                                                     \
+        ck_assert_msg(strstr(e_, (frag)) != NULL, "error \"%s\" lacks \"%s\"", e_, (frag));        \
     } while (0)
 
-#define EXPECT_FINISH(st, frag)                                                               \
-    do {                                                                                      \
-        ck_assert_int_eq(tk_kernel_status(k), TK_OK);                                         \
-        tk_status f_ = tk_kernel_finish(k);                                                   \
-        ck_assert_msg(f_ == (st), "finish: %s, expected %s (error: %s)", tk_status_name(f_),  \
-                      tk_status_name(st), tk_kernel_error(k));                                \
-        EXPECT(st, frag);                                                                     \
+#define EXPECT_FINISH(st, frag)                                                                    \
+    do {                                                                                           \
+        ck_assert_int_eq(tk_kernel_status(k), TK_OK);                                              \
+        tk_status f_ = tk_kernel_finish(k);                                                        \
+        ck_assert_msg(f_ == (st), "finish: %s, expected %s (error: %s)", tk_status_name(f_),       \
+                      tk_status_name(st), tk_kernel_error(k));                                     \
+        EXPECT(st, frag);                                                                          \
     } while (0)
 
-#define EXPECT_CTX(call, st, frag)                                                            \
-    do {                                                                                      \
-        tk_status c_ = (call);                                                                \
-        ck_assert_msg(c_ == (st), "%s, expected %s", tk_status_name(c_), tk_status_name(st)); \
-        ck_assert_msg(strstr(tk_ctx_error(ctx), (frag)) != NULL, "ctx error \"%s\" lacks "    \
-                      "\"%s\"", tk_ctx_error(ctx), (frag));                                   \
+#define EXPECT_CTX(call, st, frag)                                                                 \
+    do {                                                                                           \
+        tk_status c_ = (call);                                                                     \
+        ck_assert_msg(c_ == (st), "%s, expected %s", tk_status_name(c_), tk_status_name(st));      \
+        ck_assert_msg(strstr(tk_ctx_error(ctx), (frag)) != NULL,                                   \
+                      "ctx error \"%s\" lacks "                                                    \
+                      "\"%s\"",                                                                    \
+                      tk_ctx_error(ctx), (frag));                                                  \
     } while (0)
 
-#define OK_FINISH()                                                                           \
-    do {                                                                                      \
-        tk_status f_ = tk_kernel_finish(k);                                                   \
-        ck_assert_msg(f_ == TK_OK, "finish: %s: %s", tk_status_name(f_), tk_kernel_error(k)); \
+#define OK_FINISH()                                                                                \
+    do {                                                                                           \
+        tk_status f_ = tk_kernel_finish(k);                                                        \
+        ck_assert_msg(f_ == TK_OK, "finish: %s: %s", tk_status_name(f_), tk_kernel_error(k));      \
     } while (0)
 
 /* ---- small helpers (on the fixture's kernel) ------------------------------ */

@@ -25,8 +25,10 @@ static tk_kernel *finish(tk_kernel *k) {
 
 static ref_tensor tensor(tk_dtype dt, int rank, const int64_t *dims, int poison) {
     ref_tensor t = ref_tensor_new(dt, rank, dims);
-    if (poison) ref_tensor_fill_all(&t, NAN);
-    else ref_tensor_random(&t, -1.0, 1.0);
+    if (poison)
+        ref_tensor_fill_all(&t, NAN);
+    else
+        ref_tensor_random(&t, -1.0, 1.0);
     return t;
 }
 
@@ -59,8 +61,8 @@ tk_kernel *tu_ids(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) 
     v = tk_add(k, v, tk_cvt(k, q, TK_F32));
     /* Truncating div for both signs, and INT_MIN / -1 (wraps to INT_MIN),
      * with run-time operands (n = 5) so LLVM cannot fold them. */
-    tk_value *q3 = tk_add(k, tk_mul(k, tk_div(k, neg, c32(k, -3)), c32(k, 7)),
-                          tk_div(k, neg, c32(k, 4)));
+    tk_value *q3 =
+        tk_add(k, tk_mul(k, tk_div(k, neg, c32(k, -3)), c32(k, 7)), tk_div(k, neg, c32(k, 4)));
     tk_value *imin = tk_sub(k, c32(k, INT32_MIN + 5), np), *m1 = tk_sub(k, c32(k, 4), np);
     tk_value *wraps = tk_eq(k, tk_div(k, imin, m1), c32(k, INT32_MIN));
     q3 = tk_add(k, q3, tk_mul(k, tk_cvt(k, wraps, TK_I32), c32(k, 1000)));
@@ -68,8 +70,10 @@ tk_kernel *tu_ids(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) 
     tk_value *lane = tk_lane_id(k); /* per-thread: used only as a scalar */
     (void)tk_add(k, lane, c32(k, 1));
     tk_value *tile = tk_fill(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW), v);
-    tk_value *blk = tk_add(k, tk_mul(k, tk_add(k, tk_mul(k, tk_block_id(k, 2), c32(k, 2)),
-                                               tk_block_id(k, 1)), c32(k, 2)), tk_block_id(k, 0));
+    tk_value *blk = tk_add(
+        k,
+        tk_mul(k, tk_add(k, tk_mul(k, tk_block_id(k, 2), c32(k, 2)), tk_block_id(k, 1)), c32(k, 2)),
+        tk_block_id(k, 0));
     tk_value *row = tk_add(k, tk_mul(k, i64(k, blk), c64(k, 128)),
                            tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16)));
     tk_value *idx[2] = {row, c64(k, 0)};
@@ -103,25 +107,25 @@ tk_kernel *tu_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, 
     a = tk_add(k, a, tk_mul(k, tk_log(k, tk_add(k, tk_abs(k, a), s)), tk_exp2(k, a)));
     a = tk_add(k, a, tk_mul(k, tk_sqrt(k, tk_abs(k, a)), tk_rsqrt(k, tk_add(k, tk_abs(k, a), s))));
     a = tk_add(k, a, tk_log2(k, tk_add(k, tk_abs(k, a), s)));
-    a = tk_add(k, a, tk_cvt(k, tk_sin(k, x), TK_F32));          /* 16-bit sin */
+    a = tk_add(k, a, tk_cvt(k, tk_sin(k, x), TK_F32)); /* 16-bit sin */
     tk_value *rm = tk_row_max(k, a), *cs = tk_col_sum(k, a);
     a = tk_add(k, tk_sub(k, a, rm), cs);
     a = tk_mul(k, cs, tk_sub(k, rm, a)); /* vec∘tile */
     tk_value *vv = tk_max(k, tk_mul(k, tk_add(k, rm, rm), s), tk_cos(k, tk_sub(k, s, rm)));
-    tk_value *hb = tk_add(k, tk_mul(k, x, x), s);               /* 16-bit tile ∘ f32 scalar */
+    tk_value *hb = tk_add(k, tk_mul(k, x, x), s); /* 16-bit tile ∘ f32 scalar */
     hb = tk_cvt(k, tk_cvt(k, hb, dt == TK_BF16 ? TK_F16 : TK_BF16), dt);
     a = tk_add(k, a, tk_cvt(k, hb, TK_F32));
     a = tk_add(k, a, tk_fill(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), s));
     tk_store(k, O, idx, a);
     tk_value *vi = row;
     tk_store_n(k, V, 1, &vi, vv);
-    tk_value *ac = tk_mul(k, tk_cvt(k, xc, TK_F32), s);         /* COL layout */
+    tk_value *ac = tk_mul(k, tk_cvt(k, xc, TK_F32), s); /* COL layout */
     ac = tk_sub(k, ac, tk_row_sum(k, ac));
     ac = tk_mul(k, ac, tk_col_max(k, ac));
     tk_store(k, O2, idx, tk_cvt(k, ac, dt));
     tk_value *widx[2] = {tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 64)), c64(k, 0)};
-    tk_value *w = tk_cvt(k, tk_load(k, tk_tile_type(dt, 64, 64, TK_WARPGROUP, TK_ROW), X, widx,
-                                    0.0f), TK_F32);
+    tk_value *w = tk_cvt(
+        k, tk_load(k, tk_tile_type(dt, 64, 64, TK_WARPGROUP, TK_ROW), X, widx, 0.0f), TK_F32);
     w = tk_sub(k, w, tk_row_max(k, w));
     tk_store(k, P, widx, tk_exp(k, w));
     tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 64)), NULL, NULL);
@@ -146,10 +150,10 @@ tk_kernel *tu_trig(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n)
     tk_value *X = tk_param_tensor(k, "X", TK_F32, 2), *S = tk_param_tensor(k, "S", TK_F32, 2);
     tk_value *C = tk_param_tensor(k, "C", TK_F32, 2), *s = tk_param_scalar(k, "s", TK_F32);
     tk_value *row = band(k, 64, 16), *idx[2] = {row, c64(k, 0)};
-    tk_value *a = tk_mul(k, tk_load(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), X, idx,
-                                    0.0f), s);
-    tk_value *ac = tk_mul(k, tk_load(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_COL), X, idx,
-                                     0.0f), s);
+    tk_value *a =
+        tk_mul(k, tk_load(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), X, idx, 0.0f), s);
+    tk_value *ac =
+        tk_mul(k, tk_load(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_COL), X, idx, 0.0f), s);
     tk_value *ss = tk_fill(k, tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW), tk_sin(k, s));
     tk_store(k, S, idx, tk_add(k, tk_sin(k, a), tk_mul(k, ss, f32c(k, 0.25f))));
     tk_store(k, C, idx, tk_cos(k, ac));
@@ -174,12 +178,13 @@ tk_kernel *tu_reduce(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *
     tk_value *idx[3] = {b, row, c64(k, 0)};
     tk_value *xr = tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_ROW), X, idx, 0.0f);
     tk_value *x = tk_cvt(k, xr, TK_F32);
-    tk_value *xc = tk_cvt(k, tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_COL), X, idx, 0.0f),
-                          TK_F32);
+    tk_value *xc =
+        tk_cvt(k, tk_load(k, tk_tile_type(dt, 32, 48, TK_WARP, TK_COL), X, idx, 0.0f), TK_F32);
     tk_value *r0[3] = {b, c64(k, 0), row}, *r1[3] = {b, c64(k, 1), row};
     tk_store(k, R, r0, tk_add(k, tk_row_max(k, x), tk_row_sum(k, x)));
     tk_store(k, R, r1, tk_sub(k, tk_row_max(k, xc), tk_row_sum(k, xc)));
-    tk_value *crow = tk_add(k, tk_mul(k, b, c64(k, 8)), tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 2)));
+    tk_value *crow =
+        tk_add(k, tk_mul(k, b, c64(k, 8)), tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 2)));
     crow = tk_add(k, crow, i64(k, tk_warp_id(k)));
     tk_value *c0[3] = {c64(k, 0), crow, c64(k, 0)}, *c1[3] = {c64(k, 1), crow, c64(k, 0)};
     tk_value *cv = tk_add(k, tk_col_max(k, x), tk_col_sum(k, x));
@@ -191,11 +196,12 @@ tk_kernel *tu_reduce(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *
     m = tk_mask(k, m, TK_MASK_ROWS, row, tk_sub(k, tk_dim(k, X, 1), c64(k, 2)), 7.0f);
     tk_value *mc = tk_mask(k, xc, TK_MASK_CAUSAL, row, c64(k, 0), -3.0f);
     mc = tk_mask(k, mc, TK_MASK_ROWS, c32(k, 1), i64(k, tk_const_i32(k, 60)), 4.0f);
-    m = tk_sub(k, m, tk_max_all(k, m));                 /* max_all: f32 tile */
+    m = tk_sub(k, m, tk_max_all(k, m));                               /* max_all: f32 tile */
     tk_store(k, M, idx, tk_exp2(k, tk_add(k, m, tk_max_all(k, xr)))); /* 16-bit tile */
     tk_value *mi[3] = {tk_add(k, b, c64(k, 2)), row, c64(k, 0)};
-    tk_store(k, M, mi, tk_add(k, tk_cvt(k, tk_cvt(k, mc, dt), TK_F32),
-                              tk_max_all(k, tk_row_sum(k, xc)))); /* max_all: vector */
+    tk_store(k, M, mi,
+             tk_add(k, tk_cvt(k, tk_cvt(k, mc, dt), TK_F32),
+                    tk_max_all(k, tk_row_sum(k, xc)))); /* max_all: vector */
     tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 1), c64(k, 64)), tk_cvt(k, tk_dim(k, X, 0), TK_I32),
                 NULL);
     int64_t d[3] = {2, 70, 48}, r3[3] = {2, 2, 70}, c3[3] = {2, 24, 48}, m3[3] = {4, 70, 48};
@@ -368,8 +374,7 @@ tk_kernel *tu_pipe(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n)
     tk_value *so = tk_shared(k, TK_F32, 128, 64, TK_SMEM_PLAIN, 1);
     tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 128));
     tk_value *nk = tk_ceil_div(k, tk_dim(k, v[0], 1), c64(k, 64));
-    for (int i = 0; i < 2; i++)
-        pipe_load(k, s, v, row0, c64(k, i), nk);
+    for (int i = 0; i < 2; i++) pipe_load(k, s, v, row0, c64(k, i), nk);
     tk_type t = tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW);
     tk_type r = tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW);
     tk_value *si[2] = {tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16)), c64(k, 0)};
@@ -409,9 +414,11 @@ tk_kernel *tu_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int 
     tk_value *trips = tk_param_scalar(k, "trips", TK_I32);
     tk_value *row = band(k, 32, 16), *idx[2] = {row, c64(k, 0)};
     tk_type t = tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW);
-    tk_value *x = tk_cvt(k, tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), X, idx, 0), TK_F32);
-    tk_value *init[3] = {tk_zeros(k, t), tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP,
-                                                                 TK_ROW)), f32c(k, 0)};
+    tk_value *x =
+        tk_cvt(k, tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), X, idx, 0), TK_F32);
+    tk_value *init[3] = {tk_zeros(k, t),
+                         tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW)),
+                         f32c(k, 0)};
     tk_value *cur[3], *next[3], *fin[3];
     tk_value *i = tk_for_begin(k, c32(k, 0), trips, c32(k, 1), 3, init, cur);
     tk_value *xi = tk_mul(k, x, tk_cvt(k, tk_add(k, i, c32(k, 1)), TK_F32)), *y;
@@ -446,10 +453,10 @@ tk_kernel *tu_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int 
 }
 
 const tu_op_fixture tu_op_fixtures[] = {
-    {"ids", tu_ids, 1e-6},           {"elementwise", tu_elementwise, 2e-2},
-    {"reduce", tu_reduce, 1e-3},     {"mma", tu_mma, 1e-3},
-    {"memory", tu_memory, 1e-2},     {"strided", tu_strided, 1e-6},
-    {"control", tu_control, 1e-3},   {"pipe", tu_pipe, 1e-5},
+    {"ids", tu_ids, 1e-6},         {"elementwise", tu_elementwise, 2e-2},
+    {"reduce", tu_reduce, 1e-3},   {"mma", tu_mma, 1e-3},
+    {"memory", tu_memory, 1e-2},   {"strided", tu_strided, 1e-6},
+    {"control", tu_control, 1e-3}, {"pipe", tu_pipe, 1e-5},
     {"trig", tu_trig, 1e-6}, /* f32 out; per element |GPU - interp| <= 1.4e-7 (ops/trig.h) */
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);

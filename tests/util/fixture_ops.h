@@ -10,8 +10,7 @@
 
 /* Builds the kernel for element type dt and fills ts[0..*n) (reference
  * tensors, rank 0 for a scalar argument) and sc (the scalar arguments). */
-typedef tk_kernel *(*tu_op_build)(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc,
-                                  int *n);
+typedef tk_kernel *(*tu_op_build)(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 
 typedef struct tu_op_fixture {
     const char *name;

@@ -75,16 +75,17 @@ static tk_status gpu_run(tk_ctx *ctx, tk_kernel *k, int n, ref_tensor *gpu, cons
     if (!s) s = tk_gpu_sync(ctx);
     for (int i = 0; !s && i < n; i++)
         if (dev[i]) s = tk_gpu_download(ctx, gpu[i].data, dev[i], bytes_of(&gpu[i]));
-    if (s) fprintf(stderr, "GPU run of %s: %s: %s\n", tk_kernel_name(k), tk_status_name(s),
-                   tk_ctx_error(ctx));
+    if (s)
+        fprintf(stderr, "GPU run of %s: %s: %s\n", tk_kernel_name(k), tk_status_name(s),
+                tk_ctx_error(ctx));
     for (int i = 0; i < n; i++)
         if (dev[i]) tk_gpu_free(ctx, dev[i]);
     tk_program_release(p);
     return s;
 }
 
-tk_status th_compare(tk_ctx *ctx, tk_kernel *k, int n, const ref_tensor *ts,
-                     const tk_arg *scalars, double *worst) {
+tk_status th_compare(tk_ctx *ctx, tk_kernel *k, int n, const ref_tensor *ts, const tk_arg *scalars,
+                     double *worst) {
     ref_tensor cpu[16], gpu[16];
     tk_arg args[16];
     *worst = 0;

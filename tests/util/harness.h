@@ -20,7 +20,7 @@ tk_arg th_dev_arg(const ref_tensor *t, void *dev);
  * each tensor's allocation (NaN positions must agree: unwritten stays NaN
  * on both). Slots with rank 0 are scalars taken from `scalars`. *worst gets
  * the largest relative error. Returns TK_OK or the failing status. */
-tk_status th_compare(tk_ctx *ctx, tk_kernel *k, int n, const ref_tensor *ts,
-                     const tk_arg *scalars, double *worst);
+tk_status th_compare(tk_ctx *ctx, tk_kernel *k, int n, const ref_tensor *ts, const tk_arg *scalars,
+                     double *worst);
 
 #endif

@@ -61,9 +61,12 @@ float hget(const hbuf *b, size_t i) {
     return b->dt == TK_BF16 ? tk_bf16_to_f32(h) : tk_f16_to_f32(h);
 }
 void hset(hbuf *b, size_t i, float v) {
-    if (b->dt == TK_F32) ((float *)b->p)[i] = v;
-    else if (b->dt == TK_BF16) ((uint16_t *)b->p)[i] = tk_f32_to_bf16(v);
-    else ((uint16_t *)b->p)[i] = tk_f32_to_f16(v);
+    if (b->dt == TK_F32)
+        ((float *)b->p)[i] = v;
+    else if (b->dt == TK_BF16)
+        ((uint16_t *)b->p)[i] = tk_f32_to_bf16(v);
+    else
+        ((uint16_t *)b->p)[i] = tk_f32_to_f16(v);
 }
 void hrand(hbuf *b, rng *r, float lo, float hi) {
     for (size_t i = 0; i < b->n; i++) hset(b, i, frand(r, lo, hi));

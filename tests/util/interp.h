@@ -48,8 +48,8 @@ void hfree(hbuf *b);
 tk_arg targ(hbuf *b, int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 
 static inline bool same(float a, float b) { return a == b || (isnan(a) && isnan(b)); }
-#define EXPECT_F(what, i, got, want)                                                        \
-    ck_assert_msg(same((got), (want)), "%s[%zu]: got %.9g, want %.9g (seed %llu)", (what), \
+#define EXPECT_F(what, i, got, want)                                                               \
+    ck_assert_msg(same((got), (want)), "%s[%zu]: got %.9g, want %.9g (seed %llu)", (what),         \
                   (size_t)(i), (double)(got), (double)(want), (unsigned long long)seed)
 
 /* One test per TCase named `name` (ctx fixture, 600 s timeout). */

@@ -19,8 +19,7 @@ uint64_t ref_seed(void) {
     if (!s) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        s = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
-            ((uint64_t)getpid() << 32);
+        s = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
         s = s ? s : 1;
     }
     rng_seed = rng_state = s;
@@ -59,7 +58,10 @@ ref_tensor ref_tensor_new_layout(tk_dtype dt, int rank, const int64_t *dims, con
     for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
     t.elems = 1;
     for (int i = 0; i < rank; i++) {
-        if (dims[i] == 0) { t.elems = 1; break; }
+        if (dims[i] == 0) {
+            t.elems = 1;
+            break;
+        }
         t.elems += (dims[i] - 1) * t.strides[i];
     }
     t.data = calloc((size_t)t.elems, tk_dtype_size(dt));
@@ -109,7 +111,9 @@ static void raw_set(ref_tensor *t, int64_t off, double v) {
     }
 }
 
-double ref_tensor_get(const ref_tensor *t, int64_t i) { return raw_get(t, ref_tensor_offset(t, i)); }
+double ref_tensor_get(const ref_tensor *t, int64_t i) {
+    return raw_get(t, ref_tensor_offset(t, i));
+}
 void ref_tensor_set(ref_tensor *t, int64_t i, double v) { raw_set(t, ref_tensor_offset(t, i), v); }
 
 void ref_tensor_random(ref_tensor *t, double lo, double hi) {

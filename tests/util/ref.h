@@ -13,12 +13,12 @@
  * clock; the seed is printed on first use ("ref: seed N (TK_TEST_SEED=N
  * repeats this run)"). */
 uint64_t ref_seed(void);
-double ref_uniform(void);           /* [-1, 1) */
+double ref_uniform(void);                    /* [-1, 1) */
 int64_t ref_randint(int64_t lo, int64_t hi); /* [lo, hi] */
 
 /* ---- Host tensors -------------------------------------------------------- */
 typedef struct ref_tensor {
-    tk_dtype dt;        /* f32, bf16 or f16 */
+    tk_dtype dt; /* f32, bf16 or f16 */
     int rank;
     int64_t dims[4];    /* logical dims                                       */
     int64_t strides[4]; /* elements                                           */
@@ -38,7 +38,7 @@ void ref_tensor_free(ref_tensor *t);
 int64_t ref_tensor_count(const ref_tensor *t); /* logical elements */
 /* Offset (elements) of logical element number i (row-major over dims). */
 int64_t ref_tensor_offset(const ref_tensor *t, int64_t i);
-double ref_tensor_get(const ref_tensor *t, int64_t i); /* logical element i */
+double ref_tensor_get(const ref_tensor *t, int64_t i);   /* logical element i */
 void ref_tensor_set(ref_tensor *t, int64_t i, double v); /* rounds to dt */
 /* Every logical element uniform in [lo, hi), rounded to dt. */
 void ref_tensor_random(ref_tensor *t, double lo, double hi);
