@@ -102,6 +102,7 @@ static tk_value *c64(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
 static tk_value *c32(tk_kernel *k, int32_t v) { return tk_const_i32(k, v); }
 
 static tk_kernel *finish(tk_kernel *k) {
+    tk_set_grid(k, NULL, NULL, NULL); /* one block: the plan tests run nothing */
     tk_kernel_finish(k);
     return k;
 }
@@ -388,14 +389,14 @@ static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem
     for (int kib = extra == FILL_209K ? 209 : extra == FILL_208K ? 208 : 0; kib > 0; kib -= 16)
         tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, kib < 16 ? kib : 16); /* 1 KiB stages */
     for (int d = 0; d < rank; d++) idx[d] = c64(k, 0);
-    tk_copy_to_shared(k, tk_stage(k, sm, c32(k, 1)), A, idx, f, TK_COPY_TMA);
+    tk_copy_to_shared_n(k, tk_stage(k, sm, c32(k, 1)), A, rank, idx, f, TK_COPY_TMA);
     if (extra == COMMIT_IN_WARP_IF) tk_if_begin(k, tk_eq(k, tk_warp_id(k), c32(k, 0)));
     tk_async_commit(k);
     tk_async_wait(k, 0);
     if (extra == COMMIT_IN_WARP_IF) tk_if_end(k, 0, NULL, NULL);
-    if (extra == WRITES_A) tk_copy_to_global(k, A, idx, tk_stage(k, sm, c32(k, 0)));
+    if (extra == WRITES_A) tk_copy_to_global_n(k, A, rank, idx, tk_stage(k, sm, c32(k, 0)));
     if (extra == ASYNC_TOO) /* a cp.async copy beside the engine's */
-        tk_copy_to_shared(k, tk_stage(k, sm, c32(k, 0)), A, idx, f, TK_COPY_ASYNC);
+        tk_copy_to_shared_n(k, tk_stage(k, sm, c32(k, 0)), A, rank, idx, f, TK_COPY_ASYNC);
     if (extra == GLOBAL_RAW) { /* a store, then other warps' loads of the same tensor */
         tk_value *O = tk_param_tensor(k, "O", dt, 2), *at[2] = {c64(k, 0), c64(k, 0)};
         tk_type t = tk_tile_type(dt, 16, 16, TK_WARP, TK_ROW);
