@@ -370,7 +370,8 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
             drop_maps(plan); /* the ring and the alignment slack must fit beside the tiles */
         plan_producer(k, plan);
     }
-    plan->align_base = plan->nmaps > 0 || uses_descriptors(k->body);
+    plan->descriptors = uses_descriptors(k->body);
+    plan->align_base = plan->nmaps > 0 || plan->descriptors;
     plan->threads = 32 * (k->warps + plan->producer_warps);
     plan->smem_extra = smem_extra(plan);
     plan->smem = k->smem_bytes + plan->smem_extra;

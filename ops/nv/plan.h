@@ -69,6 +69,8 @@ typedef struct tk_plan {
     int32_t producer_regs, consumer_regs; /* setmaxnreg.dec / .inc          */
     tk_ws_slice slice;
     /* The block. */
+    bool descriptors;   /* the kernel reads shared memory through wgmma's
+                           descriptors (the async proxy)                     */
     bool align_base;    /* SHARED offsets start at a TK_TMA_ALIGN-aligned base
                               (copies on the engine, or wgmma descriptors)   */
     int32_t threads;    /* per block: the kernel's warps and the producer's */

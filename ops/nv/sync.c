@@ -67,7 +67,17 @@ static void proxy_fence(tk_lower *L) {
 static void no_op(tk_lower *L) { (void)L; }
 
 /* ---- lockstep ------------------------------------------------------------------ */
-const tk_sync_ops tk_sync_lockstep = {"lockstep", TK_ROLE_ALL, cp_commit, cp_wait, bar_sync, no_op};
+/* In a kernel whose tensor cores read shared memory through wgmma's
+ * descriptors (the async proxy), what threads wrote with ordinary stores or
+ * cp.async (the generic proxy) is fenced over to the async proxy by each
+ * writing thread before the barrier that publishes it. */
+static void lockstep_barrier(tk_lower *L) {
+    if (L->plan->descriptors) proxy_fence(L);
+    bar_sync(L);
+}
+
+const tk_sync_ops tk_sync_lockstep = {"lockstep", TK_ROLE_ALL,      cp_commit,
+                                      cp_wait,    lockstep_barrier, no_op};
 
 /* ---- ring ---------------------------------------------------------------------- */
 static void ring_commit(tk_lower *L) {
@@ -104,13 +114,27 @@ static LLVMValueRef next_barrier(tk_lower *L, LLVMValueRef *parity) {
     return LLVMBuildMul(b, slot, i32c(L, 8), "");
 }
 
+/* Every producer lane arrives on the group's ring barrier once its copies
+ * of the group landed. Consumers that read through wgmma's descriptors (the
+ * async proxy) need a fallback copy's writes (cp.async or plain stores, the
+ * generic proxy) complete and fenced over by the writing lane before its
+ * arrival: the lane waits for its cp.async copies, fences, and arrives. That
+ * wait costs only on the fallback path: the engine's copies are no cp.async
+ * groups, so a lane without fallback copies waits for nothing. */
 static void producer_commit(tk_lower *L) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef cnt = LLVMBuildLoad2(b, L->i32, L->ring_cnt, "");
     LLVMValueRef bar = tk_ring_arm(L, cnt), all = i32c(L, -1);
+    if (L->plan->descriptors) {
+        tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
+        proxy_fence(L);
+    }
     /* lane 0's expect_tx (in the copies) before any lane's arrival */
     tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1);
-    tk_lw_intrin(L, "llvm.nvvm.cp.async.mbarrier.arrive.noinc.shared", NULL, 0, &bar, 1);
+    if (L->plan->descriptors)
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.shared", NULL, 0, &bar, 1);
+    else
+        tk_lw_intrin(L, "llvm.nvvm.cp.async.mbarrier.arrive.noinc.shared", NULL, 0, &bar, 1);
     LLVMBuildStore(b, LLVMBuildAdd(b, cnt, i32c(L, 1), ""), L->ring_cnt);
 }
 
