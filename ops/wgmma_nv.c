@@ -54,8 +54,9 @@ static LLVMValueRef desc(tk_lower *L, const tk_type *t, LLVMValueRef base, LLVMV
     LLVMValueRef addr =
         LLVMBuildAdd(b, LLVMBuildPtrToInt(b, base, L->i64, ""), canonical_off(L, t, row, col), "");
     LLVMValueRef lo = LLVMBuildLShr(b, LLVMBuildAnd(b, addr, i64c(L, 0x3ffff), ""), i64c(L, 4), "");
-    int64_t hi = ((lbo >> 4) & 0x3fff) << 16 | ((sbo >> 4) & 0x3fff) << 32 | mode << 62;
-    return LLVMBuildOr(b, lo, i64c(L, hi), "");
+    uint64_t hi = ((uint64_t)(lbo >> 4) & 0x3fff) << 16 | ((uint64_t)(sbo >> 4) & 0x3fff) << 32 |
+                  (uint64_t)mode << 62;
+    return LLVMBuildOr(b, lo, LLVMConstInt(L->i64, hi, 0), "");
 }
 
 /* Two 16-bit elements in one 32-bit register, the first in the low half. */

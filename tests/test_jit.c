@@ -569,7 +569,7 @@ START_TEST(test_one_signature_check) {
     tk_diag dg = {0};
     ck_assert_msg(tk_program_new(ctx, k, NULL, &p, &dg) == TK_OK, "%s", dg.msg);
     int32_t buf[1] = {-1};
-    int64_t d1[1] = {1};
+    int64_t d1[2] = {1, 1}; /* room for the rank-2 case below */
     tk_arg ok[3] = {tk_arg_tensor(buf, TK_I32, 1, d1), tk_arg_i32(7), tk_arg_f32(1)};
     tk_arg flag = ok[1];
     flag.dtype = TK_BOOL; /* a bool argument made by hand */
