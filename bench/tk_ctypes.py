@@ -26,6 +26,25 @@ class AttentionParams(ctypes.Structure):
     ]
 
 
+class AttentionBwdParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
+        ("scale", ctypes.c_float),
+        ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+        ("seq_q", ctypes.c_int64), ("seq_kv", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p), ("dout", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+        ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
+        ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
+        ("dout_strides", ctypes.c_int64 * 4), ("dq_strides", ctypes.c_int64 * 4),
+        ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
+        ("lse_strides", ctypes.c_int64 * 3),
+    ]
+
+
 class GemmConfig(ctypes.Structure):
     _fields_ = [
         ("in_dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("transpose_b", ctypes.c_int),
@@ -61,6 +80,12 @@ class TK:
                                            ctypes.c_void_p]
         L.tk_attention_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionParams),
                                            ctypes.POINTER(PrepareInfo)]
+        L.tk_attention_backward.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionBwdParams),
+                                            ctypes.c_void_p]
+        L.tk_attention_backward_prepare.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(AttentionBwdParams), ctypes.POINTER(PrepareInfo)]
+        L.tk_attention_backward_workspace.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(AttentionBwdParams), ctypes.POINTER(ctypes.c_size_t)]
         L.tk_gemm.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams), ctypes.c_void_p]
         L.tk_gemm_config_for_call.restype = GemmConfig
         L.tk_gemm_config_for_call.argtypes = [ctypes.POINTER(GemmParams), ctypes.c_char_p]
@@ -103,6 +128,41 @@ class TK:
     def attention(self, p, stream):
         self._check(self.lib.tk_attention_forward(self.ctx, ctypes.byref(p), stream),
                     "tk_attention_forward")
+
+    def attention_bwd_params(self, q, k, v, o, lse, do, dq, dk, dv, causal):
+        """Torch tensors in logical [B,H,N,D] order (any strides); the workspace
+        (D = rowsum(dO*O), f32) is allocated here with torch and kept on the
+        returned struct (p.keep) so it lives as long as p."""
+        import torch
+        p = AttentionBwdParams(struct_size=ctypes.sizeof(AttentionBwdParams))
+        p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
+        p.head_dim, p.causal, p.scale = q.shape[3], int(causal), 0.0
+        p.batch, p.heads_q, p.seq_q = q.shape[0], q.shape[1], q.shape[2]
+        p.heads_kv, p.seq_kv = k.shape[1], k.shape[2]
+        ts = {"q": q, "k": k, "v": v, "o": o, "dout": do, "dq": dq, "dk": dk, "dv": dv}
+        for name, t in ts.items():
+            setattr(p, name, t.data_ptr())
+            setattr(p, name + "_strides", self._strides(t))
+        p.lse, p.lse_strides = lse.data_ptr(), (ctypes.c_int64 * 3)(*lse.stride())
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_attention_backward_workspace(self.ctx, ctypes.byref(p),
+                                                             ctypes.byref(n)),
+                    "tk_attention_backward_workspace")
+        ws = torch.empty(max(n.value // 4, 1), device=q.device, dtype=torch.float32)
+        p.workspace, p.workspace_bytes = ws.data_ptr(), n.value
+        p.keep = ws
+        return p
+
+    def attention_backward_prepare(self, p):
+        info = PrepareInfo()
+        self._check(self.lib.tk_attention_backward_prepare(self.ctx, ctypes.byref(p),
+                                                           ctypes.byref(info)),
+                    "tk_attention_backward_prepare")
+        return info
+
+    def attention_backward(self, p, stream):
+        self._check(self.lib.tk_attention_backward(self.ctx, ctypes.byref(p), stream),
+                    "tk_attention_backward")
 
     def gemm_params(self, a, b, c, transpose_b, shape=None):
         """shape: optional (block_m, block_n, block_k, warps, stages[, tma[, wgmma]]); None =

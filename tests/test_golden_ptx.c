@@ -30,18 +30,19 @@
 typedef struct variant {
     char name[64];
     const char *arch;
-    int is_gemm;
+    int is_gemm, is_bwd;
     tk_gemm_config g;
     tk_attention_config a;
+    tk_attention_bwd_config b;
 } variant;
 
-enum { MAX_VARIANTS = 160 };
+enum { MAX_VARIANTS = 200 };
 
 static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
 
 /* Every GEMM block shape the library picks (tk_gemm_config_for) or the
  * benchmarks name, each over dtype/transpose combinations that exercise the
- * three store paths; every attention specialization. */
+ * three store paths; every attention specialization, forward and backward. */
 static int make_variants(variant *v) {
     static const struct {
         int bm, bn, bk, w, st, tma, wgmma;
@@ -99,6 +100,18 @@ static int make_variants(variant *v) {
                         snprintf(x->name, sizeof x->name, "attn_%s_d%d_%s%s", dt ? "f16" : "bf16",
                                  d, c ? "causal" : "full", w ? "_w8" : "");
                     }
+        for (int part = 0; part < 2; part++)
+            for (int dt = 0; dt < 2; dt++)
+                for (int d = 64; d <= 128; d += 64)
+                    for (int c = 0; c < 2; c++) {
+                        variant *x = &v[n++];
+                        x->arch = archs[a];
+                        x->is_bwd = 1;
+                        x->b = (tk_attention_bwd_config){dt ? TK_F16 : TK_BF16, d, c, part};
+                        snprintf(x->name, sizeof x->name, "attn_bwd_%s_%s_d%d_%s",
+                                 part ? "dkdv" : "dq", dt ? "f16" : "bf16", d,
+                                 c ? "causal" : "full");
+                    }
     }
     return n;
 }
@@ -122,7 +135,9 @@ static void lower_one(const variant *v, result *r) {
     tk_kernel *k = NULL;
     r->st = tk_ctx_create(&ctx);
     if (!r->st)
-        r->st = v->is_gemm ? tk_gemm_build(ctx, &v->g, &k) : tk_attention_fwd_build(ctx, &v->a, &k);
+        r->st = v->is_gemm  ? tk_gemm_build(ctx, &v->g, &k)
+                : v->is_bwd ? tk_attention_bwd_build(ctx, &v->b, &k)
+                            : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));
     tk_kernel_destroy(k);

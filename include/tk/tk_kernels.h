@@ -1,4 +1,4 @@
-/* TileKittens ready-made kernels: GEMM and attention forward, written with the
+/* TileKittens ready-made kernels: GEMM and attention forward and backward, written with the
  * builder API of tk/tk.h. Each *_build call returns a finished kernel (run it
  * with tk_interp_run, or compile it with tk_compile and tk_launch); destroy
  * it with tk_kernel_destroy. Invalid configurations return
@@ -103,6 +103,41 @@ typedef struct tk_attention_config {
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
+                                        tk_kernel **out);
+
+/* ---- Attention backward (FlashAttention-2, deterministic) --------------------
+ * The gradients of the forward above, given its O and L and the gradient dO
+ * of O (with P = softmax(s), the forward's weights, and D = rowsum(dO∘O)):
+ *   dV = Pᵀ·dO     dS = P∘(dO·Vᵀ - D)     dQ = scale·dS·K     dK = scale·dSᵀ·Q
+ * summed over the query heads of each kv head's group (GQA). Same masks and
+ * conventions as the forward (bottom-right causal; rows without keys get
+ * dQ = 0). Two kernels, run in this order (tk_attention_backward in
+ * tk/tk_run.h launches both); each output element has one writer and a fixed
+ * summation order, so results are bit-identical from run to run:
+ *   TK_ATTN_BWD_DQ, grid (ceil(Nq/64), Hq, B), parameters in order:
+ *     0 Q  [B, Hq,  Nq,  D] dtype     4 dO [B, Hq, Nq, D] dtype
+ *     1 K  [B, Hkv, Nkv, D] dtype     5 L  [B, Hq, Nq]    f32 (the forward's)
+ *     2 V  [B, Hkv, Nkv, D] dtype     6 Dw [B, Hq, Nq]    f32, written: D
+ *     3 O  [B, Hq,  Nq,  D] dtype     7 dQ [B, Hq, Nq, D] dtype, written
+ *                                     8 scale             f32 scalar
+ *   TK_ATTN_BWD_DKDV, grid (ceil(Nkv/64), Hkv, B), run after it:
+ *     0 Q, 1 K, 2 V, 3 dO, 4 L, 5 Dw (read: the D the dQ kernel wrote),
+ *     6 dK [B, Hkv, Nkv, D] dtype, 7 dV [B, Hkv, Nkv, D] dtype, 8 scale.
+ * scale as in the forward (> 0). Any strides, unit stride in the last dim
+ * for the 16-bit tensors. Each kernel has 4 warps. */
+typedef enum tk_attention_bwd_part {
+    TK_ATTN_BWD_DQ = 0,
+    TK_ATTN_BWD_DKDV = 1
+} tk_attention_bwd_part;
+
+typedef struct tk_attention_bwd_config {
+    tk_dtype dtype; /* TK_BF16 or TK_F16                                       */
+    int head_dim;   /* 64 or 128                                               */
+    int causal;     /* 0 or 1                                                  */
+    int part;       /* a tk_attention_bwd_part: which of the two kernels      */
+} tk_attention_bwd_config;
+
+TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg,
                                         tk_kernel **out);
 
 #ifdef __cplusplus

@@ -67,6 +67,53 @@ TK_API tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p,
  * `stream` (a CUstream; NULL = default stream). Asynchronous. */
 TK_API tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
 
+/* Attention backward: dQ, dK, dV of the forward above (tk/tk_kernels.h,
+ * "Attention backward"), from Q, K, V, O, dO (the gradient of O) and the
+ * forward's L. Shapes, strides (all zero: dense [B,H,N,D]), GQA and causal
+ * alignment as in tk_attention_params; dq is [B, Hq, Nq, D], dk and dv
+ * [B, Hkv, Nkv, D] (summed over each kv head's query heads), all in dtype.
+ * Deterministic: the same inputs give bit-identical gradients (no atomics;
+ * the cost is computing P and dS twice, in a dQ kernel and a dK/dV kernel).
+ *
+ * Scratch: the row dot products D = rowsum(dO∘O), f32 [B, Hq, Nq], in
+ * `workspace`, a device buffer of at least tk_attention_backward_workspace
+ * bytes (workspace_bytes says how large it is); nothing is allocated per
+ * call. It must not be used by anything else until the call's kernels have
+ * run (stream order).
+ * struct_size: as in tk_attention_params (TK_ATTENTION_BWD_PARAMS_INIT). */
+typedef struct tk_attention_bwd_params {
+    size_t struct_size;
+    tk_dtype dtype;   /* TK_BF16 or TK_F16 (q, k, v, o, dout, dq, dk, dv) */
+    int32_t head_dim; /* 64 or 128                                        */
+    int32_t causal;   /* 0 or 1                                           */
+    float scale;      /* the forward's; 0 means 1/sqrt(head_dim)          */
+    int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
+    const void *q, *k, *v, *o; /* device pointers                        */
+    const void *dout;          /* dO, the gradient of o ("do" is a C keyword) */
+    const float *lse;          /* the forward's L [B, Hq, Nq] (natural log)    */
+    void *dq, *dk, *dv;        /* outputs                                      */
+    void *workspace;           /* >= workspace_bytes bytes, 4-byte aligned     */
+    size_t workspace_bytes;
+    int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4], dout_strides[4];
+    int64_t dq_strides[4], dk_strides[4], dv_strides[4];
+    int64_t lse_strides[3];
+} tk_attention_bwd_params;
+
+#define TK_ATTENTION_BWD_PARAMS_INIT                                                               \
+    { sizeof(tk_attention_bwd_params) }
+
+/* The workspace bytes tk_attention_backward needs for p's sizes (batch,
+ * heads_q, seq_q; pointers may still be NULL). */
+TK_API tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *p,
+                                                 size_t *bytes);
+/* Checks the parameters and readies both kernels of their specialization
+ * (info: the slower of the two, may be NULL). */
+TK_API tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_bwd_params *p,
+                                               tk_prepare_info *info);
+/* Checks, prepares and launches the dQ kernel then the dK/dV kernel on
+ * `stream`. Asynchronous. */
+TK_API tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *p, void *stream);
+
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with

@@ -209,6 +209,58 @@ void ref_attention(const double *Q, const double *K, const double *V, double *O,
     free(s);
 }
 
+/* One query row's gradients: p (its softmax weights over nkeys keys) given. */
+static void bwd_row(const double *q, const double *k, const double *v, const double *g,
+                    const double *p, int64_t nkeys, int64_t D, double scale, double *dq, double *dk,
+                    double *dv) {
+    double dd = 0; /* D = dO·O, O = Σ p_j v_j */
+    for (int64_t j = 0; j < nkeys; j++)
+        for (int64_t d = 0; d < D; d++) dd += p[j] * v[j * D + d] * g[d];
+    for (int64_t j = 0; j < nkeys; j++) {
+        double dp = 0;
+        for (int64_t d = 0; d < D; d++) dp += g[d] * v[j * D + d];
+        double ds = p[j] * (dp - dd);
+        for (int64_t d = 0; d < D; d++) {
+            dq[d] += scale * ds * k[j * D + d];
+            dk[j * D + d] += scale * ds * q[d];
+            dv[j * D + d] += p[j] * g[d];
+        }
+    }
+}
+
+void ref_attention_bwd(const double *Q, const double *K, const double *V, const double *dO,
+                       double *dQ, double *dK, double *dV, int64_t B, int64_t Hq, int64_t Hkv,
+                       int64_t Nq, int64_t Nkv, int64_t D, double scale, int causal) {
+    double *p = malloc(sizeof(double) * (size_t)(Nkv ? Nkv : 1));
+    if (!p) abort();
+    memset(dQ, 0, sizeof(double) * (size_t)(B * Hq * Nq * D));
+    memset(dK, 0, sizeof(double) * (size_t)(B * Hkv * Nkv * D));
+    memset(dV, 0, sizeof(double) * (size_t)(B * Hkv * Nkv * D));
+    int64_t group = Hq / Hkv > 0 ? Hq / Hkv : 1;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t kv = (b * Hkv + h / group) * Nkv * D;
+            for (int64_t i = 0; i < Nq; i++) {
+                int64_t row = ((b * Hq + h) * Nq + i) * D;
+                int64_t nkeys = causal ? i + Nkv - Nq + 1 : Nkv;
+                if (nkeys > Nkv) nkeys = Nkv;
+                if (nkeys <= 0) continue;
+                double m = -INFINITY, l = 0;
+                for (int64_t j = 0; j < nkeys; j++) {
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; d++) dot += Q[row + d] * K[kv + j * D + d];
+                    p[j] = scale * dot;
+                    if (p[j] > m) m = p[j];
+                }
+                for (int64_t j = 0; j < nkeys; j++) l += (p[j] = exp(p[j] - m));
+                for (int64_t j = 0; j < nkeys; j++) p[j] /= l;
+                bwd_row(Q + row, K + kv, V + kv, dO + row, p, nkeys, D, scale, dQ + row, dK + kv,
+                        dV + kv);
+            }
+        }
+    free(p);
+}
+
 /* ---- comparison ---------------------------------------------------------- */
 double ref_rel_err(const double *out, const double *ref, int64_t n) {
     double num = 0, den = 0;

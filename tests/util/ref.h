@@ -62,6 +62,14 @@ void ref_gemm(const double *A, const double *B, double *C, int64_t M, int64_t N,
 void ref_attention(const double *Q, const double *K, const double *V, double *O, double *L,
                    int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D,
                    double scale, int causal);
+/* Attention backward in float64 (dense [B,H,N,D] arrays): the gradients
+ * dQ, dK, dV of O = softmax(scale·Q Kᵀ [masked]) V for the upstream
+ * gradient dO, recomputing P and O from Q, K, V (see tk/tk_kernels.h,
+ * "Attention backward"; dK, dV summed over each kv head's query heads;
+ * rows without keys contribute nothing). */
+void ref_attention_bwd(const double *Q, const double *K, const double *V, const double *dO,
+                       double *dQ, double *dK, double *dV, int64_t B, int64_t Hq, int64_t Hkv,
+                       int64_t Nq, int64_t Nkv, int64_t D, double scale, int causal);
 
 /* ---- Comparison ------------------------------------------------------------
  * ‖out − ref‖₂ / ‖ref‖₂ over n values (‖out − ref‖₂ alone when ‖ref‖ = 0).

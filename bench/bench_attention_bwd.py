@@ -1,0 +1,114 @@
+"""Attention backward TFLOP/s: TileKittens (tk_attention_backward, the sm_80
+mma.sync path: a dQ kernel with the D = rowsum(dO*O) pre-pass fused in, then
+a dK/dV kernel; deterministic) beside torch SDPA backward with the flash
+(FlashAttention-2) and cuDNN backends, same run, same GPU, median of triton
+do_bench. Each configuration's gradients are checked first against torch
+autograd of the float32 attention math, next to the error of SDPA flash's own
+bf16 backward on the same inputs, and TileKittens is run 3 times to check
+that its gradients are bit-identical.
+FLOPs: 2.5 x the forward's 4*B*H*N^2*D (half when causal): the 5 matrix
+products of the FA2 backward, as FA2 and ThunderKittens count them (ours
+does 7: P and dS are recomputed by both kernels; see kernels/attention_bwd.c).
+Shapes: D 64 / 128, causal and not, N 1024 / 4096 / 16384 with B*N = 16384,
+and B4 H16 N3072 D128 (issue 14).
+Usage (GPU machine): python3 bench/bench_attention_bwd.py build-device"""
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+from tk_ctypes import TK
+
+CONFIGS = [  # (D, B, H, N)
+    (128, 16, 16, 1024), (128, 4, 16, 4096), (128, 1, 16, 16384),
+    (64, 16, 32, 1024), (64, 4, 32, 4096), (64, 1, 32, 16384),
+    (128, 4, 16, 3072),
+]
+
+
+def sdpa(backend, q, k, v, causal):
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def torch_bwd(backend, q, k, v, do, causal):
+    """A closure timing SDPA's backward alone (the forward runs once here)."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = sdpa(backend, q, k, v, causal)
+
+    def run():
+        with sdpa_kernel(backend):
+            return torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+    return run
+
+
+def ref_grads(q, k, v, do, causal):
+    """torch autograd of the float32 math (no fused kernel)."""
+    q, k, v = (t.detach().float().requires_grad_() for t in (q, k, v))
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        n, m = q.shape[2], k.shape[2]
+        mask = torch.ones(n, m, device=q.device, dtype=torch.bool).tril(m - n)
+        s = s.masked_fill(~mask, float("-inf"))
+    o = torch.softmax(s, -1) @ v.float()
+    return torch.autograd.grad(o, (q, k, v), do.float())
+
+
+def rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+def bench_one(tk, stream, d, b, h, n, causal):
+    q, k, v, do = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, n), device="cuda", dtype=torch.float32)
+    tk.attention(tk.attention_params(q, k, v, o, lse, causal), stream)
+    dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
+    p = tk.attention_bwd_params(q, k, v, o, lse, do, dq, dk, dv, causal)
+    tk.attention_backward_prepare(p)
+    runs = []
+    for _ in range(3):
+        for t in (dq, dk, dv):
+            t.fill_(float("nan"))
+        tk.attention_backward(p, stream)
+        torch.cuda.synchronize()
+        runs.append([t.clone() for t in (dq, dk, dv)])
+    same = all(torch.equal(runs[0][i].view(torch.int16), r[i].view(torch.int16))
+               for r in runs[1:] for i in range(3))
+    err, fa2_err = 0.0, 0.0
+    if b * h * n * n <= 16 * 16 * 4096 * 4096:  # the f32 reference fits in memory
+        want = ref_grads(q, k, v, do, causal)
+        flash = torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal)()
+        err = max(rel(g, w) for g, w in zip((dq, dk, dv), want))
+        fa2_err = max(rel(g, w) for g, w in zip(flash, want))
+        del want, flash
+    flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+    t = lambda f: flops / do_bench(f, warmup=40, rep=200, return_mode="median") / 1e9
+    ours = t(lambda: tk.attention_backward(p, stream))
+    fa2 = t(torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal))
+    try:
+        cud = t(torch_bwd(SDPBackend.CUDNN_ATTENTION, q, k, v, do, causal))
+    except RuntimeError:
+        cud = float("nan")
+    return ours, fa2, cud, err, fa2_err, same
+
+
+def main():
+    tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
+    torch.manual_seed(0)
+    stream = torch.cuda.current_stream().cuda_stream
+    print("| D | B | H | N | causal | TileKittens | FA2 (flash) | cuDNN | ours/FA2 | ours/cuDNN "
+          "| rel err | FA2 rel err | bit-identical x3 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for causal in (False, True):
+        for d, b, h, n in CONFIGS:
+            o, f, c, e, fe, same = bench_one(tk, stream, d, b, h, n, causal)
+            print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {o:.0f} | {f:.0f} | {c:.0f} | "
+                  f"{o / f:.2f} | {o / c:.2f} | {e:.1e} | {fe:.1e} | {'yes' if same else 'NO'} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,604 @@
+/* Attention backward, the FlashAttention-2 algorithm without atomics (see
+ * tk/tk_kernels.h for the contract; the run entry points are in
+ * attention_bwd_run.c).
+ *
+ * With s = scale·Q Kᵀ (masked), P = exp(s - L) (L: the forward's natural-log
+ * log-sum-exp, so P is the forward's softmax) and D = rowsum(dO∘O):
+ *   dV = Pᵀ dO      dP = dO Vᵀ      dS = P∘(dP - D)
+ *   dQ = scale·dS K                 dK = scale·dSᵀ Q
+ * Two kernels, each the only writer of its outputs, so the gradients are
+ * bit-identical from run to run (no float atomics, no order-dependent sums):
+ *
+ *   dQ kernel (TK_ATTN_BWD_DQ), first: one block per (64 query rows, query
+ *     head, batch), 4 warps of 16 rows. Each warp computes its rows' D from
+ *     dO and O (and writes it to the workspace for the second kernel), keeps
+ *     Q, dO in registers, then walks the key tiles (64 keys, K and V in a
+ *     2-stage cp.async ring): S = Q·K_jᵀ, P, dP = dO·V_jᵀ, dS, dQ += dS·K_j.
+ *   dK/dV kernel (TK_ATTN_BWD_DKDV), second: one block per (64 keys, kv
+ *     head, batch), 4 warps of 16 keys. It works on transposed scores, keys
+ *     on rows, so every product stays inside a warp's key rows:
+ *       Sᵀ = K·Q_iᵀ, Pᵀ = exp2(c·Sᵀ - L₂) (L₂, D per column),
+ *       dV += Pᵀ·dO_i, dPᵀ = V·dO_iᵀ, dSᵀ = Pᵀ∘(dPᵀ - D), dK += dSᵀ·Q_i,
+ *     over the query tiles of EVERY query head of the kv head's group
+ *     (grouped-query attention sums dK, dV over the group inside one block,
+ *     in a fixed order). Q_i and dO_i stream through 2-stage rings.
+ * The cost of determinism: P and dS are computed twice (once per kernel):
+ * the backward does 7 matrix products of the forward's size instead of 5
+ * (+40%) in exchange for no atomics and no f32 dQ accumulator (memory
+ * traffic for dQ is one store). The fused D pre-pass saves a third launch.
+ *
+ * Masking: P = exp2(c·s - L₂) with c = scale·log2 e and L₂ = L·log2 e, kept
+ * >= -FLT_MAX so that a row without keys (L = -inf) never computes
+ * -inf - (-inf): its scores are all masked to -inf, its P is 0.
+ *   - ragged keys: the dQ kernel masks columns >= Nkv to -inf; in the dK/dV
+ *     kernel a key row past Nkv only feeds its own (unstored) gradient rows;
+ *   - ragged queries: Q, dO read 0 and L reads +inf, so P = 0 (dK/dV
+ *     kernel); in the dQ kernel they only feed unstored rows;
+ *   - causal (bottom-right, key j visible to query i iff j <= i + Nkv - Nq):
+ *     fully masked tiles are skipped, tiles crossing the diagonal masked.
+ *     The transposed tile has the diagonal the other way round from
+ *     TK_MASK_CAUSAL, so the dK/dV kernel adds a 0 / -inf tile made by
+ *     masking a -inf tile with fill 0 (one add per element, diagonal tiles
+ *     only). */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jit/registry.h"
+#include "tk/tk_kernels.h"
+#include "tk/tk_run.h"
+
+#define BQ     64 /* query rows per block (dQ) / per tile (dK/dV)   */
+#define BKV    64 /* keys per tile (dQ) / per block (dK/dV)         */
+#define WR     16 /* rows per warp: 4 warps                         */
+#define NWARPS (BQ / WR)
+#define LOG2E  1.4426950408889634f
+
+typedef struct bwd {
+    tk_kernel *k;
+    tk_dtype dt;
+    int D, ND, causal;
+    tk_value *b;      /* batch                                         */
+    tk_value *scale;  /* the parameter                                 */
+    tk_value *scale2; /* c = scale·log2 e, >= FLT_MIN as in the forward */
+} bwd;
+
+static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
+static tk_value *dim32(tk_kernel *k, tk_value *view, int d) {
+    return tk_cvt(k, tk_dim(k, view, d), TK_I32);
+}
+
+/* The warp's 16 rows of a [B, H, N, D] tensor from global memory, as D/16
+ * ROW tiles of 16 x 16 (rows past N read 0). */
+static void load_rows(bwd *w, tk_value *view, tk_value *head, tk_value *row, tk_value **out) {
+    tk_kernel *k = w->k;
+    tk_type t = tk_tile_type(w->dt, WR, 16, TK_WARP, TK_ROW);
+    for (int d = 0; d < w->ND; d++) {
+        tk_value *idx[4] = {w->b, head, row, i32c(k, 16 * d)};
+        out[d] = tk_load(k, t, view, idx, 0.0f);
+    }
+}
+
+/* Slice d (16 columns) of a warp's 16-row operand: `regs` (registers), or
+ * re-read from shared tile `smem` at row `row`. */
+static tk_value *slice(bwd *w, tk_value *const *regs, tk_value *smem, tk_value *row, int d) {
+    if (regs) return regs[d];
+    tk_value *idx[2] = {row, i32c(w->k, 16 * d)};
+    return tk_load(w->k, tk_tile_type(w->dt, WR, 16, TK_WARP, TK_ROW), smem, idx, 0.0f);
+}
+
+/* X·Yᵀ, 16 x 64 f32: X the warp's 16 rows (see slice), Y a 64-row shared
+ * tile read in 64 x 16 ROW slices. */
+static tk_value *dot_t(bwd *w, tk_value *const *regs, tk_value *smem, tk_value *row, tk_value *y) {
+    tk_kernel *k = w->k;
+    tk_type yt = tk_tile_type(w->dt, 64, 16, TK_WARP, TK_ROW);
+    tk_value *acc = NULL;
+    for (int d = 0; d < w->ND; d++) {
+        tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * d)};
+        acc =
+            tk_mma(k, TK_MMA_ABT, slice(w, regs, smem, row, d), tk_load(k, yt, y, idx, 0.0f), acc);
+    }
+    return acc;
+}
+
+/* out[d] = acc[d] + X·Y[:, 16d : 16d+16]: X 16 x 64 (the input dtype), Y a
+ * 64-row shared tile read in 64 x 16 COL slices (ldmatrix.trans). */
+static void mul_acc(bwd *w, tk_value *x, tk_value *y, tk_value *const *acc, tk_value **out) {
+    tk_kernel *k = w->k;
+    tk_type yt = tk_tile_type(w->dt, 64, 16, TK_WARP, TK_COL);
+    for (int d = 0; d < w->ND; d++) {
+        tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * d)};
+        out[d] = tk_mma(k, TK_MMA_AB, x, tk_load(k, yt, y, idx, 0.0f), acc[d]);
+    }
+}
+
+/* L₂ = max(L·log2 e, -FLT_MAX) for `n` rows at idx (reading `fill` past N). */
+static tk_value *load_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill) {
+    tk_kernel *k = w->k;
+    tk_value *l = tk_load_n(k, vt, L, 3, idx, fill);
+    return tk_max(k, tk_mul(k, l, tk_const_f32(k, LOG2E)), tk_const_f32(k, -FLT_MAX));
+}
+
+/* The run-time scalars both kernels share: c = scale·log2 e, clamped to
+ * > 0 as the forward does (so masked -inf scores stay -inf). */
+static void common_scalars(bwd *w) {
+    tk_kernel *k = w->k;
+    w->scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_spec(k, "head_dim", w->D);
+    tk_spec(k, "causal", w->causal);
+    w->scale2 = tk_max(k, tk_mul(k, w->scale, tk_const_f32(k, LOG2E)), tk_const_f32(k, FLT_MIN));
+}
+
+/* Copies the tile of 64 rows starting at `row` of (b, head) into stage `st`
+ * of ring `ring` (rows past N zero-filled). */
+static void copy_tile(bwd *w, tk_value *ring, tk_value *st, tk_value *view, tk_value *head,
+                      tk_value *row) {
+    tk_kernel *k = w->k;
+    tk_value *idx[4] = {w->b, head, row, i32c(k, 0)};
+    tk_copy_to_shared(k, tk_stage(k, ring, st), view, idx, 0.0f, TK_COPY_ASYNC);
+}
+
+/* ---- dQ (and D) ---------------------------------------------------------- */
+static void build_dq(bwd *w) {
+    tk_kernel *k = w->k;
+    const int ND = w->ND;
+    tk_dtype dt = w->dt;
+    tk_value *Q = tk_param_tensor(k, "Q", dt, 4);
+    tk_value *K = tk_param_tensor(k, "K", dt, 4);
+    tk_value *V = tk_param_tensor(k, "V", dt, 4);
+    tk_value *O = tk_param_tensor(k, "O", dt, 4);
+    tk_value *dO = tk_param_tensor(k, "dO", dt, 4);
+    tk_value *L = tk_param_tensor(k, "L", TK_F32, 3);
+    tk_value *Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
+    tk_value *dQ = tk_param_tensor(k, "dQ", dt, 4);
+    common_scalars(w);
+
+    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
+    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ));
+    tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
+    /* Causal: the blocks near the end of the sequence see the most keys;
+     * run them first. */
+    tk_value *qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
+    tk_value *h = tk_block_id(k, 1);
+    w->b = tk_block_id(k, 2);
+    tk_value *hk = tk_div(k, h, tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1)));
+    tk_value *q0 = tk_mul(k, qt, i32c(k, BQ));
+    tk_value *qw = tk_add(k, q0, tk_mul(k, tk_warp_id(k), i32c(k, WR)));
+    tk_value *diag = tk_sub(k, Nkv, Nq);
+
+    /* D = rowsum(dO∘O) in f32, for this kernel and the dK/dV kernel. */
+    tk_value *q[8], *g[8], *o[8];
+    load_rows(w, Q, h, qw, q);
+    load_rows(w, dO, h, qw, g);
+    load_rows(w, O, h, qw, o);
+    tk_type vrow = tk_vec_type(TK_F32, WR, TK_PER_ROW, TK_WARP, TK_ROW);
+    tk_value *dv = tk_zeros(k, vrow);
+    for (int d = 0; d < ND; d++)
+        dv = tk_add(k, dv,
+                    tk_row_sum(k, tk_mul(k, tk_cvt(k, g[d], TK_F32), tk_cvt(k, o[d], TK_F32))));
+    tk_value *il[3] = {w->b, h, qw};
+    tk_store(k, Dw, il, dv);
+    tk_value *l2 = load_l2(w, L, vrow, il, 0.0f);
+
+    tk_value *sK = tk_shared(k, dt, BKV, w->D, TK_SMEM_SWIZZLE, 2);
+    tk_value *sV = tk_shared(k, dt, BKV, w->D, TK_SMEM_SWIZZLE, 2);
+    tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, BKV));
+    if (w->causal) { /* up to the tile of the last key the block's last row sees */
+        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, BQ)), Nq), diag);
+        kend = tk_max(k, kend, i32c(k, 0));
+        ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
+    }
+    tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
+    copy_tile(w, sK, i32c(k, 0), K, hk, i32c(k, 0));
+    copy_tile(w, sV, i32c(k, 0), V, hk, i32c(k, 0));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+
+    tk_type acc_t = tk_tile_type(TK_F32, WR, 16, TK_WARP, TK_ROW);
+    tk_value *init[8], *cur[8], *next[8], *fin[8];
+    for (int d = 0; d < ND; d++) init[d] = tk_zeros(k, acc_t);
+    tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), ND, init, cur);
+    {
+        /* Tile j has landed and every warp left tile j-1, whose stage the
+         * prefetch of tile j+1 then overwrites while tile j is computed. */
+        tk_async_wait(k, 0);
+        tk_barrier(k);
+        tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, BKV));
+        tk_value *j1 = tk_add(k, j, i32c(k, 1)), *kv1 = tk_add(k, kv0, i32c(k, BKV));
+        tk_if_begin(k, tk_lt(k, j1, ntiles));
+        copy_tile(w, sK, tk_sub(k, i32c(k, 1), st), K, hk, kv1);
+        copy_tile(w, sV, tk_sub(k, i32c(k, 1), st), V, hk, kv1);
+        tk_if_end(k, 0, NULL, NULL);
+        tk_async_commit(k);
+
+        tk_value *kst = tk_stage(k, sK, st), *vst = tk_stage(k, sV, st);
+        tk_value *s = dot_t(w, q, NULL, NULL, kst);
+        /* Masks: the ragged last tile, and (causal) tiles crossing the
+         * diagonal of this warp's rows. */
+        tk_value *edge = tk_gt(k, kv1, Nkv);
+        if (w->causal)
+            edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, BKV - 1)), tk_add(k, qw, diag)));
+        tk_if_begin(k, edge);
+        tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, Nkv, -INFINITY);
+        if (w->causal) sm = tk_mask(k, sm, TK_MASK_CAUSAL, tk_add(k, qw, diag), kv0, -INFINITY);
+        tk_else(k, 1, &sm);
+        tk_value *unmasked = s;
+        tk_if_end(k, 1, &unmasked, &s);
+
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
+        tk_value *dp = dot_t(w, g, NULL, NULL, vst);
+        tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
+        mul_acc(w, ds, kst, cur, next);
+    }
+    tk_for_end(k, ND, next, fin);
+    tk_async_wait(k, 0); /* a block without keys still has its (empty) group */
+
+    for (int d = 0; d < ND; d++) {
+        tk_value *idx[4] = {w->b, h, qw, i32c(k, 16 * d)};
+        tk_store(k, dQ, idx, tk_cvt(k, tk_mul(k, fin[d], w->scale), dt));
+    }
+}
+
+/* ---- dK, dV ---------------------------------------------------------------- */
+static void build_dkdv(bwd *w) {
+    tk_kernel *k = w->k;
+    const int ND = w->ND;
+    tk_dtype dt = w->dt;
+    tk_value *Q = tk_param_tensor(k, "Q", dt, 4);
+    tk_value *K = tk_param_tensor(k, "K", dt, 4);
+    tk_value *V = tk_param_tensor(k, "V", dt, 4);
+    tk_value *dO = tk_param_tensor(k, "dO", dt, 4);
+    tk_value *L = tk_param_tensor(k, "L", TK_F32, 3);
+    tk_value *Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
+    tk_value *dK = tk_param_tensor(k, "dK", dt, 4);
+    tk_value *dV = tk_param_tensor(k, "dV", dt, 4);
+    common_scalars(w);
+
+    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
+    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
+    tk_value *nkt = tk_ceil_div(k, Nkv, i32c(k, BKV));
+    tk_set_grid(k, nkt, Hkv, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
+    /* Causal: the first key blocks are seen by the most queries and run
+     * first. */
+    tk_value *k0 = tk_mul(k, tk_block_id(k, 0), i32c(k, BKV));
+    tk_value *hk = tk_block_id(k, 1);
+    w->b = tk_block_id(k, 2);
+    tk_value *group = tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1));
+    tk_value *h0 = tk_mul(k, hk, group);
+    tk_value *wr = tk_mul(k, tk_warp_id(k), i32c(k, WR));
+    tk_value *kw = tk_add(k, k0, wr);
+    tk_value *diag = tk_sub(k, Nkv, Nq);
+
+    /* Query tiles that see some key of the block: causal starts at the tile
+     * of query k0 - diag, the first to see key k0. */
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ)), *qlo = i32c(k, 0);
+    if (w->causal) {
+        tk_value *first = tk_max(k, tk_sub(k, k0, diag), i32c(k, 0));
+        qlo = tk_min(k, tk_div(k, first, i32c(k, BQ)), nqt);
+    }
+    tk_value *nvis = tk_sub(k, nqt, qlo);
+    tk_value *total = tk_mul(k, group, nvis); /* (query head, query tile) pairs */
+
+    /* K and V rows of the warp: in registers for D = 64; for D = 128 (where
+     * they would crowd out dK, dV, Sᵀ and dPᵀ) in shared memory, re-read
+     * by 16-column slices. */
+    tk_value *kr[8], *vr[8], **kreg = NULL, **vreg = NULL, *sK = NULL, *sV = NULL;
+    if (w->D == 64) {
+        load_rows(w, K, hk, kw, kr);
+        load_rows(w, V, hk, kw, vr);
+        kreg = kr, vreg = vr;
+    } else {
+        sK = tk_shared(k, dt, BKV, w->D, TK_SMEM_SWIZZLE, 1);
+        sV = tk_shared(k, dt, BKV, w->D, TK_SMEM_SWIZZLE, 1);
+        tk_value *idx[4] = {w->b, hk, k0, i32c(k, 0)};
+        tk_copy_to_shared(k, sK, K, idx, 0.0f, TK_COPY_ASYNC);
+        tk_copy_to_shared(k, sV, V, idx, 0.0f, TK_COPY_ASYNC);
+    }
+    tk_value *sQ = tk_shared(k, dt, BQ, w->D, TK_SMEM_SWIZZLE, 2);
+    tk_value *sG = tk_shared(k, dt, BQ, w->D, TK_SMEM_SWIZZLE, 2);
+    tk_if_begin(k, tk_lt(k, i32c(k, 0), total));
+    copy_tile(w, sQ, i32c(k, 0), Q, h0, tk_mul(k, qlo, i32c(k, BQ)));
+    copy_tile(w, sG, i32c(k, 0), dO, h0, tk_mul(k, qlo, i32c(k, BQ)));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+
+    tk_type acc_t = tk_tile_type(TK_F32, WR, 16, TK_WARP, TK_ROW);
+    tk_value *init[16], *cur[16], *next[16], *fin[16];
+    for (int d = 0; d < 2 * ND; d++) init[d] = tk_zeros(k, acc_t); /* dV[0..ND), dK[ND..) */
+    tk_value *t = tk_for_begin(k, i32c(k, 0), total, i32c(k, 1), 2 * ND, init, cur);
+    {
+        tk_async_wait(k, 0); /* as in the dQ kernel */
+        tk_barrier(k);
+        tk_value *st = tk_rem(k, t, i32c(k, 2)), *t1 = tk_add(k, t, i32c(k, 1));
+        tk_if_begin(k, tk_lt(k, t1, total));
+        {
+            tk_value *h1 = tk_add(k, h0, tk_div(k, t1, nvis));
+            tk_value *r1 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t1, nvis)), i32c(k, BQ));
+            copy_tile(w, sQ, tk_sub(k, i32c(k, 1), st), Q, h1, r1);
+            copy_tile(w, sG, tk_sub(k, i32c(k, 1), st), dO, h1, r1);
+        }
+        tk_if_end(k, 0, NULL, NULL);
+        tk_async_commit(k);
+
+        tk_value *h = tk_add(k, h0, tk_div(k, t, nvis));
+        tk_value *q0 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t, nvis)), i32c(k, BQ));
+        tk_value *qst = tk_stage(k, sQ, st), *gst = tk_stage(k, sG, st);
+        tk_type vcol = tk_vec_type(TK_F32, BQ, TK_PER_COL, TK_WARP, TK_ROW);
+        tk_value *il[3] = {w->b, h, q0};
+        tk_value *l2 = load_l2(w, L, vcol, il, INFINITY); /* P = 0 past Nq */
+        tk_value *dv = tk_load(k, vcol, Dw, il, 0.0f);
+
+        tk_value *s = dot_t(w, kreg, sK, wr, qst); /* Sᵀ: keys x queries */
+        if (w->causal) {
+            /* 0 where key kw+i <= query q0+j + diag, else -inf: masking a
+             * -inf tile where q0+diag+1 + j > kw + i, with fill 0. */
+            tk_value *edge = tk_gt(k, tk_add(k, kw, i32c(k, WR - 1)), tk_add(k, q0, diag));
+            tk_if_begin(k, edge);
+            tk_value *ninf = tk_fill(k, tk_tile_type(TK_F32, WR, BQ, TK_WARP, TK_ROW),
+                                     tk_const_f32(k, -INFINITY));
+            tk_value *bias = tk_mask(k, ninf, TK_MASK_CAUSAL, kw,
+                                     tk_add(k, tk_add(k, q0, diag), i32c(k, 1)), 0.0f);
+            tk_value *sm = tk_add(k, s, bias);
+            tk_else(k, 1, &sm);
+            tk_value *unmasked = s;
+            tk_if_end(k, 1, &unmasked, &s);
+        }
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
+        mul_acc(w, tk_cvt(k, p, dt), gst, cur, next); /* dV += Pᵀ·dO */
+        tk_value *dp = dot_t(w, vreg, sV, wr, gst);   /* dPᵀ = V·dOᵀ */
+        tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
+        mul_acc(w, ds, qst, cur + ND, next + ND); /* dK += dSᵀ·Q */
+    }
+    tk_for_end(k, 2 * ND, next, fin);
+    tk_async_wait(k, 0);
+
+    for (int d = 0; d < ND; d++) {
+        tk_value *idx[4] = {w->b, hk, kw, i32c(k, 16 * d)};
+        tk_store(k, dV, idx, tk_cvt(k, fin[d], dt));
+        tk_store(k, dK, idx, tk_cvt(k, tk_mul(k, fin[ND + d], w->scale), dt));
+    }
+}
+
+/* The specialization, checked alike by every entry point (`fn` names it). */
+static tk_status check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim, int causal) {
+    if (dt != TK_BF16 && dt != TK_F16)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: dtype is %s; expected bf16 or f16",
+                                fn, tk_dtype_name(dt));
+    if (head_dim != 64 && head_dim != 128)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: head_dim is %d; expected 64 or 128",
+                                fn, head_dim);
+    if (causal != 0 && causal != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: causal is %d; expected 0 or 1", fn,
+                                causal);
+    return TK_OK;
+}
+
+tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg, tk_kernel **out) {
+    const char *fn = "tk_attention_bwd_build";
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!out || !cfg)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, out ? "cfg" : "out");
+    *out = NULL;
+    tk_status s = check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
+    if (s) return s;
+    if (cfg->part != TK_ATTN_BWD_DQ && cfg->part != TK_ATTN_BWD_DKDV)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: part is %d; expected TK_ATTN_BWD_DQ or TK_ATTN_BWD_DKDV", fn,
+                                cfg->part);
+    char name[64];
+    snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s", cfg->part ? "dkdv" : "dq",
+             tk_dtype_name(cfg->dtype), cfg->head_dim, cfg->causal ? "_causal" : "");
+    tk_kernel *k;
+    if ((s = tk_kernel_create(ctx, name, NWARPS, &k))) return s;
+    bwd w = {.k = k,
+             .dt = cfg->dtype,
+             .D = cfg->head_dim,
+             .ND = cfg->head_dim / 16,
+             .causal = cfg->causal};
+    if (cfg->part == TK_ATTN_BWD_DQ)
+        build_dq(&w);
+    else
+        build_dkdv(&w);
+    if ((s = tk_kernel_finish(k))) {
+        tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(k));
+        tk_kernel_destroy(k);
+        return s;
+    }
+    *out = k;
+    return TK_OK;
+}
+
+/* ---- tk_attention_backward (tk_run.h) -------------------------------------
+ * Two registry programs per (dtype, head_dim, causal): the dQ kernel and the
+ * dK/dV kernel. */
+typedef struct bwd_key {
+    int32_t dtype, head_dim, causal, part;
+} bwd_key;
+
+static tk_status build_bwd_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
+    const bwd_key *a = key;
+    tk_attention_bwd_config cfg = {
+        .dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim, .causal = a->causal, .part = a->part};
+    return tk_attention_bwd_build(ctx, &cfg, out);
+}
+
+static const tk_kernel_def bwd_def = {"tk_attention_backward", sizeof(bwd_key), build_bwd_key};
+
+#define BWD_MAX_SEQ ((int64_t)INT32_MAX - 65535)
+#define BWD_TENSORS 8
+
+/* The end of the first layout of tk_attention_bwd_params. */
+#define BWD_PARAMS_MIN (offsetof(tk_attention_bwd_params, lse_strides) + 3 * sizeof(int64_t))
+
+static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *p) {
+    const int64_t sz[5] = {p->batch, p->heads_q, p->heads_kv, p->seq_q, p->seq_kv};
+    static const char *names[5] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv"};
+    /* i32 indexing of rows, heads and batches in the kernels; y, z grids */
+    const int64_t lim[5] = {65535, 65535, 65535, BWD_MAX_SEQ, BWD_MAX_SEQ};
+    for (int i = 0; i < 5; i++) {
+        if (sz[i] <= 0)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; sizes must be >= 1",
+                                    fn, names[i], (long long)sz[i]);
+        if (sz[i] > lim[i])
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s is %lld; the kernels allow at most %lld", fn, names[i],
+                                    (long long)sz[i], (long long)lim[i]);
+    }
+    if (p->heads_q % p->heads_kv)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: heads_q (%lld) is not a multiple of heads_kv (%lld)", fn,
+                                (long long)p->heads_q, (long long)p->heads_kv);
+    return TK_OK;
+}
+
+/* Bytes of D: f32 [B, Hq, Nq] (sizes checked: no overflow, < 2^63). */
+static size_t workspace_bytes(const tk_attention_bwd_params *p) {
+    return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
+}
+
+static const char *const tensor_names[BWD_TENSORS] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
+
+static const int64_t *tensor_strides(const tk_attention_bwd_params *p, int i) {
+    const int64_t *st[BWD_TENSORS] = {p->q_strides,    p->k_strides,  p->v_strides,  p->o_strides,
+                                      p->dout_strides, p->dq_strides, p->dk_strides, p->dv_strides};
+    return st[i];
+}
+
+static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *p) {
+    const void *ptr[BWD_TENSORS + 2] = {p->q,  p->k,  p->v,  p->o,   p->dout,
+                                        p->dq, p->dk, p->dv, p->lse, p->workspace};
+    for (int i = 0; i < BWD_TENSORS + 2; i++)
+        if (!ptr[i])
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn,
+                                    i < BWD_TENSORS    ? tensor_names[i]
+                                    : i == BWD_TENSORS ? "lse"
+                                                       : "workspace");
+    if ((uintptr_t)p->workspace % sizeof(float))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: workspace is not 4-byte aligned", fn);
+    size_t need = workspace_bytes(p);
+    if (p->workspace_bytes < need)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: workspace_bytes is %zu; these sizes need %zu "
+                                "(tk_attention_backward_workspace)",
+                                fn, p->workspace_bytes, need);
+    for (int i = 0; i < BWD_TENSORS; i++) {
+        const int64_t *st = tensor_strides(p, i);
+        bool dense = !st[0] && !st[1] && !st[2] && !st[3];
+        if (!dense && st[3] != 1)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s_strides[3] is %lld; the head dimension must be "
+                                    "contiguous (stride 1)",
+                                    fn, tensor_names[i], (long long)st[3]);
+        for (int d = 0; d < 3 && !dense; d++)
+            if (st[d] < 0)
+                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is negative",
+                                        fn, tensor_names[i], d);
+    }
+    for (int d = 0; d < 3; d++)
+        if (p->lse_strides[d] < 0)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: lse_strides[%d] is negative", fn,
+                                    d);
+    return TK_OK;
+}
+
+/* The caller's struct (any struct_size) read into *p; with `full`, every
+ * field checked (else the sizes only, for the workspace query). */
+static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *user,
+                             tk_attention_bwd_params *p, bool full) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, BWD_PARAMS_MIN);
+    if (!s) s = check_sizes(ctx, fn, p);
+    if (s || !full) return s;
+    if ((s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal))) return s;
+    if (!(p->scale >= 0.0f) || isinf(p->scale))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: scale %g is not a finite value >= 0",
+                                fn, (double)p->scale);
+    return check_pointers(ctx, fn, p);
+}
+
+/* Both programs of p's specialization; info: the slower preparation. */
+static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_program *prog[2],
+                              tk_prepare_info *info) {
+    for (int part = 0; part < 2; part++) {
+        bwd_key key;
+        memset(&key, 0, sizeof key);
+        key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal, key.part = part;
+        tk_prepare_info one;
+        tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[part], info ? &one : NULL);
+        if (s) return s;
+        if (info && (part == 0 || one.ms > info->ms)) *info = one;
+    }
+    return TK_OK;
+}
+
+tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *user,
+                                          size_t *bytes) {
+    const char *fn = "tk_attention_backward_workspace";
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!bytes) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
+    *bytes = 0;
+    tk_attention_bwd_params p;
+    tk_status s = read_params(ctx, fn, user, &p, false);
+    if (!s) *bytes = workspace_bytes(&p);
+    return s;
+}
+
+tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_bwd_params *user,
+                                        tk_prepare_info *info) {
+    tk_attention_bwd_params p;
+    tk_program *prog[2];
+    tk_status s = read_params(ctx, "tk_attention_backward_prepare", user, &p, true);
+    return s ? s : bwd_programs(ctx, &p, prog, info);
+}
+
+static tk_arg bwd_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
+                         const int64_t *strides) {
+    bool dense = true;
+    for (int i = 0; i < rank; i++) dense = dense && !strides[i];
+    return dense ? tk_arg_tensor((void *)data, dt, rank, dims)
+                 : tk_arg_strided((void *)data, dt, rank, dims, strides);
+}
+
+tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *user, void *stream) {
+    tk_attention_bwd_params params;
+    const tk_attention_bwd_params *p = &params;
+    tk_program *prog[2];
+    tk_status s = read_params(ctx, "tk_attention_backward", user, &params, true);
+    if (!s) s = bwd_programs(ctx, p, prog, NULL);
+    if (s) return s;
+    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, p->head_dim};
+    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, p->head_dim};
+    int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
+    tk_dtype dt = p->dtype;
+    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim);
+    tk_arg q = bwd_tensor(p->q, dt, 4, qd, p->q_strides);
+    tk_arg k = bwd_tensor(p->k, dt, 4, kd, p->k_strides);
+    tk_arg v = bwd_tensor(p->v, dt, 4, kd, p->v_strides);
+    tk_arg g = bwd_tensor(p->dout, dt, 4, qd, p->dout_strides);
+    tk_arg l = bwd_tensor(p->lse, TK_F32, 3, ld, p->lse_strides);
+    tk_arg dw = tk_arg_tensor(p->workspace, TK_F32, 3, ld);
+    tk_arg dq_args[9] = {q,
+                         k,
+                         v,
+                         bwd_tensor(p->o, dt, 4, qd, p->o_strides),
+                         g,
+                         l,
+                         dw,
+                         bwd_tensor(p->dq, dt, 4, qd, p->dq_strides),
+                         tk_arg_f32(scale)};
+    if ((s = tk_launch(prog[TK_ATTN_BWD_DQ], 9, dq_args, stream))) return s;
+    tk_arg kv_args[9] = {q,
+                         k,
+                         v,
+                         g,
+                         l,
+                         dw,
+                         bwd_tensor(p->dk, dt, 4, kd, p->dk_strides),
+                         bwd_tensor(p->dv, dt, 4, kd, p->dv_strides),
+                         tk_arg_f32(scale)};
+    return tk_launch(prog[TK_ATTN_BWD_DKDV], 9, kv_args, stream);
+}
