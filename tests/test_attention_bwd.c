@@ -21,6 +21,7 @@
 #include "tk/tk_run.h"
 #include "util/harness.h"
 #include "util/ref.h"
+#include "util/run.h"
 
 static tk_ctx *ctx;
 
@@ -472,10 +473,4 @@ static Suite *bwd_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(bwd_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(bwd_suite()); }

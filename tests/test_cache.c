@@ -5,7 +5,6 @@
  *
  * The disk store writes under one mkdtemp directory, removed at the end. */
 #include <check.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,8 @@
 #include <unistd.h>
 
 #include "jit/cache.h"
+#include "util/run.h"
+#include "util/tmpdir.h"
 
 static char g_root[PATH_MAX]; /* the mkdtemp directory of this run */
 
@@ -98,26 +99,14 @@ START_TEST(test_codegen_foreign_entry) {
 }
 END_TEST
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    return remove(path);
-}
-
 int main(void) {
-    snprintf(g_root, sizeof g_root, "%s/tk-test-cache-XXXXXX",
-             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(g_root)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (tu_tmpdir_make(g_root, sizeof g_root, "cache") != 0) return EXIT_FAILURE;
     Suite *s = suite_create("cache");
     TCase *tc = tcase_create("cache");
     tcase_add_test(tc, test_codegen_id_in_key);
     tcase_add_test(tc, test_codegen_foreign_entry);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? 1 : 0;
+    int rc = run_suite(s);
+    tu_tmpdir_remove(g_root);
+    return rc;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ir/ctx.h"
+#include "util/run.h"
 
 /* What makes and destroys did, in order ("+a+b-b-a"), and how many states
  * are alive. */
@@ -183,9 +184,5 @@ int main(void) {
     tcase_add_test(tc, failed_make_takes_no_slot);
     tcase_add_test(tc, full_table_is_an_error);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -21,6 +21,7 @@
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
+#include "util/run.h"
 
 #ifndef TK_LLVM_VERSION
 #define TK_LLVM_VERSION "?"
@@ -277,9 +278,5 @@ int main(void) {
     tcase_set_timeout(tc, 1200);
     tcase_add_test(tc, test_golden_ptx);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -19,6 +19,8 @@
 
 #include "tk/tk_run.h"
 #include "util/harness.h"
+#include "util/run.h"
+#include "util/params.h"
 
 static tk_ctx *ctx;
 static char cache_dir[64];
@@ -55,19 +57,7 @@ static const char *origin_name(tk_origin o) {
 /* ---- validation ---------------------------------------------------------- */
 static tk_attention_params good_attention(void) {
     static char dummy[64];
-    return (tk_attention_params){.struct_size = sizeof(tk_attention_params),
-                                 .dtype = TK_BF16,
-                                 .head_dim = 64,
-                                 .batch = 1,
-                                 .heads_q = 4,
-                                 .heads_kv = 2,
-                                 .seq_q = 8,
-                                 .seq_kv = 8,
-                                 .q = dummy,
-                                 .k = dummy,
-                                 .v = dummy,
-                                 .o = dummy,
-                                 .lse = (float *)dummy};
+    return tu_attention_params(TK_BF16, 64, 4, 2, 8, dummy);
 }
 
 static void expect_attention_error(tk_attention_params p, tk_status want, const char *frag) {
@@ -106,15 +96,7 @@ END_TEST
 
 START_TEST(gemm_rejects_bad_params) {
     static char dummy[64];
-    tk_gemm_params g = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16,
-                        .out_dtype = TK_F32,
-                        .m = 4,
-                        .n = 4,
-                        .k = 4,
-                        .a = dummy,
-                        .b = dummy,
-                        .c = dummy};
+    tk_gemm_params g = tu_gemm_params(TK_BF16, TK_F32, 4, 4, 4, dummy);
     tk_gemm_params b = g;
     b.k = 0;
     ck_assert_int_eq(tk_gemm(ctx, &b, NULL), TK_ERR_INVALID_ARG);
@@ -372,15 +354,7 @@ START_TEST(gemm_choice_is_keyed) {
     static char dummy[64]; /* prepare checks and compiles; it launches nothing */
     char arch[16];
     ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
-    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16,
-                        .out_dtype = TK_BF16,
-                        .m = 8192,
-                        .n = 8192,
-                        .k = 64,
-                        .a = dummy,
-                        .b = dummy,
-                        .c = dummy};
+    tk_gemm_params p = tu_gemm_params(TK_BF16, TK_BF16, 8192, 8192, 64, dummy);
     tk_gemm_config big = tk_gemm_config_for(TK_BF16, TK_BF16, 0, p.m, p.n, arch);
     tk_gemm_config dflt = tk_gemm_default_config(TK_BF16, TK_BF16, 0);
     tk_prepare_info info;
@@ -609,9 +583,5 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
     tcase_add_test(tg, one_kernel_serves_all_shapes);
     suite_add_tcase(s, tg);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

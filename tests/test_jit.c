@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,13 +26,12 @@
 #include "jit/program.h"
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
+#include "util/run.h"
+#include "util/tmpdir.h"
 
 static char g_root[PATH_MAX]; /* the mkdtemp directory of this run */
 
-static void sub(char *buf, size_t n, const char *name) {
-    if ((size_t)snprintf(buf, n, "%s/%s", g_root, name) >= n)
-        abort(); /* test paths are short; never silently cut */
-}
+static void sub(char *buf, size_t n, const char *name) { tu_join(buf, n, g_root, name); }
 
 /* A fresh standalone JIT state whose disk cache is <root>/<name>. */
 static struct tk_jit *jit_in(const char *name) {
@@ -830,21 +828,10 @@ START_TEST(test_precompile_and_compile) {
 }
 END_TEST
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(g_root, sizeof g_root, "%s/tk-test-jit-XXXXXX",
-             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(g_root)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    char dir[PATH_MAX];
+    if (tu_tmpdir_make(g_root, sizeof g_root, "jit") != 0) return EXIT_FAILURE;
     setenv("TMPDIR", g_root, 1); /* ptxas temp files stay inside */
-    sub(dir, sizeof dir, "default-cache");
-    setenv("TK_CACHE_DIR", dir, 1);
+    tu_set_cache_dir(g_root);
 
     Suite *s = suite_create("jit");
     TCase *tc = tcase_create("jit");
@@ -863,10 +850,7 @@ int main(void) {
     tcase_add_test(tc, test_gpu_compile_seeded);
     tcase_add_test(tc, test_precompile_and_compile);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? 1 : 0;
+    int rc = run_suite(s);
+    tu_tmpdir_remove(g_root);
+    return rc;
 }

@@ -15,6 +15,7 @@
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 #include "util/ref.h"
+#include "util/run.h"
 
 static tk_ctx *ctx;
 
@@ -545,10 +546,4 @@ static Suite *kernels_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(kernels_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(kernels_suite()); }

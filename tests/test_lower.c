@@ -19,6 +19,7 @@
 #include "tk/tk_kernels.h"
 #include "util/fixture_ops.h"
 #include "util/harness.h"
+#include "util/run.h"
 
 static const char *const archs[2] = {"sm_80", "sm_90a"};
 
@@ -563,9 +564,5 @@ int main(void) {
     tcase_set_timeout(tg, 600);
     tcase_add_loop_test(tg, op_matches_interpreter_on_gpu, 0, 2 * tu_nop_fixtures);
     suite_add_tcase(s, tg);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

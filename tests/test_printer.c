@@ -14,6 +14,7 @@
 #include "ir/ir.h"
 #include "tk/tk.h"
 #include "util/fixture_ir.h"
+#include "util/run.h"
 
 #ifndef TK_SOURCE_DIR
 #define TK_SOURCE_DIR "."
@@ -417,10 +418,4 @@ static Suite *printer_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(printer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(printer_suite()); }

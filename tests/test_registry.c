@@ -16,6 +16,8 @@
 #include "jit/program.h"
 #include "jit/registry.h"
 #include "tk/tk_run.h"
+#include "util/run.h"
+#include "util/params.h"
 
 static tk_ctx *ctx;
 static atomic_int g_builds, g_compiles;
@@ -165,15 +167,7 @@ END_TEST
 /* ---- The ready-made kernels through the registry -------------------------- */
 START_TEST(gemm_prepare_keys_on_the_config) {
     static char dummy[64];
-    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16,
-                        .out_dtype = TK_F32,
-                        .m = 64,
-                        .n = 64,
-                        .k = 64,
-                        .a = dummy,
-                        .b = dummy,
-                        .c = dummy};
+    tk_gemm_params p = tu_gemm_params(TK_BF16, TK_F32, 64, 64, 64, dummy);
     tk_prepare_info info;
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
@@ -198,19 +192,7 @@ END_TEST
 
 START_TEST(attention_prepare_keys_on_the_spec) {
     static char dummy[64];
-    tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                             .dtype = TK_BF16,
-                             .head_dim = 64,
-                             .batch = 1,
-                             .heads_q = 2,
-                             .heads_kv = 1,
-                             .seq_q = 8,
-                             .seq_kv = 8,
-                             .q = dummy,
-                             .k = dummy,
-                             .v = dummy,
-                             .o = dummy,
-                             .lse = (float *)dummy};
+    tk_attention_params p = tu_attention_params(TK_BF16, 64, 2, 1, 8, dummy);
     tk_prepare_info info;
     ck_assert_int_eq(tk_attention_prepare(ctx, &p, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
@@ -227,19 +209,7 @@ END_TEST
 /* One status per kind of bad input, the same from every entry point. */
 START_TEST(bad_head_dim_is_invalid_everywhere) {
     static char dummy[64];
-    tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                             .dtype = TK_BF16,
-                             .head_dim = 96,
-                             .batch = 1,
-                             .heads_q = 1,
-                             .heads_kv = 1,
-                             .seq_q = 8,
-                             .seq_kv = 8,
-                             .q = dummy,
-                             .k = dummy,
-                             .v = dummy,
-                             .o = dummy,
-                             .lse = (float *)dummy};
+    tk_attention_params p = tu_attention_params(TK_BF16, 96, 1, 1, 8, dummy);
     ck_assert_int_eq(tk_attention_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_str_eq(tk_ctx_error(ctx), "tk_attention_forward: head_dim is 96; expected 64 or 128");
     ck_assert_int_eq(tk_attention_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
@@ -254,15 +224,7 @@ END_TEST
 
 /* ---- Parameter structs grow (docs/API.md): struct_size ------------------- */
 static tk_gemm_params small_gemm(void *dummy) {
-    return (tk_gemm_params){.struct_size = sizeof(tk_gemm_params),
-                            .in_dtype = TK_BF16,
-                            .out_dtype = TK_F32,
-                            .m = 64,
-                            .n = 64,
-                            .k = 64,
-                            .a = dummy,
-                            .b = dummy,
-                            .c = dummy};
+    return tu_gemm_params(TK_BF16, TK_F32, 64, 64, 64, dummy);
 }
 
 START_TEST(struct_size_zero_or_small_is_invalid) {
@@ -276,19 +238,8 @@ START_TEST(struct_size_zero_or_small_is_invalid) {
     g.struct_size = sizeof(size_t);
     ck_assert_int_eq(tk_gemm_prepare(ctx, &g, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "smallest layout"));
-    tk_attention_params a = {.struct_size = offsetof(tk_attention_params, lse_strides),
-                             .dtype = TK_BF16,
-                             .head_dim = 64,
-                             .batch = 1,
-                             .heads_q = 1,
-                             .heads_kv = 1,
-                             .seq_q = 8,
-                             .seq_kv = 8,
-                             .q = dummy,
-                             .k = dummy,
-                             .v = dummy,
-                             .o = dummy,
-                             .lse = (float *)dummy};
+    tk_attention_params a = tu_attention_params(TK_BF16, 64, 1, 1, 8, dummy);
+    a.struct_size = offsetof(tk_attention_params, lse_strides);
     ck_assert_int_eq(tk_attention_prepare(ctx, &a, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tk_attention_forward: params.struct_size"));
     ck_assert_int_eq(tk_attention_forward(ctx, &a, NULL), TK_ERR_INVALID_ARG);
@@ -361,9 +312,5 @@ int main(void) {
     tcase_add_test(tc, newer_size_needs_unknown_fields_zero);
     tcase_add_test(tc, version_is_the_headers);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

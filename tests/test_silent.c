@@ -5,7 +5,6 @@
  * CPU: programs without modules check arguments and grids. */
 #include <check.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,13 +20,11 @@
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_run.h"
+#include "util/run.h"
+#include "util/tmpdir.h"
+#include "util/params.h"
 
 static char g_root[PATH_MAX];
-
-/* a/b into buf; test paths are short: never silently cut. */
-static void join(char *buf, size_t n, const char *a, const char *b) {
-    if ((size_t)snprintf(buf, n, "%s/%s", a, b) >= n) abort();
-}
 
 typedef struct logged {
     int n;
@@ -80,7 +77,7 @@ static void expect_reported(tk_ctx *ctx, const logged *l, const char *dir, const
 
 START_TEST(test_cache_dir_is_a_file) {
     char file[PATH_MAX], below[PATH_MAX];
-    join(file, sizeof file, g_root, "a-file");
+    tu_join(file, sizeof file, g_root, "a-file");
     int fd = open(file, O_CREAT | O_WRONLY, 0600);
     ck_assert_int_ge(fd, 0);
     close(fd);
@@ -94,13 +91,13 @@ START_TEST(test_cache_dir_is_a_file) {
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "not a directory"));
     ck_assert_int_eq(l.n, 1);
     /* A usable directory clears the record; a new bad one is told again. */
-    join(below, sizeof below, g_root, "fine");
+    tu_join(below, sizeof below, g_root, "fine");
     ck_assert_int_eq(tk_cache_set_dir(ctx, below), TK_OK);
     use_cache(ctx, TK_OK);
     tk_cache_stats st;
     tk_cache_stats_get(ctx, &st);
     ck_assert_str_eq(st.disk_error, "");
-    join(below, sizeof below, file, "sub");
+    tu_join(below, sizeof below, file, "sub");
     ck_assert_int_eq(tk_cache_set_dir(ctx, below), TK_OK);
     use_cache(ctx, TK_ERR_IO);
     ck_assert_int_eq(l.n, 2);
@@ -125,8 +122,8 @@ END_TEST
 /* Without a hook: one line on stderr. */
 START_TEST(test_cache_warning_default_stderr) {
     char file[PATH_MAX], out[PATH_MAX], buf[1024] = {0};
-    join(file, sizeof file, g_root, "a-file");
-    join(out, sizeof out, g_root, "stderr.txt");
+    tu_join(file, sizeof file, g_root, "a-file");
+    tu_join(out, sizeof out, g_root, "stderr.txt");
     close(open(file, O_CREAT | O_WRONLY, 0600));
     fflush(stderr);
     int saved = dup(2), fd = open(out, O_CREAT | O_TRUNC | O_WRONLY, 0600);
@@ -215,15 +212,7 @@ START_TEST(test_gemm_sizes) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     void *dev = (void *)(uintptr_t)256; /* never dereferenced: checks come first */
-    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16,
-                        .out_dtype = TK_BF16,
-                        .m = 1024,
-                        .n = 1024,
-                        .k = 1024,
-                        .a = dev,
-                        .b = dev,
-                        .c = dev};
+    tk_gemm_params p = tu_gemm_params(TK_BF16, TK_BF16, 1024, 1024, 1024, dev);
     p.k = (int64_t)1 << 31;
     fails_with(ctx, tk_gemm(ctx, &p, NULL), "32-bit indexing allows each up to");
     p.k = 1024;
@@ -241,19 +230,7 @@ START_TEST(test_attention_sizes) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     void *dev = (void *)(uintptr_t)256;
-    tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                             .dtype = TK_BF16,
-                             .head_dim = 128,
-                             .batch = 1,
-                             .heads_q = 8,
-                             .heads_kv = 8,
-                             .seq_q = 128,
-                             .seq_kv = 128,
-                             .q = dev,
-                             .k = dev,
-                             .v = dev,
-                             .o = dev,
-                             .lse = dev};
+    tk_attention_params p = tu_attention_params(TK_BF16, 128, 8, 8, 128, dev);
     p.batch = 65536;
     fails_with(ctx, tk_attention_forward(ctx, &p, NULL),
                "batch is 65536; the kernel allows "
@@ -266,21 +243,9 @@ START_TEST(test_attention_sizes) {
 }
 END_TEST
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
-
 int main(void) {
-    snprintf(g_root, sizeof g_root, "%s/tk-test-silent-XXXXXX",
-             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(g_root)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    char dir[PATH_MAX];
-    join(dir, sizeof dir, g_root, "default-cache");
-    setenv("TK_CACHE_DIR", dir, 1);
+    if (tu_tmpdir_make(g_root, sizeof g_root, "silent") != 0) return EXIT_FAILURE;
+    tu_set_cache_dir(g_root);
     Suite *s = suite_create("silent");
     TCase *tc = tcase_create("silent");
     tcase_set_timeout(tc, 120);
@@ -291,10 +256,7 @@ int main(void) {
     tcase_add_test(tc, test_gemm_sizes);
     tcase_add_test(tc, test_attention_sizes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    nftw(g_root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? 1 : 0;
+    int rc = run_suite(s);
+    tu_tmpdir_remove(g_root);
+    return rc;
 }

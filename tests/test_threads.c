@@ -13,6 +13,8 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/run.h"
+#include "util/params.h"
 
 enum { THREADS = 4, M = 40, N = 48, K = 72 };
 
@@ -80,15 +82,7 @@ END_TEST
 
 static void *gemm_calls(void *arg) {
     static char dummy[64]; /* never read: without a GPU the call stops at compiling */
-    tk_gemm_params p = {.struct_size = sizeof(tk_gemm_params),
-                        .in_dtype = TK_BF16,
-                        .out_dtype = TK_F32,
-                        .m = 4,
-                        .n = 4,
-                        .k = 4,
-                        .a = dummy,
-                        .b = dummy,
-                        .c = dummy};
+    tk_gemm_params p = tu_gemm_params(TK_BF16, TK_F32, 4, 4, 4, dummy);
     for (int i = 0; i < 3; i++) tk_gemm(arg, &p, NULL);
     return NULL;
 }
@@ -113,9 +107,5 @@ int main(void) {
     tcase_add_test(tc, contexts_in_parallel_match_one_thread);
     tcase_add_test(tc, threads_share_a_context);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -20,6 +20,7 @@
 #include "tk/tk_jit.h"
 #include "util/harness.h"
 #include "util/ref.h"
+#include "util/run.h"
 
 static tk_ctx *ctx;
 
@@ -272,9 +273,5 @@ int main(void) {
     tcase_add_test(tc, test_wgmma_ptx);
     tcase_add_test(tc, test_wgmma_gpu);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -1,20 +1,17 @@
 /* The context of the running test, shared by the Check fixtures of
  * build.h and interp.h: created before each test, destroyed after it;
- * and the runner every such test program's main ends with. */
+ * and (util/run.h) the runner every test program's main ends with. */
 #ifndef TK_TEST_FIXTURE_H
 #define TK_TEST_FIXTURE_H
 
 #include <check.h>
 
 #include "tk/tk.h"
+#include "util/run.h"
 
 extern tk_ctx *ctx;
 
 void ctx_setup(void);    /* ctx = a new context, race checker on */
 void ctx_teardown(void); /* destroys ctx, ctx = NULL */
-
-/* Runs every test of s (CK_NORMAL output) and frees it: EXIT_SUCCESS when
- * all pass, else EXIT_FAILURE (a test program's main returns this). */
-int run_suite(Suite *s);
 
 #endif
