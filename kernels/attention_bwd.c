@@ -132,6 +132,31 @@ static void common_scalars(bwd *w) {
     w->scale2 = tk_max(k, tk_mul(k, w->scale, tk_const_f32(k, LOG2E)), tk_const_f32(k, FLT_MIN));
 }
 
+/* The parameters of either kernel, declared in its signature's order:
+ * Q, K, V, O (the dQ kernel only), dO, L, Dw, then its `nouts` outputs and
+ * the scalars; and the sizes both read: heads and lengths of Q and of K. */
+typedef struct bwd_io {
+    tk_value *Q, *K, *V, *O, *dO, *L, *Dw, *out[2];
+    tk_value *Hq, *Nq, *Hkv, *Nkv;
+} bwd_io;
+
+static bwd_io declare_io(bwd *w, int with_o, const char *const *outs, int nouts) {
+    tk_kernel *k = w->k;
+    bwd_io io = {0};
+    io.Q = tk_param_tensor(k, "Q", w->dt, 4);
+    io.K = tk_param_tensor(k, "K", w->dt, 4);
+    io.V = tk_param_tensor(k, "V", w->dt, 4);
+    if (with_o) io.O = tk_param_tensor(k, "O", w->dt, 4);
+    io.dO = tk_param_tensor(k, "dO", w->dt, 4);
+    io.L = tk_param_tensor(k, "L", TK_F32, 3);
+    io.Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
+    for (int i = 0; i < nouts; i++) io.out[i] = tk_param_tensor(k, outs[i], w->dt, 4);
+    common_scalars(w);
+    io.Hq = dim32(k, io.Q, 1), io.Nq = dim32(k, io.Q, 2);
+    io.Hkv = dim32(k, io.K, 1), io.Nkv = dim32(k, io.K, 2);
+    return io;
+}
+
 /* Copies the tile of 64 rows starting at `row` of (b, head) into stage `st`
  * of ring `ring` (rows past N zero-filled). */
 static void copy_tile(bwd *w, tk_value *ring, tk_value *st, tk_value *view, tk_value *head,
@@ -146,18 +171,10 @@ static void build_dq(bwd *w) {
     tk_kernel *k = w->k;
     const int ND = w->ND;
     tk_dtype dt = w->dt;
-    tk_value *Q = tk_param_tensor(k, "Q", dt, 4);
-    tk_value *K = tk_param_tensor(k, "K", dt, 4);
-    tk_value *V = tk_param_tensor(k, "V", dt, 4);
-    tk_value *O = tk_param_tensor(k, "O", dt, 4);
-    tk_value *dO = tk_param_tensor(k, "dO", dt, 4);
-    tk_value *L = tk_param_tensor(k, "L", TK_F32, 3);
-    tk_value *Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
-    tk_value *dQ = tk_param_tensor(k, "dQ", dt, 4);
-    common_scalars(w);
-
-    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
-    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
+    bwd_io io = declare_io(w, 1, (const char *const[]){"dQ"}, 1);
+    tk_value *Q = io.Q, *K = io.K, *V = io.V, *O = io.O, *dO = io.dO, *L = io.L, *Dw = io.Dw;
+    tk_value *dQ = io.out[0];
+    tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
     tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ));
     tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
     /* Causal: the blocks near the end of the sequence see the most keys;
@@ -248,18 +265,10 @@ static void build_dkdv(bwd *w) {
     tk_kernel *k = w->k;
     const int ND = w->ND;
     tk_dtype dt = w->dt;
-    tk_value *Q = tk_param_tensor(k, "Q", dt, 4);
-    tk_value *K = tk_param_tensor(k, "K", dt, 4);
-    tk_value *V = tk_param_tensor(k, "V", dt, 4);
-    tk_value *dO = tk_param_tensor(k, "dO", dt, 4);
-    tk_value *L = tk_param_tensor(k, "L", TK_F32, 3);
-    tk_value *Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
-    tk_value *dK = tk_param_tensor(k, "dK", dt, 4);
-    tk_value *dV = tk_param_tensor(k, "dV", dt, 4);
-    common_scalars(w);
-
-    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
-    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
+    bwd_io io = declare_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
+    tk_value *Q = io.Q, *K = io.K, *V = io.V, *dO = io.dO, *L = io.L, *Dw = io.Dw;
+    tk_value *dK = io.out[0], *dV = io.out[1];
+    tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
     tk_value *nkt = tk_ceil_div(k, Nkv, i32c(k, BKV));
     tk_set_grid(k, nkt, Hkv, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
     /* Causal: the first key blocks are seen by the most queries and run
