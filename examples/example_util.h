@@ -140,4 +140,18 @@ static inline int ex_use_gpu(tk_ctx *ctx, const ex_opts *o) {
     return 0;
 }
 
+/* A row-wise example's check of one R x C run (interpreter, or gpu = 1). */
+typedef int (*ex_check_rc)(tk_ctx *ctx, const tk_kernel *k, int gpu, int64_t R, int64_t C);
+
+/* The shapes a row-wise example runs: `small` (R, C pairs) on the
+ * interpreter, then `big` on the GPU when gpu; stops at the first failure. */
+static inline int ex_check_shapes(tk_ctx *ctx, const tk_kernel *k, int gpu, ex_check_rc check,
+                                  const int64_t (*small)[2], int nsmall, const int64_t (*big)[2],
+                                  int nbig) {
+    int ok = 1;
+    for (int i = 0; ok && i < nsmall; i++) ok = check(ctx, k, 0, small[i][0], small[i][1]);
+    for (int i = 0; ok && gpu && i < nbig; i++) ok = check(ctx, k, 1, big[i][0], big[i][1]);
+    return ok;
+}
+
 #endif

@@ -114,11 +114,8 @@ int main(int argc, char **argv) {
     int ok = k && ex_emit_ptx(ctx, k, &o), gpu = ok && ex_use_gpu(ctx, &o);
     /* Ragged everywhere: rows not a multiple of 64, columns not of 128. */
     static const int64_t small[][2] = {{77, 300}, {5, 1}, {64, 1024}, {130, 129}};
-    for (int i = 0; ok && i < 4; i++) ok = check(ctx, k, 0, small[i][0], small[i][1]);
-    if (ok && gpu) {
-        static const int64_t big[][2] = {{4096, 1000}, {1000, 1024}, {333, 77}};
-        for (int i = 0; ok && i < 3; i++) ok = check(ctx, k, 1, big[i][0], big[i][1]);
-    }
+    static const int64_t big[][2] = {{4096, 1000}, {1000, 1024}, {333, 77}};
+    ok = ok && ex_check_shapes(ctx, k, gpu, check, small, 4, big, 3);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
     return ok ? 0 : 1;
