@@ -6,22 +6,11 @@ Usage (GPU machine): python3 bench/bench_attention.py build-device"""
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 from triton.testing import do_bench
 
+from bench_util import ATTENTION_CONFIGS, sdpa
 from tk_ctypes import TK
-
-CONFIGS = [  # (D, B, H, N)
-    (128, 16, 16, 1024), (128, 4, 16, 4096), (128, 1, 16, 16384),
-    (64, 16, 32, 1024), (64, 4, 32, 4096), (64, 1, 32, 16384),
-    (128, 4, 16, 3072),
-]
-
-
-def sdpa(backend, q, k, v, causal):
-    with sdpa_kernel(backend):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def bench_one(tk, stream, d, b, h, n, causal):
@@ -51,7 +40,7 @@ def main():
     print("| D | B | H | N | causal | TileKittens | FA2 (flash) | cuDNN | ours/FA2 | rel err |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for causal in (False, True):
-        for d, b, h, n in CONFIGS:
+        for d, b, h, n in ATTENTION_CONFIGS:
             o, f, c, e = bench_one(tk, stream, d, b, h, n, causal)
             print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {o:.0f} | {f:.0f} | {c:.0f} | "
                   f"{o / f:.2f} | {e:.1e} |", flush=True)

@@ -15,22 +15,11 @@ Usage (GPU machine): python3 bench/bench_attention_bwd.py build-device"""
 import sys
 
 import torch
-import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
+from bench_util import ATTENTION_CONFIGS, sdpa
 from tk_ctypes import TK
-
-CONFIGS = [  # (D, B, H, N)
-    (128, 16, 16, 1024), (128, 4, 16, 4096), (128, 1, 16, 16384),
-    (64, 16, 32, 1024), (64, 4, 32, 4096), (64, 1, 32, 16384),
-    (128, 4, 16, 3072),
-]
-
-
-def sdpa(backend, q, k, v, causal):
-    with sdpa_kernel(backend):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def torch_bwd(backend, q, k, v, do, causal):
@@ -103,7 +92,7 @@ def main():
           "| rel err | FA2 rel err | bit-identical x3 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for causal in (False, True):
-        for d, b, h, n in CONFIGS:
+        for d, b, h, n in ATTENTION_CONFIGS:
             o, f, c, e, fe, same = bench_one(tk, stream, d, b, h, n, causal)
             print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {o:.0f} | {f:.0f} | {c:.0f} | "
                   f"{o / f:.2f} | {o / c:.2f} | {e:.1e} | {fe:.1e} | {'yes' if same else 'NO'} |",
