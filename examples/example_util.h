@@ -16,6 +16,15 @@
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 
+/* Finishes k; on failure prints its error and destroys it: the built kernel
+ * or NULL, for a build function to return. */
+static inline tk_kernel *ex_finish(tk_kernel *k) {
+    if (!tk_kernel_finish(k)) return k;
+    fprintf(stderr, "%s: %s\n", tk_kernel_name(k), tk_kernel_error(k));
+    tk_kernel_destroy(k);
+    return NULL;
+}
+
 /* Command line: `--ptx FILE` writes the kernel's PTX for `--arch` (sm_90a)
  * to FILE, for `ptxas -arch=sm_90a -v FILE`; `--interp` stays on the
  * interpreter even where there is a GPU. */

@@ -97,12 +97,7 @@ static tk_kernel *build_gemm_bias_relu(tk_ctx *ctx) {
     tk_value *y = tk_add(k, fin[0], tk_load(k, bias_t, bias, ib, 0.0f));
     y = tk_max(k, y, tk_const_f32(k, 0.0f));
     tk_store(k, C, ic, tk_cvt(k, y, TK_BF16));
-    if (tk_kernel_finish(k)) {
-        fprintf(stderr, "gemm_bias_relu: %s\n", tk_kernel_error(k));
-        tk_kernel_destroy(k);
-        return NULL;
-    }
-    return k;
+    return ex_finish(k);
 }
 
 /* Runs the kernel on fresh random A, B, bias and checks C against

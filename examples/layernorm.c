@@ -89,12 +89,7 @@ static tk_kernel *build_layernorm(tk_ctx *ctx, int cw) {
         tk_store(k, Y, idx, tk_cvt(k, y, TK_BF16));
     }
     tk_for_end(k, 0, NULL, NULL);
-    if (tk_kernel_finish(k)) {
-        fprintf(stderr, "layernorm_fwd: %s\n", tk_kernel_error(k));
-        tk_kernel_destroy(k);
-        return NULL;
-    }
-    return k;
+    return ex_finish(k);
 }
 
 typedef struct ln_bufs {

@@ -66,12 +66,7 @@ static tk_kernel *build_softmax(tk_ctx *ctx) {
         tk_store(k, Y, idx, tk_cvt(k, y, TK_BF16));
     }
     tk_for_end(k, 0, NULL, NULL);
-    if (tk_kernel_finish(k)) {
-        fprintf(stderr, "row_softmax: %s\n", tk_kernel_error(k));
-        tk_kernel_destroy(k);
-        return NULL;
-    }
-    return k;
+    return ex_finish(k);
 }
 
 /* Runs the kernel on fresh random [R, C] input; returns 1 when
