@@ -489,19 +489,8 @@ static int64_t run_triples(tk_ctx *c, tk_origin *first) {
     tk_status s = tk_gpu_alloc(c, bytes, &buf);
     for (int i = 0; i < 20 && !s; i++) {
         int64_t b = 1 + i % 4, h = 1 + (i * 7) % 8, n = 1 + (i * 37) % 300;
-        tk_attention_params p = {.struct_size = sizeof(tk_attention_params),
-                                 .dtype = TK_BF16,
-                                 .head_dim = 64,
-                                 .batch = b,
-                                 .heads_q = h,
-                                 .heads_kv = h,
-                                 .seq_q = n,
-                                 .seq_kv = n,
-                                 .q = buf,
-                                 .k = buf,
-                                 .v = buf,
-                                 .o = buf,
-                                 .lse = buf};
+        tk_attention_params p = tu_attention_params(TK_BF16, 64, h, h, n, buf);
+        p.batch = b;
         if (i == 0) {
             tk_prepare_info info;
             if ((s = tk_attention_prepare(c, &p, &info))) break;
