@@ -11,14 +11,19 @@ _DT = {"bf16": TK_BF16, "f16": TK_F16, "f32": TK_F32}
 
 # Both parameter structs open with struct_size (include/tk/tk_run.h): set to
 # the ctypes size, which must match C's sizeof (docs/API.md, "Parameter structs").
+# The two attention structs share their first fields, in the same order.
+_ATTENTION_HEAD = [
+    ("struct_size", ctypes.c_size_t),
+    ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
+    ("scale", ctypes.c_float),
+    ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+    ("seq_q", ctypes.c_int64), ("seq_kv", ctypes.c_int64),
+    ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+]
+
+
 class AttentionParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
-        ("scale", ctypes.c_float),
-        ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
-        ("seq_q", ctypes.c_int64), ("seq_kv", ctypes.c_int64),
-        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+    _fields_ = _ATTENTION_HEAD + [
         ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
         ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
         ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
@@ -27,13 +32,7 @@ class AttentionParams(ctypes.Structure):
 
 
 class AttentionBwdParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
-        ("scale", ctypes.c_float),
-        ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
-        ("seq_q", ctypes.c_int64), ("seq_kv", ctypes.c_int64),
-        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+    _fields_ = _ATTENTION_HEAD + [
         ("o", ctypes.c_void_p), ("dout", ctypes.c_void_p), ("lse", ctypes.c_void_p),
         ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
