@@ -370,10 +370,16 @@ END_TEST
 
 /* The erf lowering's own error, measured on the host with the same f32
  * operations (ops/erf.h; exp2f for ex2.approx): within 1.1e-7 of double erf
- * over every float in [-6, 6]; odd; +-1 at +-inf, NaN for NaN. */
+ * over every 16th float in [0, 6] (ops/erf.h measured all); odd; +-1 at
+ * +-inf, NaN for NaN. */
 START_TEST(erf_polynomial_error) {
     double worst = 0;
-    for (float x = 0; x <= 6.0f; x = nextafterf(x, 7.0f)) {
+    float lim = 6.0f;
+    uint32_t end;
+    memcpy(&end, &lim, sizeof end);
+    for (uint32_t b = 0; b <= end; b += 16) {
+        float x;
+        memcpy(&x, &b, sizeof x);
         worst = fmax(worst, fabs(tk_erf_f32(x) - erf((double)x)));
         ck_assert(tk_erf_f32(-x) == -tk_erf_f32(x));
     }

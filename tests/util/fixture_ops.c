@@ -479,11 +479,9 @@ tk_kernel *tu_epilogue(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int
     tk_value *o[3][2] = {{row, c64(k, 0)}, {row, c64(k, 64)}, {row, c64(k, 128)}};
     tk_store(k, O, o[0], j);
     tk_store(k, O, o[1], tk_add(k, tk_add(k, a, w), h));
+    tk_value *ch = tk_cvt(k, tk_cvt(k, c, dt), TK_F32); /* rounded: a 16-bit half */
     tk_store(k, O, o[2],
-             tk_cvt(k,
-                    tk_concat(k, 0, tk_slice(k, c, 16, 0, 16, 64),
-                              tk_slice(k, tk_cvt(k, c, dt), 0, 0, 16, 64)),
-                    TK_F32));
+             tk_concat(k, 0, tk_slice(k, c, 16, 0, 16, 64), tk_slice(k, ch, 0, 0, 16, 64)));
     tk_value *wr = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 128)), *wi[2] = {wr, c64(k, 192)};
     tk_value *gi[2] = {wr, c64(k, 0)}; /* warpgroup-uniform */
     tk_value *g = tk_load(k, tk_tile_type(dt, 128, 32, TK_WARPGROUP, TK_ROW), X, gi, 0.0f);
