@@ -93,6 +93,7 @@ typedef enum tk_print_form {
     TK_PRINT_TO,      /* to=<dtype attr[0]>                               */
     TK_PRINT_PENDING, /* pending=attr[0]                                  */
     TK_PRINT_MMA,     /* kind=<tk_mma_kind attr[0]>                       */
+    TK_PRINT_AT,      /* at=attr[0],attr[1]                               */
     TK_PRINT_MASK,    /* kind=<tk_mask_kind attr[0]> fill=fattr           */
     TK_PRINT_FILL,    /* fill=fattr, unless +0                            */
     TK_PRINT_COPY,    /* async / async tma (attr[0]), then as FILL        */

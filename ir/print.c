@@ -161,6 +161,9 @@ static unsigned attrs(sbuf *b, const tk_op *op) {
     case TK_PRINT_TO: put(b, " to=%s", tk_dtype_name((tk_dtype)op->attr[0])); return U_A0;
     case TK_PRINT_PENDING: put(b, " pending=%lld", (long long)op->attr[0]); return U_A0;
     case TK_PRINT_MMA: attr_enum(b, "kind", op->attr[0], mma, 4); return U_A0;
+    case TK_PRINT_AT:
+        put(b, " at=%lld,%lld", (long long)op->attr[0], (long long)op->attr[1]);
+        return U_A0 | U_A1;
     case TK_PRINT_MASK:
         attr_enum(b, "kind", op->attr[0], mask, 3);
         attr_float(b, "fill", op->fattr);

@@ -1,9 +1,12 @@
 /* Interpreter semantics of the elementwise ops (ops/elementwise.c).
  *
  * Float math is done in float, as the GPU does (expf, exp2f, logf, log2f,
- * sqrtf, 1/sqrtf, sinf, cosf; max/min ignore a NaN operand like PTX
- * max.f32); libm's sinf/cosf reduce any argument exactly, the GPU's
- * polynomial is within 2e-6 for |x| <= 1e5 (ops/elementwise_nv.c). Every
+ * sqrtf, 1/sqrtf, sinf, cosf, tanhf, erff, 1/(1+expf(-x)); max/min ignore a
+ * NaN operand like PTX max.f32); libm's sinf/cosf reduce any argument
+ * exactly, the GPU's polynomial is within 2e-6 for |x| <= 1e5, its tanh is
+ * tanh.approx (relative error 2^-11), its erf a polynomial within 2e-7
+ * (ops/erf.h; ops/elementwise_nv.c). Compares follow C (a NaN compares
+ * unequal to everything) and give 0/1 (a bool tile holds 0.0f/1.0f). Every
  * bf16/f16 result is rounded to its dtype (RNE) as it is produced; because
  * f32 carries more than 2*8+2 bits, computing +-*÷/sqrt in float and then
  * rounding gives the correctly rounded bf16/f16 result (no double-rounding
@@ -35,6 +38,9 @@ static float f_sqrt(float a) { return sqrtf(a); }
 static float f_rsqrt(float a) { return 1.0f / sqrtf(a); }
 static float f_sin(float a) { return sinf(a); }
 static float f_cos(float a) { return cosf(a); }
+static float f_tanh(float a) { return tanhf(a); }
+static float f_erf(float a) { return erff(a); }
+static float f_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
 static bin_fn binary_fn(tk_opcode opc) {
     switch (opc) {
@@ -59,7 +65,37 @@ static un_fn unary_fn(tk_opcode opc) {
     case TK_OP_SIN: return f_sin;
     case TK_OP_COS: return f_cos;
     case TK_OP_RSQRT: return f_rsqrt;
+    case TK_OP_TANH: return f_tanh;
+    case TK_OP_ERF: return f_erf;
+    case TK_OP_SIGMOID: return f_sigmoid;
     default: return NULL; /* an op of the family without semantics: reported */
+    }
+}
+
+static bool is_cmp(tk_opcode opc) {
+    return opc == TK_OP_LT || opc == TK_OP_LE || opc == TK_OP_GT || opc == TK_OP_GE ||
+           opc == TK_OP_EQ || opc == TK_OP_NE;
+}
+
+static bool cmp_f(tk_opcode opc, float a, float b) {
+    switch (opc) {
+    case TK_OP_LT: return a < b;
+    case TK_OP_LE: return a <= b;
+    case TK_OP_GT: return a > b;
+    case TK_OP_GE: return a >= b;
+    case TK_OP_EQ: return a == b;
+    default: return a != b;
+    }
+}
+
+static bool cmp_i(tk_opcode opc, int64_t a, int64_t b) {
+    switch (opc) {
+    case TK_OP_LT: return a < b;
+    case TK_OP_LE: return a <= b;
+    case TK_OP_GT: return a > b;
+    case TK_OP_GE: return a >= b;
+    case TK_OP_EQ: return a == b;
+    default: return a != b;
     }
 }
 
@@ -106,6 +142,14 @@ static tk_sv cvt_scalar(tk_sv x, tk_dtype from, tk_dtype to) {
 tk_status tk_interp_eval_elementwise(tk_opcode opc, tk_dtype dt, int64_t attr, const tk_sv *x,
                                      tk_sv *r, const char **why) {
     bool fl = tk_dtype_is_float(dt);
+    if (opc == TK_OP_SELECT) { /* dt is the condition's; the branches share theirs */
+        *r = x[0].i ? x[1] : x[2];
+        return TK_OK;
+    }
+    if (is_cmp(opc)) {
+        r->i = fl ? cmp_f(opc, x[0].f, x[1].f) : cmp_i(opc, x[0].i, x[1].i);
+        return TK_OK;
+    }
     if (opc == TK_OP_CVT) {
         *r = cvt_scalar(x[0], dt, (tk_dtype)attr);
         return TK_OK;
@@ -138,13 +182,13 @@ tk_status tk_interp_eval_elementwise(tk_opcode opc, tk_dtype dt, int64_t attr, c
 }
 
 static tk_status run_scalar(tk_interp *I, const tk_op *op) {
-    const tk_sv *a = tk_interp_sv(I, op->opnds[0]);
-    const tk_sv *b = op->nopnds > 1 ? tk_interp_sv(I, op->opnds[1]) : NULL;
+    const tk_sv *in[3];
+    for (int i = 0; i < 3; i++) in[i] = tk_interp_sv(I, op->opnds[i < op->nopnds ? i : 0]);
     tk_sv *r = tk_interp_sv(I, op->res[0]);
     for (int w = 0; w < I->warps; w++) {
         if (!tk_interp_warp_active(I, w)) continue;
         for (int t = 32 * w; t < 32 * w + 32; t++) {
-            tk_sv x[2] = {a[t], b ? b[t] : a[t]};
+            tk_sv x[3] = {in[0][t], in[1][t], in[2][t]};
             const char *why = "";
             tk_status s = tk_interp_eval_elementwise(op->opc, op->opnds[0]->type.dtype, op->attr[0],
                                                      x, &r[t], &why);
@@ -197,6 +241,14 @@ static void run_instance(tk_interp *I, const tk_op *op, int inst) {
     src a = make_src(I, op, op->opnds[0], inst);
     if (op->opc == TK_OP_FILL || op->opc == TK_OP_CVT) {
         for (size_t e = 0; e < n; e++) d[e] = tk_interp_round(rt->dtype, src_get(&a, e));
+    } else if (op->opc == TK_OP_SELECT) { /* a is the condition: 0/1 */
+        src x = make_src(I, op, op->opnds[1], inst), y = make_src(I, op, op->opnds[2], inst);
+        for (size_t e = 0; e < n; e++)
+            d[e] = tk_interp_round(rt->dtype,
+                                   src_get(&a, e) != 0.0f ? src_get(&x, e) : src_get(&y, e));
+    } else if (is_cmp(op->opc)) {
+        src b = make_src(I, op, op->opnds[1], inst);
+        for (size_t e = 0; e < n; e++) d[e] = cmp_f(op->opc, src_get(&a, e), src_get(&b, e));
     } else if (op->nopnds == 2) {
         src b = make_src(I, op, op->opnds[1], inst);
         bin_fn f = binary_fn(op->opc);

@@ -12,13 +12,23 @@
  * are a Cody-Waite reduction and polynomials in f32 FMAs (ops/trig.h: abs
  * error < 1e-7 for |x| <= 1e5), not sin.approx (its error grows with |x|)
  * nor llvm.sin (LLVM 22's NVPTX cannot select it, a fatal error that aborts
- * the process; with `afn` it is sin.approx).
+ * the process; with `afn` it is sin.approx). tanh is tanh.approx.f32
+ * (sm_75+; relative error about 2^-11, PTX ISA) as inline PTX: LLVM 22 has
+ * no NVVM intrinsic for it and llvm.tanh cannot be selected. erf is a
+ * polynomial pair in f32 FMAs and one ex2 (ops/erf.h: abs error 1.03e-7);
+ * sigmoid x = 1 / (1 + ex2(-x log2 e)) with an IEEE division (0 and 1 at
+ * the ends, no NaN: ex2 saturates to inf or 0).
+ * Compares: ordered for floats (false with a NaN; NE is unordered: true),
+ * signed for ints, in the operands' compute dtype (f32 for floats); a bool
+ * tile holds one i1 per slot. Select picks per slot in the result dtype (a
+ * scalar branch converted to it once, as the interpreter rounds it).
  * ex2 is the .ftz form: results below 2^-126 become 0 (an absolute error
  * under 1.2e-38). Without .ftz, ptxas wraps every MUFU.EX2 in a range test
  * and two conditional multiplies to produce denormals - 4 instructions
  * instead of 1, which in attention's softmax (one exp2 per score) costs
  * more issue slots than the mma.sync themselves. */
 #include "ops/lower_walk.h"
+#include "ops/erf.h"
 #include "ops/trig.h"
 
 #define LOG2E 1.4426950408889634
@@ -115,6 +125,32 @@ static LLVMValueRef trig(tk_lower *L, LLVMValueRef x, int is_cos) {
     return LLVMBuildSelect(B, bit_set(L, q, 2), LLVMBuildFNeg(B, v, ""), v, "");
 }
 
+static LLVMValueRef ex2(tk_lower *L, LLVMValueRef x) {
+    return tk_lw_intrin(L, "llvm.nvvm.ex2.approx.ftz", &L->f32, 1, &x, 1);
+}
+
+/* p(s) = c[n-1] s^(n-1) + ... + c[0] by Horner's rule in FMAs. */
+static LLVMValueRef horner(tk_lower *L, const float *c, int n, LLVMValueRef s) {
+    LLVMValueRef p = fc(L, c[n - 1]);
+    for (int i = n - 2; i >= 0; i--) p = fma3(L, p, s, fc(L, c[i]));
+    return p;
+}
+
+/* erf x, operation for operation as tk_erf_f32 (ops/erf.h). */
+static LLVMValueRef erf_f32(tk_lower *L, LLVMValueRef x) {
+    LLVMBuilderRef B = L->b;
+    LLVMValueRef t = tk_lw_intrin(L, "llvm.fabs", &L->f32, 1, &x, 1);
+    LLVMValueRef small = fma3(L, horner(L, tk_erf_s, TK_ERF_NS, LLVMBuildFMul(B, x, x, "")), x, x);
+    LLVMValueRef mn[2] = {t, fc(L, 4.0f)};
+    LLVMValueRef u = tk_lw_intrin(L, "llvm.minnum", &L->f32, 1, mn, 2);
+    u = LLVMBuildFSub(B, u, fc(L, 2.5f), "");
+    LLVMValueRef big = LLVMBuildFSub(B, fc(L, 1.0f), ex2(L, horner(L, tk_erf_b, TK_ERF_NB, u)), "");
+    LLVMValueRef cs[2] = {big, x};
+    big = tk_lw_intrin(L, "llvm.copysign", &L->f32, 1, cs, 2);
+    LLVMValueRef far = LLVMBuildFCmp(B, LLVMRealOGE, t, fc(L, 1.0f), "");
+    return LLVMBuildSelect(B, far, big, small, "");
+}
+
 static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
     LLVMBuilderRef B = L->b;
     LLVMTypeRef f = L->f32;
@@ -133,6 +169,11 @@ static LLVMValueRef fun(tk_lower *L, tk_opcode opc, LLVMValueRef x) {
     case TK_OP_SIN: return trig(L, x, 0);
     case TK_OP_COS: return trig(L, x, 1);
     case TK_OP_RSQRT: return tk_lw_intrin(L, "llvm.nvvm.rsqrt.approx.f", NULL, 0, &x, 1);
+    case TK_OP_TANH: return tk_lw_asm(L, f, "tanh.approx.f32 $0, $1;", "=f,f", &x, 1, false);
+    case TK_OP_ERF: return erf_f32(L, x);
+    case TK_OP_SIGMOID:
+        x = ex2(L, LLVMBuildFMul(B, x, LLVMConstReal(f, -LOG2E), ""));
+        return LLVMBuildFDiv(B, fc(L, 1.0f), LLVMBuildFAdd(B, fc(L, 1.0f), x, ""), "");
     default: /* an op of the family without a lowering: reported, never guessed */
         tk_lw_fail(L, TK_ERR_UNSUPPORTED, "no lowering for %s (ops/elementwise_nv.c, fun)",
                    tk_op_infos[opc].name);
@@ -168,6 +209,55 @@ static void round_pairs(tk_lower *L, LLVMValueRef *v, int n, tk_dtype from, tk_d
     for (; i < n; i++) v[i] = tk_lw_cvt(L, v[i], from, to);
 }
 
+static LLVMValueRef compare(tk_lower *L, tk_opcode opc, tk_dtype dt, LLVMValueRef a,
+                            LLVMValueRef b) {
+    LLVMIntPredicate ip;
+    LLVMRealPredicate fp;
+    switch (opc) {
+    case TK_OP_LT: ip = LLVMIntSLT, fp = LLVMRealOLT; break;
+    case TK_OP_LE: ip = LLVMIntSLE, fp = LLVMRealOLE; break;
+    case TK_OP_GT: ip = LLVMIntSGT, fp = LLVMRealOGT; break;
+    case TK_OP_GE: ip = LLVMIntSGE, fp = LLVMRealOGE; break;
+    case TK_OP_EQ: ip = LLVMIntEQ, fp = LLVMRealOEQ; break;
+    default: ip = LLVMIntNE, fp = LLVMRealUNE; break; /* NaN != anything */
+    }
+    if (tk_dtype_is_float(dt)) return LLVMBuildFCmp(L->b, fp, a, b, "");
+    return LLVMBuildICmp(L->b, ip, a, b, "");
+}
+
+static bool is_cmp(tk_opcode opc) {
+    return opc == TK_OP_LT || opc == TK_OP_LE || opc == TK_OP_GT || opc == TK_OP_GE ||
+           opc == TK_OP_EQ || opc == TK_OP_NE;
+}
+
+/* A compare's operands meet in the compute dtype of their tile/vector (or of
+ * the scalars): f32 for floats, so a bf16 tile meets an f32 scalar exactly. */
+static tk_status lower_compare(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
+    tk_lv *a = tk_lw_get(L, op->opnds[0]), *b = tk_lw_get(L, op->opnds[1]);
+    if (!a || !b) return L->dg->st;
+    const tk_type *ta = &op->opnds[0]->type, *tb = &op->opnds[1]->type;
+    tk_dtype cdt = compute_dt(ta->kind == TK_KIND_SCALAR ? tb->dtype : ta->dtype);
+    for (int i = 0; i < r->n; i++) {
+        LLVMValueRef x = elem(L, op->opnds[0], a, rt, i, cdt);
+        LLVMValueRef y = elem(L, op->opnds[1], b, rt, i, cdt);
+        r->v[i] = compare(L, op->opc, cdt, x, y);
+    }
+    return TK_OK;
+}
+
+static tk_status lower_select(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
+    tk_lv *c = tk_lw_get(L, op->opnds[0]), *a = tk_lw_get(L, op->opnds[1]);
+    tk_lv *b = tk_lw_get(L, op->opnds[2]);
+    if (!a || !b || !c) return L->dg->st;
+    for (int i = 0; i < r->n; i++) {
+        LLVMValueRef x = elem(L, op->opnds[1], a, rt, i, rt->dtype);
+        LLVMValueRef y = elem(L, op->opnds[2], b, rt, i, rt->dtype);
+        LLVMValueRef k = elem(L, op->opnds[0], c, rt, i, TK_BOOL);
+        r->v[i] = LLVMBuildSelect(L->b, k, x, y, "");
+    }
+    return TK_OK;
+}
+
 static tk_status lower_binary(tk_lower *L, const tk_op *op, const tk_type *rt, tk_lv *r) {
     tk_lv *a = tk_lw_get(L, op->opnds[0]), *b = tk_lw_get(L, op->opnds[1]);
     if (!a || !b) return L->dg->st;
@@ -192,9 +282,11 @@ static tk_status lower_unary(tk_lower *L, const tk_op *op, const tk_type *rt, tk
     }
     if (op->opc == TK_OP_CVT) {
         tk_dtype from = in->type.dtype;
-        for (int i = 0; i < r->n; i++) /* bf16 <-> f16 goes through f32 */
-            r->v[i] = tk_lw_cvt(L, a->v[i], from, compute_dt(from));
-        round_pairs(L, r->v, r->n, compute_dt(from), rt->dtype);
+        /* bf16 <-> f16 goes through f32; so does a bool tile (a mask: 0/1) */
+        tk_dtype mid =
+            from == TK_BOOL && in->type.kind != TK_KIND_SCALAR ? TK_F32 : compute_dt(from);
+        for (int i = 0; i < r->n; i++) r->v[i] = tk_lw_cvt(L, a->v[i], from, mid);
+        round_pairs(L, r->v, r->n, mid, rt->dtype);
         return TK_OK;
     }
     tk_dtype cdt = compute_dt(rt->dtype);
@@ -212,6 +304,8 @@ tk_status tk_lower_elementwise(tk_lower *L, const tk_op *op) {
     tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(rt));
     if (!r) return L->dg->st;
     /* FILL/CVT results repeat or convert their single operand. */
+    if (op->opc == TK_OP_SELECT) return lower_select(L, op, rt, r);
+    if (is_cmp(op->opc)) return lower_compare(L, op, rt, r);
     if (op->nopnds == 2) return lower_binary(L, op, rt, r);
     return lower_unary(L, op, rt, r);
 }

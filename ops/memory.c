@@ -149,6 +149,10 @@ static tk_status rule_store(tk_kernel *k, tk_op *op) {
     const tk_type *v = &op->opnds[last]->type;
     if (v->kind != TK_KIND_TILE && v->kind != TK_KIND_VEC)
         return expect_kind(k, op, last, TK_KIND_TILE, "the stored value");
+    if (v->dtype == TK_BOOL)
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "a bool tile or vector is a mask, not stored: tk_cvt it to a float "
+                         "dtype first");
     if (op->opc == TK_OP_STORE_R2S) {
         if (expect_smem(k, op, 0) || expect_index(k, op, 1, 2)) return k->status;
         return fits(k, op, v, &op->opnds[0]->type);

@@ -1,8 +1,8 @@
 /* Scalar-only integer and logic ops (rules and builder calls).
  *
  * REM, CEIL_DIV: i32/i64 operands of one dtype -> that dtype
- * LT LE GT GE EQ NE: numeric operands of one dtype -> bool
- * AND, OR: bool, bool -> bool          SELECT: bool, a, b (same type) -> a's type
+ * AND, OR: bool, bool -> bool
+ * (Compares and select take tiles too: they are elementwise ops, ops/elementwise.c.)
  * Interpreter: ops/scalar_interp.c; lowering: ops/scalar_nv.c. */
 #include "ops/build.h"
 
@@ -29,17 +29,6 @@ tk_status tk_rule_scalar(tk_kernel *k, tk_op *op) {
                              tk_dtype_name(a), tk_dtype_name(b));
         op->res[0]->type = tk_scalar_type(a);
         return TK_OK;
-    case TK_OP_LT:
-    case TK_OP_LE:
-    case TK_OP_GT:
-    case TK_OP_GE:
-    case TK_OP_EQ:
-    case TK_OP_NE:
-        if (a != b || (a == TK_BOOL && op->opc != TK_OP_EQ && op->opc != TK_OP_NE))
-            return tk_opfail(k, op, TK_ERR_TYPE, "cannot compare %s with %s", tk_dtype_name(a),
-                             tk_dtype_name(b));
-        op->res[0]->type = tk_scalar_type(TK_BOOL);
-        return TK_OK;
     case TK_OP_AND:
     case TK_OP_OR:
         if (a != TK_BOOL || b != TK_BOOL)
@@ -47,17 +36,6 @@ tk_status tk_rule_scalar(tk_kernel *k, tk_op *op) {
                              tk_dtype_name(a), tk_dtype_name(b));
         op->res[0]->type = tk_scalar_type(TK_BOOL);
         return TK_OK;
-    case TK_OP_SELECT: {
-        tk_dtype c = op->opnds[2]->type.dtype;
-        if (a != TK_BOOL)
-            return tk_opfail(k, op, TK_ERR_TYPE, "condition is %s; expected bool",
-                             tk_dtype_name(a));
-        if (b != c)
-            return tk_opfail(k, op, TK_ERR_TYPE, "branches are %s and %s; they must match",
-                             tk_dtype_name(b), tk_dtype_name(c));
-        op->res[0]->type = tk_scalar_type(b);
-        return TK_OK;
-    }
     default: return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not a scalar op");
     }
 }
@@ -72,17 +50,5 @@ tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_R
 tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b) {
     return bin(k, TK_OP_CEIL_DIV, a, b);
 }
-tk_value *tk_lt(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_LT, a, b); }
-tk_value *tk_le(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_LE, a, b); }
-tk_value *tk_gt(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_GT, a, b); }
-tk_value *tk_ge(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_GE, a, b); }
-tk_value *tk_eq(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_EQ, a, b); }
-tk_value *tk_ne(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_NE, a, b); }
 tk_value *tk_and(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_AND, a, b); }
 tk_value *tk_or(tk_kernel *k, tk_value *a, tk_value *b) { return bin(k, TK_OP_OR, a, b); }
-
-tk_value *tk_select(tk_kernel *k, tk_value *cond, tk_value *a, tk_value *b) {
-    tk_value *v[3] = {cond, a, b};
-    tk_op *op = tk_build_op(k, TK_OP_SELECT, 3, v);
-    return op ? op->res[0] : NULL;
-}

@@ -5,8 +5,7 @@
  * (a + b - 1) / b, without its overflow). A zero divisor is TK_ERR_RUNTIME;
  * the one overflowing quotient (MIN / -1) wraps. ops/scalar_nv.c lowers the
  * same values, and the host evaluates grid expressions with these very
- * functions (ir/grid.c). Comparisons follow C (a NaN compares unequal to
- * everything). */
+ * functions (ir/grid.c). */
 #include "ops/interp.h"
 
 /* Integer quotient/remainder; false on a zero divisor. */
@@ -24,20 +23,6 @@ static bool int_div(tk_opcode opc, int64_t a, int64_t b, int64_t *r) {
     return true;
 }
 
-static bool compare(tk_opcode opc, tk_dtype dt, tk_sv a, tk_sv b) {
-    bool fl = tk_dtype_is_float(dt);
-    bool lt = fl ? a.f < b.f : a.i < b.i, gt = fl ? a.f > b.f : a.i > b.i;
-    bool eq = fl ? a.f == b.f : a.i == b.i;
-    switch (opc) {
-    case TK_OP_LT: return lt;
-    case TK_OP_LE: return lt || eq;
-    case TK_OP_GT: return gt;
-    case TK_OP_GE: return gt || eq;
-    case TK_OP_EQ: return eq;
-    default: return !eq;
-    }
-}
-
 tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_sv *r,
                                 const char **why) {
     switch (opc) {
@@ -51,8 +36,7 @@ tk_status tk_interp_eval_scalar(tk_opcode opc, tk_dtype dt, const tk_sv *x, tk_s
         return TK_OK;
     case TK_OP_AND: r->i = x[0].i && x[1].i; return TK_OK;
     case TK_OP_OR: r->i = x[0].i || x[1].i; return TK_OK;
-    case TK_OP_SELECT: *r = x[0].i ? x[1] : x[2]; return TK_OK;
-    default: r->i = compare(opc, dt, x[0], x[1]); return TK_OK;
+    default: *why = "the scalar family has no semantics for this op"; return TK_ERR_UNSUPPORTED;
     }
 }
 

@@ -555,11 +555,57 @@ START_TEST(mma_warpgroup) {
 }
 END_TEST
 
+/* Epilogue ops on a 32x32 f32 tile (one warp): leaky ReLU through a mask,
+ * a where against a per-row vector, the mask as 0/1, tanh / erf / sigmoid,
+ * and a tile rebuilt from its four 16x16 quarters in another order. */
+START_TEST(epilogue_ops) {
+    rng r = rng_for(__func__);
+    tk_kernel *k = kern("epi", 1);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *z = c32(k, 0), *zf = tk_const_f32(k, 0),
+             *x = ld2(k, wtile(TK_F32, 32, 32), A, z, z, 0);
+    tk_value *m = tk_gt(k, x, zf);
+    tk_value *out[7] = {
+        tk_select(k, m, x, tk_mul(k, x, tk_const_f32(k, 0.1f))),
+        tk_select(k, tk_lt(k, tk_row_max(k, x), x), zf, x), /* never: x <= its row max */
+        tk_cvt(k, m, TK_F32),
+        tk_tanh(k, x),
+        tk_erf(k, x),
+        tk_sigmoid(k, x),
+        tk_concat(k, 0,
+                  tk_concat(k, 1, tk_slice(k, x, 16, 16, 16, 16), tk_slice(k, x, 16, 0, 16, 16)),
+                  tk_slice(k, x, 0, 0, 16, 32)),
+    };
+    for (int i = 0; i < 7; i++) st2(k, O, c32(k, 32 * i), z, out[i]);
+    finish(k);
+    hbuf hA = hb(TK_F32, 1024), hO = hb(TK_F32, 7 * 1024);
+    hrand(&hA, &r, -3, 3);
+    hset(&hA, 0, 0.0f), hset(&hA, 1, -0.0f), hset(&hA, 2, 5.0f), hset(&hA, 3, -12.0f);
+    tk_arg args[2] = {targ(&hA, 2, 32, 32, 0, 0), targ(&hO, 2, 7 * 32, 32, 0, 0)};
+    run_ok(k, 2, args);
+    for (size_t e = 0; e < 1024; e++) {
+        int i = (int)e / 32, j = (int)e % 32;
+        float a = hget(&hA, e);
+        EXPECT_F("leaky", e, hget(&hO, e), a > 0 ? a : a * 0.1f);
+        EXPECT_F("where", e, hget(&hO, 1024 + e), a);
+        EXPECT_F("mask", e, hget(&hO, 2048 + e), a > 0 ? 1.0f : 0.0f);
+        EXPECT_F("tanh", e, hget(&hO, 3072 + e), tanhf(a));
+        EXPECT_F("erf", e, hget(&hO, 4096 + e), erff(a));
+        EXPECT_F("sigmoid", e, hget(&hO, 5120 + e), 1.0f / (1.0f + expf(-a)));
+        int si = i < 16 ? i + 16 : i - 16, sj = i < 16 ? (j + 16) % 32 : j;
+        EXPECT_F("slices", e, hget(&hO, 6144 + e), hget(&hA, (size_t)si * 32 + sj));
+    }
+    hfree(&hA), hfree(&hO);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 /* ---- main ---------------------------------------------------------------- */
 int main(void) {
     const interp_test tests[] = {{"elementwise", elementwise_binary},
                                  {"elementwise", elementwise_unary},
                                  {"elementwise", trig_large},
+                                 {"elementwise", epilogue_ops},
                                  {"scalar", scalar_ops},
                                  {"reduce", reductions},
                                  {"reduce", max_all},

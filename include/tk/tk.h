@@ -235,25 +235,51 @@ TK_API tk_value *tk_rsqrt(tk_kernel *k, tk_value *a);
  * on integers). In f32, then rounded to the dtype; abs error < 1e-7 for |x| <= 1e5. */
 TK_API tk_value *tk_sin(tk_kernel *k, tk_value *x);
 TK_API tk_value *tk_cos(tk_kernel *k, tk_value *x);
-/* Scalar-only integer and logic ops. */
-TK_API tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b);
-TK_API tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b);
+/* tanh, erf and the logistic sigmoid 1/(1+e^-x) of a float scalar, tile or
+ * vector (GELU, SiLU), same type out; in f32, then rounded to the dtype.
+ * On the GPU: tanh relative error about 2^-11 (tanh.approx); erf abs error
+ * < 1.1e-7 (a polynomial); sigmoid within a few ulp (ex2.approx). */
+TK_API tk_value *tk_tanh(tk_kernel *k, tk_value *x);
+TK_API tk_value *tk_erf(tk_kernel *k, tk_value *x);
+TK_API tk_value *tk_sigmoid(tk_kernel *k, tk_value *x);
+/* Compares: a < b, a <= b, ... with the operand shapes of tk_add (a
+ * tile/vec with a scalar or a broadcast vec); the result has their shape
+ * and dtype bool: a bool scalar, or a bool tile/vec (a mask, for
+ * tk_select; tk_cvt turns it into 0/1). Floats compare in f32 (a NaN
+ * compares unequal to everything); bool scalars only with eq/ne. */
 TK_API tk_value *tk_lt(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_le(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_gt(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_ge(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_eq(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_ne(tk_kernel *k, tk_value *a, tk_value *b);
+/* cond ? a : b, per element. a and b as for tk_add (a scalar branch is
+ * broadcast; f32 with a 16-bit tile is rounded once); cond a bool scalar
+ * (uniform over the owner, for tiles) or a bool tile/vec of the result's
+ * shape; two scalar branches with a bool tile give a float tile. E.g.
+ * leaky ReLU: tk_select(k, tk_gt(k, x, zero), x, tk_mul(k, x, slope)). */
+TK_API tk_value *tk_select(tk_kernel *k, tk_value *cond, tk_value *a, tk_value *b);
+/* Scalar-only integer and logic ops. */
+TK_API tk_value *tk_rem(tk_kernel *k, tk_value *a, tk_value *b);
+TK_API tk_value *tk_ceil_div(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_and(tk_kernel *k, tk_value *a, tk_value *b);
 TK_API tk_value *tk_or(tk_kernel *k, tk_value *a, tk_value *b);
-TK_API tk_value *tk_select(tk_kernel *k, tk_value *cond, tk_value *a, tk_value *b);
-/* dtype conversion of a scalar, tile or vector. */
+/* dtype conversion of a scalar, tile or vector (a bool tile/vec converts to
+ * a float dtype: 1 where true, 0 where false). */
 TK_API tk_value *tk_cvt(tk_kernel *k, tk_value *a, tk_dtype to);
 
 /* ---- Tiles --------------------------------------------------------------- */
 /* A register tile or vector of `type` with every element = scalar `v`. */
 TK_API tk_value *tk_fill(tk_kernel *k, tk_type type, tk_value *v);
 TK_API tk_value *tk_zeros(tk_kernel *k, tk_type type);
+/* The rows x cols sub-tile of `tile` at (row0, col0), same dtype, owner and
+ * layout: offsets and sizes multiples of 16 (rows of a warpgroup tile: of
+ * 64). Costs nothing: the registers are renamed, no data moves. */
+TK_API tk_value *tk_slice(tk_kernel *k, tk_value *tile, int row0, int col0, int rows, int cols);
+/* a and b joined: axis 0 puts b below a (same cols), axis 1 right of a
+ * (same rows); same dtype, owner and layout; the result within 256x256.
+ * Free like tk_slice. */
+TK_API tk_value *tk_concat(tk_kernel *k, int axis, tk_value *a, tk_value *b);
 
 typedef enum tk_mma_kind {
     TK_MMA_AB = 0,  /* A row, B col   : C += A * B     */

@@ -452,12 +452,66 @@ tk_kernel *tu_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int 
     return finish(k);
 }
 
+/* Epilogue ops: compares (tile∘scalar, tile∘vec, COL), select (leaky ReLU,
+ * where), masks to 0/1, tanh / erf (GELU) / sigmoid (SiLU) on f32 and
+ * 16-bit tiles, slices and concats of warp and warpgroup tiles. */
+tk_kernel *tu_epilogue(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_epi", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *W = tk_param_tensor(k, "W", TK_F32, 2), *s = tk_param_scalar(k, "s", TK_F32);
+    tk_value *row = band(k, 128, 32), *idx[2] = {row, c64(k, 0)};
+    tk_value *xh = tk_load(k, tk_tile_type(dt, 32, 64, TK_WARP, TK_ROW), X, idx, 0.25f);
+    tk_value *x = tk_mul(k, tk_cvt(k, xh, TK_F32), s), *z = f32c(k, 0);
+    tk_value *leaky = tk_select(k, tk_gt(k, x, z), x, tk_mul(k, x, f32c(k, 0.1f)));
+    tk_value *gelu = tk_mul(k, tk_mul(k, x, f32c(k, 0.5f)),
+                            tk_add(k, tk_erf(k, tk_mul(k, x, f32c(k, 0.70710678f))), f32c(k, 1)));
+    tk_value *silu = tk_mul(k, x, tk_sigmoid(k, x));
+    tk_value *m = tk_cvt(k, tk_ge(k, x, tk_row_max(k, tk_mul(k, x, f32c(k, 0.5f)))), TK_F32);
+    tk_value *w = tk_select(k, tk_le(k, x, f32c(k, -0.5f)), f32c(k, -1), tk_tanh(k, x));
+    tk_value *h = tk_cvt(k, tk_add(k, tk_tanh(k, xh), tk_sigmoid(k, xh)), TK_F32); /* 16-bit */
+    h = tk_add(k, h, tk_cvt(k, tk_select(k, tk_lt(k, xh, s), xh, f32c(k, 2)), TK_F32));
+    tk_value *a = tk_add(k, tk_add(k, leaky, gelu), tk_add(k, silu, m));
+    tk_value *xc = tk_load(k, tk_tile_type(TK_F32, 32, 64, TK_WARP, TK_COL), W, idx, 0.0f);
+    tk_value *c = tk_select(k, tk_ne(k, xc, tk_col_sum(k, xc)), tk_erf(k, xc), z); /* COL */
+    tk_value *top = tk_slice(k, a, 0, 16, 16, 32), *bot = tk_slice(k, w, 16, 0, 16, 32);
+    tk_value *j = tk_concat(k, 1, tk_concat(k, 0, top, bot), tk_slice(k, h, 0, 32, 32, 32));
+    tk_value *o[3][2] = {{row, c64(k, 0)}, {row, c64(k, 64)}, {row, c64(k, 128)}};
+    tk_store(k, O, o[0], j);
+    tk_store(k, O, o[1], tk_add(k, tk_add(k, a, w), h));
+    tk_value *ch = tk_cvt(k, tk_cvt(k, c, dt), TK_F32); /* rounded: a 16-bit half */
+    tk_store(k, O, o[2],
+             tk_concat(k, 0, tk_slice(k, c, 16, 0, 16, 64), tk_slice(k, ch, 0, 0, 16, 64)));
+    tk_value *wr = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 128)), *wi[2] = {wr, c64(k, 192)};
+    tk_value *gi[2] = {wr, c64(k, 0)}; /* warpgroup-uniform */
+    tk_value *g = tk_load(k, tk_tile_type(dt, 128, 32, TK_WARPGROUP, TK_ROW), X, gi, 0.0f);
+    tk_value *gf = tk_cvt(k, g, TK_F32);
+    tk_value *sw = tk_concat(k, 0, tk_slice(k, gf, 64, 0, 64, 32), tk_slice(k, gf, 0, 0, 64, 32));
+    sw = tk_concat(k, 1, tk_slice(k, sw, 0, 16, 128, 16), tk_slice(k, gf, 0, 0, 128, 16));
+    tk_store(k, O, wi, tk_select(k, tk_gt(k, sw, gf), sw, tk_tanh(k, gf)));
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 128)), NULL, NULL);
+    int64_t d[2] = {200, 64}, dout[2] = {200, 224};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = tensor(TK_F32, 2, dout, 1);
+    ts[2] = tensor(TK_F32, 2, d, 0);
+    ts[3] = (ref_tensor){0};
+    sc[3] = tk_arg_f32(2.5f);
+    *n = 4;
+    return finish(k);
+}
+
 const tu_op_fixture tu_op_fixtures[] = {
-    {"ids", tu_ids, 1e-6},         {"elementwise", tu_elementwise, 2e-2},
-    {"reduce", tu_reduce, 1e-3},   {"mma", tu_mma, 1e-3},
-    {"memory", tu_memory, 1e-2},   {"strided", tu_strided, 1e-6},
-    {"control", tu_control, 1e-3}, {"pipe", tu_pipe, 1e-5},
+    {"ids", tu_ids, 1e-6},
+    {"elementwise", tu_elementwise, 2e-2},
+    {"reduce", tu_reduce, 1e-3},
+    {"mma", tu_mma, 1e-3},
+    {"memory", tu_memory, 1e-2},
+    {"strided", tu_strided, 1e-6},
+    {"control", tu_control, 1e-3},
+    {"pipe", tu_pipe, 1e-5},
     {"trig", tu_trig, 1e-6}, /* f32 out; per element |GPU - interp| <= 1.4e-7 (ops/trig.h) */
+    /* 16-bit tanh/sigmoid may round one bf16 ulp apart; f32 tanh.approx: 2^-11 relative */
+    {"epilogue", tu_epilogue, 2e-2},
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 

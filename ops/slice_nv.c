@@ -1,0 +1,44 @@
+/* Lowering of SLICE and CONCAT (rules: ops/slice.c).
+ *
+ * A thread holds 8 slots per 16x16 subtile (I, J), slot (I * subcols + J) *
+ * 8 + e (ops/nv/frag.c), and which element slot e of a subtile is depends
+ * only on the lane and the layout. Slices and joins cut and paste whole
+ * subtiles of one layout (a warpgroup tile's row subtiles are 64 rows
+ * apart, and its offsets multiples of 64), so each result slot is an
+ * operand slot: the ops emit no instructions. */
+#include "ops/lower_walk.h"
+
+/* Copies operand subtiles [i0, i0 + ni) x [j0, j0 + nj) of src (type st) to
+ * result subtiles starting at (di, dj) of r (type rt). */
+static void paste(tk_lv *r, const tk_type *rt, int di, int dj, const tk_lv *src, const tk_type *st,
+                  int i0, int j0, int ni, int nj) {
+    int rc = tk_frag_subcols(rt), sc = tk_frag_subcols(st);
+    for (int i = 0; i < ni; i++)
+        for (int j = 0; j < nj; j++)
+            for (int e = 0; e < 8; e++)
+                r->v[((di + i) * rc + dj + j) * 8 + e] = src->v[((i0 + i) * sc + j0 + j) * 8 + e];
+}
+
+tk_status tk_lower_slice(tk_lower *L, const tk_op *op) {
+    const tk_type *rt = &op->res[0]->type, *a = &op->opnds[0]->type;
+    tk_lv *x = tk_lw_get(L, op->opnds[0]);
+    if (!x) return L->dg->st;
+    tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(rt));
+    if (!r) return L->dg->st;
+    int ni = tk_frag_subrows(rt), nj = tk_frag_subcols(rt);
+    if (op->opc == TK_OP_SLICE) {
+        int rq = rt->owner == TK_WARPGROUP ? 64 : 16;
+        paste(r, rt, 0, 0, x, a, (int)op->attr[0] / rq, (int)op->attr[1] / 16, ni, nj);
+        return TK_OK;
+    }
+    const tk_type *b = &op->opnds[1]->type;
+    tk_lv *y = tk_lw_get(L, op->opnds[1]);
+    if (!y) return L->dg->st;
+    int ai = tk_frag_subrows(a), aj = tk_frag_subcols(a);
+    paste(r, rt, 0, 0, x, a, 0, 0, ai, aj);
+    if (op->attr[0] == 0)
+        paste(r, rt, ai, 0, y, b, 0, 0, tk_frag_subrows(b), tk_frag_subcols(b));
+    else
+        paste(r, rt, 0, aj, y, b, 0, 0, tk_frag_subrows(b), tk_frag_subcols(b));
+    return TK_OK;
+}
