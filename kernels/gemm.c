@@ -157,6 +157,16 @@ static tk_status check_wgmma(tk_ctx *ctx, const tk_gemm_config *c) {
                                 "block_n %d; shared rows must be 32, 64 or a multiple of 128 "
                                 "bytes",
                                 c->block_k, c->block_n);
+    /* Each thread holds block_n / 2 accumulators plus ~40 registers of
+     * addresses and indices, within what its warp gets: 224 with a producer
+     * warpgroup beside 8 warps (jit/plan.c), 152 beside 12, 104 beside 16
+     * (ptxas fails outright otherwise: C7602). */
+    int budget = c->warps <= 8 ? 224 : c->warps <= 12 ? 152 : 104;
+    if (c->block_n / 2 + 40 > budget)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: wgmma: block_n %d with %d warps needs %d "
+                                "accumulator registers per thread; %d warps leave room for %d",
+                                c->block_n, c->warps, c->block_n / 2, c->warps, budget - 40);
     return TK_OK;
 }
 

@@ -12,7 +12,10 @@
  * describe (ops/wgmma_nv.c): a SWIZZLE tile (tk_smem_swizzle_bytes names
  * the hardware swizzle), at an offset aligned to its 8-row swizzle atom so
  * the pattern starts where the hardware's does. Every such violation is a
- * build-time error here, never a bad descriptor at run time.
+ * build-time error here, never a bad descriptor at run time; so is a
+ * constant a_row off the 8-row grid (a run-time a_row is the caller's to
+ * keep there; the interpreter checks it). Reading a WGMMA result before its
+ * tk_wgmma_wait is not caught yet (the interpreter computes at issue).
  * Interpreter: ops/wgmma_interp.c; lowering: ops/wgmma_nv.c (sm_90a). */
 #include "ir/abi.h"
 #include "ops/build.h"
@@ -102,6 +105,14 @@ static tk_status rule_wgmma(tk_kernel *k, tk_op *op) {
             return fail_type(k, op, "a_row", r, "expected an i32 or i64 scalar");
         tk_status s = check_shared(k, op, "A", op->opnds[1], dt, acc->rows, 0);
         if (s) return s;
+        /* a constant a_row is checked here; a run-time one by the interpreter */
+        const tk_op *d = op->opnds[3]->def;
+        int64_t r0 = d && d->opc == TK_OP_CONST ? d->attr[0] : 0;
+        if (r0 % 8 || r0 < 0 || r0 > a->rows - acc->rows)
+            return tk_opfail(k, op, TK_ERR_SHAPE,
+                             "a_row is %lld; A's %d rows from there must lie inside its %d-row "
+                             "shared tile, starting at a multiple of 8",
+                             (long long)r0, acc->rows, a->rows);
     }
     if (K % 16) return fail_type(k, op, "A", a, "K (its columns) must be a multiple of 16");
     bool bt = kd == TK_MMA_ABT;

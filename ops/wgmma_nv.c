@@ -127,23 +127,34 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
     const bool reg = at->kind == TK_KIND_TILE, n_major = op->attr[0] == TK_MMA_AB;
     const int N = ct->cols, n = N / 2, K = at->cols;
     for (int i = 0; i < d->n; i++) d->v[i] = acc->v[i];
-    tk_lw_intrin(L, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
-    tk_lw_intrin(L, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
-    for (int q = 0; q < ct->rows / 64; q++) {
-        for (int s = 0; s < K / 16; s++) {
-            LLVMValueRef ain[4];
+    /* A register A is packed before wgmma.fence: the ISA wants the fence
+     * between the last write of an A register and the wgmma reading it.
+     * (Pinning the packed values above the fence with an empty asm, as the
+     * accumulators are pinned below a wait, is left: no kernel computes its
+     * register A yet.) */
+    const int nq = ct->rows / 64, ns = K / 16;
+    LLVMValueRef *ain = tk_lw_alloc(L, (size_t)(nq * ns * 4) * sizeof *ain);
+    if (!ain) return L->dg->st;
+    for (int q = 0; q < nq; q++)
+        for (int s = 0; s < ns; s++) {
+            LLVMValueRef *x = ain + (q * ns + s) * 4;
             if (reg) {
-                int base = (q * (K / 16) + s) * 8;
+                int base = (q * ns + s) * 8;
                 for (int p = 0; p < 4; p++)
-                    ain[p] = pack32(L, a->v[base + 2 * p], a->v[base + 2 * p + 1]);
+                    x[p] = pack32(L, a->v[base + 2 * p], a->v[base + 2 * p + 1]);
             } else {
                 LLVMValueRef r =
                     LLVMBuildAdd(L->b, tk_lw_to_i64(L, row->v[0]), i64c(L, 64 * q), "");
-                ain[0] = desc(L, at, a->v[0], r, 16 * s, false);
+                x[0] = desc(L, at, a->v[0], r, 16 * s, false);
             }
+        }
+    tk_lw_intrin(L, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
+    tk_lw_intrin(L, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
+    for (int q = 0; q < nq; q++) {
+        for (int s = 0; s < ns; s++) {
             LLVMValueRef bd = n_major ? desc(L, bt, bv->v[0], i64c(L, 16 * s), 0, true)
                                       : desc(L, bt, bv->v[0], i64c(L, 0), 16 * s, false);
-            issue1(L, dt, N, d->v + q * n, ain, reg ? 4 : 1, bd, n_major);
+            issue1(L, dt, N, d->v + q * n, ain + (q * ns + s) * 4, reg ? 4 : 1, bd, n_major);
         }
     }
     tk_lw_intrin(L, "llvm.nvvm.wgmma.commit_group.sync.aligned", NULL, 0, NULL, 0);

@@ -221,7 +221,14 @@ LLVMValueRef tk_lw_asm(tk_lower *L, LLVMTypeRef ret, const char *text, const cha
     LLVMTypeRef fty = LLVMFunctionType(ret, pt, nargs, 0);
     LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), side_effects, 0,
                                        LLVMInlineAsmDialectATT, 0);
-    return LLVMBuildCall2(L->b, fty, fn, args, nargs, "");
+    LLVMValueRef call = LLVMBuildCall2(L->b, fty, fn, args, nargs, "");
+    /* warp-synchronous instructions (wgmma's .sync.aligned, tanh.approx
+     * alike): LLVM must not duplicate or sink the call into divergent code,
+     * as clang marks every CUDA inline asm */
+    unsigned conv = LLVMGetEnumAttributeKindForName("convergent", 10);
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                             LLVMCreateEnumAttribute(L->c, conv, 0));
+    return call;
 }
 
 /* ---- Control flow of the lowering's own code ------------------------------- */
