@@ -311,6 +311,17 @@ START_TEST(test_gemm_config_errors) {
     c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
     c.block_k = 24;
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    /* wgmma: 64 rows per warpgroup; accumulators that fit the warps' registers */
+    c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
+    c.wgmma = 1; /* 128 rows with 4 warps: one warpgroup owns only 64 */
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "block_m = 16 * warps"));
+    c.block_m = 192, c.block_n = 256, c.warps = 12, c.stages = 2;
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "accumulator registers"));
+    c.block_n = 128; /* 64 + 40 <= 152 */
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_OK);
+    tk_kernel_destroy(k);
     c = tk_gemm_default_config(TK_BF16, TK_F32, 0);
     c.warps = 3; /* 128x128 has no 3-warp split into multiples of 16 */
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);

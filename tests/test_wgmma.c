@@ -110,6 +110,7 @@ START_TEST(test_wgmma_rules) {
         {"shared A without a_row", TK_ERR_INVALID_ARG, "a_row (its first row) is required"},
         {"B shape", TK_ERR_SHAPE, "needs 64 rows and 128 columns"},
         {"f32 A", TK_ERR_TYPE, "bf16 or f16"},
+        {"a_row off the grid", TK_ERR_SHAPE, "a_row is 4"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tk_kernel *k = NULL;
@@ -137,6 +138,7 @@ START_TEST(test_wgmma_rules) {
         case 5: s = try_wgmma(k, TK_MMA_AB, acc, sA, sB, NULL); break;
         case 6: s = try_wgmma(k, TK_MMA_AB, acc, sA, sW, row); break;
         case 7: s = try_wgmma(k, TK_MMA_AB, acc, sF, sB, row); break;
+        case 8: s = try_wgmma(k, TK_MMA_AB, acc, sA, sB, tk_const_i32(k, 4)); break;
         }
         ck_assert_msg(s == cases[i].want, "%s: status %s, error %s", cases[i].what,
                       tk_status_name(s), tk_kernel_error(k));
