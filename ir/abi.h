@@ -30,5 +30,12 @@ int tk_abi_param_slots(const tk_value *param);
 /* Byte offset of a SHARED op's storage in the block's dynamic shared memory
  * (the op's attr[0], set by the builder). */
 static inline size_t tk_smem_offset(const tk_op *shared_op) { return (size_t)shared_op->attr[0]; }
+/* The SHARED op that allocated a shared value, directly or through a STAGE;
+ * NULL when its offset cannot be known (e.g. a value carried by a loop). */
+static inline const tk_op *tk_smem_alloc_of(const tk_value *v) {
+    const tk_op *d = v ? v->def : NULL;
+    if (d && d->opc == TK_OP_STAGE) d = d->opnds[0]->def;
+    return d && d->opc == TK_OP_SHARED ? d : NULL;
+}
 
 #endif

@@ -66,13 +66,6 @@
 #define PRODUCER_REGS 48
 
 /* ---- Copies on the engine -------------------------------------------------- */
-/* The SHARED op behind a copy's smem operand (direct or through STAGE). */
-static const tk_op *shared_of(const tk_value *v) {
-    const tk_op *d = v ? v->def : NULL;
-    if (d && d->opc == TK_OP_STAGE) d = d->opnds[0]->def;
-    return d && d->opc == TK_OP_SHARED ? d : NULL;
-}
-
 /* The kernel parameter a view is, or -1. */
 static int param_of(const tk_kernel *k, const tk_value *v) {
     for (int i = 0; i < k->nparams; i++)
@@ -99,7 +92,7 @@ static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, t
     if (op->opc != TK_OP_COPY_G2S || op->attr[0] != TK_COPY_TMA) /* fill is 0 (rule) */
         return false;
     const tk_value *sm = op->opnds[0], *view = op->opnds[1];
-    const tk_op *sh = shared_of(sm);
+    const tk_op *sh = tk_smem_alloc_of(sm);
     const tk_type *st = &sm->type;
     int p = param_of(k, view);
     if (!sh || p < 0 || view->type.rank > 4 || st->smem != TK_SMEM_SWIZZLE ||

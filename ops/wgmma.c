@@ -27,13 +27,6 @@ static tk_status fail_type(tk_kernel *k, tk_op *op, const char *what, const tk_t
     return tk_opfail(k, op, TK_ERR_TYPE, "%s is a %s; %s", what, s, need);
 }
 
-/* The SHARED op that allocated a shared operand (through a STAGE or not). */
-static const tk_op *shared_op(const tk_value *v) {
-    const tk_op *d = v->def;
-    if (d && d->opc == TK_OP_STAGE) d = d->opnds[0]->def;
-    return d && d->opc == TK_OP_SHARED ? d : NULL;
-}
-
 /* A shared operand: dtype, rows x cols, and a layout a descriptor names. */
 static tk_status check_shared(tk_kernel *k, tk_op *op, const char *what, const tk_value *v,
                               tk_dtype dt, int rows, int cols) {
@@ -53,7 +46,7 @@ static tk_status check_shared(tk_kernel *k, tk_op *op, const char *what, const t
         return fail_type(k, op, what, t,
                          "wgmma reads SWIZZLE shared tiles with rows of 32, 64 "
                          "or a multiple of 128 bytes");
-    const tk_op *sh = shared_op(v);
+    const tk_op *sh = tk_smem_alloc_of(v);
     if (!sh)
         return tk_opfail(k, op, TK_ERR_INVALID_ARG,
                          "%s must be a tk_shared tile or a tk_stage "
