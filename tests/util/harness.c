@@ -66,8 +66,10 @@ static tk_status gpu_run(tk_ctx *ctx, tk_kernel *k, int n, ref_tensor *gpu, cons
     tk_arg args[16];
     tk_status s = tk_compile(ctx, k, &p);
     for (int i = 0; !s && i < n; i++) {
-        args[i] = sc[i];
-        if (!gpu[i].rank) continue;
+        if (!gpu[i].rank) { /* a scalar: the caller passes scalars[] whenever it has one */
+            args[i] = sc[i];
+            continue;
+        }
         if (!(dev[i] = th_upload(ctx, &gpu[i]))) s = TK_ERR_CUDA;
         args[i] = th_dev_arg(&gpu[i], dev[i]);
     }
