@@ -55,6 +55,12 @@
 #include "tk/tk_run.h"
 
 #define GROUP_M 8 /* block rows per L2 group (4, 16 and 32 measured the same) */
+/* tk_gemm_config_for's wgmma kernel on sm_90a (bench/RESULTS.md, the wgmma
+ * sweep of 2026-12-01): 128x256 blocks from this many of them on (2048³,
+ * 128 blocks: 466 TFLOP/s, 128x128: 340), else 128x128 blocks with 6
+ * stages from this many of those on (512x4096x4096: 361, 128x256: 304);
+ * below that mma.sync's 128x64 (1024³: 150, the best wgmma 129). */
+#define WGMMA_MIN_BLOCKS 128
 
 tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b) {
     return (tk_gemm_config){.in_dtype = in_dtype,
@@ -77,7 +83,18 @@ static tk_gemm_config choose(tk_dtype in_dtype, tk_dtype out_dtype, int transpos
     /* ceil(m/128) * ceil(n/256) >= 264 without overflow: the product is only
      * formed when both factors are below 264. */
     int64_t bm = (m - 1) / 128 + 1, bn = (n - 1) / 256 + 1, bn128 = (n - 1) / 128 + 1;
-    if (bm >= 264 || bn >= 264 || bm * bn >= 264) {
+    bool big = bm >= 264 || bn >= 264 || bm * bn >= 264;
+    bool wg = producer && t->wgmma && t->tma && t->setmaxnreg;
+    if (wg && (big || bm * bn >= WGMMA_MIN_BLOCKS || bm * bn128 >= WGMMA_MIN_BLOCKS)) {
+        /* Hopper's warpgroup multiply fed by the engine, in 128x256 blocks
+         * from a wave of them on, else 128x128 with more stages */
+        bool wide = big || bm * bn >= WGMMA_MIN_BLOCKS;
+        c.block_n = wide ? 256 : 128;
+        c.warps = 8;
+        c.stages = wide ? 4 : 6;
+        c.tma = 1;
+        c.wgmma = 1;
+    } else if (big) {
         c.block_n = 256;
         c.warps = 8;
         if (producer && t->tma && t->setmaxnreg) { /* a producer warpgroup feeds the engine */
@@ -157,6 +174,11 @@ static tk_status check_wgmma(tk_ctx *ctx, const tk_gemm_config *c) {
                                 "block_n %d; shared rows must be 32, 64 or a multiple of 128 "
                                 "bytes",
                                 c->block_k, c->block_n);
+    if (c->stages < 3)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: wgmma: stages is %d; one multiply stays in "
+                                "flight while the next stage refills, which needs 3..8",
+                                c->stages);
     /* Each thread holds block_n / 2 accumulators plus ~40 registers of
      * addresses and indices, within what its warp gets: 224 with a producer
      * warpgroup beside 8 warps (jit/plan.c), 152 beside 12, 104 beside 16
@@ -288,10 +310,13 @@ static tk_value *next_stage(tk_kernel *k, tk_value *st, int S) {
 
 /* The k-loop on Hopper's warpgroup multiply: warpgroup g multiplies rows
  * `row` = 64g .. of each A stage by the whole B stage into its 64 x BN
- * accumulator, asynchronously; it waits for its multiply before the
- * barrier that lets k-tile kt+S refill the stage (the tensor cores read
- * shared memory until the wait). The prologue in build() left k-tile 0
- * landed and k-tile S-1 issued, as for the mma.sync loop. */
+ * accumulator, asynchronously, and keeps one multiply in flight: the
+ * tensor cores read a stage until the wait that retires its multiply, so
+ * trip kt waits for multiply kt-1 (wait(1)), and its barrier frees stage
+ * (kt-1) % S for k-tile kt+S-1 while multiply kt runs. The prologue in
+ * build() left k-tiles 0..S-2 issued (group t = k-tile t) and k-tile 0
+ * landed. Groups committed before trip kt's wait: S-1+kt; k-tile kt+1 is
+ * group kt+1, so S-3 may stay pending (check_wgmma: S >= 3). */
 static tk_value *kloop_wgmma(gemm *g, tk_value *nk, tk_value *row) {
     tk_kernel *k = g->k;
     const tk_gemm_config *c = g->c;
@@ -303,16 +328,17 @@ static tk_value *kloop_wgmma(gemm *g, tk_value *nk, tk_value *row) {
         tk_value *st = cur[1];
         tk_value *acc = tk_wgmma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, cur[0],
                                  tk_stage(k, g->sA, st), tk_stage(k, g->sB, st), row);
-        next[0] = tk_wgmma_wait(k, acc, 0);
-        /* k-tile kt+1 (group kt+1 of the S + kt committed) landed */
-        tk_async_wait(k, S - 2);
+        next[0] = tk_wgmma_wait(k, acc, 1);
+        tk_async_wait(k, S - 3);
         tk_barrier(k);
-        load_tile_if(g, tk_add(k, kt, i32c(k, S)), st, nk);
+        tk_value *prev = tk_select(k, tk_eq(k, st, i32c(k, 0)), i32c(k, S - 1),
+                                   tk_sub(k, st, i32c(k, 1))); /* (kt + S - 1) % S */
+        load_tile_if(g, tk_add(k, kt, i32c(k, S - 1)), prev, nk);
         tk_async_commit(k);
         next[1] = next_stage(k, st, S);
     }
     tk_for_end(k, 2, next, fin);
-    return fin[0];
+    return tk_wgmma_wait(k, fin[0], 0);
 }
 
 static void build(gemm *g, int wm, int wn) {
@@ -357,8 +383,9 @@ static void build(gemm *g, int wm, int wn) {
 
     /* Prologue: k-tiles 0..S-2 in flight, one commit group each (empty
      * groups past the end keep the group count the waits rely on); then
-     * k-tile 0 landed, k-tile S-1 issued (group S-1) and k-step 0's
-     * fragments loaded. */
+     * k-tile 0 landed. The mma.sync loop also issues k-tile S-1 (group
+     * S-1) and loads k-step 0's fragments; the wgmma loop leaves stage S-1
+     * to its first trip. */
     tk_value *nk = tk_ceil_div(k, K, BK);
     for (int s = 0; s < S - 1; s++) {
         load_tile_if(g, i32c(k, s), NULL, nk);
@@ -366,9 +393,6 @@ static void build(gemm *g, int wm, int wn) {
     }
     tk_async_wait(k, S - 2);
     tk_barrier(k);
-    load_tile_if(g, i32c(k, S - 1), NULL, nk);
-    tk_async_commit(k);
-
     if (c->wgmma) {
         tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
         tk_value *acc = kloop_wgmma(g, nk, row);
@@ -377,6 +401,8 @@ static void build(gemm *g, int wm, int wn) {
         tk_store(k, C, ic, out);
         return;
     }
+    load_tile_if(g, i32c(k, S - 1), NULL, nk);
+    tk_async_commit(k);
     frags f0 =
         load_frags(g, tk_stage(k, g->sA, i32c(k, 0)), tk_stage(k, g->sB, i32c(k, 0)), i32c(k, 0));
     tk_type acc_t = tk_tile_type(TK_F32, WM, WN, TK_WARP, TK_ROW);

@@ -1,12 +1,15 @@
 /* Lowering of WGMMA and WGMMA_WAIT (rules: ops/wgmma.c), sm_90a only.
  *
- * WGMMA  fence.proxy.async (shared operands written by ordinary stores or
- *        cp.async, the generic proxy, become visible to the tensor cores,
- *        the async proxy), wgmma.fence, then per 64-row block q of acc and
+ * WGMMA  wgmma.fence, then per 64-row block q of acc and
  *        per 16-deep k-step s one
  *          wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{bf16|f16}.{bf16|f16}
  *        as LLVM inline asm (LLVM 22 has no intrinsic for it), then
- *        wgmma.commit_group: one group per WGMMA op.
+ *        wgmma.commit_group: one group per WGMMA op. Shared operands
+ *        written by ordinary stores or cp.async (the generic proxy) reach
+ *        the tensor cores (the async proxy) through the fence.proxy.async
+ *        that every writer issues before the barrier publishing them (each
+ *        sync strategy does, ops/nv/sync.c, when the plan has descriptors):
+ *        the reader needs none of its own.
  *   - acc: block q's N/2 registers per thread are acc's fragment slots
  *     q*N/2 .. (q+1)*N/2 - 1, in order: the ROW fragment layout of a
  *     warpgroup tile (ops/nv/frag.c: warp w holds rows 16w.., lanes as in
@@ -148,7 +151,6 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
                 x[0] = desc(L, at, a->v[0], r, 16 * s, false);
             }
         }
-    tk_lw_intrin(L, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
     tk_lw_intrin(L, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
     for (int q = 0; q < nq; q++) {
         for (int s = 0; s < ns; s++) {

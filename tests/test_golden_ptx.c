@@ -57,6 +57,7 @@ static int make_variants(variant *v) {
         /* wgmma (sm_90a only): producer + two warpgroups, lockstep, one warpgroup */
         {128, 256, 64, 8, 4, 1, 1},
         {128, 256, 64, 8, 4, 0, 1},
+        {128, 128, 64, 8, 6, 1, 1},
         {64, 128, 32, 4, 3, 0, 1},
     };
     static const struct {

@@ -211,23 +211,39 @@ START_TEST(test_gemm_random) {
 }
 END_TEST
 
-/* The size- and GPU-dependent choice: on sm_90, 128x256 blocks of 8 warps
- * once there are 264 of them (sizes rounded up to whole blocks), 128x64
- * blocks when there are fewer than 132 of 128x128, else the default; dtypes
- * and transpose_b pass through. */
+/* The size- and GPU-dependent choice: on sm_90a with the copy engine usable,
+ * the wgmma kernel once there are 128 blocks of 128x256 (or of 128x128, in
+ * 128x128 blocks); else (and on sm_90)
+ * 128x256 blocks of 8 warps once there are 264 of them (sizes rounded up to
+ * whole blocks), 128x64 blocks when there are fewer than 132 of 128x128, else
+ * the default; dtypes and transpose_b pass through. */
 START_TEST(test_gemm_config_for) {
     tk_gemm_config d = tk_gemm_default_config(TK_F16, TK_F32, 1), c;
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 2048, 2048, "sm_90a");
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 2048, 2048, "sm_90");
     ck_assert_mem_eq(&c, &d, sizeof c); /* 16 x 8 = 128 large blocks: too few */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 2048, 2048, "sm_90a"); /* 128: wgmma */
+    ck_assert_int_eq(c.wgmma, 1);
+    ck_assert_int_eq(c.block_n, 256);
+    ck_assert_int_eq(c.stages, 4);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 512, 4096, "sm_90a"); /* 64; 128 of 128x128 */
+    ck_assert_int_eq(c.wgmma, 1);
+    ck_assert_int_eq(c.block_n, 128);
+    ck_assert_int_eq(c.warps, 8);
+    ck_assert_int_eq(c.stages, 6);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 8 * 128, 16 * 128 - 127, "sm_90a"); /* 8 x 16 */
+    ck_assert_int_eq(c.wgmma, 1);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 7 * 128, 18 * 128, "sm_90a"); /* 126 */
+    ck_assert_int_eq(c.wgmma, 0);
+    ck_assert_int_eq(c.block_n, 64);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1024, 1024, "sm_90a"); /* 64 < 132 blocks */
     ck_assert_int_eq(c.block_m, 128);
     ck_assert_int_eq(c.block_n, 64);
     ck_assert_int_eq(c.warps, 4);
     ck_assert_int_eq(c.stages, 3);
     ck_assert_int_eq(c.transpose_b, 1);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 131 * 128, 128, "sm_90a"); /* 131 */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 131 * 128, 128, "sm_90"); /* 131 */
     ck_assert_int_eq(c.block_n, 64);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 11 * 128, 11 * 128 + 1, "sm_90a"); /* 11 x 12 */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 11 * 128, 11 * 128 + 1, "sm_90"); /* 11 x 12 */
     ck_assert_mem_eq(&c, &d, sizeof c);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1, 1, "sm_90a");
     ck_assert_int_eq(c.block_n, 64);
@@ -236,10 +252,11 @@ START_TEST(test_gemm_config_for) {
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90a");
     ck_assert_int_eq(c.block_m, 128);
     ck_assert_int_eq(c.block_n, 256);
-    ck_assert_int_eq(c.block_k, 128);
+    ck_assert_int_eq(c.block_k, 64);
     ck_assert_int_eq(c.warps, 8);
-    ck_assert_int_eq(c.stages, 2);
-    ck_assert_int_eq(c.tma, 1); /* a producer warpgroup feeds the copy engine */
+    ck_assert_int_eq(c.stages, 4);
+    ck_assert_int_eq(c.tma, 1);   /* a producer warpgroup feeds the copy engine */
+    ck_assert_int_eq(c.wgmma, 1); /* and two warpgroups multiply */
     ck_assert_int_eq(c.in_dtype, TK_F16);
     ck_assert_int_eq(c.out_dtype, TK_F32);
     ck_assert_int_eq(c.transpose_b, 1);
@@ -261,9 +278,10 @@ START_TEST(test_gemm_config_for) {
                         .b = buf,
                         .c = buf};
     ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 1);
-    p.lda = 4100; /* 8200-byte rows */
+    p.lda = 4100; /* 8200-byte rows: mma.sync on cp.async */
     c = tk_gemm_config_for_call(&p, "sm_90a");
     ck_assert_int_eq(c.tma, 0);
+    ck_assert_int_eq(c.wgmma, 0);
     ck_assert_int_eq(c.block_n, 256);
     p.lda = 0, p.b = buf + 2;
     ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 0);
@@ -274,9 +292,9 @@ START_TEST(test_gemm_config_for) {
     p.n = 4096;
     ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").tma, 1);
     ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90").tma, 0);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128, 8 * 256, "sm_90a"); /* 264 exactly */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 33 * 128, 8 * 256, "sm_90"); /* 264 exactly */
     ck_assert_int_eq(c.block_n, 256);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 263 * 128, 256, "sm_90a"); /* 263 */
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 263 * 128, 256, "sm_90"); /* 263 */
     ck_assert_mem_eq(&c, &d, sizeof c);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 32 * 128 + 1, 2048, "sm_90a"); /* 33 x 8 */
     ck_assert_int_eq(c.block_n, 256);
@@ -317,6 +335,9 @@ START_TEST(test_gemm_config_errors) {
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "block_m = 16 * warps"));
     c.block_m = 192, c.block_n = 256, c.warps = 12, c.stages = 2;
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "needs 3..8")); /* one multiply in flight */
+    c.stages = 3;
     ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "accumulator registers"));
     c.block_n = 128; /* 64 + 40 <= 152 */
