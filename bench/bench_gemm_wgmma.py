@@ -4,7 +4,9 @@ Each shape is checked against torch first (rel err of the bf16 output; NaN-poiso
 C), so nothing wrong gets timed. Timing: triton do_bench (median after warm-up; it
 clears the L2 before every call), ours and cuBLAS alternating over ROUNDS rounds
 under the GPU's power limit; the SM clock is sampled by nvidia-smi while it runs.
-Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick]"""
+Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick|sweep]
+sweep: the wgmma block shapes (SWEEP_CONFIGS) side by side with cuBLAS over SWEEP_SHAPES,
+A·B, the data tk_gemm_config_for's sm_90a choice stands on."""
 import subprocess
 import sys
 
@@ -21,13 +23,58 @@ SHAPES = [(n, n, n) for n in (1024, 2048, 4096, 6144, 8192)] + [
     (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096)]
 
 
+SWEEP_CONFIGS = [(128, 256, 64, 8, 4, 1, 1), (128, 256, 64, 8, 3, 1, 1), (128, 128, 64, 8, 4, 1, 1),
+                 (128, 128, 64, 8, 6, 1, 1), (64, 256, 64, 4, 4, 1, 1), (64, 128, 64, 4, 4, 1, 1)]
+SWEEP_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+                (128, 4096, 4096), (512, 4096, 4096), (2048, 8192, 1024)]
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2]
 
 
+def name_of(cfg):
+    return f"{cfg[0]}x{cfg[1]}x{cfg[2]} w{cfg[3]} s{cfg[4]}"
+
+
+def sweep(tk):
+    """TFLOP/s of each wgmma block shape and of cuBLAS per shape (A·B, bf16 out),
+    alternating over ROUNDS rounds; a config whose output is wrong shows ERR."""
+    stream = torch.cuda.current_stream().cuda_stream
+    names = [name_of(c) for c in SWEEP_CONFIGS] + ["library", "cuBLAS"]
+    print("| M | N | K | " + " | ".join(names) + " | library's pick |")
+    print("|---|---|---|" + "---|" * (len(names) + 1))
+    for m, n, k in SWEEP_SHAPES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        ref = (a @ b).float()
+        fns, bad = {}, set()
+        for name, cfg in zip(names, SWEEP_CONFIGS + [None]):
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            p = tk.gemm_params(a, b, c, False, cfg)
+            tk.gemm_prepare(p)
+            tk.gemm(p, stream)
+            torch.cuda.synchronize()
+            err = ((c.float() - ref).norm() / ref.norm()).item()
+            if not err <= 1e-2:
+                bad.add(name)
+            fns[name] = (lambda p=p: tk.gemm(p, stream))
+            if cfg is None:
+                pick = tk.gemm_choice(p)
+        fns["cuBLAS"] = lambda: torch.matmul(a, b)
+        fl = 2 * m * n * k / 1e9
+        per_round = [{x: fl / do_bench(f, warmup=25, rep=100, return_mode="median")
+                      for x, f in fns.items()} for _ in range(ROUNDS)]
+        cells = ["ERR" if x in bad else f"{median([r[x] for r in per_round]):.0f}" for x in names]
+        print(f"| {m} | {n} | {k} | " + " | ".join(cells) + f" | {pick} |", flush=True)
+
+
 def main():
     tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
+    if "sweep" in sys.argv:
+        torch.manual_seed(0)
+        return sweep(tk)
     shapes = SHAPES[2:3] if "quick" in sys.argv else SHAPES
     torch.manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream

@@ -4,8 +4,14 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [notma] [race] [bench] [wgmma] [configs] [sweep] [ncu] [aot]
-#   (default: tests race bench wgmma)
+#   scripts/device-run.sh [tests] [cache] [notma] [race] [bench] [wgmma] [wgsweep] [bwd]
+#                         [configs] [sweep] [ncu] [aot]
+#   (default: tests cache race bench wgmma)
+# tests: every GPU suite once (compiles); cache: the kernel suite again from
+# the disk cache, the example twice, test_jit and the SASS check.
+# wgsweep: the wgmma block shapes beside cuBLAS (bench_gemm_wgmma.py sweep).
+# bwd: attention backward beside torch (bench_attention_bwd.py).
+# Each section's seconds go to $out/times.txt.
 # aot: a cache made by tk-aot without a GPU (see that block) loads with 0 compiles.
 # notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
 # cp.async path on the same mbarrier ring).
@@ -15,7 +21,9 @@ out=${OUT:-device-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export TK_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1
-what=${*:-tests race bench wgmma}
+what=${*:-tests cache race bench wgmma}
+t0=$SECONDS
+stamp() { echo "$1: $((SECONDS - t0)) s" >>"$out/times.txt"; t0=$SECONDS; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 summary() { grep -E "^gpu|^lower gpu|skipped|Checks|Failure|Error|first call|second process|kernel .*:" "$1" | tail -100; }
@@ -31,7 +39,7 @@ if [[ $what == *configs* ]]; then
   echo "== attention block shapes"
   ./build-device/bench_attention_configs 2>&1 | tee "$out/attention_configs.md"
 fi
-if [[ $what == *sweep* ]]; then # GEMM shapes beside cuBLAS with clock and power
+if [[ " $what " == *" sweep "* ]]; then # GEMM shapes beside cuBLAS with clock and power
   echo "== mma.sync ceiling, with the SM clock and power while it runs"
   if nvcc -O3 -arch=sm_90 bench/mma_ceiling.cu -o /tmp/mma_ceiling; then
     nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader -lms 100 >"$out/ceiling_clocks.log" &
@@ -69,16 +77,23 @@ if [[ $what == *aot* ]]; then # issue 15: kernels precompiled without a GPU load
 fi
 if [[ $what == *tests* ]]; then
   echo "== test_lower (every op family: GPU vs interpreter)"
-  ./build-device/test_lower >"$out/ops.log" 2>&1 || rc=1
+  CK_RUN_CASE=gpu ./build-device/test_lower >"$out/ops.log" 2>&1 || rc=1
   summary "$out/ops.log"
+  stamp test_lower
   echo "== test_wgmma (wgmma: GPU vs interpreter)"
   ./build-device/test_wgmma >"$out/wgmma.log" 2>&1 || rc=1
   summary "$out/wgmma.log"
   grep -E "^gpu wgmma" "$out/wgmma.log" | tail -25
+  stamp test_wgmma
+  echo "== test_attention_bwd (GPU vs float64)"
+  CK_RUN_CASE=gpu ./build-device/test_attention_bwd >"$out/bwd.log" 2>&1 || rc=1
+  grep -E "^gpu|Checks|Failure|Error" "$out/bwd.log" | tail -30
+  stamp test_attention_bwd
   echo "== test_gpu_kernels (run 1: compiles)"
   rm -rf /tmp/tk-kept && mkdir -p /tmp/tk-kept
   kernels_run 1
   summary "$out/kernels1.log"
+  stamp test_gpu_kernels
 fi
 if [[ $what == *notma* ]]; then
   echo "== test_gpu_kernels with TK_NO_TMA=1 (cp.async copies on the ring)"
@@ -94,8 +109,10 @@ if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engin
   echo "== racecheck: copy-engine kernels at a ragged shape (the producer's fallback is visible)"
   if cc -O2 -Iinclude tests/gpu/ring_gemm.c -Lbuild-device -ltk -Wl,-rpath,"$PWD/build-device" \
        -lm -o /tmp/ring_gemm; then
-    for cfg in "128 256 128 8 2 1" "128 256 64 8 3 1" "128 128 64 4 3 1" \
-               "128 256 64 8 4 1 0 1" "128 256 64 8 4 0 1 1"; do
+    # RACE_CFGS picks configs (default: all five)
+    cfgs=${RACE_CFGS:-"128 256 128 8 2 1;128 256 64 8 3 1;128 128 64 4 3 1;128 256 64 8 4 1 0 1;128 256 64 8 4 0 1 1"}
+    IFS=';' read -ra cfgl <<<"$cfgs"
+    for cfg in "${cfgl[@]}"; do
       log="$out/race_${cfg// /_}.log"
       timeout 150 compute-sanitizer --tool racecheck --racecheck-report all --print-limit 3000 \
         --kernel-name kns=tk_gemm /tmp/ring_gemm 300 700 200 $cfg >"$log" 2>&1
@@ -112,9 +129,20 @@ if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engin
     rc=1
   fi
 fi
-if [[ $what == *wgmma* ]]; then # issue 12's table: wgmma beside mma.sync and cuBLAS
+if [[ $what == *wgsweep* ]]; then # the wgmma block shapes beside cuBLAS
+  echo "== wgmma block shapes"
+  (cd bench && python3 bench_gemm_wgmma.py ../build-device sweep 2>&1 | tee "$out/wgmma_sweep.md") || rc=1
+  stamp wgsweep
+fi
+if [[ " $what " == *" wgmma "* ]]; then # issue 12's table: wgmma beside mma.sync and cuBLAS
   echo "== GEMM on wgmma"
   (cd bench && python3 bench_gemm_wgmma.py ../build-device 2>&1 | tee "$out/bench_gemm_wgmma.md") || rc=1
+  stamp wgmma
+fi
+if [[ $what == *bwd* ]]; then
+  echo "== attention backward"
+  (cd bench && python3 bench_attention_bwd.py ../build-device 2>&1 | tee "$out/bench_attention_bwd.md") || rc=1
+  stamp bwd
 fi
 if [[ $what == *bench* ]]; then
   echo "== bench"
@@ -122,7 +150,7 @@ if [[ $what == *bench* ]]; then
   (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "$out/bench_attention.md") || rc=1
   ./build-device/bench_jit 2>&1 | tee "$out/bench_jit.md" || true
 fi
-if [[ $what == *tests* ]]; then
+if [[ $what == *cache* ]]; then
   echo "== test_gpu_kernels (run 2: every kernel from the disk cache)"
   kernels_run 2
   echo "== example (first run compiles, second loads from disk)"
