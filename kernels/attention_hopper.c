@@ -1,0 +1,196 @@
+/* Attention forward on Hopper's warpgroup multiply (sm_90a): the algorithm
+ * of kernels/attention.c (FlashAttention-2's online softmax, same contract,
+ * grid and results), with both multiplies on wgmma and every tile through
+ * the copy engine.
+ *
+ * Block = 128 query rows of one (batch, head): two warpgroups of 64 rows
+ * (warpgroup g owns rows 64g..). The plan (jit/plan.c) splits the kernel: a
+ * producer warpgroup issues the engine's copies, the two consumer
+ * warpgroups only compute, and as the barriers below are releases to the
+ * producer, not rendezvous, each warpgroup runs on its own: one's softmax
+ * overlaps the other's multiplies. Per key tile j of BKV keys:
+ *   S  = Q·K_jᵀ        wgmma: Q (this warpgroup's 64 rows of the block's
+ *                       shared Q tile) and K_j from shared memory, K-major
+ *   masks              only on the ragged last tile and, causal, on tiles
+ *                       crossing the block's diagonal
+ *   m' = max(m, c·rowmax S); α = exp2(m - m'); l, O *= α; m = m'
+ *   P  = exp2(c·S - m)  (c = scale·log2 e), l += rowsum P
+ *   O += P·V_j          wgmma: P converted to 16 bits in registers (the
+ *                       accumulator's fragment layout is the register A
+ *                       layout), V_j from shared memory, N-major
+ * and at the end O /= l, L = (m + log2 l)·ln 2. Each multiply is waited for
+ * before its result is read (wgmma_wait 0).
+ * Registers per consumer thread: O 64xD/128 = D/2 f32, S BKV/2, P BKV/4,
+ * plus m, l and addresses: D 128, BKV 128: ~170 of the 224 the plan gives
+ * consumers beside a producer warpgroup. D 256 takes BKV 64.
+ * Shared memory: Q 128xD, K and V two stages of BKV x D each (D 128: 160
+ * KiB; D 256: 192 KiB).
+ *
+ * Pipeline (commit groups: Q K_0 | V_0 | K_1 | V_1 | ...):
+ *   copy V_j; commit; wait(1): K_j landed; barrier
+ *   S = Q·K_jᵀ
+ *   copy K_{j+1} into the other stage (its last reader, S_{j-1}, was
+ *   waited for before this trip's barrier); commit
+ *   softmax; wait(1): V_j landed; barrier; O += P·V_j
+ * V_{j+1} refills the stage P·V_{j-1} read, waited for before the barriers
+ * of trip j. No NaN, as in attention.c: m starts at -FLT_MAX, a row
+ * without keys ends with l = O = 0 and L = -inf. */
+#include "attention_hopper.h"
+
+#include <float.h>
+#include <math.h>
+
+#define BQ 128 /* query rows per block: two warpgroups of 64 */
+
+typedef struct hattn {
+    tk_kernel *k;
+    tk_dtype dt;
+    int D, BKV, causal;
+    tk_value *b, *h, *hk;
+} hattn;
+
+static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
+static tk_value *dim32(tk_kernel *k, tk_value *view, int d) {
+    return tk_cvt(k, tk_dim(k, view, d), TK_I32);
+}
+
+/* The engine's copy of the key tile at kv0 of K or V into `stage`; keys
+ * past Nkv read as zeros. */
+static void copy_kv(hattn *a, tk_value *stage, tk_value *view, tk_value *kv0) {
+    tk_value *idx[4] = {a->b, a->hk, kv0, i32c(a->k, 0)};
+    tk_copy_to_shared(a->k, stage, view, idx, 0.0f, TK_COPY_TMA);
+}
+
+/* The copy of key tile j into stage j % 2 of ring, when j < ntiles. */
+static void copy_kv_if(hattn *a, tk_value *ring, tk_value *view, tk_value *j, tk_value *ntiles) {
+    tk_kernel *k = a->k;
+    tk_if_begin(k, tk_lt(k, j, ntiles));
+    copy_kv(a, tk_stage(k, ring, tk_rem(k, j, i32c(k, 2))), view, tk_mul(k, j, i32c(k, a->BKV)));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+}
+
+/* S with the ragged last tile's missing keys and, when causal, the keys
+ * past each row's diagonal set to -inf (only where a tile needs it). */
+static tk_value *mask(hattn *a, tk_value *s, tk_value *kv0, tk_value *Nkv, tk_value *qw,
+                      tk_value *q0, tk_value *diag) {
+    tk_kernel *k = a->k;
+    tk_value *edge = tk_gt(k, tk_add(k, kv0, i32c(k, a->BKV)), Nkv);
+    if (a->causal)
+        edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, a->BKV - 1)), tk_add(k, q0, diag)));
+    tk_if_begin(k, edge);
+    tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, Nkv, -INFINITY);
+    if (a->causal) sm = tk_mask(k, sm, TK_MASK_CAUSAL, tk_add(k, qw, diag), kv0, -INFINITY);
+    tk_else(k, 1, &sm);
+    tk_value *unmasked = s, *out;
+    tk_if_end(k, 1, &unmasked, &out);
+    return out;
+}
+
+static void build(hattn *a) {
+    tk_kernel *k = a->k;
+    const int D = a->D, BKV = a->BKV;
+    tk_dtype dt = a->dt;
+    tk_value *Q = tk_param_tensor(k, "Q", dt, 4), *K = tk_param_tensor(k, "K", dt, 4);
+    tk_value *V = tk_param_tensor(k, "V", dt, 4), *O = tk_param_tensor(k, "O", dt, 4);
+    tk_value *L = tk_param_tensor(k, "L", TK_F32, 3);
+    tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_spec(k, "head_dim", D);
+    tk_spec(k, "causal", a->causal);
+    tk_spec(k, "wgmma", 1);
+
+    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
+    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ));
+    tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
+    /* the longest causal blocks first, as in attention.c */
+    tk_value *qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
+    a->h = tk_block_id(k, 1);
+    a->b = tk_block_id(k, 2);
+    a->hk = tk_div(k, a->h, tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1)));
+    tk_value *q0 = tk_mul(k, qt, i32c(k, BQ));
+    tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64)); /* in the block */
+    tk_value *qw = tk_add(k, q0, row);
+    tk_value *diag = tk_sub(k, Nkv, Nq); /* row i attends keys j <= i + diag */
+
+    /* Q first: the swizzled tiles wgmma reads are allocated first, aligned */
+    tk_value *sQ = tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, 1);
+    tk_value *sK = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
+    tk_value *sV = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
+
+    tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, BKV));
+    if (a->causal) { /* up to the tile of the last key the block's last row attends */
+        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, BQ)), Nq), diag);
+        kend = tk_max(k, kend, i32c(k, 0));
+        ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
+    }
+    /* c = scale·log2(e) > 0 (attention.c says why) */
+    tk_value *scale2 =
+        tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)), tk_const_f32(k, FLT_MIN));
+
+    tk_value *iq[4] = {a->b, a->h, q0, i32c(k, 0)};
+    tk_copy_to_shared(k, sQ, Q, iq, 0.0f, TK_COPY_TMA);
+    copy_kv_if(a, sK, K, i32c(k, 0), ntiles); /* group 0: Q and K_0 */
+
+    tk_type vrow = tk_vec_type(TK_F32, 64, TK_PER_ROW, TK_WARPGROUP, TK_ROW);
+    tk_type s_t = tk_tile_type(TK_F32, 64, BKV, TK_WARPGROUP, TK_ROW);
+    tk_type o_t = tk_tile_type(TK_F32, 64, D, TK_WARPGROUP, TK_ROW);
+    tk_value *init[3] = {tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX)), tk_zeros(k, vrow),
+                         tk_zeros(k, o_t)};
+    tk_value *cur[3], *next[3], *fin[3];
+    tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), 3, init, cur);
+    {
+        tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, BKV));
+        copy_kv(a, tk_stage(k, sV, st), V, kv0);
+        tk_async_commit(k);
+        tk_async_wait(k, 1); /* K_j landed (V_j may be in flight) */
+        tk_barrier(k);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, s_t), sQ, tk_stage(k, sK, st), row);
+        s = tk_wgmma_wait(k, s, 0);
+        copy_kv_if(a, sK, K, tk_add(k, j, i32c(k, 1)), ntiles);
+        s = mask(a, s, kv0, Nkv, qw, q0, diag);
+
+        tk_value *m = tk_max(k, cur[0], tk_mul(k, tk_row_max(k, s), scale2));
+        tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], m));
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, scale2), m));
+        next[0] = m;
+        next[1] = tk_add(k, tk_mul(k, cur[1], alpha), tk_row_sum(k, p));
+        tk_value *o = tk_mul(k, cur[2], alpha);
+
+        tk_async_wait(k, 1); /* V_j landed (K_{j+1} may be in flight) */
+        tk_barrier(k);
+        o = tk_wgmma(k, TK_MMA_AB, o, tk_cvt(k, p, dt), tk_stage(k, sV, st), NULL);
+        next[2] = tk_wgmma_wait(k, o, 0);
+    }
+    tk_for_end(k, 3, next, fin);
+    tk_async_wait(k, 0); /* a block without keys still has Q's copy in flight */
+
+    /* O / l (l = 0 for a row without keys: O = 0); L = (m + log2 l)·ln 2 */
+    tk_value *inv_l = tk_div(k, tk_const_f32(k, 1.0f), tk_max(k, fin[1], tk_const_f32(k, FLT_MIN)));
+    tk_value *io[4] = {a->b, a->h, qw, i32c(k, 0)};
+    tk_store(k, O, io, tk_cvt(k, tk_mul(k, fin[2], inv_l), dt));
+    tk_value *lse =
+        tk_mul(k, tk_add(k, fin[0], tk_log2(k, fin[1])), tk_const_f32(k, 0.6931471805599453f));
+    tk_value *il[3] = {a->b, a->h, qw};
+    tk_store(k, L, il, lse);
+}
+
+tk_status tk_attn_hopper_build(tk_ctx *ctx, const tk_attention_config *cfg, const char *name,
+                               tk_kernel **out) {
+    tk_kernel *k;
+    tk_status s = tk_kernel_create(ctx, name, 8, &k);
+    if (s) return s;
+    hattn a = {.k = k,
+               .dt = cfg->dtype,
+               .D = cfg->head_dim,
+               .BKV = cfg->head_dim <= 128 ? 128 : 64,
+               .causal = cfg->causal};
+    build(&a);
+    if ((s = tk_kernel_finish(k))) {
+        tk_ctx_set_error(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));
+        tk_kernel_destroy(k);
+        return s;
+    }
+    *out = k;
+    return TK_OK;
+}
