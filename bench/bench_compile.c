@@ -30,7 +30,7 @@ static tk_status gemm_default(tk_ctx *ctx, tk_kernel **k) {
     return tk_gemm_build(ctx, &c, k);
 }
 static tk_status attn128(tk_ctx *ctx, tk_kernel **k) {
-    tk_attention_config c = {TK_BF16, 128, 0, 0};
+    tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128};
     return tk_attention_fwd_build(ctx, &c, k);
 }
 

@@ -14,7 +14,7 @@
 #include "bench_util.h"
 
 static tk_kernel *attention(tk_ctx *ctx) {
-    tk_attention_config c = {TK_BF16, 128, 0, 0};
+    tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128};
     tk_kernel *k = NULL;
     if (tk_attention_fwd_build(ctx, &c, &k)) fprintf(stderr, "%s\n", tk_ctx_error(ctx));
     return k;

@@ -64,6 +64,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attention_hopper.h"
 #include "jit/registry.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
@@ -292,9 +293,25 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_attention_fwd_build: %s is NULL",
                                 out ? "cfg" : "out");
     *out = NULL;
-    tk_status s = check_spec(ctx, "tk_attention_fwd_build", cfg->dtype, cfg->head_dim, cfg->causal);
+    const char *fn = "tk_attention_fwd_build";
+    if (cfg->wgmma != 0 && cfg->wgmma != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: wgmma is %d; expected 0 or 1", fn,
+                                cfg->wgmma);
+    tk_status s = cfg->wgmma && cfg->head_dim == 256
+                      ? check_spec(ctx, fn, cfg->dtype, 128, cfg->causal) /* the same but D */
+                      : check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
     char name[64];
+    if (cfg->wgmma) {
+        if (cfg->warps != 0 && cfg->warps != 8)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: warps is %d; the wgmma kernel has two warpgroups "
+                                    "(0 or 8)",
+                                    fn, cfg->warps);
+        snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_wgmma%s", tk_dtype_name(cfg->dtype),
+                 cfg->head_dim, cfg->causal ? "_causal" : "");
+        return tk_attn_hopper_build(ctx, cfg, name, out);
+    }
     int warps = cfg->warps ? cfg->warps : 4; /* see "Shape" */
     if (warps != 4 && warps != 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -323,15 +340,17 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
 
 /* ---- tk_attention_forward (tk_run.h) ----------------------------------------
  * The registry's attention: one compiled kernel per (dtype, head_dim,
- * causal), with the default warps. */
+ * causal, kernel), with the default warps. */
 typedef struct attn_key {
-    int32_t dtype, head_dim, causal;
+    int32_t dtype, head_dim, causal, wgmma;
 } attn_key;
 
 static tk_status build_attn_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
     const attn_key *a = key;
-    tk_attention_config cfg = {
-        .dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim, .causal = a->causal};
+    tk_attention_config cfg = {.dtype = (tk_dtype)a->dtype,
+                               .head_dim = a->head_dim,
+                               .causal = a->causal,
+                               .wgmma = a->wgmma};
     return tk_attention_fwd_build(ctx, &cfg, out);
 }
 
@@ -385,10 +404,33 @@ static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_pa
     return TK_OK;
 }
 
-static tk_status check_attention(tk_ctx *ctx, const tk_attention_params *p) {
+/* Whether the call runs the Hopper kernel; an error for one that cannot. */
+static tk_status pick_kernel(tk_ctx *ctx, const char *fn, const tk_attention_params *p,
+                             bool *wgmma) {
+    *wgmma = false;
+    if (p->kernel < TK_ATTN_AUTO || p->kernel > TK_ATTN_WGMMA)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: kernel is %d; expected TK_ATTN_AUTO, TK_ATTN_MMA_SYNC or "
+                                "TK_ATTN_WGMMA",
+                                fn, (int)p->kernel);
+    if (p->kernel != TK_ATTN_WGMMA) return TK_OK;
+    char arch[16];
+    tk_registry_arch(ctx, arch, sizeof arch);
+    if (strcmp(arch, "sm_90a"))
+        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                "%s: TK_ATTN_WGMMA needs an sm_90a GPU; this one is %s", fn,
+                                arch[0] ? arch : "unknown (no GPU)");
+    *wgmma = true;
+    return TK_OK;
+}
+
+static tk_status check_attention(tk_ctx *ctx, const tk_attention_params *p, bool *wgmma) {
     const char *fn = "tk_attention_forward";
     if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
-    tk_status s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal);
+    tk_status s = pick_kernel(ctx, fn, p, wgmma);
+    if (s) return s;
+    /* the Hopper kernel also takes D 256; the rest of the spec is the same */
+    s = check_spec(ctx, fn, p->dtype, *wgmma && p->head_dim == 256 ? 128 : p->head_dim, p->causal);
     if (s) return s;
     if (!(p->scale >= 0.0f) || isinf(p->scale))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -416,11 +458,13 @@ static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *user,
                                    tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = tk_params_read(ctx, "tk_attention_forward", user, p, sizeof *p, ATTN_PARAMS_MIN);
-    if (!s) s = check_attention(ctx, p);
+    bool wgmma = false;
+    if (!s) s = check_attention(ctx, p, &wgmma);
     if (s) return s;
     attn_key key;
     memset(&key, 0, sizeof key);
     key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal;
+    key.wgmma = wgmma;
     return tk_registry_program(ctx, &attn_def, &key, prog, info);
 }
 

@@ -98,10 +98,21 @@ static int make_variants(variant *v) {
                         if (w && (dt || d != 128 || c)) continue; /* 8 warps: one variant */
                         variant *x = &v[n++];
                         x->arch = archs[a];
-                        x->a = (tk_attention_config){dt ? TK_F16 : TK_BF16, d, c, w};
+                        x->a = (tk_attention_config){
+                            .dtype = dt ? TK_F16 : TK_BF16, .head_dim = d, .causal = c, .warps = w};
                         snprintf(x->name, sizeof x->name, "attn_%s_d%d_%s%s", dt ? "f16" : "bf16",
                                  d, c ? "causal" : "full", w ? "_w8" : "");
                     }
+        if (!strcmp(archs[a], "sm_90a")) /* the Hopper kernel: bf16, each D, causal and not */
+            for (int d = 64; d <= 256; d *= 2)
+                for (int c = 0; c < 2; c++) {
+                    variant *x = &v[n++];
+                    x->arch = archs[a];
+                    x->a = (tk_attention_config){
+                        .dtype = TK_BF16, .head_dim = d, .causal = c, .wgmma = 1};
+                    snprintf(x->name, sizeof x->name, "attn_wgmma_bf16_d%d_%s", d,
+                             c ? "causal" : "full");
+                }
         for (int part = 0; part < 2; part++)
             for (int dt = 0; dt < 2; dt++)
                 for (int d = 64; d <= 128; d += 64)

@@ -91,6 +91,15 @@ START_TEST(attention_rejects_bad_params) {
     expect_attention_error(p, TK_ERR_INVALID_ARG, "scale");
     p = good_attention(), p.k_strides[0] = 64, p.k_strides[3] = 2;
     expect_attention_error(p, TK_ERR_INVALID_ARG, "k_strides[3] is 2");
+    p = good_attention(), p.kernel = 3;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "kernel is 3");
+    p = good_attention(), p.head_dim = 256; /* D 256 only on the Hopper kernel */
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "head_dim is 256");
+    char arch[16] = "";
+    if (tk_gpu_arch(ctx, arch, sizeof arch) || strcmp(arch, "sm_90a")) {
+        p = good_attention(), p.kernel = TK_ATTN_WGMMA; /* no GPU here, or not sm_90a */
+        expect_attention_error(p, TK_ERR_UNSUPPORTED, "TK_ATTN_WGMMA needs an sm_90a GPU");
+    }
 }
 END_TEST
 
@@ -390,23 +399,45 @@ typedef struct acase {
 } acase;
 
 static const acase attn_cases[] = {
-    {1, 1, 1, 1, 1, 64, 0, 0, TK_BF16},       {1, 2, 2, 17, 17, 64, 1, 0, TK_BF16},
-    {2, 2, 1, 63, 63, 128, 0, 0, TK_F16},     {1, 4, 4, 64, 64, 128, 1, 1, TK_BF16},
-    {2, 3, 3, 65, 65, 64, 0, 1, TK_F16},      {1, 2, 2, 1000, 1000, 128, 1, 0, TK_BF16},
-    {1, 1, 1, 4097, 4097, 64, 0, 0, TK_BF16}, {1, 1, 1, 4097, 4097, 128, 1, 1, TK_F16},
-    {1, 2, 2, 100, 300, 64, 0, 0, TK_BF16},   {1, 2, 2, 100, 300, 64, 1, 0, TK_BF16},
-    {1, 2, 2, 300, 100, 128, 1, 0, TK_F16},   {1, 2, 2, 300, 100, 128, 0, 1, TK_BF16},
-    {2, 8, 2, 129, 129, 64, 1, 0, TK_BF16},   {1, 8, 1, 77, 200, 128, 0, 1, TK_F16},
-    {3, 4, 2, 33, 1, 64, 0, 0, TK_BF16},      {1, 4, 2, 1, 33, 128, 1, 0, TK_BF16},
-    {1, 6, 3, 250, 250, 64, 1, 1, TK_F16},    {2, 2, 2, 512, 512, 128, 0, 0, TK_BF16},
-    {1, 1, 1, 2048, 31, 64, 1, 0, TK_BF16},   {1, 1, 1, 31, 2048, 64, 1, 0, TK_F16},
-    {4, 4, 4, 128, 128, 128, 1, 1, TK_BF16},  {1, 16, 4, 96, 96, 64, 0, 0, TK_BF16},
-    {2, 2, 1, 192, 191, 128, 0, 0, TK_F16},   {1, 3, 1, 1500, 700, 64, 1, 0, TK_BF16},
-    {1, 2, 2, 700, 1500, 128, 1, 1, TK_BF16}, {1, 1, 1, 16, 4097, 128, 0, 0, TK_BF16},
-    {2, 4, 4, 200, 200, 64, 1, 0, TK_F16},    {1, 2, 1, 333, 333, 128, 1, 0, TK_BF16},
-    {1, 2, 2, 64, 1, 64, 1, 0, TK_BF16},      {5, 1, 1, 40, 40, 128, 0, 1, TK_F16},
-    {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16}, {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16},
+    {1, 1, 1, 1, 1, 64, 0, 0, TK_BF16},
+    {1, 2, 2, 17, 17, 64, 1, 0, TK_BF16},
+    {2, 2, 1, 63, 63, 128, 0, 0, TK_F16},
+    {1, 4, 4, 64, 64, 128, 1, 1, TK_BF16},
+    {2, 3, 3, 65, 65, 64, 0, 1, TK_F16},
+    {1, 2, 2, 1000, 1000, 128, 1, 0, TK_BF16},
+    {1, 1, 1, 4097, 4097, 64, 0, 0, TK_BF16},
+    {1, 1, 1, 4097, 4097, 128, 1, 1, TK_F16},
+    {1, 2, 2, 100, 300, 64, 0, 0, TK_BF16},
+    {1, 2, 2, 100, 300, 64, 1, 0, TK_BF16},
+    {1, 2, 2, 300, 100, 128, 1, 0, TK_F16},
+    {1, 2, 2, 300, 100, 128, 0, 1, TK_BF16},
+    {2, 8, 2, 129, 129, 64, 1, 0, TK_BF16},
+    {1, 8, 1, 77, 200, 128, 0, 1, TK_F16},
+    {3, 4, 2, 33, 1, 64, 0, 0, TK_BF16},
+    {1, 4, 2, 1, 33, 128, 1, 0, TK_BF16},
+    {1, 6, 3, 250, 250, 64, 1, 1, TK_F16},
+    {2, 2, 2, 512, 512, 128, 0, 0, TK_BF16},
+    {1, 1, 1, 2048, 31, 64, 1, 0, TK_BF16},
+    {1, 1, 1, 31, 2048, 64, 1, 0, TK_F16},
+    {4, 4, 4, 128, 128, 128, 1, 1, TK_BF16},
+    {1, 16, 4, 96, 96, 64, 0, 0, TK_BF16},
+    {2, 2, 1, 192, 191, 128, 0, 0, TK_F16},
+    {1, 3, 1, 1500, 700, 64, 1, 0, TK_BF16},
+    {1, 2, 2, 700, 1500, 128, 1, 1, TK_BF16},
+    {1, 1, 1, 16, 4097, 128, 0, 0, TK_BF16},
+    {2, 4, 4, 200, 200, 64, 1, 0, TK_F16},
+    {1, 2, 1, 333, 333, 128, 1, 0, TK_BF16},
+    {1, 2, 2, 64, 1, 64, 1, 0, TK_BF16},
+    {5, 1, 1, 40, 40, 128, 0, 1, TK_F16},
+    {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16},
+    {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16},
+    /* D 256: the Hopper kernel only */
+    {1, 2, 2, 333, 333, 256, 1, 0, TK_BF16},
+    {2, 2, 1, 1000, 700, 256, 0, 1, TK_F16},
+    {1, 1, 1, 1, 129, 256, 1, 0, TK_BF16},
+    {1, 1, 1, 2049, 2049, 256, 0, 0, TK_BF16},
 };
+#define N_ATTN (int)(sizeof attn_cases / sizeof *attn_cases)
 
 static ref_tensor qkv(const acase *c, int64_t h, int64_t n, int poison) {
     int64_t d[4] = {c->b, h, n, c->d};
@@ -423,9 +454,18 @@ static void copy_strides(int64_t *dst, const ref_tensor *t) {
     for (int i = 0; i < t->rank; i++) dst[i] = t->strides[i];
 }
 
+/* _i < N_ATTN: the mma.sync kernel; after that the Hopper kernel (sm_90a). */
 START_TEST(attention_on_gpu) {
     if (th_gpu_or_skip(ctx)) return;
-    const acase *c = &attn_cases[_i];
+    const acase *c = &attn_cases[_i % N_ATTN];
+    const int kernel = _i < N_ATTN ? TK_ATTN_MMA_SYNC : TK_ATTN_WGMMA;
+    char arch[16];
+    ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
+    if (kernel == TK_ATTN_WGMMA && strcmp(arch, "sm_90a")) {
+        if (_i == N_ATTN) printf("gpu attn wgmma skipped: the GPU is %s, it needs sm_90a\n", arch);
+        return;
+    }
+    if (kernel == TK_ATTN_MMA_SYNC && c->d == 256) return; /* not on the mma.sync kernel */
     ref_tensor Q = qkv(c, c->hq, c->nq, 0), K = qkv(c, c->hkv, c->nkv, 0);
     ref_tensor V = qkv(c, c->hkv, c->nkv, 0), O = qkv(c, c->hq, c->nq, 1);
     int64_t ld[3] = {c->b, c->hq, c->nq};
@@ -447,7 +487,8 @@ START_TEST(attention_on_gpu) {
                              .k = dk,
                              .v = dv,
                              .o = dO,
-                             .lse = dl};
+                             .lse = dl,
+                             .kernel = kernel};
     copy_strides(p.q_strides, &Q), copy_strides(p.k_strides, &K);
     copy_strides(p.v_strides, &V), copy_strides(p.o_strides, &O);
     copy_strides(p.lse_strides, &L);
@@ -463,10 +504,10 @@ START_TEST(attention_on_gpu) {
     ref_attention(q, k, v, ro, rl, c->b, c->hq, c->hkv, c->nq, c->nkv, c->d,
                   1.0 / sqrt((double)c->d), c->causal);
     double eo = ref_rel_err(o, ro, no), el = ref_rel_err(l, rl, nl);
-    printf("gpu attn B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%d causal%d %s %s  O %.2e  L %.2e\n",
-           (long long)c->b, (long long)c->hq, (long long)c->hkv, (long long)c->nq,
-           (long long)c->nkv, c->d, c->causal, c->bnhd ? "bnhd" : "bhnd", tk_dtype_name(c->dt), eo,
-           el);
+    printf("gpu attn %s B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%d causal%d %s %s  O %.2e  L %.2e\n",
+           kernel == TK_ATTN_WGMMA ? "wgmma" : "mma.sync", (long long)c->b, (long long)c->hq,
+           (long long)c->hkv, (long long)c->nq, (long long)c->nkv, c->d, c->causal,
+           c->bnhd ? "bnhd" : "bhnd", tk_dtype_name(c->dt), eo, el);
     ck_assert_msg(eo <= 1e-2, "O rel err %g", eo);
     ck_assert_msg(el <= 1e-3, "L rel err %g", el);
     free(q), free(k), free(v), free(o), free(l), free(ro), free(rl);
@@ -569,7 +610,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, gemm_wgmma_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
-    tcase_add_loop_test(tg, attention_on_gpu, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
+    tcase_add_loop_test(tg, attention_on_gpu, 0, 2 * N_ATTN);
     tcase_add_test(tg, one_kernel_serves_all_shapes);
     suite_add_tcase(s, tg);
     return run_suite(s);

@@ -379,38 +379,52 @@ typedef struct attn_case {
     int ramp;       /* keys grow along the sequence: row maxes keep rising, so
                   the kernel's lazy rescale fires after the first tile too */
     int zero_scale; /* scale 0: uniform weights (the kernel's limit case) */
+    int wgmma;      /* tk_attention_config.wgmma: the Hopper kernel */
 } attn_case;
 
 static const attn_case attn_cases[] = {
-    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0, 0},
-    {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0, 0, 0, 0},
-    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0, 0, 0, 0}, /* GQA 2:1 */
-    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0, 0},
-    {1, 1, 1, 100, 100, 64, 1, TK_F16, 1, 0, 0, 0}, /* [B,N,H,D] */
-    {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0, 0, 0, 0}, /* Nq < Nkv, GQA */
-    {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0, 0, 0, 0}, /* Nq > Nkv causal: rows without keys */
-    {1, 1, 1, 65, 130, 128, 1, TK_F16, 0, 0, 0, 0}, /* Nq < Nkv causal */
-    {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1, 0, 0, 0},
-    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0, 0, 0, 0}, /* one key: only the last row sees it */
-    {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1, 0, 0, 0},
-    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0, 0, 0, 0},    /* decode-like: one query, GQA 4:1 */
-    {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1, 0, 0, 0}, /* two query blocks of 128, Nq > Nkv */
+    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0, 0, 0},
+    {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0, 0, 0, 0, 0},
+    {2, 2, 1, 64, 64, 64, 0, TK_F16, 0, 0, 0, 0, 0}, /* GQA 2:1 */
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0, 0, 0},
+    {1, 1, 1, 100, 100, 64, 1, TK_F16, 1, 0, 0, 0, 0}, /* [B,N,H,D] */
+    {1, 4, 2, 17, 100, 64, 0, TK_BF16, 0, 0, 0, 0, 0}, /* Nq < Nkv, GQA */
+    {1, 2, 1, 100, 17, 64, 1, TK_BF16, 0, 0, 0, 0, 0}, /* Nq > Nkv causal: rows without keys */
+    {1, 1, 1, 65, 130, 128, 1, TK_F16, 0, 0, 0, 0, 0}, /* Nq < Nkv causal */
+    {2, 1, 1, 1, 65, 128, 0, TK_BF16, 1, 0, 0, 0, 0},
+    {1, 3, 1, 64, 1, 64, 1, TK_BF16, 0, 0, 0, 0, 0}, /* one key: only the last row sees it */
+    {1, 2, 2, 130, 130, 128, 0, TK_BF16, 1, 0, 0, 0, 0},
+    {1, 4, 1, 1, 130, 64, 1, TK_F16, 0, 0, 0, 0, 0},    /* decode-like: one query, GQA 4:1 */
+    {1, 2, 1, 150, 140, 64, 1, TK_BF16, 1, 0, 0, 0, 0}, /* two query blocks of 128, Nq > Nkv */
     /* d=128 on 8 warps of 16 rows (Q in registers); d=64 on 8 warps */
-    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 8, 0, 0},
-    {1, 2, 1, 150, 140, 128, 0, TK_F16, 1, 8, 0, 0},
-    {1, 1, 1, 1, 130, 128, 1, TK_BF16, 0, 8, 0, 0},
-    {1, 2, 2, 130, 17, 64, 1, TK_BF16, 0, 8, 0, 0},
-    {1, 2, 2, 200, 200, 64, 0, TK_BF16, 0, 0, 1, 0},
-    {1, 1, 1, 130, 250, 128, 1, TK_F16, 1, 0, 1, 0},
-    {1, 1, 1, 300, 100, 128, 1, TK_BF16, 0, 0, 0, 0}, /* d=128: first block has no keys */
-    {1, 2, 1, 70, 90, 128, 1, TK_BF16, 0, 0, 0, 1},   /* scale 0, masked tiles */
-    {1, 1, 1, 33, 65, 64, 0, TK_F16, 1, 8, 0, 1},
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 8, 0, 0, 0},
+    {1, 2, 1, 150, 140, 128, 0, TK_F16, 1, 8, 0, 0, 0},
+    {1, 1, 1, 1, 130, 128, 1, TK_BF16, 0, 8, 0, 0, 0},
+    {1, 2, 2, 130, 17, 64, 1, TK_BF16, 0, 8, 0, 0, 0},
+    {1, 2, 2, 200, 200, 64, 0, TK_BF16, 0, 0, 1, 0, 0},
+    {1, 1, 1, 130, 250, 128, 1, TK_F16, 1, 0, 1, 0, 0},
+    {1, 1, 1, 300, 100, 128, 1, TK_BF16, 0, 0, 0, 0, 0}, /* d=128: first block has no keys */
+    {1, 2, 1, 70, 90, 128, 1, TK_BF16, 0, 0, 0, 1, 0},   /* scale 0, masked tiles */
+    {1, 1, 1, 33, 65, 64, 0, TK_F16, 1, 8, 0, 1, 0},
+    /* the Hopper kernel (wgmma): two warpgroups of 64 rows, key tiles of 128 (D 256: 64) */
+    {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0, 0, 1},
+    {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0, 0, 1},
+    {2, 2, 1, 150, 140, 64, 1, TK_F16, 1, 0, 0, 0, 1},   /* GQA, bnhd, Nq > Nkv */
+    {1, 1, 1, 300, 100, 128, 1, TK_BF16, 0, 0, 0, 0, 1}, /* blocks without keys */
+    {1, 4, 1, 1, 300, 128, 1, TK_F16, 0, 0, 0, 0, 1},    /* one query, GQA 4:1 */
+    {1, 1, 1, 130, 270, 128, 0, TK_BF16, 1, 0, 1, 0, 1}, /* three key tiles, ramp */
+    {1, 2, 1, 70, 90, 64, 1, TK_BF16, 0, 0, 0, 1, 1},    /* scale 0 */
+    {1, 1, 1, 129, 129, 256, 1, TK_BF16, 0, 0, 0, 0, 1}, /* D 256 */
+    {1, 2, 2, 40, 200, 256, 0, TK_F16, 1, 8, 1, 0, 1},
 };
 #define N_ATTN (int)(sizeof attn_cases / sizeof attn_cases[0])
 
 static void check_attention(const attn_case *a) {
-    tk_attention_config cfg = {
-        .dtype = a->dt, .head_dim = a->D, .causal = a->causal, .warps = a->warps};
+    tk_attention_config cfg = {.dtype = a->dt,
+                               .head_dim = a->D,
+                               .causal = a->causal,
+                               .warps = a->warps,
+                               .wgmma = a->wgmma};
     tk_kernel *k = NULL;
     tk_status s = tk_attention_fwd_build(ctx, &cfg, &k);
     ck_assert_msg(s == TK_OK, "attention build: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
@@ -459,10 +473,13 @@ static void check_attention(const attn_case *a) {
     double eo = ref_rel_err(o, o_ref, no), el = ref_rel_err(l, l_ref, nl);
     int64_t nan_o = ref_count_nan(o, no), nan_l = ref_count_nan(l, nl);
     int64_t stray = ref_tensor_stray_writes(&O, o_before) + ref_tensor_stray_writes(&L, l_before);
-    printf("attn B%lld Hq%lld Hkv%lld Nq%3lld Nkv%3lld D%3d w%d %s %s%s: rel err O %.2e L %.2e\n",
+    printf("attn B%lld Hq%lld Hkv%lld Nq%3lld Nkv%3lld D%3d %s %s %s%s: rel err O %.2e L %.2e\n",
            (long long)a->B, (long long)a->Hq, (long long)a->Hkv, (long long)a->Nq,
-           (long long)a->Nkv, a->D, tk_kernel_warps(k), tk_dtype_name(a->dt),
-           a->causal ? "causal" : "full  ", a->bnhd ? " bnhd" : "", eo, el);
+           (long long)a->Nkv, a->D,
+           a->wgmma                  ? "wgmma"
+           : tk_kernel_warps(k) == 8 ? "w8"
+                                     : "w4",
+           tk_dtype_name(a->dt), a->causal ? "causal" : "full  ", a->bnhd ? " bnhd" : "", eo, el);
     ck_assert_msg(nan_o == 0 && nan_l == 0, "%lld O and %lld L elements not written (or NaN)",
                   (long long)nan_o, (long long)nan_l);
     ck_assert_msg(stray == 0, "%lld writes outside O / L", (long long)stray);
@@ -498,8 +515,13 @@ START_TEST(test_attention_random) {
                    .causal = (int)ref_randint(0, 1),
                    .dt = ref_randint(0, 1) ? TK_BF16 : TK_F16,
                    .bnhd = (int)ref_randint(0, 1),
-                   .warps = 4 * (int)ref_randint(0, 2)};
+                   .warps = 4 * (int)ref_randint(0, 2),
+                   .wgmma = (int)ref_randint(0, 1)};
     a.Hq = a.Hkv * ref_randint(1, 3);
+    if (a.wgmma) { /* two warpgroups; head dims up to 256 */
+        a.warps = 0;
+        a.D = 64 << ref_randint(0, 2);
+    }
     if (ref_randint(0, 2) == 0) a.Nkv = a.Nq; /* the usual self-attention shape */
     check_attention(&a);
 }
@@ -523,6 +545,21 @@ START_TEST(test_attention_config_errors) {
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "warps is 3"));
     ck_assert_int_eq(tk_attention_fwd_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, NULL), TK_ERR_INVALID_ARG);
+    c.warps = 0;
+    c.head_dim = 256; /* the mma.sync kernel stops at 128 */
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "head_dim is 256"));
+    c.wgmma = 1;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d256_wgmma");
+    ck_assert_int_eq(tk_kernel_warps(k), 8);
+    tk_kernel_destroy(k);
+    c.warps = 4; /* two warpgroups */
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "two warpgroups"));
+    c.warps = 0, c.wgmma = 2;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "wgmma is 2"));
 }
 END_TEST
 

@@ -300,7 +300,8 @@ START_TEST(ptx_uses_the_intended_instructions) {
     /* 8 warps, sm_90a: a producer warpgroup issues the copies (jit/plan.c);
      * the consumers' barriers are mbarrier releases, the one bar.sync is the
      * ring's setup */
-    cfg = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 4096, 4096, "sm_90a");
+    cfg = tk_gemm_default_config(TK_BF16, TK_BF16, 0); /* the mma.sync producer kernel */
+    cfg.block_n = 256, cfg.block_k = 128, cfg.warps = 8, cfg.stages = 2, cfg.tma = 1;
     ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
     ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
     const char *want90a[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
@@ -558,6 +559,41 @@ START_TEST(tma_plan) {
 }
 END_TEST
 
+/* The Hopper attention (kernels/attention_hopper.c) on sm_90a: split into a
+ * producer warpgroup and two consumer warpgroups, every tile on the engine
+ * (Q, K, V: three maps), both multiplies on wgmma, and ptxas without
+ * spills; sm_80 gets a status naming the target. _i: D 64/128/256 x causal. */
+START_TEST(attention_wgmma_lowers) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_attention_config cfg = {
+        .dtype = TK_BF16, .head_dim = 64 << (_i / 2), .causal = _i % 2, .wgmma = 1};
+    tk_kernel *k;
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &cfg, &k), TK_OK);
+    tk_plan pl;
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+    ck_assert_int_eq(pl.nmaps, 3);
+    ck_assert_int_eq(pl.producer_warps, 4);
+    ck_assert(pl.descriptors);
+    tk_diag dg = {0};
+    char *ptx = NULL, log[8192];
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);
+    ck_assert_ptr_nonnull(strstr(ptx, "wgmma.mma_async.sync.aligned"));
+    ck_assert_ptr_nonnull(strstr(ptx, "cp.async.bulk.tensor.4d"));
+    ck_assert_ptr_nonnull(strstr(ptx, "setmaxnreg.inc.sync.aligned.u32"));
+    ck_assert_int_eq(pl.consumer_regs, 224);
+    long spills = 0;
+    int rc = run_ptxas(ptx, "sm_90a", &spills, log, sizeof log);
+    ck_assert_msg(rc <= 0, "ptxas rejected %s:\n%s", tk_kernel_name(k), log);
+    ck_assert_msg(spills == 0, "%s: %ld bytes of spills", tk_kernel_name(k), spills);
+    free(ptx);
+    ck_assert_int_eq(tk_lower_ptx(k, "sm_80", &ptx, &dg), TK_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(dg.msg, "needs sm_90a"));
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(gemm_lowers_without_spills) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -586,8 +622,10 @@ START_TEST(attention_lowers) {
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     /* _i / 4: d=64; d=128 (4 warps, Q re-read from shared); d=128, 8 warps (Q in
      * registers) */
-    tk_attention_config cfg = {_i % 2 ? TK_F16 : TK_BF16, _i / 4 ? 128 : 64, (_i / 2) % 2,
-                               _i / 4 == 2 ? 8 : 0};
+    tk_attention_config cfg = {.dtype = _i % 2 ? TK_F16 : TK_BF16,
+                               .head_dim = _i / 4 ? 128 : 64,
+                               .causal = (_i / 2) % 2,
+                               .warps = _i / 4 == 2 ? 8 : 0};
     tk_kernel *k;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &cfg, &k), TK_OK);
     long spills = check_lowers(k);
@@ -611,6 +649,7 @@ int main(void) {
     tcase_add_test(tc, tma_plan);
     tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 8);
     tcase_add_loop_test(tc, attention_lowers, 0, 12);
+    tcase_add_loop_test(tc, attention_wgmma_lowers, 0, 6);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gpu");
     tcase_set_timeout(tg, 600);

@@ -100,6 +100,10 @@ typedef struct tk_attention_config {
     int causal;     /* 0 or 1 (a specialization constant)                      */
     int warps;      /* 4 or 8 warps per block (128/warps query rows each);
                        0: the measured default for head_dim                    */
+    int wgmma;      /* 1: the Hopper kernel (sm_90a only; kernels/attention_hopper.c):
+                       two warpgroups of 64 rows on wgmma, a producer warpgroup
+                       feeding the copy engine; head_dim 64, 128 or 256; warps
+                       0 or 8                                                   */
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
