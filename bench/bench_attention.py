@@ -1,6 +1,7 @@
-"""Attention forward TFLOP/s: TileKittens beside torch SDPA with the flash
-(FlashAttention-2) and cuDNN backends, same run, same GPU, median of triton
-do_bench. Each configuration is checked against SDPA first.
+"""Attention forward TFLOP/s: TileKittens (the mma.sync kernel and, on sm_90a, the
+Hopper wgmma kernel) beside torch SDPA with the flash (FlashAttention-2) and cuDNN
+backends, same run, same GPU, median of triton do_bench. Each configuration is
+checked against SDPA first (a wrong result prints ERR instead of its speed).
 FLOPs: 4·B·H·N²·D (half when causal).
 Usage (GPU machine): python3 bench/bench_attention.py build-device"""
 import sys
@@ -13,37 +14,61 @@ from bench_util import ATTENTION_CONFIGS, sdpa
 from tk_ctypes import TK
 
 
-def bench_one(tk, stream, d, b, h, n, causal):
+MMA_SYNC, WGMMA = 1, 2  # tk_attn_kernel
+
+
+def bench_one(tk, stream, d, b, h, n, causal, kernels):
+    """TFLOP/s of each of our kernels (None where it does not apply, "ERR" where it
+    is wrong), FA2, cuDNN, and the worst rel err of ours against SDPA flash."""
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    o = torch.full_like(q, float("nan"))
-    lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
-    p = tk.attention_params(q, k, v, o, lse, causal)
-    tk.attention_prepare(p)
-    tk.attention(p, stream)
     ref = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
-    err = ((o.float() - ref.float()).norm() / ref.float().norm()).item()
     flops = 4 * b * h * n * n * d / (2 if causal else 1)
     t = lambda f: flops / do_bench(f, warmup=40, rep=200, return_mode="median") / 1e9
-    ours = t(lambda: tk.attention(p, stream))
+    ours, worst = [], 0.0
+    for kernel in kernels:
+        if kernel == MMA_SYNC and d == 256:
+            ours.append(None)
+            continue
+        o = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, n), float("nan"), device="cuda", dtype=torch.float32)
+        p = tk.attention_params(q, k, v, o, lse, causal, kernel=kernel)
+        tk.attention_prepare(p)
+        tk.attention(p, stream)
+        err = ((o.float() - ref.float()).norm() / ref.float().norm()).item()
+        worst = max(worst, err) if err == err else float("nan")
+        ours.append(t(lambda p=p: tk.attention(p, stream)) if err <= 1e-2 else "ERR")
     fa2 = t(lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal))
     try:
         cud = t(lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal))
     except RuntimeError:
         cud = float("nan")
-    return ours, fa2, cud, err
+    return ours, fa2, cud, worst
+
+
+def cell(x, digits=0):
+    return "–" if x is None else x if isinstance(x, str) else f"{x:.{digits}f}"
+
+
+def ratio(x, y):
+    return cell(x / y if isinstance(x, float) else x, 2)
 
 
 def main():
     tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
     torch.manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
-    print("| D | B | H | N | causal | TileKittens | FA2 (flash) | cuDNN | ours/FA2 | rel err |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    kernels = [MMA_SYNC, WGMMA] if hopper else [MMA_SYNC]
+    configs = ATTENTION_CONFIGS + ([(256, 4, 8, 4096), (256, 1, 8, 16384)] if hopper else [])
+    print("| D | B | H | N | causal | mma.sync | wgmma | FA2 (flash) | cuDNN | mma.sync/FA2 | "
+          "wgmma/cuDNN | rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for causal in (False, True):
-        for d, b, h, n in ATTENTION_CONFIGS:
-            o, f, c, e = bench_one(tk, stream, d, b, h, n, causal)
-            print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {o:.0f} | {f:.0f} | {c:.0f} | "
-                  f"{o / f:.2f} | {e:.1e} |", flush=True)
+        for d, b, h, n in configs:
+            ours, f, c, e = bench_one(tk, stream, d, b, h, n, causal, kernels)
+            ms, wg = ours[0], ours[1] if len(ours) > 1 else None
+            print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {cell(ms)} | {cell(wg)} | {f:.0f} | "
+                  f"{c:.0f} | {ratio(ms, f)} | {ratio(wg, c)} | {e:.1e} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ class AttentionParams(ctypes.Structure):
         ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
         ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
         ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
-        ("lse_strides", ctypes.c_int64 * 3),
+        ("lse_strides", ctypes.c_int64 * 3), ("kernel", ctypes.c_int32),
     ]
 
 
@@ -103,9 +103,10 @@ class TK:
     def _strides(t):
         return (ctypes.c_int64 * 4)(*t.stride())
 
-    def attention_params(self, q, k, v, o, lse, causal, bhnd=True):
-        """q/k/v/o are torch tensors in logical [B,H,N,D] order (any strides)."""
-        p = AttentionParams(struct_size=ctypes.sizeof(AttentionParams))
+    def attention_params(self, q, k, v, o, lse, causal, bhnd=True, kernel=0):
+        """q/k/v/o are torch tensors in logical [B,H,N,D] order (any strides); kernel:
+        0 the library's choice, 1 mma.sync, 2 the Hopper (wgmma) kernel."""
+        p = AttentionParams(struct_size=ctypes.sizeof(AttentionParams), kernel=kernel)
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.head_dim, p.causal, p.scale = q.shape[3], int(causal), 0.0
         p.batch, p.heads_q, p.seq_q = q.shape[0], q.shape[1], q.shape[2]

@@ -7,12 +7,12 @@ set -euo pipefail
 aot=$1
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tk-aot-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-specs="gemm:bf16:bf16:ab:default attention:bf16:64:causal"
+specs="gemm:bf16:bf16:ab:default attention:bf16:64:causal attention:bf16:256:full:wgmma"
 if ! out=$("$aot" -a sm_90a -d "$dir" $specs 2>&1); then
   if grep -q "ptxas not found" <<<"$out"; then echo "aot roundtrip skipped: $out"; exit 0; fi
   echo "$out"; exit 1
 fi
 echo "$out"
 n=$(ls "$dir"/*.tkc | wc -l)
-[[ $n == 2 ]] || { echo "expected 2 entries in $dir, found $n"; exit 1; }
+[[ $n == 3 ]] || { echo "expected 3 entries in $dir, found $n"; exit 1; }
 "$aot" -a sm_90a -d "$dir" --require-cached $specs

@@ -67,14 +67,16 @@ static int add_gemm(aot *a, tk_gemm_config c) {
 static int gemm(aot *a, tk_dtype in, tk_dtype out, int tb, const char *how) {
     if (!strcmp(how, "default")) return add_gemm(a, tk_gemm_default_config(in, out, tb));
     if (strcmp(how, "auto")) return -1;
-    static const int64_t sizes[3] = {512, 2048, 8192}; /* tk_gemm_config_for's size classes */
-    for (int i = 0; i < 3; i++)
-        if (add_gemm(a, tk_gemm_config_for(in, out, tb, sizes[i], sizes[i], a->arch))) return -1;
+    /* tk_gemm_config_for's size classes (M, N) */
+    static const int64_t sizes[4][2] = {{512, 512}, {512, 4096}, {2048, 2048}, {8192, 8192}};
+    for (int i = 0; i < 4; i++)
+        if (add_gemm(a, tk_gemm_config_for(in, out, tb, sizes[i][0], sizes[i][1], a->arch)))
+            return -1;
     return 0;
 }
 
-static int attention(aot *a, tk_dtype dt, int d, int causal) {
-    tk_attention_config c = {.dtype = dt, .head_dim = d, .causal = causal};
+static int attention(aot *a, tk_dtype dt, int d, int causal, int wgmma) {
+    tk_attention_config c = {.dtype = dt, .head_dim = d, .causal = causal, .wgmma = wgmma};
     tk_kernel *k;
     if (tk_attention_fwd_build(a->ctx, &c, &k))
         return fprintf(stderr, "tk-aot: %s\n", tk_ctx_error(a->ctx)), -1;
@@ -89,7 +91,10 @@ static int all(aot *a) {
                 if (gemm(a, in[i], out[o], tb, "auto")) return -1;
         for (int d = 64; d <= 128; d += 64)
             for (int c = 0; c < 2; c++)
-                if (attention(a, in[i], d, c)) return -1;
+                if (attention(a, in[i], d, c, 0)) return -1;
+        for (int d = 64; d <= 256 && !strcmp(a->arch, "sm_90a"); d *= 2) /* the Hopper kernel */
+            for (int c = 0; c < 2; c++)
+                if (attention(a, in[i], d, c, 1)) return -1;
     }
     return 0;
 }
@@ -105,10 +110,11 @@ static int spec(aot *a, const char *s) {
         (!strcmp(f[3], "ab") || !strcmp(f[3], "abt")) &&
         !gemm(a, in, out, !strcmp(f[3], "abt"), f[4]))
         return 0;
-    if (n == 4 && !strcmp(f[0], "attention") && !dtype_of(f[1], &in) &&
-        (!strcmp(f[2], "64") || !strcmp(f[2], "128")) &&
+    if ((n == 4 || (n == 5 && !strcmp(f[4], "wgmma"))) && !strcmp(f[0], "attention") &&
+        !dtype_of(f[1], &in) &&
+        (!strcmp(f[2], "64") || !strcmp(f[2], "128") || !strcmp(f[2], "256")) &&
         (!strcmp(f[3], "causal") || !strcmp(f[3], "full")))
-        return attention(a, in, atoi(f[2]), !strcmp(f[3], "causal"));
+        return attention(a, in, atoi(f[2]), !strcmp(f[3], "causal"), n == 5);
     fprintf(stderr, "tk-aot: cannot read \"%s\" (see the usage)\n", s);
     return -1;
 }
@@ -122,7 +128,8 @@ static double now_ms(void) {
 static int usage(void) {
     fprintf(stderr, "usage: tk-aot [-a ARCH] [-d DIR] [--require-cached] SPEC...\n"
                     "  SPEC: gemm:<bf16|f16>:<bf16|f16|f32>:<ab|abt>:<auto|default>\n"
-                    "        attention:<bf16|f16>:<64|128>:<causal|full>\n"
+                    "        attention:<bf16|f16>:<64|128|256>:<causal|full>[:wgmma]\n"
+                    "          (wgmma: the Hopper kernel, sm_90a; 256 needs it)\n"
                     "        all\n");
     return 2;
 }
