@@ -8,7 +8,7 @@
 #include "tk/tk_export.h"
 
 #define TK_VERSION_MAJOR 0
-#define TK_VERSION_MINOR 1
+#define TK_VERSION_MINOR 2
 #define TK_VERSION_PATCH 0
 
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
