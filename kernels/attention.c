@@ -36,6 +36,10 @@
  *                    values stored before the key loop and reloaded by the
  *                    K/V copy code (2 loads per key tile on its fast path,
  *                    sm_90a SASS), none inside the mma and softmax code.
+ *   D = 256, R = 16: O 128 + S 32 + P 16, Q from shared memory; 64 rows per
+ *                    block of 4 warps (96 KiB of tiles: every target);
+ *                    ptxas: 254-255 registers, no spills but 16 bytes in
+ *                    the causal kernel on sm_90/sm_90a.
  * Measured on an H200 (bf16, TFLOP/s, bench_attention_configs, with the lazy
  * rescale; bench/RESULTS.md):
  *   D=128, 4 x 32, Q in shared: 375-391 non-causal, 303 causal (N 4096)
@@ -69,8 +73,9 @@
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
-#define BQ  128 /* query rows per block */
-#define BKV 64  /* keys per tile        */
+#define BQ     128 /* query rows per block (D 256: 16 per warp) */
+#define BKV    64  /* keys per tile        */
+#define MAX_ND 16  /* 16-column slices of the widest head (D 256) */
 /* Lazy rescale: how far (log2 units) a row's max may outgrow the reference
  * m before the warp rescales; P ≤ 2^8 = 256 is exact enough in bf16/f16 and
  * leaves f32 l and O ample range. */
@@ -80,6 +85,7 @@ typedef struct attn {
     tk_kernel *k;
     tk_dtype dt;
     int D, causal;
+    int bq;       /* query rows per block                             */
     int wrows;    /* query rows per warp                              */
     int q_shared; /* Q re-read from shared memory, not in registers  */
     tk_value *Q, *K, *V, *O, *L;
@@ -115,7 +121,7 @@ static void build(attn *a) {
 
     tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
     tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ));
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, a->bq));
     tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
 
     /* Causal blocks near the end of the sequence do the most work: run them
@@ -125,7 +131,7 @@ static void build(attn *a) {
     a->b = tk_block_id(k, 2);
     tk_value *group = tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1));
     a->hk = tk_div(k, a->h, group);
-    tk_value *q0 = tk_mul(k, qt, i32c(k, BQ));
+    tk_value *q0 = tk_mul(k, qt, i32c(k, a->bq));
     tk_value *wr0 = tk_mul(k, tk_warp_id(k), i32c(k, WROWS)); /* warp's first row */
     tk_value *qw = tk_add(k, q0, wr0);
     /* Row i attends keys j <= i + diag (bottom-right aligned causal mask). */
@@ -136,7 +142,7 @@ static void build(attn *a) {
      * memory (when it would not fit in registers): the block's Q tile joins
      * the first copy group and each warp re-reads its 16-column slices per
      * key tile. */
-    tk_value *q[8] = {0}, *sQ = NULL;
+    tk_value *q[MAX_ND] = {0}, *sQ = NULL;
     tk_type q_t = tk_tile_type(dt, WROWS, 16, TK_WARP, TK_ROW);
     if (!a->q_shared) {
         for (int d = 0; d < ND; d++) {
@@ -144,7 +150,7 @@ static void build(attn *a) {
             q[d] = tk_load(k, q_t, Q, idx, 0.0f);
         }
     } else {
-        sQ = tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, 1);
+        sQ = tk_shared(k, dt, a->bq, D, TK_SMEM_SWIZZLE, 1);
         tk_value *idx[4] = {a->b, a->h, q0, i32c(k, 0)};
         tk_copy_to_shared(k, sQ, Q, idx, 0.0f, 1);
     }
@@ -156,7 +162,7 @@ static void build(attn *a) {
      * the block's last valid row attends (possibly none). */
     tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, BKV));
     if (a->causal) {
-        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, BQ)), Nq), diag);
+        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, a->bq)), Nq), diag);
         kend = tk_max(k, kend, i32c(k, 0));
         ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
     }
@@ -175,7 +181,7 @@ static void build(attn *a) {
     /* Loop-carried state: m, l, O[0..ND). */
     tk_type vrow = tk_vec_type(TK_F32, WROWS, TK_PER_ROW, TK_WARP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, WROWS, 16, TK_WARP, TK_ROW);
-    tk_value *init[2 + 8], *cur[2 + 8], *next[2 + 8], *fin[2 + 8];
+    tk_value *init[2 + MAX_ND], *cur[2 + MAX_ND], *next[2 + MAX_ND], *fin[2 + MAX_ND];
     init[0] = tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX));
     init[1] = tk_zeros(k, vrow);
     for (int d = 0; d < ND; d++) init[2 + d] = tk_zeros(k, o_t);
@@ -231,7 +237,7 @@ static void build(attn *a) {
         tk_value *mx = tk_mul(k, tk_row_max(k, s), scale2);
         tk_value *grow = tk_max_all(k, tk_sub(k, mx, cur[0]));
         tk_if_begin(k, tk_gt(k, grow, tk_const_f32(k, RESCALE_SLACK)));
-        tk_value *up[2 + 8], *kept[2 + 8], *ref[2 + 8];
+        tk_value *up[2 + MAX_ND], *kept[2 + MAX_ND], *ref[2 + MAX_ND];
         up[0] = tk_max(k, cur[0], mx);
         tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], up[0]));
         for (int i = 1; i < 2 + ND; i++) up[i] = tk_mul(k, cur[i], alpha);
@@ -276,11 +282,9 @@ static tk_status check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_d
     if (dt != TK_BF16 && dt != TK_F16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: dtype is %s; expected bf16 or f16",
                                 fn, tk_dtype_name(dt));
-    if (head_dim != 64 && head_dim != 128)
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: head_dim is %d; expected 64 or "
-                                "128",
-                                fn, head_dim);
+                                "%s: head_dim is %d; expected 64, 128 or 256", fn, head_dim);
     if (causal != 0 && causal != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: causal is %d; expected 0 or 1", fn,
                                 causal);
@@ -297,9 +301,7 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
     if (cfg->wgmma != 0 && cfg->wgmma != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: wgmma is %d; expected 0 or 1", fn,
                                 cfg->wgmma);
-    tk_status s = cfg->wgmma && cfg->head_dim == 256
-                      ? check_spec(ctx, fn, cfg->dtype, 128, cfg->causal) /* the same but D */
-                      : check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
+    tk_status s = check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
     char name[64];
     if (cfg->wgmma) {
@@ -320,14 +322,18 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
                                 cfg->warps);
     snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_w%d%s", tk_dtype_name(cfg->dtype),
              cfg->head_dim, warps, cfg->causal ? "_causal" : "");
+    /* D 256: 16 rows per warp (O alone is 128 registers a thread), so 64
+     * rows per block of 4 warps, whose 96 KiB of tiles fit every target */
+    const int bq = cfg->head_dim == 256 ? 16 * warps : BQ;
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
     attn a = {.k = k,
               .dt = cfg->dtype,
               .D = cfg->head_dim,
               .causal = cfg->causal,
-              .wrows = BQ / warps,
-              .q_shared = (BQ / warps) * cfg->head_dim > 16 * 128};
+              .bq = bq,
+              .wrows = bq / warps,
+              .q_shared = (bq / warps) * cfg->head_dim > 16 * 128};
     build(&a);
     if ((s = tk_kernel_finish(k))) {
         tk_ctx_set_error(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));
@@ -429,8 +435,7 @@ static tk_status check_attention(tk_ctx *ctx, const tk_attention_params *p, bool
     if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
     tk_status s = pick_kernel(ctx, fn, p, wgmma);
     if (s) return s;
-    /* the Hopper kernel also takes D 256; the rest of the spec is the same */
-    s = check_spec(ctx, fn, p->dtype, *wgmma && p->head_dim == 256 ? 128 : p->head_dim, p->causal);
+    s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal);
     if (s) return s;
     if (!(p->scale >= 0.0f) || isinf(p->scale))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,

@@ -92,10 +92,11 @@ static int make_variants(variant *v) {
                          shapes[s].wgmma ? "_wgmma" : "");
             }
         for (int dt = 0; dt < 2; dt++)
-            for (int d = 64; d <= 128; d += 64)
+            for (int d = 64; d <= 256; d *= 2)
                 for (int c = 0; c < 2; c++)
                     for (int w = 0; w <= 8; w += 8) {
                         if (w && (dt || d != 128 || c)) continue; /* 8 warps: one variant */
+                        if (d == 256 && dt) continue;             /* D 256: bf16 */
                         variant *x = &v[n++];
                         x->arch = archs[a];
                         x->a = (tk_attention_config){

@@ -93,8 +93,8 @@ START_TEST(attention_rejects_bad_params) {
     expect_attention_error(p, TK_ERR_INVALID_ARG, "k_strides[3] is 2");
     p = good_attention(), p.kernel = 3;
     expect_attention_error(p, TK_ERR_INVALID_ARG, "kernel is 3");
-    p = good_attention(), p.head_dim = 256; /* D 256 only on the Hopper kernel */
-    expect_attention_error(p, TK_ERR_INVALID_ARG, "head_dim is 256");
+    p = good_attention(), p.head_dim = 512;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "head_dim is 512");
     char arch[16] = "";
     if (tk_gpu_arch(ctx, arch, sizeof arch) || strcmp(arch, "sm_90a")) {
         p = good_attention(), p.kernel = TK_ATTN_WGMMA; /* no GPU here, or not sm_90a */
@@ -431,7 +431,7 @@ static const acase attn_cases[] = {
     {5, 1, 1, 40, 40, 128, 0, 1, TK_F16},
     {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16},
     {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16},
-    /* D 256: the Hopper kernel only */
+    /* D 256 */
     {1, 2, 2, 333, 333, 256, 1, 0, TK_BF16},
     {2, 2, 1, 1000, 700, 256, 0, 1, TK_F16},
     {1, 1, 1, 1, 129, 256, 1, 0, TK_BF16},
@@ -465,7 +465,6 @@ START_TEST(attention_on_gpu) {
         if (_i == N_ATTN) printf("gpu attn wgmma skipped: the GPU is %s, it needs sm_90a\n", arch);
         return;
     }
-    if (kernel == TK_ATTN_MMA_SYNC && c->d == 256) return; /* not on the mma.sync kernel */
     ref_tensor Q = qkv(c, c->hq, c->nq, 0), K = qkv(c, c->hkv, c->nkv, 0);
     ref_tensor V = qkv(c, c->hkv, c->nkv, 0), O = qkv(c, c->hq, c->nq, 1);
     int64_t ld[3] = {c->b, c->hq, c->nq};

@@ -406,6 +406,9 @@ static const attn_case attn_cases[] = {
     {1, 1, 1, 300, 100, 128, 1, TK_BF16, 0, 0, 0, 0, 0}, /* d=128: first block has no keys */
     {1, 2, 1, 70, 90, 128, 1, TK_BF16, 0, 0, 0, 1, 0},   /* scale 0, masked tiles */
     {1, 1, 1, 33, 65, 64, 0, TK_F16, 1, 8, 0, 1, 0},
+    /* D 256 on mma.sync: 16 rows per warp */
+    {1, 2, 1, 70, 130, 256, 1, TK_BF16, 0, 0, 0, 0, 0},
+    {2, 1, 1, 130, 65, 256, 0, TK_F16, 1, 8, 1, 0, 0},
     /* the Hopper kernel (wgmma): two warpgroups of 64 rows, key tiles of 128 (D 256: 64) */
     {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0, 0, 1},
     {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0, 0, 1},
@@ -456,7 +459,9 @@ static void check_attention(const attn_case *a) {
                       ref_tensor_arg(&O), ref_tensor_arg(&L), tk_arg_f32(scale)};
     int64_t grid[3];
     ck_assert_int_eq(tk_kernel_grid(k, 6, args, grid), TK_OK);
-    ck_assert_int_eq(grid[0], (a->Nq + 127) / 128); /* 128 query rows per block */
+    /* 128 query rows per block; mma.sync at D 256: 16 per warp */
+    int64_t bq = a->D == 256 && !a->wgmma ? 16 * tk_kernel_warps(k) : 128;
+    ck_assert_int_eq(grid[0], (a->Nq + bq - 1) / bq);
     ck_assert_int_eq(grid[1], a->Hq);
     ck_assert_int_eq(grid[2], a->B);
     s = tk_interp_run(k, 6, args);
@@ -518,10 +523,8 @@ START_TEST(test_attention_random) {
                    .warps = 4 * (int)ref_randint(0, 2),
                    .wgmma = (int)ref_randint(0, 1)};
     a.Hq = a.Hkv * ref_randint(1, 3);
-    if (a.wgmma) { /* two warpgroups; head dims up to 256 */
-        a.warps = 0;
-        a.D = 64 << ref_randint(0, 2);
-    }
+    if (ref_randint(0, 3) == 0) a.D = 256;
+    if (a.wgmma) a.warps = 0;                 /* two warpgroups */
     if (ref_randint(0, 2) == 0) a.Nkv = a.Nq; /* the usual self-attention shape */
     check_attention(&a);
 }
@@ -546,9 +549,14 @@ START_TEST(test_attention_config_errors) {
     ck_assert_int_eq(tk_attention_fwd_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, NULL), TK_ERR_INVALID_ARG);
     c.warps = 0;
-    c.head_dim = 256; /* the mma.sync kernel stops at 128 */
+    c.head_dim = 512;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "head_dim is 256"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "head_dim is 512"));
+    c.head_dim = 256; /* mma.sync: 16 rows per warp, 64 per block */
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d256_w4");
+    ck_assert_uint_eq(tk_kernel_smem_bytes(k), (64 + 4 * 64) * 256 * 2);
+    tk_kernel_destroy(k);
     c.wgmma = 1;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
     ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d256_wgmma");

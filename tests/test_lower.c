@@ -621,9 +621,10 @@ START_TEST(attention_lowers) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     /* _i / 4: d=64; d=128 (4 warps, Q re-read from shared); d=128, 8 warps (Q in
-     * registers) */
+     * registers); d=256 (4 warps of 16 rows, Q re-read from shared) */
+    static const int dims[4] = {64, 128, 128, 256};
     tk_attention_config cfg = {.dtype = _i % 2 ? TK_F16 : TK_BF16,
-                               .head_dim = _i / 4 ? 128 : 64,
+                               .head_dim = dims[_i / 4],
                                .causal = (_i / 2) % 2,
                                .warps = _i / 4 == 2 ? 8 : 0};
     tk_kernel *k;
@@ -648,7 +649,7 @@ int main(void) {
     tcase_add_test(tc, erf_polynomial_error);
     tcase_add_test(tc, tma_plan);
     tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 8);
-    tcase_add_loop_test(tc, attention_lowers, 0, 12);
+    tcase_add_loop_test(tc, attention_lowers, 0, 16);
     tcase_add_loop_test(tc, attention_wgmma_lowers, 0, 6);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gpu");

@@ -91,19 +91,20 @@ TK_API tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel
  * tk_attention_forward (tk/tk_run.h) rejects negative scales.
  * Any strides (a [B, N, H, D] buffer is passed with permuted strides); the
  * last dim of Q, K, V, O must equal head_dim. B, H, N are run-time sizes.
- * Grid: (ceil(Nq/128), Hq, B): each block owns 128 query rows (`warps`
+ * Grid: (ceil(Nq/R), Hq, B): each block owns R = 128 query rows (`warps`
  * warps of 128/warps rows; the default, 4 warps of 32 rows, measured
- * fastest on an H200 for both head dims). */
+ * fastest on an H200 for D 64 and 128); at D 256 the mma.sync kernel's
+ * warps own 16 rows each (R = 16·warps: 64 by default). The wgmma kernel
+ * always has R = 128. tk_kernel_grid gives the grid of a call. */
 typedef struct tk_attention_config {
     tk_dtype dtype; /* Q, K, V, O: TK_BF16 or TK_F16                           */
-    int head_dim;   /* D: 64 or 128 (a specialization constant)                */
+    int head_dim;   /* D: 64, 128 or 256 (a specialization constant)           */
     int causal;     /* 0 or 1 (a specialization constant)                      */
     int warps;      /* 4 or 8 warps per block (128/warps query rows each);
                        0: the measured default for head_dim                    */
     int wgmma;      /* 1: the Hopper kernel (sm_90a only; kernels/attention_hopper.c):
                        two warpgroups of 64 rows on wgmma, a producer warpgroup
-                       feeding the copy engine; head_dim 64, 128 or 256; warps
-                       0 or 8                                                   */
+                       feeding the copy engine; warps 0 or 8                    */
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,

@@ -40,14 +40,14 @@ typedef enum tk_attn_kernel {
     TK_ATTN_AUTO = 0,     /* the library's choice: the mma.sync kernel for now */
     TK_ATTN_MMA_SYNC = 1, /* FlashAttention-2 on mma.sync, every target        */
     TK_ATTN_WGMMA = 2     /* the Hopper kernel (sm_90a): wgmma, a producer
-                             warpgroup on the copy engine; head_dim 64, 128
-                             or 256 (kernels/attention_hopper.c)              */
+                             warpgroup on the copy engine
+                             (kernels/attention_hopper.c)                     */
 } tk_attn_kernel;
 
 typedef struct tk_attention_params {
     size_t struct_size;
     tk_dtype dtype;   /* TK_BF16 or TK_F16 (Q, K, V, O)                   */
-    int32_t head_dim; /* 64 or 128 (and 256 with TK_ATTN_WGMMA)           */
+    int32_t head_dim; /* 64, 128 or 256                                   */
     int32_t causal;   /* 0 or 1                                           */
     float scale;      /* softmax scale; 0 means 1/sqrt(head_dim)          */
     int64_t batch, heads_q, heads_kv, seq_q, seq_kv;
