@@ -4,13 +4,15 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [cache] [notma] [race] [bench] [wgmma] [wgsweep] [bwd]
+#   scripts/device-run.sh [tests] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
 #                         [configs] [sweep] [ncu] [aot]
 #   (default: tests cache race bench wgmma)
 # tests: every GPU suite once (compiles); cache: the kernel suite again from
 # the disk cache, the example twice, test_jit and the SASS check.
 # wgsweep: the wgmma block shapes beside cuBLAS (bench_gemm_wgmma.py sweep).
 # bwd: attention backward beside torch (bench_attention_bwd.py).
+# sanitize: compute-sanitizer memcheck, synccheck and racecheck on the wgmma
+# GEMM and the Hopper attention at ragged shapes (tests/gpu/ring_*.c).
 # Each section's seconds go to $out/times.txt.
 # aot: a cache made by tk-aot without a GPU (see that block) loads with 0 compiles.
 # notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
@@ -128,6 +130,32 @@ if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engin
   else
     rc=1
   fi
+fi
+if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, synccheck at ragged shapes
+  # The wgmma GEMM at two ragged shapes (the second with a B pitch the engine
+  # cannot map: the producer's fallback), the Hopper attention at two ragged
+  # shapes per head dim. A tool's error or a wrong result fails the mode.
+  lib="-Lbuild-device -ltk -Wl,-rpath,$PWD/build-device -lm"
+  if cc -O2 -Iinclude tests/gpu/ring_gemm.c $lib -o /tmp/ring_gemm &&
+     cc -O2 -Iinclude tests/gpu/ring_attn.c $lib -o /tmp/ring_attn; then
+    runs=("ring_gemm 1000 1000 300 128 256 64 8 4 1 0 1" "ring_gemm 300 700 200 128 256 64 8 4 1 0 1")
+    for d in 64 128 256; do
+      runs+=("ring_attn 1 2 1 200 333 $d 1 2" "ring_attn 2 2 2 129 65 $d 0 2")
+    done
+    for tool in memcheck synccheck racecheck; do
+      for r in "${runs[@]}"; do
+        log="$out/san_${tool}_${r// /_}.log"
+        timeout 200 compute-sanitizer --tool $tool --print-limit 50 /tmp/$r >"$log" 2>&1
+        st=$?
+        summary_line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rel err" "$log" | tr '\n' ' ')
+        echo "  $tool $r: exit $st; $summary_line"
+        [[ $st == 0 ]] && grep -qE "(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)" "$log" || rc=1
+      done
+    done
+  else
+    rc=1
+  fi
+  stamp sanitize
 fi
 if [[ $what == *wgsweep* ]]; then # the wgmma block shapes beside cuBLAS
   echo "== wgmma block shapes"
