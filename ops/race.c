@@ -33,11 +33,25 @@ typedef struct shared_buf {
     int rows, cols, count;
 } shared_buf;
 
+/* A warpgroup's multiply whose shared reads are pending (not yet retired
+ * by a wait): its op and up to two float ranges. */
+typedef struct wg_group {
+    const tk_op *op;
+    size_t off[2], n[2];
+    int nr;
+} wg_group;
+
+#define WG_MAX    8  /* warpgroups per block (32 warps)                  */
+#define WG_GROUPS 16 /* pending groups tracked per warpgroup              */
+
 struct tk_race {
-    uint32_t epoch;       /* >= 1; cells of epoch 0 were never touched  */
-    size_t n;             /* shared floats per block                    */
-    cell *sm;             /* n cells                                    */
-    const tk_op **flight; /* n: the async copy in flight, or NULL       */
+    uint32_t epoch;                     /* >= 1; cells of epoch 0 were never touched  */
+    size_t n;                           /* shared floats per block                    */
+    cell *sm;                           /* n cells                                    */
+    const tk_op **flight;               /* n: the async copy in flight, or NULL       */
+    uint16_t *reading;                  /* n: pending multiplies reading the float     */
+    wg_group groups[WG_MAX][WG_GROUPS]; /* per warpgroup, oldest first   */
+    int ngroups[WG_MAX];
     shared_buf *bufs;
     int nbufs;
     gcell *g; /* global table: cap slots, ng in this epoch  */
@@ -173,6 +187,29 @@ static tk_status in_flight(tk_interp *I, const tk_op *op, int a, size_t off, boo
                           call_name(op, c1, sizeof c1), cp->id, call_name(cp, c2, sizeof c2));
 }
 
+/* The pending multiply that reads shared float off. */
+static const wg_group *reader_of(const tk_race *R, size_t off, int *wg) {
+    for (int g = 0; g < WG_MAX; g++)
+        for (int j = 0; j < R->ngroups[g]; j++) {
+            const wg_group *x = &R->groups[g][j];
+            for (int r = 0; r < x->nr; r++)
+                if (off >= x->off[r] && off - x->off[r] < x->n[r]) return *wg = g, x;
+        }
+    return NULL;
+}
+
+static tk_status still_read(tk_interp *I, const tk_op *op, int a, size_t off) {
+    char ag[32], what[160], c1[64];
+    int wg = 0;
+    const wg_group *x = reader_of(I->race, off, &wg);
+    agent_str(a, ag, sizeof ag);
+    smem_str(I->race, off, what, sizeof what);
+    return tk_interp_fail(I, NULL, -1, TK_ERR_RUNTIME,
+                          "race: %s writes %s (op #%u, %s) while warpgroup %d's tk_wgmma "
+                          "(op #%u) still reads it (no tk_wgmma_wait has retired its group)",
+                          ag, what, op->id, call_name(op, c1, sizeof c1), wg, x ? x->op->id : 0);
+}
+
 tk_status tk_race_smem(tk_interp *I, const tk_op *op, int agent, size_t off, size_t n,
                        tk_race_kind kind) {
     tk_race *R = I->race;
@@ -180,6 +217,7 @@ tk_status tk_race_smem(tk_interp *I, const tk_op *op, int agent, size_t off, siz
     prior p;
     for (size_t i = off; i < off + n && i < R->n; i++) {
         if (R->flight[i]) return in_flight(I, op, agent, i, write);
+        if (write && R->reading[i]) return still_read(I, op, agent, i);
         if (check(I, &R->sm[i], agent, write, &p)) {
             char what[160];
             smem_str(R, i, what, sizeof what);
@@ -200,6 +238,41 @@ void tk_race_landed(tk_interp *I, const tk_op *op, size_t off, size_t n) {
         R->flight[i] = NULL;
         record(I, &R->sm[i], op, TK_RACE_BLOCK, true);
     }
+}
+
+static void count_reads(tk_race *R, const wg_group *x, int d) {
+    for (int r = 0; r < x->nr; r++)
+        for (size_t i = x->off[r]; i < x->off[r] + x->n[r] && i < R->n; i++)
+            R->reading[i] = (uint16_t)(R->reading[i] + d);
+}
+
+tk_status tk_race_wgmma_issue(tk_interp *I, const tk_op *op, int wg, const size_t *off,
+                              const size_t *n, int nr) {
+    tk_race *R = I->race;
+    for (int r = 0; r < nr; r++) {
+        tk_status s = tk_race_smem(I, op, TK_RACE_WG + wg, off[r], n[r], TK_RACE_READ);
+        if (s) return s;
+    }
+    if (wg >= WG_MAX) return TK_OK;
+    if (R->ngroups[wg] == WG_GROUPS)
+        return tk_interp_fail(I, op, 4 * wg, TK_ERR_RUNTIME,
+                              "more than %d tk_wgmma groups in flight in warpgroup %d (a "
+                              "tk_wgmma_wait is missing)",
+                              WG_GROUPS, wg);
+    wg_group *x = &R->groups[wg][R->ngroups[wg]++];
+    *x = (wg_group){.op = op, .nr = nr};
+    for (int r = 0; r < nr && r < 2; r++) x->off[r] = off[r], x->n[r] = n[r];
+    count_reads(R, x, 1);
+    return TK_OK;
+}
+
+void tk_race_wgmma_wait(tk_interp *I, int wg, int keep) {
+    tk_race *R = I->race;
+    if (wg >= WG_MAX || R->ngroups[wg] <= keep) return;
+    int done = R->ngroups[wg] - keep;
+    for (int j = 0; j < done; j++) count_reads(R, &R->groups[wg][j], -1);
+    memmove(R->groups[wg], R->groups[wg] + done, (size_t)keep * sizeof(wg_group));
+    R->ngroups[wg] = keep;
 }
 
 /* ---- global memory ---------------------------------------------------------- */
@@ -271,6 +344,8 @@ void tk_race_barrier(tk_interp *I) { next_epoch(I->race); }
 void tk_race_block(tk_interp *I) {
     tk_race *R = I->race;
     memset(R->flight, 0, R->n * sizeof *R->flight);
+    memset(R->reading, 0, R->n * sizeof *R->reading);
+    memset(R->ngroups, 0, sizeof R->ngroups);
     tk_race_barrier(I);
 }
 
@@ -281,11 +356,12 @@ tk_status tk_race_init(tk_interp *I) {
     if (R) {
         R->sm = calloc(I->smem_n ? I->smem_n : 1, sizeof *R->sm);
         R->flight = calloc(I->smem_n ? I->smem_n : 1, sizeof *R->flight);
+        R->reading = calloc(I->smem_n ? I->smem_n : 1, sizeof *R->reading);
         R->bufs = calloc(nbufs ? (size_t)nbufs : 1, sizeof *R->bufs);
     }
     I->race = R;
     if (R) R->n = I->smem_n;
-    if (!R || !R->sm || !R->flight || !R->bufs)
+    if (!R || !R->sm || !R->flight || !R->reading || !R->bufs)
         return tk_interp_fail(I, NULL, -1, TK_ERR_NO_MEMORY, "out of memory (race check)");
     size_t off = 0; /* SHARED ops run in this order, each bumping the offset */
     TK_FOREACH_OP(I->k->body, op) {
@@ -304,6 +380,7 @@ void tk_race_free(tk_interp *I) {
     if (!R) return;
     free(R->sm);
     free(R->flight);
+    free(R->reading);
     free(R->bufs);
     free(R->g);
     free(R);

@@ -16,6 +16,11 @@
  *    a tk_async_wait retires its group is an error, and once landed it is a
  *    write by the block in the epoch of that wait, so other warps may read
  *    it only after the next barrier.
+ *  - a warpgroup multiply (tk_wgmma) reads its shared operands when issued
+ *    (a read by the warpgroup) and keeps reading them until a
+ *    tk_wgmma_wait retires its group: any write to them meanwhile, by
+ *    anyone, is an error (on the GPU the tensor cores read them
+ *    asynchronously, so a refill "after the barrier" can still be early).
  * With one warp nothing can race, except access to an in-flight stage. */
 #ifndef TK_OPS_RACE_H
 #define TK_OPS_RACE_H
@@ -47,6 +52,14 @@ tk_status tk_race_smem(tk_interp *I, const tk_op *op, int agent, size_t off, siz
                        tk_race_kind kind);
 /* An async copy `op` into [off, off+n) landed (ASYNC_WAIT). */
 void tk_race_landed(tk_interp *I, const tk_op *op, size_t off, size_t n);
+/* Warpgroup wg issued the multiply op, reading the shared float ranges
+ * [off[i], off[i] + n[i]) for i < nr (nr <= 2): checked as reads, then
+ * pending until a wait retires the group. */
+tk_status tk_race_wgmma_issue(tk_interp *I, const tk_op *op, int wg, const size_t *off,
+                              const size_t *n, int nr);
+/* tk_wgmma_wait(..., keep) by warpgroup wg: all but its newest `keep`
+ * groups are retired. */
+void tk_race_wgmma_wait(tk_interp *I, int wg, int keep);
 /* One element of argument `param` at element offset `off`. */
 tk_status tk_race_global(tk_interp *I, const tk_op *op, int agent, int param, int64_t off,
                          bool write);

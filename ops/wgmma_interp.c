@@ -7,8 +7,11 @@
  * exact in float); B(k, n) = b[k][n] (AB) or b[n][k] (ABT). A shared A
  * contributes rows a_row .. a_row + M - 1, with a_row read from the
  * warpgroup's first active lane; it must be a multiple of 8 (the
- * descriptor's core matrices start there) and inside the tile. */
+ * descriptor's core matrices start there) and inside the tile. With the
+ * race checker on, the shared operands count as read from the issue until
+ * the wait that retires the group (ops/race.h). */
 #include "ops/interp.h"
+#include "ops/race.h"
 
 /* The shared operand's elements (logical row-major), checked in range. */
 static tk_status smem_of(tk_interp *I, const tk_op *op, const tk_value *v, int th,
@@ -46,6 +49,13 @@ static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
         if ((s = smem_of(I, op, op->opnds[1], th, &A))) return s;
         A += (size_t)r0 * (size_t)K;
     }
+    if (I->race) { /* the shared operands stay read until a wait retires the group */
+        const tk_type *btt = &op->opnds[2]->type;
+        size_t off[2] = {(size_t)(B - I->smem), (size_t)(A - I->smem)};
+        size_t n[2] = {(size_t)btt->rows * (size_t)btt->cols, (size_t)M * (size_t)K};
+        if ((s = tk_race_wgmma_issue(I, op, inst, off, n, at->kind == TK_KIND_TILE ? 1 : 2)))
+            return s;
+    }
     float *out = tk_interp_tile(I, op->res[0], inst);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
@@ -62,6 +72,7 @@ tk_status tk_interp_wgmma(tk_interp *I, const tk_op *op) {
         if (!tk_interp_inst_active(I, TK_WARPGROUP, i)) continue;
         if (op->opc == TK_OP_WGMMA_WAIT) {
             tk_interp_copy(I, op->res[0], op->opnds[0], tk_interp_inst_warps(TK_WARPGROUP, i));
+            if (I->race) tk_race_wgmma_wait(I, i, (int)op->attr[0]);
             continue;
         }
         tk_status s = issue(I, op, i);

@@ -1,7 +1,8 @@
 /* The interpreter's race checker and warp shuffle (ops/race.h,
  * tk_interp_options): kernels with their barriers pass, their broken twins
- * fail with a message naming both accesses, and the shuffle makes a missing
- * barrier change results. */
+ * fail with a message naming both accesses (a warpgroup multiply's shared
+ * reads last until its wait), and the shuffle makes a missing barrier change
+ * results. */
 #include "util/interp.h"
 
 #include <string.h>
@@ -227,6 +228,74 @@ START_TEST(race_global) {
 }
 END_TEST
 
+/* ---- the warpgroup multiply's asynchronous reads ------------------------------ */
+/* One warpgroup: C = A·B, then B's tile is refilled with B2 and C += A·B2.
+ * The first multiply reads sB until a wait retires it: `wait_first` does so
+ * before the refill; without it the refill overwrites what the tensor cores
+ * may still be reading, and the wait comes only after. `barrier` is the one
+ * that publishes the first copies to the warpgroup. */
+static tk_kernel *wgmma_refill(bool wait_first, bool barrier) {
+    tk_kernel *k = kern("race_wgmma", 4);
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *B = tk_param_tensor(k, "B", TK_BF16, 2);
+    tk_value *B2 = tk_param_tensor(k, "B2", TK_BF16, 2), *C = tk_param_tensor(k, "C", TK_F32, 2);
+    tk_value *sA = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *sB = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *z = c32(k, 0), *zz[2] = {z, z};
+    tk_copy_to_shared(k, sA, A, zz, 0, TK_COPY_ASYNC);
+    tk_copy_to_shared(k, sB, B, zz, 0, TK_COPY_ASYNC);
+    tk_async_commit(k);
+    tk_async_wait(k, 0);
+    if (barrier) tk_barrier(k);
+    tk_value *acc = tk_zeros(k, tk_tile_type(TK_F32, 64, 64, TK_WARPGROUP, TK_ROW));
+    acc = tk_wgmma(k, TK_MMA_AB, acc, sA, sB, z);
+    if (wait_first) acc = tk_wgmma_wait(k, acc, 0);
+    tk_barrier(k);
+    tk_copy_to_shared(k, sB, B2, zz, 0, TK_COPY_ASYNC);
+    tk_async_commit(k);
+    tk_async_wait(k, 0);
+    tk_barrier(k);
+    acc = tk_wgmma_wait(k, acc, 0);
+    acc = tk_wgmma_wait(k, tk_wgmma(k, TK_MMA_AB, acc, sA, sB, z), 0);
+    st2(k, C, z, z, acc);
+    finish(k);
+    return k;
+}
+
+START_TEST(race_wgmma_reads_until_retired) {
+    lockstep();
+    rng r = rng_for(__func__);
+    hbuf a = hb(TK_BF16, 64 * 64), b = hb(TK_BF16, 64 * 64), b2 = hb(TK_BF16, 64 * 64);
+    hbuf c = hb(TK_F32, 64 * 64);
+    hrand(&a, &r, -4, 4), hrand(&b, &r, -4, 4), hrand(&b2, &r, -4, 4);
+    for (size_t i = 0; i < 64 * 64; i++) /* small integers: exact sums */
+        hset(&a, i, (float)(int)hget(&a, i)), hset(&b, i, (float)(int)hget(&b, i)),
+            hset(&b2, i, (float)(int)hget(&b2, i));
+    tk_arg args[4] = {targ(&a, 2, 64, 64, 0, 0), targ(&b, 2, 64, 64, 0, 0),
+                      targ(&b2, 2, 64, 64, 0, 0), targ(&c, 2, 64, 64, 0, 0)};
+    tk_kernel *k = wgmma_refill(true, true);
+    run_ok(k, 4, args);
+    for (int i = 0; i < 64; i += 21)
+        for (int j = 0; j < 64; j += 13) {
+            float want = 0;
+            for (int l = 0; l < 64; l++)
+                want += hget(&a, (size_t)(i * 64 + l)) *
+                        (hget(&b, (size_t)(l * 64 + j)) + hget(&b2, (size_t)(l * 64 + j)));
+            ck_assert_float_eq(hget(&c, (size_t)(i * 64 + j)), want);
+        }
+    tk_kernel_destroy(k);
+    k = wgmma_refill(false, true); /* refilled while the first multiply may still read */
+    run_fails(k, 4, args, TK_ERR_RUNTIME, "race: the block writes shared tile %");
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "while warpgroup 0's tk_wgmma (op #"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "no tk_wgmma_wait has retired its group"));
+    tk_kernel_destroy(k);
+    k = wgmma_refill(true, false); /* the copies landed, but no barrier published them */
+    run_fails(k, 4, args, TK_ERR_RUNTIME, "race: warpgroup 0 reads shared tile %");
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), ", tk_wgmma) after the block wrote it"));
+    tk_kernel_destroy(k);
+    hfree(&a), hfree(&b), hfree(&b2), hfree(&c);
+}
+END_TEST
+
 START_TEST(race_options) {
     tk_interp_options o = {0};
     ck_assert_int_eq(tk_interp_set_options(NULL, &o), TK_ERR_INVALID_ARG);
@@ -250,6 +319,7 @@ int main(void) {
                                  {"gemm", race_stage_refilled_early},
                                  {"shared", race_shared_exchange},
                                  {"global", race_global},
+                                 {"wgmma", race_wgmma_reads_until_retired},
                                  {"options", race_options}};
     return interp_run("test_interp_race", "interp_race", tests, sizeof tests / sizeof tests[0]);
 }
