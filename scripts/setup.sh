@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what TileKittens needs from Debian's packages, when missing. Safe to rerun.
 set -euo pipefail
-# clang-22 + libclang-rt-22-dev: the libFuzzer build of scripts/fuzz.sh (CI runs it).
+# clang-22 + libclang-rt-22-dev: the libFuzzer build of scripts/fuzz.sh (CI runs it);
+# python3-venv: scripts/test-python.sh's throwaway venv.
 pkgs=(build-essential cmake pkg-config check llvm-22-dev libxxhash-dev zlib1g-dev libzstd-dev clang-format
-      clang-22 libclang-rt-22-dev)
+      clang-22 libclang-rt-22-dev python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

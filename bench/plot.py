@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Draws the benchmark tables of bench/RESULTS.md as PNG bar charts: GEMM beside
+cuBLAS, attention forward and backward beside FlashAttention-2 and cuDNN.
+
+    bench/plot.py [--results bench/RESULTS.md] [--entry TEXT] [--out DIR]
+
+Reads the newest entry (the last "## " section), or the last whose heading
+contains TEXT, and draws each of its tables that has a TileKittens column and
+a peer's (cuBLAS, FA2, cuDNN): TFLOP/s per row, one bar per
+implementation. Needs matplotlib (imported only to draw)."""
+import argparse
+import os
+import re
+import sys
+import textwrap
+
+# Implementation columns: ours, and the peers under the names tables have
+# used ("FA2 (flash)", "FA2 (SDPA flash)", "cuDNN (SDPA)", ...).
+PEERS = ("cuBLAS", "FA2", "cuDNN")
+NOT_TIMES = ("/", "ratio", "err", "b2b")
+# Columns that name a row but would only crowd its label.
+NOT_LABELS = {"our block"}
+
+
+def _cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def entries(text):
+    """[(heading, body)] of the "## " sections, in file order."""
+    parts = re.split(r"^## (.*)$", text, flags=re.M)
+    return list(zip(parts[1::2], parts[2::2]))
+
+
+def tables(body):
+    """[(caption, header, rows)]: each markdown table of a section, with the
+    paragraph of text above it as its caption."""
+    found, para, caption, lines = [], [], "", body.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|[-| :]+\|$",
+                                                                    lines[i + 1].strip()):
+            header, rows = _cells(line), []
+            i += 2
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                rows.append(_cells(lines[i]))
+                i += 1
+            found.append((caption, header, rows))
+            continue
+        if line:
+            para.append(line.lstrip("#").strip())
+            caption = " ".join(para)
+        else:
+            para = []
+        i += 1
+    return found
+
+
+def _number(cell):
+    try:
+        return float(cell.replace("*", ""))
+    except ValueError:
+        return None
+
+
+def series(header, rows):
+    """(label title, [row labels], {implementation: [TFLOP/s or None]}), or
+    None for a table without TileKittens beside a peer."""
+    if "TileKittens" not in header:
+        return None
+    impls = [h for h in header if (h == "TileKittens" or h.startswith(PEERS)) and
+             not any(x in h for x in NOT_TIMES)]
+    if len(impls) < 2:
+        return None
+    first = header.index("TileKittens")
+    label_cols = [i for i in range(first) if header[i] not in NOT_LABELS]
+    labels = ["/".join(r[i] for i in label_cols) for r in rows]
+    values = {p: [_number(r[header.index(p)]) for r in rows] for p in impls}
+    return "/".join(header[i] for i in label_cols), labels, values
+
+
+def kind(caption, header):
+    if "cuBLAS" in header:
+        return "gemm"
+    backward = "backward" in caption.lower() or any("bit-identical" in h for h in header)
+    return "attention_backward" if backward else "attention_forward"
+
+
+def draw(plt, path, title, label_title, labels, values):
+    width = 0.8 / len(values)
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.3 * len(labels) * len(values))), 5))
+    for j, (impl, ys) in enumerate(values.items()):
+        xs = [i + (j - (len(values) - 1) / 2) * width for i in range(len(labels))]
+        ax.bar(xs, [y if y is not None else 0 for y in ys], width, label=impl)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
+    ax.set_xlabel(label_title)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title, fontsize=7)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default=os.path.join(here, "RESULTS.md"))
+    ap.add_argument("--entry", help="the last entry whose heading contains this text")
+    ap.add_argument("--out", default=os.path.join(here, "plots"))
+    args = ap.parse_args(argv)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # files only, no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench/plot.py: needs matplotlib (pip install matplotlib)", file=sys.stderr)
+        return 1
+    with open(args.results, encoding="utf-8") as f:
+        found = entries(f.read())
+    if args.entry:
+        found = [e for e in found if args.entry in e[0]]
+    if not found:
+        print(f"bench/plot.py: no entry in {args.results}" +
+              (f" with {args.entry!r} in its heading" if args.entry else ""), file=sys.stderr)
+        return 1
+    heading, body = found[-1]
+    os.makedirs(args.out, exist_ok=True)
+    counts, written = {}, []
+    for caption, header, rows in tables(body):
+        s = series(header, rows)
+        if s is None:
+            continue
+        name = kind(caption, header)
+        counts[name] = counts.get(name, 0) + 1
+        path = os.path.join(args.out, name + ("" if counts[name] == 1 else f"_{counts[name]}") +
+                            ".png")
+        title = textwrap.fill(caption.rstrip(":"), 110) + "\n" + textwrap.fill(heading, 110)
+        draw(plt, path, title, *s)
+        written.append(path)
+    if not written:
+        print(f"bench/plot.py: no TileKittens-beside-a-peer table in '{heading}'",
+              file=sys.stderr)
+        return 1
+    print("\n".join(written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
