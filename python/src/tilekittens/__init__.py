@@ -49,7 +49,7 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
     q: [B, Hq, Nq, D], k and v: [B, Hkv, Nkv, D] with layout="bhnd", or
     [B, N, H, D] with layout="bnhd"; bf16 or f16 on cuda:0, any strides with
     the last dim contiguous. Hq a multiple of Hkv (grouped-query attention).
-    D 64 or 128 (256 with kernel="wgmma", forward only). causal: aligned
+    D 64, 128 or 256 (backward: 64 or 128). causal: aligned
     bottom-right, as in FlashAttention-2. scale: default 1/sqrt(D).
     Returns o in q's shape (dense), and with return_lse the natural-log
     log-sum-exp of each score row, f32 [B, Hq, Nq]. Differentiable in q, k, v.
