@@ -211,13 +211,14 @@ START_TEST(bad_head_dim_is_invalid_everywhere) {
     static char dummy[64];
     tk_attention_params p = tu_attention_params(TK_BF16, 96, 1, 1, 8, dummy);
     ck_assert_int_eq(tk_attention_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-    ck_assert_str_eq(tk_ctx_error(ctx), "tk_attention_forward: head_dim is 96; expected 64 or 128");
+    ck_assert_str_eq(tk_ctx_error(ctx),
+                     "tk_attention_forward: head_dim is 96; expected 64, 128 or 256");
     ck_assert_int_eq(tk_attention_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     tk_attention_config cfg = {.dtype = TK_BF16, .head_dim = 96};
     tk_kernel *k = NULL;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
-    ck_assert_str_eq(tk_ctx_error(ctx), "tk_attention_fwd_build: head_dim is 96; expected 64 or "
-                                        "128");
+    ck_assert_str_eq(tk_ctx_error(ctx),
+                     "tk_attention_fwd_build: head_dim is 96; expected 64, 128 or 256");
     ck_assert_int_eq(atomic_load(&g_builds) + atomic_load(&g_compiles), 0);
 }
 END_TEST
