@@ -68,7 +68,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attention_hopper.h"
+#include "attention_parts.h"
 #include "jit/registry.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
@@ -158,20 +158,8 @@ static void build(attn *a) {
     a->sK = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
     a->sV = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
 
-    /* Key tiles to visit; causal stops after the tile holding the last key
-     * the block's last valid row attends (possibly none). */
-    tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, BKV));
-    if (a->causal) {
-        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, a->bq)), Nq), diag);
-        kend = tk_max(k, kend, i32c(k, 0));
-        ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
-    }
-    /* c = scale·log2(e), kept > 0: the row max of c·S is c times that of S,
-     * and a masked -inf score times c stays -inf (0 · -inf would be NaN).
-     * scale <= 0 thus acts as the tiniest positive scale: uniform weights,
-     * the limit of scale -> 0. */
-    tk_value *scale2 =
-        tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)), tk_const_f32(k, FLT_MIN));
+    tk_value *ntiles = tk_attn_key_tiles(k, Nq, Nkv, q0, a->bq, BKV, diag, a->causal);
+    tk_value *scale2 = tk_attn_scale2(k, scale);
 
     tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
     copy_kv(a, a->sK, i32c(k, 0), K, i32c(k, 0));
@@ -213,17 +201,7 @@ static void build(attn *a) {
         tk_if_end(k, 0, NULL, NULL);
         tk_async_commit(k);
 
-        /* Masks cost a compare per element: only the last (ragged) tile and,
-         * when causal, tiles crossing the diagonal of this block need one. */
-        tk_value *edge = tk_gt(k, tk_add(k, kv0, i32c(k, BKV)), Nkv);
-        if (a->causal)
-            edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, BKV - 1)), tk_add(k, q0, diag)));
-        tk_if_begin(k, edge);
-        tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, Nkv, -INFINITY);
-        if (a->causal) sm = tk_mask(k, sm, TK_MASK_CAUSAL, tk_add(k, qw, diag), kv0, -INFINITY);
-        tk_else(k, 1, &sm);
-        tk_value *unmasked = s;
-        tk_if_end(k, 1, &unmasked, &s);
+        s = tk_attn_mask(k, s, BKV, a->causal, kv0, Nkv, qw, q0, diag);
 
         /* Online softmax in log2 units with a lazy rescale: m is a running
          * reference, at most RESCALE_SLACK below the row max of s·scale2
@@ -263,17 +241,58 @@ static void build(attn *a) {
      * it only for blocks with keys cost the loop 28 more bytes of spills). */
     tk_async_wait(k, 0);
 
-    /* O = O / l (a row without keys has l = O = 0: divide by a tiny number
-     * instead, giving 0); L = ln Σ exp(s) = (m + log2 l) · ln 2. */
-    tk_value *inv_l = tk_div(k, tk_const_f32(k, 1.0f), tk_max(k, fin[1], tk_const_f32(k, FLT_MIN)));
+    tk_value *inv_l = tk_attn_inv_l(k, fin[1]);
     for (int d = 0; d < ND; d++) {
         tk_value *idx[4] = {a->b, a->h, qw, i32c(k, 16 * d)};
         tk_store(k, O, idx, tk_cvt(k, tk_mul(k, fin[2 + d], inv_l), dt));
     }
-    tk_value *lse = tk_mul(k, tk_add(k, fin[0], tk_log2(k, fin[1])),
-                           tk_const_f32(k, 0.6931471805599453f)); /* ln 2 */
     tk_value *il[3] = {a->b, a->h, qw};
-    tk_store(k, L, il, lse);
+    tk_store(k, L, il, tk_attn_lse(k, fin[0], fin[1]));
+}
+
+/* ---- the pieces both forward kernels use (attention_parts.h) ---------------- */
+tk_value *tk_attn_key_tiles(tk_kernel *k, tk_value *Nq, tk_value *Nkv, tk_value *q0, int bq,
+                            int bkv, tk_value *diag, int causal) {
+    tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, bkv));
+    if (causal) {
+        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, bq)), Nq), diag);
+        kend = tk_max(k, kend, i32c(k, 0));
+        ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, bkv)));
+    }
+    return ntiles;
+}
+
+/* c·S's row max is c times S's, and a masked -inf score times c stays -inf
+ * (0 · -inf would be NaN); scale <= 0 thus acts as the tiniest positive
+ * scale: uniform weights, the limit of scale -> 0. */
+tk_value *tk_attn_scale2(tk_kernel *k, tk_value *scale) {
+    return tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)),
+                  tk_const_f32(k, FLT_MIN));
+}
+
+/* Masks cost a compare per element: only the last (ragged) tile and, when
+ * causal, tiles crossing the diagonal of the block need one. */
+tk_value *tk_attn_mask(tk_kernel *k, tk_value *s, int bkv, int causal, tk_value *kv0, tk_value *Nkv,
+                       tk_value *rows, tk_value *q0, tk_value *diag) {
+    tk_value *edge = tk_gt(k, tk_add(k, kv0, i32c(k, bkv)), Nkv);
+    if (causal)
+        edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, bkv - 1)), tk_add(k, q0, diag)));
+    tk_if_begin(k, edge);
+    tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, Nkv, -INFINITY);
+    if (causal) sm = tk_mask(k, sm, TK_MASK_CAUSAL, tk_add(k, rows, diag), kv0, -INFINITY);
+    tk_else(k, 1, &sm);
+    tk_value *unmasked = s, *out;
+    tk_if_end(k, 1, &unmasked, &out);
+    return out;
+}
+
+/* A row without keys has l = O = 0: dividing by a tiny number gives 0. */
+tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l) {
+    return tk_div(k, tk_const_f32(k, 1.0f), tk_max(k, l, tk_const_f32(k, FLT_MIN)));
+}
+
+tk_value *tk_attn_lse(tk_kernel *k, tk_value *m, tk_value *l) {
+    return tk_mul(k, tk_add(k, m, tk_log2(k, l)), tk_const_f32(k, 0.6931471805599453f)); /* ln 2 */
 }
 
 /* The specialization, checked alike by every entry point (`fn` names it in
@@ -303,40 +322,39 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
                                 cfg->wgmma);
     tk_status s = check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
-    char name[64];
-    if (cfg->wgmma) {
-        if (cfg->warps != 0 && cfg->warps != 8)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: warps is %d; the wgmma kernel has two warpgroups "
-                                    "(0 or 8)",
-                                    fn, cfg->warps);
-        snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_wgmma%s", tk_dtype_name(cfg->dtype),
-                 cfg->head_dim, cfg->causal ? "_causal" : "");
-        return tk_attn_hopper_build(ctx, cfg, name, out);
-    }
-    int warps = cfg->warps ? cfg->warps : 4; /* see "Shape" */
+    /* the wgmma kernel: two warpgroups of 64 rows; mma.sync: see "Shape" */
+    int warps = cfg->warps ? cfg->warps : cfg->wgmma ? 8 : 4;
+    if (cfg->wgmma && warps != 8)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: warps is %d; the wgmma kernel has two warpgroups (0 or 8)", fn,
+                                cfg->warps);
     if (warps != 4 && warps != 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "tk_attention_fwd_build: warps is %d; "
-                                "expected 0 (default), 4 or 8",
-                                cfg->warps);
-    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_w%d%s", tk_dtype_name(cfg->dtype),
-             cfg->head_dim, warps, cfg->causal ? "_causal" : "");
-    /* D 256: 16 rows per warp (O alone is 128 registers a thread), so 64
-     * rows per block of 4 warps, whose 96 KiB of tiles fit every target */
-    const int bq = cfg->head_dim == 256 ? 16 * warps : BQ;
+                                "%s: warps is %d; expected 0 (default), 4 or 8", fn, cfg->warps);
+    char shape[8], name[64];
+    snprintf(shape, sizeof shape, cfg->wgmma ? "wgmma" : "w%d", warps);
+    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_%s%s", tk_dtype_name(cfg->dtype), cfg->head_dim,
+             shape, cfg->causal ? "_causal" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
-    attn a = {.k = k,
-              .dt = cfg->dtype,
-              .D = cfg->head_dim,
-              .causal = cfg->causal,
-              .bq = bq,
-              .wrows = bq / warps,
-              .q_shared = (bq / warps) * cfg->head_dim > 16 * 128};
-    build(&a);
+    if (cfg->wgmma) {
+        tk_attn_hopper_body(k, cfg);
+    } else {
+        /* D 256: 16 rows per warp (O alone is 128 registers a thread), so
+         * 64 rows per block of 4 warps, whose 96 KiB of tiles fit every
+         * target */
+        const int bq = cfg->head_dim == 256 ? 16 * warps : BQ;
+        attn a = {.k = k,
+                  .dt = cfg->dtype,
+                  .D = cfg->head_dim,
+                  .causal = cfg->causal,
+                  .bq = bq,
+                  .wrows = bq / warps,
+                  .q_shared = (bq / warps) * cfg->head_dim > 16 * 128};
+        build(&a);
+    }
     if ((s = tk_kernel_finish(k))) {
-        tk_ctx_set_error(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));
+        tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(k));
         tk_kernel_destroy(k);
         return s;
     }

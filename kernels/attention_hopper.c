@@ -35,10 +35,9 @@
  * V_{j+1} refills the stage P·V_{j-1} read, waited for before the barriers
  * of trip j. No NaN, as in attention.c: m starts at -FLT_MAX, a row
  * without keys ends with l = O = 0 and L = -inf. */
-#include "attention_hopper.h"
+#include "attention_parts.h"
 
 #include <float.h>
-#include <math.h>
 
 #define BQ 128 /* query rows per block: two warpgroups of 64 */
 
@@ -68,23 +67,6 @@ static void copy_kv_if(hattn *a, tk_value *ring, tk_value *view, tk_value *j, tk
     copy_kv(a, tk_stage(k, ring, tk_rem(k, j, i32c(k, 2))), view, tk_mul(k, j, i32c(k, a->BKV)));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
-}
-
-/* S with the ragged last tile's missing keys and, when causal, the keys
- * past each row's diagonal set to -inf (only where a tile needs it). */
-static tk_value *mask(hattn *a, tk_value *s, tk_value *kv0, tk_value *Nkv, tk_value *qw,
-                      tk_value *q0, tk_value *diag) {
-    tk_kernel *k = a->k;
-    tk_value *edge = tk_gt(k, tk_add(k, kv0, i32c(k, a->BKV)), Nkv);
-    if (a->causal)
-        edge = tk_or(k, edge, tk_gt(k, tk_add(k, kv0, i32c(k, a->BKV - 1)), tk_add(k, q0, diag)));
-    tk_if_begin(k, edge);
-    tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, Nkv, -INFINITY);
-    if (a->causal) sm = tk_mask(k, sm, TK_MASK_CAUSAL, tk_add(k, qw, diag), kv0, -INFINITY);
-    tk_else(k, 1, &sm);
-    tk_value *unmasked = s, *out;
-    tk_if_end(k, 1, &unmasked, &out);
-    return out;
 }
 
 static void build(hattn *a) {
@@ -118,15 +100,8 @@ static void build(hattn *a) {
     tk_value *sK = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
     tk_value *sV = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
 
-    tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, BKV));
-    if (a->causal) { /* up to the tile of the last key the block's last row attends */
-        tk_value *kend = tk_add(k, tk_min(k, tk_add(k, q0, i32c(k, BQ)), Nq), diag);
-        kend = tk_max(k, kend, i32c(k, 0));
-        ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
-    }
-    /* c = scale·log2(e) > 0 (attention.c says why) */
-    tk_value *scale2 =
-        tk_max(k, tk_mul(k, scale, tk_const_f32(k, 1.4426950408889634f)), tk_const_f32(k, FLT_MIN));
+    tk_value *ntiles = tk_attn_key_tiles(k, Nq, Nkv, q0, BQ, BKV, diag, a->causal);
+    tk_value *scale2 = tk_attn_scale2(k, scale);
 
     tk_value *iq[4] = {a->b, a->h, q0, i32c(k, 0)};
     tk_copy_to_shared(k, sQ, Q, iq, 0.0f, TK_COPY_TMA);
@@ -148,7 +123,7 @@ static void build(hattn *a) {
         tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, s_t), sQ, tk_stage(k, sK, st), row);
         s = tk_wgmma_wait(k, s, 0);
         copy_kv_if(a, sK, K, tk_add(k, j, i32c(k, 1)), ntiles);
-        s = mask(a, s, kv0, Nkv, qw, q0, diag);
+        s = tk_attn_mask(k, s, BKV, a->causal, kv0, Nkv, qw, q0, diag);
 
         tk_value *m = tk_max(k, cur[0], tk_mul(k, tk_row_max(k, s), scale2));
         tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], m));
@@ -165,32 +140,19 @@ static void build(hattn *a) {
     tk_for_end(k, 3, next, fin);
     tk_async_wait(k, 0); /* a block without keys still has Q's copy in flight */
 
-    /* O / l (l = 0 for a row without keys: O = 0); L = (m + log2 l)·ln 2 */
-    tk_value *inv_l = tk_div(k, tk_const_f32(k, 1.0f), tk_max(k, fin[1], tk_const_f32(k, FLT_MIN)));
+    /* O / l; L from m and l (attention_parts.h) */
+    tk_value *inv_l = tk_attn_inv_l(k, fin[1]);
     tk_value *io[4] = {a->b, a->h, qw, i32c(k, 0)};
     tk_store(k, O, io, tk_cvt(k, tk_mul(k, fin[2], inv_l), dt));
-    tk_value *lse =
-        tk_mul(k, tk_add(k, fin[0], tk_log2(k, fin[1])), tk_const_f32(k, 0.6931471805599453f));
     tk_value *il[3] = {a->b, a->h, qw};
-    tk_store(k, L, il, lse);
+    tk_store(k, L, il, tk_attn_lse(k, fin[0], fin[1]));
 }
 
-tk_status tk_attn_hopper_build(tk_ctx *ctx, const tk_attention_config *cfg, const char *name,
-                               tk_kernel **out) {
-    tk_kernel *k;
-    tk_status s = tk_kernel_create(ctx, name, 8, &k);
-    if (s) return s;
+void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg) {
     hattn a = {.k = k,
                .dt = cfg->dtype,
                .D = cfg->head_dim,
                .BKV = cfg->head_dim <= 128 ? 128 : 64,
                .causal = cfg->causal};
     build(&a);
-    if ((s = tk_kernel_finish(k))) {
-        tk_ctx_set_error(ctx, s, "tk_attention_fwd_build: %s", tk_kernel_error(k));
-        tk_kernel_destroy(k);
-        return s;
-    }
-    *out = k;
-    return TK_OK;
 }

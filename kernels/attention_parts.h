@@ -1,0 +1,31 @@
+/* What the two attention forward kernels share (kernels/attention.c, the
+ * mma.sync kernel, defines these; kernels/attention_hopper.c, the wgmma
+ * kernel, is the other user). Same rules, same masks, same results. */
+#ifndef TK_KERNELS_ATTENTION_PARTS_H
+#define TK_KERNELS_ATTENTION_PARTS_H
+
+#include "tk/tk_kernels.h"
+
+/* Key tiles of bkv keys a block of bq query rows from q0 visits: all of
+ * Nkv, or when causal up to the tile of the last key its last valid row
+ * attends (possibly none). diag = Nkv - Nq: row i attends keys <= i + diag. */
+tk_value *tk_attn_key_tiles(tk_kernel *k, tk_value *Nq, tk_value *Nkv, tk_value *q0, int bq,
+                            int bkv, tk_value *diag, int causal);
+/* c = scale·log2(e), kept > 0 (attention.c says why). */
+tk_value *tk_attn_scale2(tk_kernel *k, tk_value *scale);
+/* S (rows from `rows`, keys from kv0) with keys past Nkv and, causal, keys
+ * past each row's diagonal at -inf; only tiles that need it pay (q0: the
+ * block's first row). */
+tk_value *tk_attn_mask(tk_kernel *k, tk_value *s, int bkv, int causal, tk_value *kv0, tk_value *Nkv,
+                       tk_value *rows, tk_value *q0, tk_value *diag);
+/* 1 / l, with l = 0 (a row without keys) giving 0 in O = O / l. */
+tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l);
+/* L = ln Σ exp(s) = (m + log2 l) · ln 2 from the log2-unit reference m. */
+tk_value *tk_attn_lse(tk_kernel *k, tk_value *m, tk_value *l);
+
+/* The wgmma kernel's body (kernels/attention_hopper.c) into k, a kernel of
+ * 8 warps, for cfg (checked): same parameters, grid and results as the
+ * mma.sync kernel. */
+void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg);
+
+#endif
