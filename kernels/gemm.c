@@ -85,10 +85,10 @@ static tk_gemm_config choose(tk_dtype in_dtype, tk_dtype out_dtype, int transpos
     int64_t bm = (m - 1) / 128 + 1, bn = (n - 1) / 256 + 1, bn128 = (n - 1) / 128 + 1;
     bool big = bm >= 264 || bn >= 264 || bm * bn >= 264;
     bool wg = producer && t->wgmma && t->tma && t->setmaxnreg;
-    if (wg && (big || bm * bn >= WGMMA_MIN_BLOCKS || bm * bn128 >= WGMMA_MIN_BLOCKS)) {
+    bool wide = big || bm * bn >= WGMMA_MIN_BLOCKS; /* a wave of 128x256 blocks */
+    if (wg && (wide || bm * bn128 >= WGMMA_MIN_BLOCKS)) {
         /* Hopper's warpgroup multiply fed by the engine, in 128x256 blocks
          * from a wave of them on, else 128x128 with more stages */
-        bool wide = big || bm * bn >= WGMMA_MIN_BLOCKS;
         c.block_n = wide ? 256 : 128;
         c.warps = 8;
         c.stages = wide ? 4 : 6;
