@@ -437,14 +437,15 @@ static tk_status pick_kernel(tk_ctx *ctx, const char *fn, const tk_attention_par
                                 "%s: kernel is %d; expected TK_ATTN_AUTO, TK_ATTN_MMA_SYNC or "
                                 "TK_ATTN_WGMMA",
                                 fn, (int)p->kernel);
-    if (p->kernel != TK_ATTN_WGMMA) return TK_OK;
+    if (p->kernel == TK_ATTN_MMA_SYNC) return TK_OK;
     char arch[16];
     tk_registry_arch(ctx, arch, sizeof arch);
-    if (strcmp(arch, "sm_90a"))
+    bool hopper = !strcmp(arch, "sm_90a");
+    if (p->kernel == TK_ATTN_WGMMA && !hopper)
         return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
                                 "%s: TK_ATTN_WGMMA needs an sm_90a GPU; this one is %s", fn,
                                 arch[0] ? arch : "unknown (no GPU)");
-    *wgmma = true;
+    *wgmma = hopper; /* TK_ATTN_AUTO: the Hopper kernel wherever it runs */
     return TK_OK;
 }
 

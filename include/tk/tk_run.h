@@ -37,7 +37,8 @@ extern "C" {
  * TK_ERR_INVALID_ARG. */
 /* Which attention forward kernel runs (tk_attention_params.kernel). */
 typedef enum tk_attn_kernel {
-    TK_ATTN_AUTO = 0,     /* the library's choice: the mma.sync kernel for now */
+    TK_ATTN_AUTO = 0,     /* the library's choice: TK_ATTN_WGMMA on sm_90a,
+                             TK_ATTN_MMA_SYNC elsewhere                      */
     TK_ATTN_MMA_SYNC = 1, /* FlashAttention-2 on mma.sync, every target        */
     TK_ATTN_WGMMA = 2     /* the Hopper kernel (sm_90a): wgmma, a producer
                              warpgroup on the copy engine

@@ -53,8 +53,8 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
     bottom-right, as in FlashAttention-2. scale: default 1/sqrt(D).
     Returns o in q's shape (dense), and with return_lse the natural-log
     log-sum-exp of each score row, f32 [B, Hq, Nq]. Differentiable in q, k, v.
-    Runs on the current CUDA stream. kernel: "auto", "mma_sync" or "wgmma"
-    (the Hopper kernel, sm_90a)."""
+    Runs on the current CUDA stream. kernel: "auto" (the Hopper kernel on
+    sm_90a, mma.sync elsewhere), "mma_sync" or "wgmma" (sm_90a only)."""
     return _torch_side().attention(q, k, v, causal, scale, layout, return_lse, kernel)
 
 
