@@ -11,6 +11,8 @@ ATTENTION_CONFIGS = [  # (D, B, H, N): B*N = 16384, and B4 H16 N3072 D128 (issue
 
 
 def sdpa(backend, q, k, v, causal):
-    """torch's scaled_dot_product_attention forced onto `backend` (an SDPBackend)."""
+    """torch's scaled_dot_product_attention forced onto `backend` (an SDPBackend);
+    fewer K/V heads than Q heads is grouped-query attention (enable_gqa)."""
+    gqa = k.shape[1] != q.shape[1]
     with sdpa_kernel(backend):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)

@@ -4,9 +4,12 @@
 # of the kernel tests and of the example), the JIT tests and the SASS check.
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
-#   scripts/device-run.sh [tests] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
+#   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
 #                         [configs] [sweep] [ncu] [aot]
 #   (default: tests cache race bench wgmma)
+# python: the Python package's GPU tests from the source tree, the example twice.
+# attn: the attention forward alone (its GPU cases on both kernels, memcheck and
+# racecheck at a ragged shape per D, bench_attention.py).
 # tests: every GPU suite once (compiles); cache: the kernel suite again from
 # the disk cache, the example twice, test_jit and the SASS check.
 # wgsweep: the wgmma block shapes beside cuBLAS (bench_gemm_wgmma.py sweep).
@@ -96,6 +99,41 @@ if [[ $what == *tests* ]]; then
   kernels_run 1
   summary "$out/kernels1.log"
   stamp test_gpu_kernels
+fi
+if [[ " $what " == *" attn "* ]]; then # the attention forward alone: suite, sanitizers, bench
+  echo "== test_gpu_kernels, attention cases (both kernels)"
+  CK_RUN_CASE=gpu_attention ./build-device/test_gpu_kernels >"$out/attn.log" 2>&1 || rc=1
+  summary "$out/attn.log" | tail -3
+  grep -E "^gpu attn" "$out/attn.log" | awk '{print $NF, $(NF-2)}' | sort -g | tail -2
+  lib="-Lbuild-device -ltk -Wl,-rpath,$PWD/build-device -lm"
+  if cc -O2 -Iinclude tests/gpu/ring_attn.c $lib -o /tmp/ring_attn; then
+    for d in 64 128 256; do
+      for tool in memcheck racecheck; do
+        r="1 2 1 200 333 $d 1 2"
+        timeout 100 compute-sanitizer --tool $tool /tmp/ring_attn $r >"$out/san_attn_${tool}_$d.log" 2>&1
+        st=$?
+        echo "  $tool ring_attn $r: exit $st; $(grep -E "SUMMARY|rel err" "$out/san_attn_${tool}_$d.log" | tr '\n' ' ')"
+        [[ $st == 0 ]] || rc=1
+      done
+    done
+  else
+    rc=1
+  fi
+  stamp attn_tests
+  (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "$out/bench_attention.md") || rc=1
+  stamp attn_bench
+fi
+if [[ " $what " == *" python "* ]]; then # issue 16: the Python package on the GPU
+  # from the source tree: no install on a machine without the internet
+  echo "== python/tests/test_torch_gpu.py (the package over build-device/libtk.so)"
+  PYTHONPATH=python/src TILEKITTENS_LIB=$PWD/build-device/libtk.so TK_CACHE_DIR=/tmp/tk-py \
+    python3 -m pytest -q -rs python/tests/test_torch_gpu.py >"$out/python.log" 2>&1 || rc=1
+  tail -15 "$out/python.log"
+  echo "== example twice (the library's choice of kernel; the second run loads from disk)"
+  rm -rf "$TK_CACHE_DIR"
+  ./build-device/attention 2>&1 | tee "$out/example1.log" | tail -4 || rc=1
+  ./build-device/attention 2>&1 | tee "$out/example2.log" | tail -4 || rc=1
+  stamp python
 fi
 if [[ $what == *notma* ]]; then
   echo "== test_gpu_kernels with TK_NO_TMA=1 (cp.async copies on the ring)"

@@ -609,8 +609,12 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, gemm_wgmma_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
-    tcase_add_loop_test(tg, attention_on_gpu, 0, 2 * N_ATTN);
     tcase_add_test(tg, one_kernel_serves_all_shapes);
     suite_add_tcase(s, tg);
+    TCase *ta = tcase_create("gpu_attention"); /* alone: CK_RUN_CASE=gpu_attention */
+    tcase_add_checked_fixture(ta, setup, teardown);
+    tcase_set_timeout(ta, 900);
+    tcase_add_loop_test(ta, attention_on_gpu, 0, 2 * N_ATTN);
+    suite_add_tcase(s, ta);
     return run_suite(s);
 }
