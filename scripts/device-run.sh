@@ -66,6 +66,10 @@ if [[ $what == *ncu* ]]; then # hardware counters of one GEMM and one attention 
     ./build-device/bench_gemm_configs 4096 >"$out/ncu_gemm.txt" 2>&1
   [[ ${NCU_ATTN:-1} == 0 ]] || timeout 120 ncu --clock-control none $sec -k regex:tk_attn --launch-skip ${NCU_ATTN_SKIP:-73} \
     --launch-count 1 ./build-device/bench_attention_configs >"$out/ncu_attn.txt" 2>&1
+  # NCU_HOPPER="D B H N causal": the Hopper attention at that shape (bench/attention_once.py)
+  [[ -z ${NCU_HOPPER:-} ]] || (cd bench && timeout 150 ncu --clock-control none $sec -k regex:tk_attn \
+    --launch-skip 2 --launch-count 1 python3 attention_once.py ../build-device $NCU_HOPPER 2 \
+    >"$out/ncu_hopper.txt" 2>&1)
   grep -E "stalled|Duration|Throughput|Issue Slots|Warp Cycles|Stall|No Eligible|Eligible Warps|Registers|Achieved Occ|Theoretical Occ|Bank" "$out"/ncu_*.txt | head -80
 fi
 if [[ $what == *aot* ]]; then # issue 15: kernels precompiled without a GPU load with 0 compiles
