@@ -17,6 +17,8 @@ import textwrap
 # Implementation columns: ours, and the peers under the names tables have
 # used ("FA2 (flash)", "FA2 (SDPA flash)", "cuDNN (SDPA)", ...).
 PEERS = ("cuBLAS", "FA2", "cuDNN")
+# Ours: one column, or one per kernel ("mma.sync", "wgmma ...") in attention tables.
+OURS = ("TileKittens", "mma.sync", "wgmma")
 NOT_TIMES = ("/", "ratio", "err", "b2b")
 # Columns that name a row but would only crowd its label.
 NOT_LABELS = {"our block"}
@@ -66,14 +68,13 @@ def _number(cell):
 
 def series(header, rows):
     """(label title, [row labels], {implementation: [TFLOP/s or None]}), or
-    None for a table without TileKittens beside a peer."""
-    if "TileKittens" not in header:
+    None for a table without a TileKittens column beside a peer's."""
+    timed = [h for h in header if not any(x in h for x in NOT_TIMES)]
+    ours = [h for h in timed if h.startswith(OURS)]
+    impls = [h for h in timed if h.startswith(OURS + PEERS)]
+    if not ours or len(impls) < 2:
         return None
-    impls = [h for h in header if (h == "TileKittens" or h.startswith(PEERS)) and
-             not any(x in h for x in NOT_TIMES)]
-    if len(impls) < 2:
-        return None
-    first = header.index("TileKittens")
+    first = header.index(ours[0])
     label_cols = [i for i in range(first) if header[i] not in NOT_LABELS]
     labels = ["/".join(r[i] for i in label_cols) for r in rows]
     values = {p: [_number(r[header.index(p)]) for r in rows] for p in impls}

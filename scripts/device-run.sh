@@ -129,9 +129,9 @@ if [[ " $what " == *" attn "* ]]; then # the attention forward alone: suite, san
 fi
 if [[ " $what " == *" python "* ]]; then # issue 16: the Python package on the GPU
   # from the source tree: no install on a machine without the internet
-  echo "== python/tests/test_torch_gpu.py (the package over build-device/libtk.so)"
+  echo "== python/tests/test_torch_{gpu,cpu}.py (the package over build-device/libtk.so)"
   PYTHONPATH=python/src TILEKITTENS_LIB=$PWD/build-device/libtk.so TK_CACHE_DIR=/tmp/tk-py \
-    python3 -m pytest -q -rs python/tests/test_torch_gpu.py >"$out/python.log" 2>&1 || rc=1
+    python3 -m pytest -q -rs python/tests/test_torch_gpu.py python/tests/test_torch_cpu.py >"$out/python.log" 2>&1 || rc=1
   tail -15 "$out/python.log"
   echo "== example twice (the library's choice of kernel; the second run loads from disk)"
   rm -rf "$TK_CACHE_DIR"

@@ -104,7 +104,7 @@ def test_attention_cuda_without_index_is_device_0():
 
 def test_not_a_tensor_is_a_type_error():
     q, k, v = qkv()
-    with pytest.raises(TypeError, match="k must be a torch.Tensor, got list"):
+    with pytest.raises(TypeError, match=r"k must be a torch.Tensor \(or an array with __dlpack__\), got list"):
         _checks.attention(q, [[1.0]], v)
 
 

@@ -54,7 +54,10 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
     Returns o in q's shape (dense), and with return_lse the natural-log
     log-sum-exp of each score row, f32 [B, Hq, Nq]. Differentiable in q, k, v.
     Runs on the current CUDA stream. kernel: "auto" (the Hopper kernel on
-    sm_90a, mma.sync elsewhere), "mma_sync" or "wgmma" (sm_90a only)."""
+    sm_90a, mma.sync elsewhere), "mma_sync" or "wgmma" (sm_90a only).
+    Arrays of other frameworks (CuPy, JAX, ...: anything with __dlpack__)
+    are read in place through DLPack; results are torch tensors, which those
+    frameworks take back with their from_dlpack."""
     return _torch_side().attention(q, k, v, causal, scale, layout, return_lse, kernel)
 
 
@@ -63,7 +66,8 @@ def gemm(a, b, transpose_b=False, out_dtype=None):
     [N, K]) row- or column-major (a transposed view such as w.t() is read in
     place), both bf16 or both f16 on cuda:0; f32 accumulation; out_dtype
     torch.bfloat16, torch.float16 or torch.float32 (default: a's dtype).
-    Forward only (no autograd). Runs on the current CUDA stream."""
+    Forward only (no autograd). Runs on the current CUDA stream. Arrays with
+    __dlpack__ are taken as attention() says."""
     return _torch_side().gemm(a, b, transpose_b, out_dtype)
 
 

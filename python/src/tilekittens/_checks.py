@@ -25,7 +25,8 @@ def dtype_name(code):
 def _tensor(t, name, ndim):
     for attr in ("shape", "stride", "dtype", "device", "data_ptr"):
         if not hasattr(t, attr):
-            raise TypeError(f"tilekittens: {name} must be a torch.Tensor, got {type(t).__name__}")
+            raise TypeError(f"tilekittens: {name} must be a torch.Tensor (or an array with "
+                            f"__dlpack__), got {type(t).__name__}")
     if len(t.shape) != ndim:
         raise ValueError(f"tilekittens: {name} must have {ndim} dims, got shape {tuple(t.shape)}")
 

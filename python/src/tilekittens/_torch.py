@@ -161,7 +161,17 @@ def _compiling():
     return bool(is_compiling and is_compiling())
 
 
+def _from_dlpack(x):
+    """x if it is a torch tensor or not an array at all; another framework's
+    array (CuPy, JAX, ...: anything with __dlpack__) as a torch tensor over
+    the same memory, no copy."""
+    if isinstance(x, torch.Tensor) or not hasattr(x, "__dlpack__"):
+        return x
+    return torch.from_dlpack(x)
+
+
 def attention(q, k, v, causal, scale, layout, return_lse, kernel):
+    q, k, v = (_from_dlpack(t) for t in (q, k, v))
     # Checked before autograd is involved, so a mistake is reported at the
     # call. While torch.compile traces, the ops check at run time instead
     # (tracing sees fake tensors). scale None: both ops resolve it alike.
@@ -173,4 +183,5 @@ def attention(q, k, v, causal, scale, layout, return_lse, kernel):
 
 
 def gemm(a, b, transpose_b, out_dtype):
+    a, b = _from_dlpack(a), _from_dlpack(b)
     return gemm_op(a, b, bool(transpose_b), out_dtype)
