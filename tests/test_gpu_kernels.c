@@ -396,53 +396,59 @@ typedef struct acase {
     int64_t b, hq, hkv, nq, nkv;
     int d, causal, bnhd;
     tk_dtype dt;
+    int pad; /* elements after each row of D (ref_tensor_new_layout) */
 } acase;
 
 static const acase attn_cases[] = {
-    {1, 1, 1, 1, 1, 64, 0, 0, TK_BF16},
-    {1, 2, 2, 17, 17, 64, 1, 0, TK_BF16},
-    {2, 2, 1, 63, 63, 128, 0, 0, TK_F16},
-    {1, 4, 4, 64, 64, 128, 1, 1, TK_BF16},
-    {2, 3, 3, 65, 65, 64, 0, 1, TK_F16},
-    {1, 2, 2, 1000, 1000, 128, 1, 0, TK_BF16},
-    {1, 1, 1, 4097, 4097, 64, 0, 0, TK_BF16},
-    {1, 1, 1, 4097, 4097, 128, 1, 1, TK_F16},
-    {1, 2, 2, 100, 300, 64, 0, 0, TK_BF16},
-    {1, 2, 2, 100, 300, 64, 1, 0, TK_BF16},
-    {1, 2, 2, 300, 100, 128, 1, 0, TK_F16},
-    {1, 2, 2, 300, 100, 128, 0, 1, TK_BF16},
-    {2, 8, 2, 129, 129, 64, 1, 0, TK_BF16},
-    {1, 8, 1, 77, 200, 128, 0, 1, TK_F16},
-    {3, 4, 2, 33, 1, 64, 0, 0, TK_BF16},
-    {1, 4, 2, 1, 33, 128, 1, 0, TK_BF16},
-    {1, 6, 3, 250, 250, 64, 1, 1, TK_F16},
-    {2, 2, 2, 512, 512, 128, 0, 0, TK_BF16},
-    {1, 1, 1, 2048, 31, 64, 1, 0, TK_BF16},
-    {1, 1, 1, 31, 2048, 64, 1, 0, TK_F16},
-    {4, 4, 4, 128, 128, 128, 1, 1, TK_BF16},
-    {1, 16, 4, 96, 96, 64, 0, 0, TK_BF16},
-    {2, 2, 1, 192, 191, 128, 0, 0, TK_F16},
-    {1, 3, 1, 1500, 700, 64, 1, 0, TK_BF16},
-    {1, 2, 2, 700, 1500, 128, 1, 1, TK_BF16},
-    {1, 1, 1, 16, 4097, 128, 0, 0, TK_BF16},
-    {2, 4, 4, 200, 200, 64, 1, 0, TK_F16},
-    {1, 2, 1, 333, 333, 128, 1, 0, TK_BF16},
-    {1, 2, 2, 64, 1, 64, 1, 0, TK_BF16},
-    {5, 1, 1, 40, 40, 128, 0, 1, TK_F16},
-    {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16},
-    {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16},
+    {1, 1, 1, 1, 1, 64, 0, 0, TK_BF16, 0},
+    {1, 2, 2, 17, 17, 64, 1, 0, TK_BF16, 0},
+    {2, 2, 1, 63, 63, 128, 0, 0, TK_F16, 0},
+    {1, 4, 4, 64, 64, 128, 1, 1, TK_BF16, 0},
+    {2, 3, 3, 65, 65, 64, 0, 1, TK_F16, 0},
+    {1, 2, 2, 1000, 1000, 128, 1, 0, TK_BF16, 0},
+    {1, 1, 1, 4097, 4097, 64, 0, 0, TK_BF16, 0},
+    {1, 1, 1, 4097, 4097, 128, 1, 1, TK_F16, 0},
+    {1, 2, 2, 100, 300, 64, 0, 0, TK_BF16, 0},
+    {1, 2, 2, 100, 300, 64, 1, 0, TK_BF16, 0},
+    {1, 2, 2, 300, 100, 128, 1, 0, TK_F16, 0},
+    {1, 2, 2, 300, 100, 128, 0, 1, TK_BF16, 0},
+    {2, 8, 2, 129, 129, 64, 1, 0, TK_BF16, 0},
+    {1, 8, 1, 77, 200, 128, 0, 1, TK_F16, 0},
+    {3, 4, 2, 33, 1, 64, 0, 0, TK_BF16, 0},
+    {1, 4, 2, 1, 33, 128, 1, 0, TK_BF16, 0},
+    {1, 6, 3, 250, 250, 64, 1, 1, TK_F16, 0},
+    {2, 2, 2, 512, 512, 128, 0, 0, TK_BF16, 0},
+    {1, 1, 1, 2048, 31, 64, 1, 0, TK_BF16, 0},
+    {1, 1, 1, 31, 2048, 64, 1, 0, TK_F16, 0},
+    {4, 4, 4, 128, 128, 128, 1, 1, TK_BF16, 0},
+    {1, 16, 4, 96, 96, 64, 0, 0, TK_BF16, 0},
+    {2, 2, 1, 192, 191, 128, 0, 0, TK_F16, 0},
+    {1, 3, 1, 1500, 700, 64, 1, 0, TK_BF16, 0},
+    {1, 2, 2, 700, 1500, 128, 1, 1, TK_BF16, 0},
+    {1, 1, 1, 16, 4097, 128, 0, 0, TK_BF16, 0},
+    {2, 4, 4, 200, 200, 64, 1, 0, TK_F16, 0},
+    {1, 2, 1, 333, 333, 128, 1, 0, TK_BF16, 0},
+    {1, 2, 2, 64, 1, 64, 1, 0, TK_BF16, 0},
+    {5, 1, 1, 40, 40, 128, 0, 1, TK_F16, 0},
+    {1, 4, 4, 1024, 1024, 64, 0, 1, TK_BF16, 0},
+    {1, 2, 2, 1024, 1024, 128, 1, 0, TK_F16, 0},
     /* D 256 */
-    {1, 2, 2, 333, 333, 256, 1, 0, TK_BF16},
-    {2, 2, 1, 1000, 700, 256, 0, 1, TK_F16},
-    {1, 1, 1, 1, 129, 256, 1, 0, TK_BF16},
-    {1, 1, 1, 2049, 2049, 256, 0, 0, TK_BF16},
+    {1, 2, 2, 333, 333, 256, 1, 0, TK_BF16, 0},
+    {2, 2, 1, 1000, 700, 256, 0, 1, TK_F16, 0},
+    {1, 1, 1, 1, 129, 256, 1, 0, TK_BF16, 0},
+    {1, 1, 1, 2049, 2049, 256, 0, 0, TK_BF16, 0},
+    /* padded rows: 16-byte multiples (the copy engine maps them), then not
+     * (the Hopper kernel's producer copies them on its fallback path) */
+    {1, 2, 1, 200, 333, 64, 1, 0, TK_BF16, 8},
+    {2, 2, 2, 129, 65, 128, 0, 1, TK_F16, 1},
+    {1, 1, 1, 300, 300, 64, 1, 0, TK_BF16, 3},
 };
 #define N_ATTN (int)(sizeof attn_cases / sizeof *attn_cases)
 
 static ref_tensor qkv(const acase *c, int64_t h, int64_t n, int poison) {
     int64_t d[4] = {c->b, h, n, c->d};
     static const int bnhd[4] = {0, 2, 1, 3};
-    ref_tensor t = ref_tensor_new_layout(c->dt, 4, d, c->bnhd ? bnhd : NULL, 0);
+    ref_tensor t = ref_tensor_new_layout(c->dt, 4, d, c->bnhd ? bnhd : NULL, c->pad);
     if (poison)
         ref_tensor_fill_all(&t, NAN);
     else
@@ -503,10 +509,11 @@ START_TEST(attention_on_gpu) {
     ref_attention(q, k, v, ro, rl, c->b, c->hq, c->hkv, c->nq, c->nkv, c->d,
                   1.0 / sqrt((double)c->d), c->causal);
     double eo = ref_rel_err(o, ro, no), el = ref_rel_err(l, rl, nl);
-    printf("gpu attn %s B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%d causal%d %s %s  O %.2e  L %.2e\n",
+    printf("gpu attn %s B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%d causal%d %s %s pad%d  O %.2e  "
+           "L %.2e\n",
            kernel == TK_ATTN_WGMMA ? "wgmma" : "mma.sync", (long long)c->b, (long long)c->hq,
            (long long)c->hkv, (long long)c->nq, (long long)c->nkv, c->d, c->causal,
-           c->bnhd ? "bnhd" : "bhnd", tk_dtype_name(c->dt), eo, el);
+           c->bnhd ? "bnhd" : "bhnd", tk_dtype_name(c->dt), c->pad, eo, el);
     ck_assert_msg(eo <= 1e-2, "O rel err %g", eo);
     ck_assert_msg(el <= 1e-3, "L rel err %g", el);
     free(q), free(k), free(v), free(o), free(l), free(ro), free(rl);
