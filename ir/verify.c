@@ -7,6 +7,7 @@
  *  - types: each op's rule (from the table the ops layer passes in) re-run
  *    on a scratch copy of the op must give the recorded result type (and,
  *    for SHARED, the recorded offset);
+ *  - tk_wgmma results read only through tk_wgmma_wait (check_in_flight);
  *  - scopes: recorded scopes and uniformity claims; scalar operands of tile
  *    and block ops; block ops only under block-uniform ifs/loops; warpgroup
  *    tiles need a multiple of 4 warps;
@@ -125,11 +126,27 @@ static tk_status check_counts(vctx *c, const tk_op *op) {
     return TK_OK;
 }
 
+/* A tk_wgmma result is in flight until a tk_wgmma_wait returns it: only the
+ * acc of a further tk_wgmma, a wait, a loop's initial value or a yield may
+ * take it. (A value carried into a loop's next trip is not followed; the
+ * interpreter computes at issue, so without this a read before the wait
+ * would pass there and fail on the GPU.) */
+static tk_status check_in_flight(vctx *c, const tk_op *op, int i) {
+    const tk_op *d = op->opnds[i]->def;
+    if (!d || d->opc != TK_OP_WGMMA || op->opc == TK_OP_WGMMA_WAIT || op->opc == TK_OP_FOR ||
+        (op->opc == TK_OP_WGMMA && i == 0))
+        return TK_OK;
+    return fail(c, TK_ERR_STATE, op,
+                "reads the result of tk_wgmma (op #%u) as operand %d before a tk_wgmma_wait "
+                "returned it: the multiply runs until then",
+                d->id, i);
+}
+
 static tk_status check_operands(vctx *c, const tk_op *op) {
     char what[32];
     for (int i = 0; i < op->nopnds; i++) {
         snprintf(what, sizeof what, "operand %d", i);
-        if (use(c, op, what, op->opnds[i])) return c->k->status;
+        if (use(c, op, what, op->opnds[i]) || check_in_flight(c, op, i)) return c->k->status;
     }
     return TK_OK;
 }

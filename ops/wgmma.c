@@ -14,8 +14,9 @@
  * the pattern starts where the hardware's does. Every such violation is a
  * build-time error here, never a bad descriptor at run time; so is a
  * constant a_row off the 8-row grid (a run-time a_row is the caller's to
- * keep there; the interpreter checks it). Reading a WGMMA result before its
- * tk_wgmma_wait is not caught yet (the interpreter computes at issue).
+ * keep there; the interpreter checks it). Reading a WGMMA result other
+ * than through its tk_wgmma_wait is the verifier's error (ir/verify.c,
+ * check_in_flight).
  * Interpreter: ops/wgmma_interp.c; lowering: ops/wgmma_nv.c (sm_90a). */
 #include "ir/abi.h"
 #include "ops/build.h"

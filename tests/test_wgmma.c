@@ -146,8 +146,20 @@ START_TEST(test_wgmma_rules) {
                       tk_kernel_error(k));
         tk_kernel_destroy(k);
     }
-    /* the wait's pending count */
+    /* a result read before its wait: tk_kernel_finish says which */
     tk_kernel *k = NULL;
+    ck_assert_int_eq(tk_kernel_create(ctx, "early", 4, &k), TK_OK);
+    tk_value *sA = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *sB = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *acc = tk_zeros(k, tk_tile_type(TK_F32, 64, 64, TK_WARPGROUP, TK_ROW));
+    acc = tk_wgmma(k, TK_MMA_AB, acc, sA, sB, tk_const_i32(k, 0));
+    tk_value *twice = tk_add(k, acc, acc);
+    tk_wgmma_wait(k, twice, 0);
+    ck_assert_int_eq(tk_kernel_finish(k), TK_ERR_STATE);
+    ck_assert_msg(strstr(tk_kernel_error(k), "before a tk_wgmma_wait returned it"), "%s",
+                  tk_kernel_error(k));
+    tk_kernel_destroy(k);
+    /* the wait's pending count */
     ck_assert_int_eq(tk_kernel_create(ctx, "w", 4, &k), TK_OK);
     tk_wgmma_wait(k, tk_zeros(k, tk_tile_type(TK_F32, 64, 64, TK_WARPGROUP, TK_ROW)), 8);
     ck_assert_int_eq(tk_kernel_status(k), TK_ERR_INVALID_ARG);

@@ -307,7 +307,8 @@ TK_API tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b
  * The multiply is asynchronous: the result may feed the acc of further
  * tk_wgmma calls at once, but anything else must read it through
  * tk_wgmma_wait, which returns it once at most `pending` (0..7) of the
- * warpgroup's tk_wgmma calls are still in flight. Shared operands must not
+ * warpgroup's tk_wgmma calls are still in flight (tk_kernel_finish refuses
+ * any other read of it). Shared operands must not
  * be overwritten before that wait. On the interpreter the multiply happens at
  * issue and the wait is a copy. */
 TK_API tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a, tk_value *b,
