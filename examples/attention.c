@@ -119,9 +119,12 @@ static int run_gpu(tk_ctx *ctx, const shape *shapes, int nshapes) {
                                  .lse = d[4]};
         if (!s && i == 0) {
             tk_prepare_info info;
-            if (!(s = tk_attention_prepare(ctx, &a, &info)))
-                printf("kernel for bf16, D=%lld, non-causal on %s: %s in %.1f ms\n",
+            tk_attn_kernel kern = TK_ATTN_AUTO;
+            if (!(s = tk_attention_kernel_for(ctx, &a, &kern)) &&
+                !(s = tk_attention_prepare(ctx, &a, &info)))
+                printf("kernel for bf16, D=%lld, non-causal on %s (%s): %s in %.1f ms\n",
                        (long long)p.s.d, info.arch,
+                       kern == TK_ATTN_WGMMA ? "wgmma, the Hopper kernel" : "mma.sync",
                        info.origin == TK_FROM_COMPILE ? "compiled (LLVM NVPTX + driver JIT)"
                        : info.origin == TK_FROM_DISK  ? "loaded from the disk cache"
                                                       : "found in memory",

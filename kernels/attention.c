@@ -449,8 +449,8 @@ static tk_status pick_kernel(tk_ctx *ctx, const char *fn, const tk_attention_par
     return TK_OK;
 }
 
-static tk_status check_attention(tk_ctx *ctx, const tk_attention_params *p, bool *wgmma) {
-    const char *fn = "tk_attention_forward";
+static tk_status check_attention(tk_ctx *ctx, const char *fn, const tk_attention_params *p,
+                                 bool *wgmma) {
     if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
     tk_status s = pick_kernel(ctx, fn, p, wgmma);
     if (s) return s;
@@ -483,13 +483,26 @@ static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *user,
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = tk_params_read(ctx, "tk_attention_forward", user, p, sizeof *p, ATTN_PARAMS_MIN);
     bool wgmma = false;
-    if (!s) s = check_attention(ctx, p, &wgmma);
+    if (!s) s = check_attention(ctx, "tk_attention_forward", p, &wgmma);
     if (s) return s;
     attn_key key;
     memset(&key, 0, sizeof key);
     key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal;
     key.wgmma = wgmma;
     return tk_registry_program(ctx, &attn_def, &key, prog, info);
+}
+
+tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params *user,
+                                  tk_attn_kernel *out) {
+    const char *fn = "tk_attention_kernel_for";
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!out) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    tk_attention_params p;
+    bool wgmma = false;
+    tk_status s = tk_params_read(ctx, fn, user, &p, sizeof p, ATTN_PARAMS_MIN);
+    if (!s) s = check_attention(ctx, fn, &p, &wgmma);
+    if (!s) *out = wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
+    return s;
 }
 
 tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *user,

@@ -60,11 +60,16 @@ static tk_attention_params good_attention(void) {
     return tu_attention_params(TK_BF16, 64, 4, 2, 8, dummy);
 }
 
+/* The forward refuses p, and tk_attention_kernel_for alike. */
 static void expect_attention_error(tk_attention_params p, tk_status want, const char *frag) {
-    tk_status s = tk_attention_forward(ctx, &p, NULL);
-    ck_assert_msg(s == want, "got %s (%s), want %s", tk_status_name(s), tk_ctx_error(ctx),
-                  tk_status_name(want));
-    ck_assert_msg(strstr(tk_ctx_error(ctx), frag), "'%s' lacks '%s'", tk_ctx_error(ctx), frag);
+    for (int which = 0; which < 2; which++) {
+        tk_attn_kernel kern;
+        tk_status s =
+            which ? tk_attention_kernel_for(ctx, &p, &kern) : tk_attention_forward(ctx, &p, NULL);
+        ck_assert_msg(s == want, "got %s (%s), want %s", tk_status_name(s), tk_ctx_error(ctx),
+                      tk_status_name(want));
+        ck_assert_msg(strstr(tk_ctx_error(ctx), frag), "'%s' lacks '%s'", tk_ctx_error(ctx), frag);
+    }
 }
 
 START_TEST(attention_rejects_bad_params) {
@@ -96,10 +101,22 @@ START_TEST(attention_rejects_bad_params) {
     p = good_attention(), p.head_dim = 512;
     expect_attention_error(p, TK_ERR_INVALID_ARG, "head_dim is 512");
     char arch[16] = "";
-    if (tk_gpu_arch(ctx, arch, sizeof arch) || strcmp(arch, "sm_90a")) {
+    bool hopper = !tk_gpu_arch(ctx, arch, sizeof arch) && !strcmp(arch, "sm_90a");
+    if (!hopper) {
         p = good_attention(), p.kernel = TK_ATTN_WGMMA; /* no GPU here, or not sm_90a */
         expect_attention_error(p, TK_ERR_UNSUPPORTED, "TK_ATTN_WGMMA needs an sm_90a GPU");
     }
+    /* the library's choice, said before any launch */
+    tk_attn_kernel kern = TK_ATTN_AUTO;
+    p = good_attention();
+    ck_assert_int_eq(tk_attention_kernel_for(ctx, &p, &kern), TK_OK);
+    ck_assert_int_eq(kern, hopper ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC);
+    p.kernel = TK_ATTN_MMA_SYNC;
+    ck_assert_int_eq(tk_attention_kernel_for(ctx, &p, &kern), TK_OK);
+    ck_assert_int_eq(kern, TK_ATTN_MMA_SYNC);
+    ck_assert_int_eq(tk_attention_kernel_for(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "out is NULL"));
+    ck_assert_int_eq(tk_attention_kernel_for(NULL, &p, &kern), TK_ERR_INVALID_ARG);
 }
 END_TEST
 

@@ -79,6 +79,12 @@ TK_API tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p,
  * `stream` (a CUstream; NULL = default stream). Asynchronous. */
 TK_API tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
 
+/* Which kernel tk_attention_forward runs for p, after the same checks:
+ * TK_ATTN_AUTO resolved for this context's GPU (TK_ATTN_WGMMA on sm_90a,
+ * TK_ATTN_MMA_SYNC elsewhere and without a GPU) into *out. */
+TK_API tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params *p,
+                                         tk_attn_kernel *out);
+
 /* Attention backward: dQ, dK, dV of the forward above (tk/tk_kernels.h,
  * "Attention backward"), from Q, K, V, O, dO (the gradient of O) and the
  * forward's L. Shapes, strides (all zero: dense [B,H,N,D]), GQA and causal
