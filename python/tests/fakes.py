@@ -1,6 +1,6 @@
 """Tensor stand-ins for the tests that run without torch: what
 tilekittens' argument checks read (shape, stride(), dtype, device,
-data_ptr()), and nothing more."""
+data_ptr()), and nothing more; and Foreign, another framework's array."""
 import math
 
 
@@ -40,3 +40,17 @@ class Tensor:
 
     def t(self):
         return Tensor(self.shape[::-1], self._strides[::-1], self.dtype, self.device)
+
+
+class Foreign:
+    """Another framework's array (CuPy, JAX, ...) over a tensor: only the
+    DLPack protocol."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, **kw):
+        return self._t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()

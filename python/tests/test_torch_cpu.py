@@ -14,6 +14,7 @@ if not hasattr(torch.library, "custom_op"):
 
 import tilekittens  # noqa: E402
 from tilekittens import _torch  # noqa: E402
+from fakes import Foreign  # noqa: E402
 
 BF16 = torch.bfloat16
 
@@ -109,32 +110,19 @@ def test_public_calls_refuse_cpu_tensors():
         tilekittens.gemm(torch.ones(4, 4, dtype=BF16), torch.ones(4, 4, dtype=BF16))
 
 
-class _Foreign:
-    """Another framework's array: only the DLPack protocol, over a tensor."""
-
-    def __init__(self, t):
-        self._t = t
-
-    def __dlpack__(self, **kw):
-        return self._t.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self._t.__dlpack_device__()
-
-
 def test_dlpack_arrays_are_read_in_place():
     """Arrays with __dlpack__ reach the same checks as the tensors they view:
     here they live on the CPU, so the device check names them."""
     q, k, v = (t.detach() for t in _qkv())  # a tensor that needs grad has no DLPack view
     with pytest.raises(ValueError, match="q is on cpu"):
-        tilekittens.attention(_Foreign(q), _Foreign(k), _Foreign(v))
+        tilekittens.attention(Foreign(q), Foreign(k), Foreign(v))
     a = torch.ones(4, 4, dtype=BF16)
     with pytest.raises(ValueError, match="a is on cpu"):
-        tilekittens.gemm(_Foreign(a), _Foreign(a))
+        tilekittens.gemm(Foreign(a), Foreign(a))
     np = pytest.importorskip("numpy")
     with pytest.raises(ValueError, match="a is on cpu"):  # numpy has __dlpack__ too
         tilekittens.gemm(np.ones((4, 4), np.float16), np.ones((4, 4), np.float16))
-    assert _torch._from_dlpack(_Foreign(q)).data_ptr() == q.data_ptr()  # no copy
+    assert _torch._from_dlpack(Foreign(q)).data_ptr() == q.data_ptr()  # no copy
 
 
 @pytest.mark.parametrize("layout", ["bhnd", "bnhd"])

@@ -14,6 +14,7 @@ if not torch.cuda.is_available():
                 allow_module_level=True)
 
 import tilekittens  # noqa: E402
+from fakes import Foreign  # noqa: E402
 
 F = torch.nn.functional
 DEV = "cuda:0"
@@ -233,30 +234,18 @@ def test_gemm_empty():
     assert torch.count_nonzero(tilekittens.gemm(_rand(8, 0), _rand(0, 32))) == 0
 
 
-# ---- Errors ------------------------------------------------------------------------
-class _Foreign:
-    """Another framework's array (CuPy, JAX, ...): only the DLPack protocol."""
-
-    def __init__(self, t):
-        self._t = t
-
-    def __dlpack__(self, **kw):
-        return self._t.__dlpack__(**kw)
-
-    def __dlpack_device__(self):
-        return self._t.__dlpack_device__()
-
-
+# ---- Other frameworks' arrays (DLPack) ------------------------------------------------
 def test_dlpack_arrays():
     q, k, v = _qkv(1, 4, 2, 300, 300, 64, BF16, "bhnd")
     expected = tilekittens.attention(q, k, v, causal=True)
-    o = tilekittens.attention(_Foreign(q), _Foreign(k), _Foreign(v), causal=True)
+    o = tilekittens.attention(Foreign(q), Foreign(k), Foreign(v), causal=True)
     assert torch.equal(o, expected)
     a, b = torch.randn(130, 70, device="cuda", dtype=BF16), torch.randn(70, 90, device="cuda",
                                                                            dtype=BF16)
-    assert torch.equal(tilekittens.gemm(_Foreign(a), _Foreign(b)), tilekittens.gemm(a, b))
+    assert torch.equal(tilekittens.gemm(Foreign(a), Foreign(b)), tilekittens.gemm(a, b))
 
 
+# ---- Errors ------------------------------------------------------------------------
 def test_cpu_tensors_refused():
     q = torch.zeros(1, 1, 64, 64, dtype=BF16)
     with pytest.raises(ValueError, match="q is on cpu"):
