@@ -475,15 +475,23 @@ static tk_arg attn_tensor(const void *data, tk_dtype dt, int rank, const int64_t
 /* The end of tk_attention_params' first layout: the smallest struct_size. */
 #define ATTN_PARAMS_MIN (offsetof(tk_attention_params, lse_strides) + 3 * sizeof(int64_t))
 
-/* The caller's parameters (`user`, any struct_size) read into *p and
- * checked, and their program (built and compiled on first use). */
+/* The caller's parameters (any struct_size) read into *p and checked, for
+ * entry point fn; *wgmma: whether the Hopper kernel runs them. */
+static tk_status read_attention(tk_ctx *ctx, const char *fn, const tk_attention_params *user,
+                                tk_attention_params *p, bool *wgmma) {
+    *wgmma = false;
+    tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, ATTN_PARAMS_MIN);
+    return s ? s : check_attention(ctx, fn, p, wgmma);
+}
+
+/* read_attention, and the program of the parameters (built and compiled on
+ * first use). */
 static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *user,
                                    tk_attention_params *p, tk_program **prog,
                                    tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
-    tk_status s = tk_params_read(ctx, "tk_attention_forward", user, p, sizeof *p, ATTN_PARAMS_MIN);
-    bool wgmma = false;
-    if (!s) s = check_attention(ctx, "tk_attention_forward", p, &wgmma);
+    bool wgmma;
+    tk_status s = read_attention(ctx, "tk_attention_forward", user, p, &wgmma);
     if (s) return s;
     attn_key key;
     memset(&key, 0, sizeof key);
@@ -498,9 +506,8 @@ tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params *user,
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (!out) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: out is NULL", fn);
     tk_attention_params p;
-    bool wgmma = false;
-    tk_status s = tk_params_read(ctx, fn, user, &p, sizeof p, ATTN_PARAMS_MIN);
-    if (!s) s = check_attention(ctx, fn, &p, &wgmma);
+    bool wgmma;
+    tk_status s = read_attention(ctx, fn, user, &p, &wgmma);
     if (!s) *out = wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
     return s;
 }
