@@ -32,6 +32,26 @@ stamp() { echo "$1: $((SECONDS - t0)) s" >>"$out/times.txt"; t0=$SECONDS; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 summary() { grep -E "^gpu|^lower gpu|skipped|Checks|Failure|Error|first call|second process|kernel .*:" "$1" | tail -100; }
+# sanitize_runs "TOOLS" "PROG ARGS"...: each compute-sanitizer tool on each run of
+# tests/gpu/PROG.c (built here against build-device/); a tool's error, a
+# nonzero exit (a wrong result) or a failed build sets rc.
+sanitize_runs() {
+  local tools=$1 r tool log st lib="-Lbuild-device -ltk -Wl,-rpath,$PWD/build-device -lm"
+  shift
+  local progs=$(printf '%s\n' "${@%% *}" | sort -u) p
+  for p in $progs; do
+    cc -O2 -Iinclude "tests/gpu/$p.c" $lib -o "/tmp/$p" || { rc=1; return; }
+  done
+  for tool in $tools; do
+    for r in "$@"; do
+      log="$out/san_${tool}_${r// /_}.log"
+      timeout 200 compute-sanitizer --tool $tool --print-limit 50 /tmp/$r >"$log" 2>&1
+      st=$?
+      echo "  $tool $r: exit $st; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rel err" "$log" | tr '\n' ' ')"
+      [[ $st == 0 ]] && grep -qE "(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)" "$log" || rc=1
+    done
+  done
+}
 kernels_run() { # $1: run number; the disk cache in /tmp/tk-kept is kept between runs
   TK_TEST_CACHE_DIR=/tmp/tk-kept ./build-device/test_gpu_kernels >"$out/kernels$1.log" 2>&1 || rc=1
   echo "run $1: $(grep -c ': compiled' "$out/kernels$1.log") kernels compiled, $(grep -c 'from the disk cache' "$out/kernels$1.log") loaded from disk; $(grep Checks "$out/kernels$1.log")"
@@ -109,20 +129,9 @@ if [[ " $what " == *" attn "* ]]; then # the attention forward alone: suite, san
   CK_RUN_CASE=gpu_attention ./build-device/test_gpu_kernels >"$out/attn.log" 2>&1 || rc=1
   summary "$out/attn.log" | tail -3
   grep -E "^gpu attn" "$out/attn.log" | awk '{print $NF, $(NF-2)}' | sort -g | tail -2
-  lib="-Lbuild-device -ltk -Wl,-rpath,$PWD/build-device -lm"
-  if cc -O2 -Iinclude tests/gpu/ring_attn.c $lib -o /tmp/ring_attn; then
-    for d in 64 128 256; do
-      for tool in memcheck racecheck; do
-        r="1 2 1 200 333 $d 1 2"
-        timeout 100 compute-sanitizer --tool $tool /tmp/ring_attn $r >"$out/san_attn_${tool}_$d.log" 2>&1
-        st=$?
-        echo "  $tool ring_attn $r: exit $st; $(grep -E "SUMMARY|rel err" "$out/san_attn_${tool}_$d.log" | tr '\n' ' ')"
-        [[ $st == 0 ]] || rc=1
-      done
-    done
-  else
-    rc=1
-  fi
+  runs=()
+  for d in 64 128 256; do runs+=("ring_attn 1 2 1 200 333 $d 1 2"); done
+  sanitize_runs "memcheck racecheck" "${runs[@]}"
   stamp attn_tests
   (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "$out/bench_attention.md") || rc=1
   stamp attn_bench
@@ -177,26 +186,11 @@ if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, sync
   # The wgmma GEMM at two ragged shapes (the second with a B pitch the engine
   # cannot map: the producer's fallback), the Hopper attention at two ragged
   # shapes per head dim. A tool's error or a wrong result fails the mode.
-  lib="-Lbuild-device -ltk -Wl,-rpath,$PWD/build-device -lm"
-  if cc -O2 -Iinclude tests/gpu/ring_gemm.c $lib -o /tmp/ring_gemm &&
-     cc -O2 -Iinclude tests/gpu/ring_attn.c $lib -o /tmp/ring_attn; then
-    runs=("ring_gemm 1000 1000 300 128 256 64 8 4 1 0 1" "ring_gemm 300 700 200 128 256 64 8 4 1 0 1")
-    for d in 64 128 256; do
-      runs+=("ring_attn 1 2 1 200 333 $d 1 2" "ring_attn 2 2 2 129 65 $d 0 2")
-    done
-    for tool in memcheck synccheck racecheck; do
-      for r in "${runs[@]}"; do
-        log="$out/san_${tool}_${r// /_}.log"
-        timeout 200 compute-sanitizer --tool $tool --print-limit 50 /tmp/$r >"$log" 2>&1
-        st=$?
-        summary_line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rel err" "$log" | tr '\n' ' ')
-        echo "  $tool $r: exit $st; $summary_line"
-        [[ $st == 0 ]] && grep -qE "(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)" "$log" || rc=1
-      done
-    done
-  else
-    rc=1
-  fi
+  runs=("ring_gemm 1000 1000 300 128 256 64 8 4 1 0 1" "ring_gemm 300 700 200 128 256 64 8 4 1 0 1")
+  for d in 64 128 256; do
+    runs+=("ring_attn 1 2 1 200 333 $d 1 2" "ring_attn 2 2 2 129 65 $d 0 2")
+  done
+  sanitize_runs "memcheck synccheck racecheck" "${runs[@]}"
   stamp sanitize
 fi
 if [[ $what == *wgsweep* ]]; then # the wgmma block shapes beside cuBLAS
