@@ -45,6 +45,7 @@ static const struct {
     TK_CU_SYM(cuModuleUnload),
     TK_CU_SYM(cuModuleGetFunction),
     TK_CU_SYM(cuFuncSetAttribute),
+    TK_CU_SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor),
     TK_CU_SYM(cuLaunchKernel),
     TK_CU_SYM(cuGetErrorString),
     TK_CU_SYM(cuTensorMapEncodeTiled),
@@ -109,7 +110,8 @@ static tk_status tk_cuda_start(tk_cuda *cu, tk_diag *dg) {
         (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &cu->cc_major, dg)) ||
         (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &cu->cc_minor, dg)) ||
         (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                          &cu->max_smem_optin, dg)))
+                          &cu->max_smem_optin, dg)) ||
+        (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &cu->sm_count, dg)))
         return s;
     if ((s = tk_cuda_check(cu, cu->cuDevicePrimaryCtxRetain(&cu->pctx, cu->dev),
                            "cuDevicePrimaryCtxRetain", dg)))

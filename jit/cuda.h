@@ -36,6 +36,8 @@ typedef CUresult (*tk_cuModuleLoadDataEx_fn)(CUmodule *, const void *, unsigned 
 typedef CUresult (*tk_cuModuleUnload_fn)(CUmodule);
 typedef CUresult (*tk_cuModuleGetFunction_fn)(CUfunction *, CUmodule, const char *);
 typedef CUresult (*tk_cuFuncSetAttribute_fn)(CUfunction, CUfunction_attribute, int);
+typedef CUresult (*tk_cuOccupancyMaxActiveBlocksPerMultiprocessor_fn)(int *, CUfunction, int,
+                                                                      size_t);
 typedef CUresult (*tk_cuLaunchKernel_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                          unsigned, unsigned, unsigned, CUstream, void **, void **);
 typedef CUresult (*tk_cuGetErrorString_fn)(CUresult, const char **);
@@ -56,6 +58,7 @@ typedef struct tk_cuda {
     int cc_major, cc_minor;
     int driver_version; /* e.g. 12080                                    */
     int max_smem_optin; /* per-block dynamic shared memory limit         */
+    int sm_count;       /* streaming multiprocessors                     */
     char arch[16];      /* "sm_90a", "sm_86", ...                        */
 
     tk_cuInit_fn cuInit;
@@ -80,6 +83,7 @@ typedef struct tk_cuda {
     tk_cuModuleUnload_fn cuModuleUnload;
     tk_cuModuleGetFunction_fn cuModuleGetFunction;
     tk_cuFuncSetAttribute_fn cuFuncSetAttribute;
+    tk_cuOccupancyMaxActiveBlocksPerMultiprocessor_fn cuOccupancyMaxActiveBlocksPerMultiprocessor;
     tk_cuLaunchKernel_fn cuLaunchKernel;
     tk_cuGetErrorString_fn cuGetErrorString;
     tk_cuTensorMapEncodeTiled_fn cuTensorMapEncodeTiled;

@@ -45,6 +45,17 @@ tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n) {
     return TK_OK;
 }
 
+tk_status tk_gpu_sm_count(tk_ctx *ctx, int *n) {
+    tk_cuda *cu;
+    if (!n)
+        return ctx ? tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_sm_count: n is NULL")
+                   : TK_ERR_INVALID_ARG;
+    *n = 0;
+    tk_status s = tk_gpu_begin(ctx, "tk_gpu_sm_count", &cu);
+    if (s == TK_OK) *n = cu->sm_count;
+    return s;
+}
+
 tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr) {
     tk_cuda *cu;
     if (!dptr)

@@ -51,16 +51,27 @@ static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg) {
     const tk_cuda *cu = p->cu;
     tk_status s = tk_cuda_check(cu, cu->cuModuleGetFunction(&p->fn, p->mod, p->name),
                                 "cuModuleGetFunction", dg);
-    if (s != TK_OK || p->plan.smem <= TK_SMEM_DEFAULT_MAX) return s;
-    if (cu->max_smem_optin > 0 && p->plan.smem > (size_t)cu->max_smem_optin)
-        return tk_diag_fail(dg, TK_ERR_UNSUPPORTED,
-                            "kernel '%s' needs %zu bytes of shared memory, the device allows %d",
-                            p->name, p->plan.smem, cu->max_smem_optin);
-    return tk_cuda_check(cu,
-                         cu->cuFuncSetAttribute(p->fn,
-                                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                (int)p->plan.smem),
-                         "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", dg);
+    if (s == TK_OK && p->plan.smem > TK_SMEM_DEFAULT_MAX) {
+        if (cu->max_smem_optin > 0 && p->plan.smem > (size_t)cu->max_smem_optin)
+            return tk_diag_fail(
+                dg, TK_ERR_UNSUPPORTED,
+                "kernel '%s' needs %zu bytes of shared memory, the device allows %d", p->name,
+                p->plan.smem, cu->max_smem_optin);
+        s = tk_cuda_check(cu,
+                          cu->cuFuncSetAttribute(p->fn,
+                                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                 (int)p->plan.smem),
+                          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", dg);
+    }
+    /* the grid of a persistent kernel: SMs x this */
+    int n = 0;
+    if (s == TK_OK)
+        s = tk_cuda_check(cu,
+                          cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                              &n, p->fn, p->plan.threads, p->plan.smem),
+                          "cuOccupancyMaxActiveBlocksPerMultiprocessor", dg);
+    p->resident = n;
+    return s;
 }
 
 tk_status tk_program_load(tk_program *p, tk_cuda *cu, const void *cubin, tk_diag *dg) {
@@ -100,6 +111,8 @@ void tk_program_release(tk_program *p) {
     free(p->name);
     free(p);
 }
+
+int tk_program_resident_blocks(const tk_program *p) { return p ? p->resident : 0; }
 
 tk_origin tk_program_origin(const tk_program *p) {
     return p ? (tk_origin)atomic_load(&((tk_program *)p)->origin) : TK_FROM_COMPILE;

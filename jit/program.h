@@ -21,11 +21,12 @@ struct tk_program {
     tk_cuda *cu;       /* a reference, once a module is loaded           */
     CUmodule mod;
     CUfunction fn;
-    char *name;   /* kernel (= PTX entry) name                      */
-    tk_plan plan; /* made once (jit/plan.c): the lowering reads it,
+    char *name;       /* kernel (= PTX entry) name                      */
+    tk_plan plan;     /* made once (jit/plan.c): the lowering reads it,
                               tk_launch takes threads, smem and maps from it */
-    bool tma_off; /* TK_NO_TMA was set at load: encode no maps      */
-    tk_sig sig;   /* the kernel's, checked by tk_launch (ir/sig.c)  */
+    bool tma_off;     /* TK_NO_TMA was set at load: encode no maps      */
+    int32_t resident; /* blocks per SM at once (the driver's count at load) */
+    tk_sig sig;       /* the kernel's, checked by tk_launch (ir/sig.c)  */
     int32_t nslots;
     tk_grid_prog grid;
 };
