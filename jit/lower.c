@@ -347,6 +347,7 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     while (carry_uses(L, L->k->body)) {}
     if (build_entry(L) != TK_OK) return L->dg->st;
     if (lower_body(L) != TK_OK) return L->dg->st;
+    tk_tma_store_drain(L);
     LLVMBuildRetVoid(L->b);
     double t1 = tk_now_ms();
     if (verify(L) != TK_OK) return L->dg->st;

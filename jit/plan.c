@@ -4,7 +4,12 @@
  * Copies on the engine (targets with the copy engine, tk_target.tma). A
  * COPY_G2S qualifies when it asks for the engine (TK_COPY_TMA: the kernel
  * author's choice) and reads a kernel tensor parameter that the kernel
- * never writes (the engine reads through the async proxy), and its shared
+ * never writes (the engine reads through the async proxy); a COPY_S2G
+ * (always synchronous in the IR) when it writes a kernel tensor parameter
+ * that the kernel never reads: the engine's store completes asynchronously,
+ * and only its reads of the shared tile are waited for (at the next
+ * barrier and at the kernel's end, ops/nv/sync.c), which is all the IR's
+ * order can observe when nothing reads the tensor back. In both, the shared
  * tile is SWIZZLE with rows of 32, 64 or 128 bytes or a multiple of 128
  * bytes (ops/nv/mem.c: those layouts are the engine's 32/64/128-byte
  * swizzles, wide rows cut into 128-byte column blocks), at most 256 rows, at
@@ -73,30 +78,36 @@ static int param_of(const tk_kernel *k, const tk_value *v) {
     return -1;
 }
 
-/* Marks the tensor parameters the kernel writes: the engine reads global
- * memory through the async proxy, which the kernel's own stores would need a
- * global proxy fence to reach, so such tensors stay on cp.async. */
-static void mark_written(const tk_kernel *k, const tk_region *r, uint64_t *mask) {
+/* Marks the tensor parameters the kernel writes and those it reads: the
+ * engine reads global memory through the async proxy, which the kernel's
+ * own stores would need a global proxy fence to reach, so written tensors
+ * stay on cp.async; and its stores land asynchronously, so only tensors
+ * the kernel never reads may take them. */
+static void mark_access(const tk_kernel *k, const tk_region *r, tk_plan *plan) {
     if (!r) return;
     TK_FOREACH_OP(r, op) {
-        int p = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G ? param_of(k, op->opnds[0])
+        int w = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G ? param_of(k, op->opnds[0])
                                                                         : -1;
-        if (p >= 0) *mask |= (uint64_t)1 << p;
-        mark_written(k, op->regions[0], mask);
-        mark_written(k, op->regions[1], mask);
+        int rd = op->opc == TK_OP_LOAD_G2R   ? param_of(k, op->opnds[0])
+                 : op->opc == TK_OP_COPY_G2S ? param_of(k, op->opnds[1])
+                                             : -1;
+        if (w >= 0) plan->written |= (uint64_t)1 << w;
+        if (rd >= 0) plan->read |= (uint64_t)1 << rd;
+        mark_access(k, op->regions[0], plan);
+        mark_access(k, op->regions[1], plan);
     }
 }
 
 /* The map copy op would use (not yet deduplicated); false if it cannot. */
 static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, tk_tma_map *m) {
-    if (op->opc != TK_OP_COPY_G2S || op->attr[0] != TK_COPY_TMA) /* fill is 0 (rule) */
-        return false;
-    const tk_value *sm = op->opnds[0], *view = op->opnds[1];
+    bool load = op->opc == TK_OP_COPY_G2S && op->attr[0] == TK_COPY_TMA; /* fill is 0 (rule) */
+    if (!load && op->opc != TK_OP_COPY_S2G) return false;
+    const tk_value *sm = op->opnds[load ? 0 : op->nopnds - 1], *view = op->opnds[load ? 1 : 0];
     const tk_op *sh = tk_smem_alloc_of(sm);
     const tk_type *st = &sm->type;
     int p = param_of(k, view);
     if (!sh || p < 0 || view->type.rank > 4 || st->smem != TK_SMEM_SWIZZLE ||
-        (plan->written >> p & 1))
+        ((load ? plan->written : plan->read) >> p & 1))
         return false;
     size_t esz = tk_dtype_size(st->dtype);
     if (st->rows > 256 || tk_smem_offset(sh) % TK_TMA_ALIGN ||
@@ -129,8 +140,10 @@ static void add_copy(tk_plan *plan, const tk_op *op, const tk_tma_map *m) {
         i = plan->nmaps++;
         plan->maps[i] = *m;
     }
-    if (i >= 0 && plan->ncopies < TK_TMA_MAX_COPIES)
+    if (i >= 0 && plan->ncopies < TK_TMA_MAX_COPIES) {
         plan->copies[plan->ncopies++] = (tk_tma_copy_ref){.op = op->id, .map = i};
+        plan->stores |= op->opc == TK_OP_COPY_S2G;
+    }
 }
 
 /* Collects the maps and copies; false when an async commit or wait sits
@@ -183,6 +196,7 @@ static bool fits(const tk_kernel *k, const tk_plan *plan) {
 static void drop_maps(tk_plan *plan) {
     plan->nmaps = 0;
     plan->ncopies = 0;
+    plan->stores = false;
 }
 
 /* ---- The producer's slice ---------------------------------------------------- */
@@ -284,25 +298,79 @@ static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op)
     return true;
 }
 
+/* Memory the consumers share among themselves, which the release rings
+ * (producer-consumer edges only) do not order. */
+typedef struct consumer_mem {
+    uint64_t tiles[TK_WS_MAX_IDS / 64]; /* SHARED ops (by id) the consumers write */
+    uint64_t read;                      /* bit p: tensors the consumers read      */
+} consumer_mem;
+
 /* Every needed op is runnable; no async copy is left to the consumers
- * (their groups would mix cp.async and mbarriers); notes whether the
- * consumers write shared memory, and (bit p of *read) which tensors they
- * read themselves. */
+ * (their groups would mix cp.async and mbarriers); notes the shared tiles
+ * the consumers write and the tensors they read themselves. */
 static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, tk_ws_slice *s,
-                  uint64_t *read) {
+                  consumer_mem *cm) {
     TK_FOREACH_OP(r, op) {
         if (is_async_copy(op) && tk_plan_copy_map(plan, op) < 0) return false;
         bool sync_copy = op->opc == TK_OP_COPY_G2S && !is_async_copy(op);
-        if (op->opc == TK_OP_STORE_R2S || sync_copy) s->consumer_sync = true;
+        const tk_op *sh =
+            op->opc == TK_OP_STORE_R2S || sync_copy ? tk_smem_alloc_of(op->opnds[0]) : NULL;
+        if (sh) add(cm->tiles, sh->id);
         int p = op->opc == TK_OP_LOAD_G2R ? param_of(k, op->opnds[0])
                 : sync_copy               ? param_of(k, op->opnds[1])
                                           : -1;
-        if (p >= 0) *read |= (uint64_t)1 << p;
+        if (p >= 0) cm->read |= (uint64_t)1 << p;
         if (has(s->op, op->id) && !runnable(plan, s, op)) return false;
         for (int i = 0; i < 2; i++)
-            if (op->regions[i] && !check(k, plan, op->regions[i], s, read)) return false;
+            if (op->regions[i] && !check(k, plan, op->regions[i], s, cm)) return false;
     }
     return true;
+}
+
+/* Whether op reads or writes memory of cm: a shared tile the consumers
+ * write, or a tensor they read that the kernel also writes (rw). */
+static bool touches(const tk_kernel *k, const consumer_mem *cm, uint64_t rw, const tk_op *op) {
+    switch (op->opc) {
+    case TK_OP_LOAD_G2R:
+    case TK_OP_LOAD_S2R:
+    case TK_OP_STORE_R2G:
+    case TK_OP_STORE_R2S:
+    case TK_OP_COPY_G2S:
+    case TK_OP_COPY_S2G:
+    case TK_OP_WGMMA: break;
+    default: return false;
+    }
+    for (int i = 0; i < op->nopnds; i++) {
+        const tk_value *v = op->opnds[i];
+        const tk_op *sh = v->type.kind == TK_KIND_SMEM ? tk_smem_alloc_of(v) : NULL;
+        int p = v->type.kind == TK_KIND_GVIEW ? param_of(k, v) : -1;
+        if ((sh && has(cm->tiles, sh->id)) || (p >= 0 && (rw >> p & 1))) return true;
+    }
+    return false;
+}
+
+/* Flags in s->sync_bar each barrier of region r before which, since the
+ * barrier before it, the consumers touched their shared memory (`dirty`:
+ * whether they did on entry); returns whether they did by r's end. A loop
+ * body runs twice, the second time entered as its back edge leaves it. */
+static bool flag_barriers(const tk_kernel *k, const consumer_mem *cm, uint64_t rw,
+                          const tk_region *r, bool dirty, tk_ws_slice *s) {
+    if (!r) return dirty;
+    TK_FOREACH_OP(r, op) {
+        if (op->opc == TK_OP_BARRIER) {
+            if (dirty) add(s->sync_bar, op->id);
+            dirty = false;
+        } else if (op->opc == TK_OP_FOR) {
+            bool once = flag_barriers(k, cm, rw, op->regions[0], dirty, s);
+            dirty |= flag_barriers(k, cm, rw, op->regions[0], dirty || once, s);
+        } else if (op->opc == TK_OP_IF) {
+            bool a = flag_barriers(k, cm, rw, op->regions[0], dirty, s);
+            dirty = flag_barriers(k, cm, rw, op->regions[1], dirty, s) || a;
+        } else {
+            dirty = dirty || touches(k, cm, rw, op);
+        }
+    }
+    return dirty;
 }
 
 /* Whether kernel k with the maps of `plan` splits; fills *s when it does. */
@@ -316,10 +384,11 @@ static bool slice_make(const tk_kernel *k, const tk_plan *plan, tk_ws_slice *s) 
         ch = false;
         mark(plan, k->body, s, &ch);
     }
-    uint64_t read = 0;
-    if (!check(k, plan, k->body, s, &read)) return false;
-    /* a barrier between a store and another warp's load of the same tensor */
-    s->consumer_sync |= (read & plan->written) != 0;
+    consumer_mem cm;
+    memset(&cm, 0, sizeof cm);
+    if (!check(k, plan, k->body, s, &cm)) return false;
+    /* rw: a barrier between a store and another warp's load of the same tensor */
+    flag_barriers(k, &cm, cm.read & plan->written, k->body, false, s);
     return true;
 }
 
@@ -358,7 +427,7 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     plan->tgt = tgt;
     if (!k) return;
     if (tgt && tgt->tma) {
-        mark_written(k, k->body, &plan->written);
+        mark_access(k, k->body, plan);
         if (!walk(k, k->body, true, plan) || !fits(k, plan))
             drop_maps(plan); /* the ring and the alignment slack must fit beside the tiles */
         plan_producer(k, plan);

@@ -45,7 +45,7 @@ static tk_status lower_sync(tk_lower *L, const tk_op *op) {
     switch (op->opc) {
     case TK_OP_ASYNC_COMMIT: L->sync->commit(L); break;
     case TK_OP_ASYNC_WAIT: L->sync->wait(L, (int)op->attr[0]); break;
-    default: L->sync->barrier(L);
+    default: L->sync->barrier(L, op);
     }
     return L->dg->st;
 }

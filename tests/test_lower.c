@@ -424,7 +424,8 @@ enum {
     SHARED_STORE,
     MANY_WARPS,
     FOUR_WARPS,
-    GLOBAL_RAW
+    GLOBAL_RAW,
+    STORE_OUT
 };
 
 /* A kernel with one engine copy of an rows x cols tile of `dt` (layout l,
@@ -456,6 +457,10 @@ static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem
         tk_barrier(k);
         tk_store(k, O, at, tk_load(k, t, O, at, 0.0f));
     }
+    if (extra == STORE_OUT) { /* the landed tile on to O, which nothing reads */
+        tk_value *O = tk_param_tensor(k, "O", dt, rank);
+        tk_copy_to_global_n(k, O, rank, idx, tk_stage(k, sm, c32(k, 1)));
+    }
     if (extra == SHARED_STORE) {
         tk_value *z = tk_zeros(k, tk_tile_type(dt, 16, 16, TK_WARP, TK_ROW));
         tk_value *at[2] = {c32(k, 0), c32(k, 0)};
@@ -463,6 +468,13 @@ static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem
         tk_barrier(k);
     }
     return finish(k);
+}
+
+/* How many barriers the plan's consumers also sync among themselves. */
+static int synced_barriers(const tk_plan *pl) {
+    int n = 0;
+    for (int i = 0; i < TK_WS_MAX_IDS / 64; i++) n += __builtin_popcountll(pl->slice.sync_bar[i]);
+    return n;
 }
 
 /* Which copies go through the copy engine, and which kernels get a producer
@@ -518,6 +530,8 @@ START_TEST(tma_plan) {
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, ASYNC_TOO},       /* no producer: cp.async */
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, SHARED_STORE},    /* consumers sync too */
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, GLOBAL_RAW},      /* ... through O */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 2, 128, STORE_OUT},       /* and the engine stores */
+        {TK_BF16, 64, 48, TK_SMEM_SWIZZLE, 2, 0, 0, STORE_OUT},         /* neither: 96-byte rows */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         k = one_copy(ctx, cases[i].dt, cases[i].rows, cases[i].cols, cases[i].layout, 0.0f,
@@ -525,6 +539,7 @@ START_TEST(tma_plan) {
         ck_assert_msg(tk_kernel_status(k) == TK_OK, "case %zu: %s", i, tk_kernel_error(k));
         tk_plan_make(k, tk_target_find("sm_90a"), &pl);
         ck_assert_msg(pl.nmaps == cases[i].maps, "case %zu: %d maps", i, pl.nmaps);
+        ck_assert_int_eq(pl.stores, cases[i].extra == STORE_OUT && pl.nmaps > 0);
         if (pl.nmaps) {
             ck_assert_int_eq(pl.maps[0].swizzle, cases[i].swizzle);
             ck_assert_int_eq(pl.maps[0].rank, cases[i].rank);
@@ -537,7 +552,7 @@ START_TEST(tma_plan) {
         ck_assert_msg(pl.producer_warps == (ws ? 4 : 0), "case %zu: %d producer warps", i,
                       pl.producer_warps);
         ck_assert_int_eq(pl.threads, 32 * (tk_kernel_warps(k) + (ws ? 4 : 0)));
-        if (ws) ck_assert_int_eq(pl.slice.consumer_sync, e == SHARED_STORE || e == GLOBAL_RAW);
+        if (ws) ck_assert_int_eq(synced_barriers(&pl), e == SHARED_STORE || e == GLOBAL_RAW);
         check_lowers(k);
         tk_kernel_destroy(k);
     }
@@ -548,12 +563,26 @@ START_TEST(tma_plan) {
     tk_plan_make(k, tk_target_find("sm_90a"), &pl);
     ck_assert_int_eq(pl.nmaps, 2);
     ck_assert_int_eq(pl.producer_warps, 4);
-    ck_assert(pl.slice.consumer_sync);
+    ck_assert_int_gt(synced_barriers(&pl), 0);
     ck_assert_int_eq(pl.producer_regs, 48);
     ck_assert_int_eq(pl.consumer_regs, 224);
     tk_plan_make(k, tk_target_find("sm_90"), &pl); /* no setmaxnreg: lockstep */
     ck_assert_int_eq(pl.nmaps, 2);
     ck_assert_int_eq(pl.producer_warps, 0);
+    tk_kernel_destroy(k);
+    /* the wgmma GEMM: C through the engine's store, from a tile in two
+     * column pieces; of its 6 barriers the consumers sync among themselves
+     * at the 4 around the epilogue's tile (the next tile's first barrier
+     * included), never in the k-loop */
+    cfg = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 4096, 4096, "sm_90a");
+    ck_assert_int_eq(cfg.wgmma, 1);
+    ck_assert_int_eq(tk_gemm_build(ctx, &cfg, &k), TK_OK);
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+    ck_assert_int_eq(pl.nmaps, 3);
+    ck_assert_int_eq(pl.maps[2].param, 2);
+    ck_assert(pl.stores);
+    ck_assert_int_eq(pl.producer_warps, 4);
+    ck_assert_int_eq(synced_barriers(&pl), 4);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }

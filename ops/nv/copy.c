@@ -325,11 +325,23 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
     return L->dg->st;
 }
 
+static void s2g_threads(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    copy *c = ctx;
+    (void)out;
+    LLVMValueRef fast = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c->w, 16),
+                                     tk_gwin_all_inb(L, &c->w, c->rows, c->cols), "");
+    tk_lw_branch2(L, fast, s2g_vec, s2g_slow, c, 0, NULL);
+}
+
+/* The engine's store where the plan gave the copy a map (thread 0 issues
+ * it), else every thread's chunks. */
 tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op) {
     copy c;
     if (!copy_open(L, &c, op, op->nopnds - 1, 0)) return L->dg->st;
-    LLVMValueRef fast = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c.w, 16),
-                                     tk_gwin_all_inb(L, &c.w, c.rows, c.cols), "");
-    tk_lw_branch2(L, fast, s2g_vec, s2g_slow, &c, 0, NULL);
+    int map = tk_plan_copy_map(L->plan, op);
+    if (map >= 0)
+        tk_tma_store(L, op, map, c.base, s2g_threads, &c);
+    else
+        s2g_threads(L, &c, NULL);
     return L->dg->st;
 }

@@ -47,10 +47,10 @@ typedef struct tk_lower tk_lower;
 typedef struct tk_sync_ops {
     const char *name;
     tk_role role;
-    void (*commit)(tk_lower *L);            /* ASYNC_COMMIT                    */
-    void (*wait)(tk_lower *L, int pending); /* ASYNC_WAIT pending              */
-    void (*barrier)(tk_lower *L);           /* BARRIER                         */
-    void (*copy_done)(tk_lower *L);         /* after an engine copy's cp.async fallback */
+    void (*commit)(tk_lower *L);                   /* ASYNC_COMMIT                    */
+    void (*wait)(tk_lower *L, int pending);        /* ASYNC_WAIT pending              */
+    void (*barrier)(tk_lower *L, const tk_op *op); /* BARRIER                  */
+    void (*copy_done)(tk_lower *L);                /* after an engine copy's cp.async fallback */
 } tk_sync_ops;
 extern const tk_sync_ops tk_sync_lockstep, tk_sync_ring, tk_sync_producer, tk_sync_consumer;
 
@@ -192,6 +192,15 @@ LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt);
  * encoded the map and the coordinates fit, else through cp_async(cp_ctx). */
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
                  void *cp_ctx);
+/* COPY_S2G through the engine's store where the launch encoded its map
+ * (else `plain`, with plain_ctx); its reads of the shared tile complete at
+ * tk_tma_store_reads_done, which barriers call, the stores themselves at
+ * tk_tma_store_drain, the kernel's end. Both do nothing in kernels without
+ * such stores (tk_plan.stores). */
+void tk_tma_store(tk_lower *L, const tk_op *op, int map, LLVMValueRef src, tk_lw_path plain,
+                  void *plain_ctx);
+void tk_tma_store_reads_done(tk_lower *L);
+void tk_tma_store_drain(tk_lower *L);
 
 /* ---- Fragments (ops/nv/frag.c): which elements a thread holds ---------
  * A tile's elements are ordered (I, J, e): I = local row subtile, J = col

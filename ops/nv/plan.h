@@ -40,7 +40,7 @@ typedef struct tk_tma_map {
     int32_t swizzle;            /* 32, 64 or 128 (bytes)                    */
 } tk_tma_map;
 
-/* A COPY_G2S op issued by the engine, and its map. */
+/* A COPY_G2S (or COPY_S2G: a store) op issued by the engine, and its map. */
 typedef struct tk_tma_copy_ref {
     uint32_t op; /* op id   */
     int32_t map; /* index in tk_plan.maps */
@@ -50,10 +50,11 @@ typedef struct tk_tma_copy_ref {
 typedef struct tk_ws_slice {
     uint64_t op[TK_WS_MAX_IDS / 64];  /* ops the producer runs, by op id      */
     uint64_t val[TK_WS_MAX_IDS / 64]; /* values it computes, by value id      */
-    bool consumer_sync;               /* the consumers share memory the producer does not
-                           handle (they write shared memory, or a tensor the
-                           kernel also reads): their barriers must still sync
-                           them with each other */
+    /* Barriers (by op id) that must still sync the consumers with each
+     * other: since the barrier before, they touched memory the producer
+     * does not handle (a shared tile they write, a tensor the kernel both
+     * reads and writes) or the copy engine stored a tile they wrote. */
+    uint64_t sync_bar[TK_WS_MAX_IDS / 64];
 } tk_ws_slice;
 
 typedef struct tk_plan {
@@ -64,6 +65,10 @@ typedef struct tk_plan {
     int32_t ncopies;
     tk_tma_copy_ref copies[TK_TMA_MAX_COPIES];
     uint64_t written; /* bit p: the kernel writes tensor parameter p   */
+    uint64_t read;    /* bit p: the kernel reads tensor parameter p    */
+    bool stores;      /* some COPY_S2G is the engine's (asynchronous)
+                         store: barriers and the kernel's end wait for its
+                         reads of the shared tile (ops/nv/sync.c)         */
     /* Warp specialization (none: producer_warps == 0). */
     int32_t producer_warps;               /* warps added after the kernel's own           */
     int32_t producer_regs, consumer_regs; /* setmaxnreg.dec / .inc          */
@@ -93,6 +98,10 @@ static inline bool tk_plan_has_op(const tk_plan *p, const tk_op *op) {
 }
 static inline bool tk_plan_has_val(const tk_plan *p, const tk_value *v) {
     return v && v->id < TK_WS_MAX_IDS && (p->slice.val[v->id / 64] >> (v->id % 64) & 1);
+}
+/* Whether the consumers' BARRIER op must also sync them with each other. */
+static inline bool tk_plan_sync_barrier(const tk_plan *p, const tk_op *op) {
+    return op->id < TK_WS_MAX_IDS && (p->slice.sync_bar[op->id / 64] >> (op->id % 64) & 1);
 }
 
 #endif

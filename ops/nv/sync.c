@@ -25,11 +25,13 @@
  *            consumer warps arrived), arrive    lane 0 of each warp arrives on
  *            on ack[b % R], then                rel[b % R] (mbarrier.arrive
  *            fence.proxy.async: the consumers'  releases the warp's reads of
- *            generic reads before the engine's  the stage); when they share
- *            writes                             memory of their own
- *                                               (tk_ws_slice.consumer_sync),
- *                                               a proxy fence and a named
- *                                               barrier of the consumers first
+ *            generic reads before the engine's  the stage); when they touched
+ *            writes                             memory of their own since the
+ *                                               barrier before
+ *                                               (tk_ws_slice.sync_bar): the
+ *                                               engine stores' reads, a proxy
+ *                                               fence and a named barrier of
+ *                                               the consumers first
  * (b counts barriers, the same in both roles.) The release pair is two
  * more rings of R mbarriers: rel's phase for barrier b + R cannot complete
  * before the producer acknowledged b (every consumer waits for that ack
@@ -71,8 +73,10 @@ static void no_op(tk_lower *L) { (void)L; }
  * descriptors (the async proxy), what threads wrote with ordinary stores or
  * cp.async (the generic proxy) is fenced over to the async proxy by each
  * writing thread before the barrier that publishes it. */
-static void lockstep_barrier(tk_lower *L) {
-    if (L->plan->descriptors) proxy_fence(L);
+static void lockstep_barrier(tk_lower *L, const tk_op *op) {
+    (void)op;
+    tk_tma_store_reads_done(L);
+    if (L->plan->descriptors || L->plan->stores) proxy_fence(L);
     bar_sync(L);
 }
 
@@ -94,7 +98,9 @@ static void ring_wait(tk_lower *L, int pending) {
  * the barrier; the engine writes through the async proxy, which bar.sync
  * does not order after ldmatrix reads still in flight. Measured on the
  * H200: torn tiles once two blocks share an SM and k-loops run long. */
-static void ring_barrier(tk_lower *L) {
+static void ring_barrier(tk_lower *L, const tk_op *op) {
+    (void)op;
+    tk_tma_store_reads_done(L);
     proxy_fence(L);
     bar_sync(L);
 }
@@ -145,7 +151,8 @@ static void producer_copy_done(tk_lower *L) {
     LLVMBuildFenceSyncScope(L->b, LLVMAtomicOrderingRelease, block_scope(L), "");
 }
 
-static void producer_barrier(tk_lower *L) {
+static void producer_barrier(tk_lower *L, const tk_op *op) {
+    (void)op;
     LLVMValueRef parity, off = next_barrier(L, &parity);
     tk_mbar_wait(L, tk_lw_gep(L, L->rel, off), parity); /* every lane: fallbacks write too */
     tk_mbar_arrive_warp(L, tk_lw_gep(L, L->ack, off));
@@ -153,9 +160,12 @@ static void producer_barrier(tk_lower *L) {
     proxy_fence(L);
 }
 
-static void consumer_barrier(tk_lower *L) {
-    if (L->plan->slice.consumer_sync) {
-        /* their shared stores before the engine may overwrite those bytes */
+static void consumer_barrier(tk_lower *L, const tk_op *op) {
+    if (tk_plan_sync_barrier(L->plan, op)) {
+        /* the engine's stores done reading the consumers' tiles; their
+         * shared stores over to the async proxy (the engine's next store or
+         * copy into those bytes) */
+        tk_tma_store_reads_done(L);
         proxy_fence(L);
         LLVMValueRef a[2] = {i32c(L, 1), i32c(L, L->k->warps * 32)}; /* bar.sync 1, W*32 */
         tk_lw_intrin(L, "llvm.nvvm.barrier.cta.sync.aligned.count", NULL, 0, a, 2);

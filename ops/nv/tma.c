@@ -1,6 +1,6 @@
 /* Lowering for kernels with copies on the engine (ops/nv/plan.h): the tensor-map
  * parameters, the aligned shared base, the mbarrier ring that tracks async
- * groups, and COPY_G2S issued through the copy engine.
+ * groups, COPY_G2S issued through the copy engine, and COPY_S2G as its store.
  *
  * Async groups on an mbarrier ring. cp.async.commit/wait_group cannot see
  * the copy engine, so in these kernels group j (the j-th ASYNC_COMMIT, the
@@ -182,6 +182,7 @@ void tk_ring_wait(tk_lower *L, int pending) {
 /* ---- COPY_G2S through the engine -------------------------------------------------- */
 typedef struct tma_copy {
     const tk_op *op;
+    int first; /* operand index of the tile's first coordinate          */
     const tk_tma_map *m;
     LLVMValueRef map, dst; /* tensor map (generic ptr), stage (shared)    */
     LLVMValueRef coord[4]; /* i32, innermost first                        */
@@ -196,7 +197,7 @@ static LLVMValueRef coords(tk_lower *L, tma_copy *t) {
     int r = t->m->rank;
     LLVMValueRef ok = LLVMConstInt(L->i1, 1, 0);
     for (int d = 0; d < r; d++) {
-        tk_lv *iv = tk_lw_get(L, t->op->opnds[2 + d]);
+        tk_lv *iv = tk_lw_get(L, t->op->opnds[t->first + d]);
         LLVMValueRef x = iv ? tk_lw_to_i64(L, iv->v[0]) : tk_lw_i64c(L, 0);
         LLVMValueRef sh = LLVMBuildAdd(b, x, tk_lw_i64c(L, (int64_t)1 << 31), "");
         ok = LLVMBuildAnd(
@@ -205,6 +206,17 @@ static LLVMValueRef coords(tk_lower *L, tma_copy *t) {
         t->coord[r - 1 - d] = LLVMBuildTrunc(b, x, L->i32, "");
     }
     return ok;
+}
+
+/* The engine's path when the tile's coordinates fit and its map was
+ * encoded at launch, else the plain one. */
+static void tma_branch(tk_lower *L, tma_copy *t, tk_lw_path engine, tk_lw_path plain) {
+    LLVMValueRef ok = coords(L, t);
+    int map = (int)(t->m - L->plan->maps);
+    LLVMValueRef bit =
+        LLVMBuildAnd(L->b, LLVMBuildLShr(L->b, L->tma_flags, i32c(L, map), ""), i32c(L, 1), "");
+    ok = LLVMBuildAnd(L->b, ok, LLVMBuildICmp(L->b, LLVMIntNE, bit, i32c(L, 0), ""), "");
+    tk_lw_branch2(L, ok, engine, plain, t, 0, NULL);
 }
 
 static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
@@ -253,14 +265,73 @@ static void fallback(tk_lower *L, void *ctx, LLVMValueRef *out) {
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
                  void *cp_ctx) {
     tma_copy t = {.op = op,
+                  .first = 2,
                   .m = &L->plan->maps[map],
                   .map = L->tma_map[map],
                   .dst = dst,
                   .cp_async = cp_async,
                   .cp_ctx = cp_ctx};
-    LLVMValueRef ok = coords(L, &t);
-    LLVMValueRef bit =
-        LLVMBuildAnd(L->b, LLVMBuildLShr(L->b, L->tma_flags, i32c(L, map), ""), i32c(L, 1), "");
-    ok = LLVMBuildAnd(L->b, ok, LLVMBuildICmp(L->b, LLVMIntNE, bit, i32c(L, 0), ""), "");
-    tk_lw_branch2(L, ok, issue, fallback, &t, 0, NULL);
+    tma_branch(L, &t, issue, fallback);
+}
+
+/* ---- COPY_S2G through the engine ------------------------------------------------- */
+/* Thread 0 stores the tile, one box per column block, as one bulk group:
+ * the writers fenced their shared stores over to the async proxy before
+ * the barrier that ordered them before this copy (ops/nv/sync.c). The
+ * engine clips what lies outside the tensor. */
+static void issue_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    tma_copy *t = ctx;
+    LLVMBuilderRef b = L->b;
+    const tk_type *st = &t->op->opnds[t->op->nopnds - 1]->type;
+    int r = t->m->rank, blocks = st->cols * (int)tk_dtype_size(st->dtype) / t->m->swizzle;
+    (void)out;
+    LLVMBasicBlockRef one = tk_lw_block(L, "tma.store"), cont = tk_lw_block(L, "tma.stored");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->ctid, i32c(L, 0), ""), one, cont);
+    LLVMPositionBuilderAtEnd(b, one);
+    char name[64];
+    snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.s2g.tile.%dd", r);
+    for (int k = 0; k < blocks; k++) {
+        LLVMValueRef a[8];
+        int n = 0;
+        a[n++] = tk_lw_gep(L, t->dst, i32c(L, (int64_t)k * st->rows * t->m->swizzle));
+        a[n++] = t->map;
+        for (int d = 0; d < r; d++)
+            a[n++] = d ? t->coord[d]
+                       : LLVMBuildAdd(b, t->coord[0], i32c(L, (int64_t)k * t->m->box_cols), "");
+        a[n++] = tk_lw_i64c(L, 0);          /* cache hint (unused) */
+        a[n++] = LLVMConstInt(L->i1, 0, 0); /* no cache hint       */
+        tk_lw_intrin(L, name, NULL, 0, a, (unsigned)n);
+    }
+    tk_lw_intrin(L, "llvm.nvvm.cp.async.bulk.commit.group", NULL, 0, NULL, 0);
+    LLVMBuildBr(b, cont);
+    LLVMPositionBuilderAtEnd(b, cont);
+}
+
+static void plain_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    tma_copy *t = ctx;
+    t->cp_async(L, t->cp_ctx, out);
+}
+
+void tk_tma_store(tk_lower *L, const tk_op *op, int map, LLVMValueRef src, tk_lw_path plain,
+                  void *plain_ctx) {
+    tma_copy t = {.op = op,
+                  .first = 1,
+                  .m = &L->plan->maps[map],
+                  .map = L->tma_map[map],
+                  .dst = src,
+                  .cp_async = plain,
+                  .cp_ctx = plain_ctx};
+    tma_branch(L, &t, issue_store, plain_store);
+}
+
+void tk_tma_store_reads_done(tk_lower *L) {
+    if (!L->plan->stores) return;
+    LLVMValueRef n = i32c(L, 0);
+    tk_lw_intrin(L, "llvm.nvvm.cp.async.bulk.wait.group.read", NULL, 0, &n, 1);
+}
+
+void tk_tma_store_drain(tk_lower *L) {
+    if (!L->plan->stores || L->sync->role == TK_ROLE_PRODUCER) return;
+    LLVMValueRef n = i32c(L, 0);
+    tk_lw_intrin(L, "llvm.nvvm.cp.async.bulk.wait.group", NULL, 0, &n, 1);
 }
