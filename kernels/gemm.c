@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gemm_parts.h"
 #include "jit/registry.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
@@ -231,49 +232,37 @@ static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int
     return TK_OK;
 }
 
-/* Everything the pieces of the kernel share. */
-typedef struct gemm {
-    tk_kernel *k;
-    const tk_gemm_config *c;
-    tk_value *A, *B, *sA, *sB; /* views and shared rings */
-    tk_value *m0, *n0;         /* the block's origin in C (i32) */
-    int wm_rows, wn_cols;      /* the warp tile, WM x WN */
-    tk_value *wr0, *wc0;       /* this warp's corner inside the block tile */
-} gemm;
-
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
 static tk_value *dim32(tk_kernel *k, tk_value *view, int d) {
     return tk_cvt(k, tk_dim(k, view, d), TK_I32);
 }
 
 /* Issues the cp.async copies of k-tile `kt` into ring stage `st`. */
-static void load_tile(gemm *g, tk_value *kt, tk_value *st) {
+void tk_gemm_load_tile(gemm *g, tk_value *m0, tk_value *n0, tk_value *kt, tk_value *st) {
     tk_kernel *k = g->k;
     tk_value *k0 = tk_mul(k, kt, i32c(k, g->c->block_k));
-    tk_value *ia[2] = {g->m0, k0};
+    tk_value *ia[2] = {m0, k0};
     int mode = g->c->tma ? TK_COPY_TMA : TK_COPY_ASYNC;
     tk_copy_to_shared(k, tk_stage(k, g->sA, st), g->A, ia, 0.0f, mode);
-    tk_value *ib[2] = {k0, g->n0};
+    tk_value *ib[2] = {k0, n0};
     if (g->c->transpose_b) {
-        ib[0] = g->n0;
+        ib[0] = n0;
         ib[1] = k0;
     }
     tk_copy_to_shared(k, tk_stage(k, g->sB, st), g->B, ib, 0.0f, mode);
 }
 
-/* if (kt < nk) load_tile(kt, st): no copies past the last k-tile. st is
- * kt % stages (NULL: computed here). */
-static void load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk) {
+void tk_gemm_load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk) {
     tk_kernel *k = g->k;
     tk_if_begin(k, tk_lt(k, kt, nk));
-    load_tile(g, kt, st ? st : tk_rem(k, kt, i32c(k, g->c->stages)));
+    tk_gemm_load_tile(g, g->m0, g->n0, kt, st ? st : tk_rem(k, kt, i32c(k, g->c->stages)));
     tk_if_end(k, 0, NULL, NULL);
 }
 
-/* The block's (row, col) of block tiles, Triton-style grouped order: pid
- * runs down GROUP_M block rows before moving one block column right. */
-static void block_coords(tk_kernel *k, tk_value *gx, tk_value *gy, tk_value **bm, tk_value **bn) {
-    tk_value *pid = tk_add(k, tk_mul(k, tk_block_id(k, 1), gx), tk_block_id(k, 0));
+/* Triton-style grouped order: pid runs down GROUP_M block rows before
+ * moving one block column right. */
+void tk_gemm_block_coords(tk_kernel *k, tk_value *pid, tk_value *gx, tk_value *gy, tk_value **bm,
+                          tk_value **bn) {
     tk_value *per_group = tk_mul(k, gx, i32c(k, GROUP_M));
     tk_value *first = tk_mul(k, tk_div(k, pid, per_group), i32c(k, GROUP_M));
     tk_value *rows = tk_min(k, tk_sub(k, gy, first), i32c(k, GROUP_M));
@@ -302,45 +291,6 @@ static frags load_frags(gemm *g, tk_value *a, tk_value *b, tk_value *kk) {
     return (frags){tk_load(k, a_t, a, ia, 0.0f), tk_load(k, b_t, b, ib, 0.0f)};
 }
 
-/* (st + 1) % S without a division. */
-static tk_value *next_stage(tk_kernel *k, tk_value *st, int S) {
-    tk_value *st1 = tk_add(k, st, i32c(k, 1));
-    return tk_select(k, tk_eq(k, st1, i32c(k, S)), i32c(k, 0), st1);
-}
-
-/* The k-loop on Hopper's warpgroup multiply: warpgroup g multiplies rows
- * `row` = 64g .. of each A stage by the whole B stage into its 64 x BN
- * accumulator, asynchronously, and keeps one multiply in flight: the
- * tensor cores read a stage until the wait that retires its multiply, so
- * trip kt waits for multiply kt-1 (wait(1)), and its barrier frees stage
- * (kt-1) % S for k-tile kt+S-1 while multiply kt runs. The prologue in
- * build() left k-tiles 0..S-2 issued (group t = k-tile t) and k-tile 0
- * landed. Groups committed before trip kt's wait: S-1+kt; k-tile kt+1 is
- * group kt+1, so S-3 may stay pending (check_wgmma: S >= 3). */
-static tk_value *kloop_wgmma(gemm *g, tk_value *nk, tk_value *row) {
-    tk_kernel *k = g->k;
-    const tk_gemm_config *c = g->c;
-    const int S = c->stages;
-    tk_type acc_t = tk_tile_type(TK_F32, 64, c->block_n, TK_WARPGROUP, TK_ROW);
-    tk_value *init[2] = {tk_zeros(k, acc_t), i32c(k, 0)}, *cur[2], *next[2], *fin[2];
-    tk_value *kt = tk_for_begin(k, i32c(k, 0), nk, i32c(k, 1), 2, init, cur);
-    {
-        tk_value *st = cur[1];
-        tk_value *acc = tk_wgmma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, cur[0],
-                                 tk_stage(k, g->sA, st), tk_stage(k, g->sB, st), row);
-        next[0] = tk_wgmma_wait(k, acc, 1);
-        tk_async_wait(k, S - 3);
-        tk_barrier(k);
-        tk_value *prev = tk_select(k, tk_eq(k, st, i32c(k, 0)), i32c(k, S - 1),
-                                   tk_sub(k, st, i32c(k, 1))); /* (kt + S - 1) % S */
-        load_tile_if(g, tk_add(k, kt, i32c(k, S - 1)), prev, nk);
-        tk_async_commit(k);
-        next[1] = next_stage(k, st, S);
-    }
-    tk_for_end(k, 2, next, fin);
-    return tk_wgmma_wait(k, fin[0], 0);
-}
-
 static void build(gemm *g, int wm, int wn) {
     tk_kernel *k = g->k;
     const tk_gemm_config *c = g->c;
@@ -357,21 +307,22 @@ static void build(gemm *g, int wm, int wn) {
     if (c->wgmma) tk_spec(k, "wgmma", 1);
 
     tk_value *M = dim32(k, A, 0), *K = dim32(k, A, 1), *N = dim32(k, C, 1);
+    if (c->wgmma) {
+        tk_gemm_hopper_body(g, C, M, N, K, BM, BN, BK);
+        return;
+    }
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
     tk_set_grid(k, gx, gy, NULL);
 
     tk_value *bm, *bn;
-    block_coords(k, gx, gy, &bm, &bn);
+    tk_gemm_block_coords(k, tk_add(k, tk_mul(k, tk_block_id(k, 1), gx), tk_block_id(k, 0)), gx, gy,
+                         &bm, &bn);
     g->m0 = tk_mul(k, bm, BM);
     g->n0 = tk_mul(k, bn, BN);
-    /* This warp's corner inside the block tile (mma.sync: wgmma's warpgroups
-     * own whole 64-row bands). */
-    tk_value *wr0 = NULL, *wc0 = NULL;
-    if (!c->wgmma) {
-        tk_value *warp = tk_warp_id(k);
-        wr0 = g->wr0 = tk_mul(k, tk_div(k, warp, i32c(k, wn)), i32c(k, WM));
-        wc0 = g->wc0 = tk_mul(k, tk_rem(k, warp, i32c(k, wn)), i32c(k, WN));
-    }
+    /* This warp's corner inside the block tile. */
+    tk_value *warp = tk_warp_id(k);
+    tk_value *wr0 = g->wr0 = tk_mul(k, tk_div(k, warp, i32c(k, wn)), i32c(k, WM));
+    tk_value *wc0 = g->wc0 = tk_mul(k, tk_rem(k, warp, i32c(k, wn)), i32c(k, WN));
     g->wm_rows = WM;
     g->wn_cols = WN;
 
@@ -383,25 +334,16 @@ static void build(gemm *g, int wm, int wn) {
 
     /* Prologue: k-tiles 0..S-2 in flight, one commit group each (empty
      * groups past the end keep the group count the waits rely on); then
-     * k-tile 0 landed. The mma.sync loop also issues k-tile S-1 (group
-     * S-1) and loads k-step 0's fragments; the wgmma loop leaves stage S-1
-     * to its first trip. */
+     * k-tile 0 landed; then k-tile S-1 (group S-1) and k-step 0's
+     * fragments. */
     tk_value *nk = tk_ceil_div(k, K, BK);
     for (int s = 0; s < S - 1; s++) {
-        load_tile_if(g, i32c(k, s), NULL, nk);
+        tk_gemm_load_tile_if(g, i32c(k, s), NULL, nk);
         tk_async_commit(k);
     }
     tk_async_wait(k, S - 2);
     tk_barrier(k);
-    if (c->wgmma) {
-        tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
-        tk_value *acc = kloop_wgmma(g, nk, row);
-        tk_value *out = c->out_dtype == TK_F32 ? acc : tk_cvt(k, acc, c->out_dtype);
-        tk_value *ic[2] = {tk_add(k, g->m0, row), g->n0};
-        tk_store(k, C, ic, out);
-        return;
-    }
-    load_tile_if(g, i32c(k, S - 1), NULL, nk);
+    tk_gemm_load_tile_if(g, i32c(k, S - 1), NULL, nk);
     tk_async_commit(k);
     frags f0 =
         load_frags(g, tk_stage(k, g->sA, i32c(k, 0)), tk_stage(k, g->sB, i32c(k, 0)), i32c(k, 0));
@@ -432,7 +374,7 @@ static void build(gemm *g, int wm, int wn) {
             } else {
                 tk_async_wait(k, S - 2);
                 tk_barrier(k);
-                load_tile_if(g, tk_add(k, kt, i32c(k, S)), st, nk); /* (kt + S) % S */
+                tk_gemm_load_tile_if(g, tk_add(k, kt, i32c(k, S)), st, nk); /* (kt + S) % S */
                 tk_async_commit(k);
                 nf = load_frags(g, tk_stage(k, g->sA, st1), tk_stage(k, g->sB, st1), i32c(k, 0));
             }
@@ -589,7 +531,10 @@ static tk_status check_gemm_sizes(tk_ctx *ctx, const tk_gemm_params *p, const tk
                                 (long long)p->m, (long long)p->n, (long long)p->k,
                                 (long long)GEMM_MAX_SIZE);
     int64_t gx = (p->n + c->block_n - 1) / c->block_n, gy = (p->m + c->block_m - 1) / c->block_m;
-    if (gy > 65535 || gx * gy > INT32_MAX || gx * GROUP_M > INT32_MAX)
+    /* the wgmma kernel's grid is one row of at most `blocks` blocks; its
+     * tile index steps past the last tile by at most a grid */
+    int64_t rows = c->wgmma ? 1 : gy, tiles = c->wgmma ? INT32_MAX - 65536 : INT32_MAX;
+    if (rows > 65535 || gx * gy > tiles || gx * GROUP_M > INT32_MAX)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "tk_gemm: %lld x %lld blocks of "
                                 "%dx%d exceed the grid (at most 65535 block rows, 2^31-1 "
@@ -601,7 +546,7 @@ static tk_status check_gemm_sizes(tk_ctx *ctx, const tk_gemm_params *p, const tk
 /* The caller's parameters (`user`, any struct_size) read into *p and
  * checked, and their program (built and compiled on first use). */
 static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_params *p,
-                              tk_program **prog, tk_prepare_info *info) {
+                              tk_gemm_config *cfg, tk_program **prog, tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_gemm_config c = {0};
     tk_status s = tk_params_read(ctx, "tk_gemm", user, p, sizeof *p, GEMM_PARAMS_MIN);
@@ -614,29 +559,36 @@ static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_p
     key.in_dtype = c.in_dtype, key.out_dtype = c.out_dtype, key.transpose_b = c.transpose_b;
     key.block_m = c.block_m, key.block_n = c.block_n, key.block_k = c.block_k;
     key.warps = c.warps, key.stages = c.stages, key.tma = c.tma, key.wgmma = c.wgmma;
+    *cfg = c;
     return tk_registry_program(ctx, &gemm_def, &key, prog, info);
 }
 
 tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *user, tk_prepare_info *info) {
     tk_program *prog = NULL;
     tk_gemm_params p;
-    return gemm_program(ctx, user, &p, &prog, info);
+    tk_gemm_config c;
+    return gemm_program(ctx, user, &p, &c, &prog, info);
 }
 
 tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *user, void *stream) {
     tk_program *prog = NULL;
     tk_gemm_params params;
     const tk_gemm_params *p = &params;
-    tk_status s = gemm_program(ctx, user, &params, &prog, NULL);
+    tk_gemm_config c;
+    tk_status s = gemm_program(ctx, user, &params, &c, &prog, NULL);
     if (s) return s;
     int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;
     int64_t ad[2] = {p->m, p->k}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};
     int64_t as[2] = {p->lda ? p->lda : p->k, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
     int64_t cs[2] = {p->ldc ? p->ldc : p->n, 1};
-    tk_arg args[3] = {
+    /* the wgmma kernel's grid: the blocks the SMs hold at once (all tiles
+     * where unknown) */
+    int sms = c.wgmma ? tk_registry_sm_count(ctx) * tk_program_resident_blocks(prog) : 0;
+    tk_arg args[4] = {
         tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as),
         tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs),
         tk_arg_strided(p->c, p->out_dtype, 2, cd, cs),
+        tk_arg_i32(sms > 0 ? sms : INT32_MAX),
     };
-    return tk_launch(prog, 3, args, stream);
+    return tk_launch(prog, c.wgmma ? 4 : 3, args, stream);
 }

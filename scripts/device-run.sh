@@ -183,10 +183,12 @@ if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engin
   fi
 fi
 if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, synccheck at ragged shapes
-  # The wgmma GEMM at two ragged shapes (the second with a B pitch the engine
-  # cannot map: the producer's fallback), the Hopper attention at two ragged
-  # shapes per head dim. A tool's error or a wrong result fails the mode.
-  runs=("ring_gemm 1000 1000 300 128 256 64 8 4 1 0 1" "ring_gemm 300 700 200 128 256 64 8 4 1 0 1")
+  # The wgmma GEMM at three ragged shapes (the second with a B pitch the engine
+  # cannot map: the producer's fallback; the third with more tiles than SMs,
+  # so blocks take two, and fewer k-tiles than stages), the Hopper attention at
+  # two ragged shapes per head dim. A tool's error or a wrong result fails the mode.
+  runs=("ring_gemm 1000 1000 300 128 256 64 8 4 1 0 1" "ring_gemm 300 700 200 128 256 64 8 4 1 0 1"
+        "ring_gemm 1500 2900 70 128 256 64 8 4 1 0 1")
   for d in 64 128 256; do
     runs+=("ring_attn 1 2 1 200 333 $d 1 2" "ring_attn 2 2 2 129 65 $d 0 2")
   done

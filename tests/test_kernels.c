@@ -161,13 +161,18 @@ static void check_gemm(const gemm_case *g) {
     ref_tensor_fill_all(&C, NAN);
     void *before = ref_tensor_snapshot(&C);
 
-    tk_arg args[3] = {ref_tensor_arg(&A), ref_tensor_arg(&B), ref_tensor_arg(&C)};
+    /* the wgmma kernel is persistent: a few blocks loop over all tiles */
+    int64_t gx = (g->N + cfg.block_n - 1) / cfg.block_n,
+            gy = (g->M + cfg.block_m - 1) / cfg.block_m;
+    int blocks = (int)ref_randint(1, 4), nargs = cfg.wgmma ? 4 : 3;
+    tk_arg args[4] = {ref_tensor_arg(&A), ref_tensor_arg(&B), ref_tensor_arg(&C),
+                      tk_arg_i32(blocks)};
     int64_t grid[3];
-    ck_assert_int_eq(tk_kernel_grid(k, 3, args, grid), TK_OK);
-    ck_assert_int_eq(grid[0], (g->N + cfg.block_n - 1) / cfg.block_n);
-    ck_assert_int_eq(grid[1], (g->M + cfg.block_m - 1) / cfg.block_m);
+    ck_assert_int_eq(tk_kernel_grid(k, nargs, args, grid), TK_OK);
+    ck_assert_int_eq(grid[0], cfg.wgmma ? (gx * gy < blocks ? gx * gy : blocks) : gx);
+    ck_assert_int_eq(grid[1], cfg.wgmma ? 1 : gy);
     ck_assert_int_eq(grid[2], 1);
-    s = tk_interp_run(k, 3, args);
+    s = tk_interp_run(k, nargs, args);
     ck_assert_msg(s == TK_OK, "gemm run: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
 
     double *a = ref_tensor_to_f64(&A), *b = ref_tensor_to_f64(&B), *c = ref_tensor_to_f64(&C);

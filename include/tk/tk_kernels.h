@@ -44,7 +44,12 @@ typedef struct tk_gemm_config {
                            the A stage by the whole B stage from shared
                            memory; block_n <= 256, and A's and B's rows
                            (block_k, or block_n for B of A·B, times 2 bytes)
-                           32, 64 or a multiple of 128 bytes. 0: mma.sync */
+                           32, 64 or a multiple of 128 bytes. The kernel is
+                           persistent: after A, B and C it takes an i32
+                           `blocks`, launches min(tiles, blocks) blocks and
+                           loops each over its tiles (tk_gemm passes
+                           tk_gpu_sm_count x tk_program_resident_blocks).
+                           0: mma.sync */
 } tk_gemm_config;
 
 /* The default configuration: 128x128x64 blocks, 4 warps of 64x64 each, 3

@@ -1,0 +1,227 @@
+/* The GEMM on Hopper's warpgroup multiply (tk_gemm_config.wgmma; entry
+ * points and the mma.sync kernel: kernels/gemm.c).
+ *
+ * Persistent: the kernel takes a scalar `blocks` after A, B and C and
+ * launches min(tiles, blocks) blocks (tk_gemm passes what the SMs hold at
+ * once); block b visits tiles b, b + grid, ... in the grouped order of the
+ * mma.sync kernel. Its k-tiles form one stream across its tiles: the copy
+ * of the block's k-tile j+S-1 is issued in the trip of k-tile j, so in a
+ * tile's last S-1 trips the next tile's first k-tiles are already on their
+ * way; there is no pipeline fill per tile, and on sm_90a (where a producer
+ * warpgroup issues the copies, jit/plan.c) one copy site for each of A and
+ * B, which keeps the producer within its 48 registers.
+ *
+ * Per tile:
+ *   k-loop    warpgroup g multiplies rows 64g.. of each A stage by the
+ *             whole B stage into its 64 x BN f32 accumulator (kloop below);
+ *   epilogue  through shared memory when a C tile (or a column piece of
+ *             it) fits beside the stages: each warpgroup writes its rows to
+ *             a swizzled tile, a barrier, and the block copies it to C,
+ *             which on sm_90 is the copy engine's store (jit/plan.c): one
+ *             thread issues it, asynchronously, and the store's reads of
+ *             the tile are waited for at the next barrier, before any
+ *             thread writes the tile again. Otherwise (f32 C too wide for
+ *             the room left) each warpgroup stores its registers to C.
+ * Measured on the H200 (bench/RESULTS.md, 2026-12-02): 4096³ bf16 577-611
+ * TFLOP/s against 545 before it was persistent (cuBLAS ~700); the first,
+ * per-tile prologue form spilled the producer (one copy site per prologue
+ * stage, their addresses live across the tile loop) and ran at 478.
+ * Ragged M, N, K: the copies zero-fill outside A / B, and the stores skip
+ * what lies outside C. */
+#include <stdbool.h>
+
+#include "gemm_parts.h"
+
+static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
+
+/* Shared memory the kernel may use for its tiles on sm_90 (227 KiB per
+ * block), less 2 KiB for what the lowering adds (the aligned base, the
+ * mbarrier rings). */
+#define SMEM_BUDGET (227 * 1024 - 2048)
+
+static tk_value *next_stage(tk_kernel *k, tk_value *st, int S) {
+    tk_value *st1 = tk_add(k, st, i32c(k, 1));
+    return tk_select(k, tk_eq(k, st1, i32c(k, S)), i32c(k, 0), st1);
+}
+
+/* The block's tiles: b, b + grid, ... below `tiles`, each nk k-tiles
+ * deep, in gy x gx tiles of C. */
+typedef struct sched {
+    tk_value *tiles, *grid, *gx, *gy, *nk, *BM, *BN;
+} sched;
+
+/* The copy stream: the producer loads the block's k-tiles back to back,
+ * across its tiles, S-1 ahead of the multiplies; `at` is the next one to
+ * load: k-tile kt of tile t, whose origin in C is (m0, n0). Carried by the
+ * loops as NAT scalars (values the consumers never use, and drop). */
+enum { NAT = 4 };
+typedef struct at {
+    tk_value *kt, *t, *m0, *n0;
+} at;
+
+static void origin(gemm *g, const sched *sc, tk_value *t, tk_value **m0, tk_value **n0) {
+    tk_kernel *k = g->k;
+    tk_value *bm, *bn;
+    tk_gemm_block_coords(k, t, sc->gx, sc->gy, &bm, &bn);
+    *m0 = tk_mul(k, bm, sc->BM);
+    *n0 = tk_mul(k, bn, sc->BN);
+}
+
+/* Copies the k-tile at `a` (when its tile exists) into stage st, commits
+ * one group either way, and returns the next position: kt + 1, or k-tile 0
+ * of the block's next tile (whose origin is only formed for a tile that
+ * exists: past the last, the grouped order would divide by zero). */
+static at load_next(gemm *g, const sched *sc, at a, tk_value *st) {
+    tk_kernel *k = g->k;
+    tk_if_begin(k, tk_lt(k, a.t, sc->tiles));
+    tk_gemm_load_tile(g, a.m0, a.n0, a.kt, st);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+    tk_value *kt1 = tk_add(k, a.kt, i32c(k, 1)), *res[NAT];
+    tk_if_begin(k, tk_eq(k, kt1, sc->nk));
+    {
+        tk_value *t1 = tk_add(k, a.t, sc->grid), *m0, *n0;
+        origin(g, sc, tk_min(k, t1, tk_sub(k, sc->tiles, i32c(k, 1))), &m0, &n0);
+        tk_value *y[NAT] = {i32c(k, 0), t1, m0, n0};
+        tk_else(k, NAT, y);
+    }
+    tk_value *y[NAT] = {kt1, a.t, a.m0, a.n0};
+    tk_if_end(k, NAT, y, res);
+    return (at){res[0], res[1], res[2], res[3]};
+}
+
+static void at_pack(at a, tk_value **v) { v[0] = a.kt, v[1] = a.t, v[2] = a.m0, v[3] = a.n0; }
+
+/* The k-loop of one tile: warpgroup g multiplies rows `row` = 64g .. of
+ * each A stage by the whole B stage into its 64 x BN accumulator,
+ * asynchronously, and keeps one multiply in flight: the tensor cores read
+ * a stage until the wait that retires its multiply, so the trip of the
+ * block's k-tile j (stage *st = j % S) waits for multiply j-1 (wait(1)),
+ * and its barrier frees stage (j-1) % S for k-tile j+S-1, which the
+ * stream *a names (the next tile's first ones in the last S-1 trips).
+ * Groups committed before the wait: S-1+j, one per k-tile; k-tile j+1 is
+ * group j+1, so S-3 may stay pending (check_wgmma: S >= 3): the first
+ * k-tile of the next tile lands in this tile's last trip. Returns the
+ * accumulator, retired. */
+static tk_value *kloop(gemm *g, const sched *sc, tk_value *row, tk_value **st, at *a) {
+    tk_kernel *k = g->k;
+    const tk_gemm_config *c = g->c;
+    const int S = c->stages;
+    tk_type acc_t = tk_tile_type(TK_F32, 64, c->block_n, TK_WARPGROUP, TK_ROW);
+    tk_value *init[2 + NAT] = {tk_zeros(k, acc_t), *st}, *cur[2 + NAT], *next[2 + NAT],
+                       *fin[2 + NAT];
+    at_pack(*a, init + 2);
+    tk_for_begin(k, i32c(k, 0), sc->nk, i32c(k, 1), 2 + NAT, init, cur);
+    {
+        tk_value *s = cur[1];
+        tk_value *acc = tk_wgmma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, cur[0],
+                                 tk_stage(k, g->sA, s), tk_stage(k, g->sB, s), row);
+        next[0] = tk_wgmma_wait(k, acc, 1);
+        tk_async_wait(k, S - 3);
+        tk_barrier(k);
+        tk_value *prev = tk_select(k, tk_eq(k, s, i32c(k, 0)), i32c(k, S - 1),
+                                   tk_sub(k, s, i32c(k, 1))); /* (j + S - 1) % S */
+        at_pack(load_next(g, sc, (at){cur[2], cur[3], cur[4], cur[5]}, prev), next + 2);
+        next[1] = next_stage(k, s, S);
+    }
+    tk_for_end(k, 2 + NAT, next, fin);
+    *st = fin[1];
+    *a = (at){fin[2], fin[3], fin[4], fin[5]};
+    return tk_wgmma_wait(k, fin[0], 0);
+}
+
+/* Column pieces the epilogue's shared C tile comes in: the fewest (1, 2,
+ * 4 or 8) whose block_m x (block_n / pieces) tile fits beside the stages,
+ * with rows the copy engine's swizzle can describe; 0: none fits. */
+static int epilogue_pieces(const tk_gemm_config *c) {
+    int in = 2, out = c->out_dtype == TK_F32 ? 4 : 2;
+    long stages = (long)c->stages * (c->block_m + c->block_n) * c->block_k * in;
+    for (int p = 1; p <= 8; p *= 2) {
+        int w = c->block_n / p, row = w * out;
+        if (c->block_n % p || w < 16) break;
+        bool swizzle = row == 32 || row == 64 || row % 128 == 0;
+        if (swizzle && stages + (long)c->block_m * w * out <= SMEM_BUDGET) return p;
+    }
+    return 0;
+}
+
+/* Warpgroup rows `row` of the tile at (m0, n0) from the accumulator to C. */
+static void epilogue(gemm *g, tk_value *C, tk_value *sC, int pieces, tk_value *acc, tk_value *row) {
+    tk_kernel *k = g->k;
+    const tk_gemm_config *c = g->c;
+    if (!pieces) {
+        tk_value *out = c->out_dtype == TK_F32 ? acc : tk_cvt(k, acc, c->out_dtype);
+        tk_value *ic[2] = {tk_add(k, g->m0, row), g->n0};
+        tk_store(k, C, ic, out);
+        return;
+    }
+    int w = c->block_n / pieces;
+    for (int p = 0; p < pieces; p++) {
+        tk_value *part = pieces > 1 ? tk_slice(k, acc, 0, p * w, 64, w) : acc;
+        if (c->out_dtype != TK_F32) part = tk_cvt(k, part, c->out_dtype);
+        if (p) tk_barrier(k); /* the previous piece's copy has read sC */
+        tk_value *is[2] = {row, i32c(k, 0)};
+        tk_store(k, sC, is, part);
+        tk_barrier(k);
+        tk_value *ic[2] = {g->m0, tk_add(k, g->n0, i32c(k, p * w))};
+        tk_copy_to_global(k, C, ic, sC);
+    }
+}
+
+void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_value *K, tk_value *BM,
+                         tk_value *BN, tk_value *BK) {
+    tk_kernel *k = g->k;
+    const tk_gemm_config *c = g->c;
+    const int S = c->stages;
+    tk_value *blocks = tk_param_scalar(k, "blocks", TK_I32);
+    tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
+    tk_value *tiles = tk_mul(k, gx, gy);
+    /* at least one block, so that a caller's blocks <= 0 still runs */
+    tk_value *grid = tk_max(k, tk_min(k, tiles, blocks), i32c(k, 1));
+    tk_set_grid(k, grid, NULL, NULL);
+
+    /* Stages first: the copy engine wants them at 1024-byte offsets. */
+    g->sA = tk_shared(k, c->in_dtype, c->block_m, c->block_k, TK_SMEM_SWIZZLE, S);
+    g->sB = c->transpose_b ? tk_shared(k, c->in_dtype, c->block_n, c->block_k, TK_SMEM_SWIZZLE, S)
+                           : tk_shared(k, c->in_dtype, c->block_k, c->block_n, TK_SMEM_SWIZZLE, S);
+    int pieces = epilogue_pieces(c);
+    tk_value *sC =
+        pieces ? tk_shared(k, c->out_dtype, c->block_m, c->block_n / pieces, TK_SMEM_SWIZZLE, 1)
+               : NULL;
+    sched sc = {.tiles = tiles,
+                .grid = grid,
+                .gx = gx,
+                .gy = gy,
+                .nk = tk_ceil_div(k, K, BK),
+                .BM = BM,
+                .BN = BN};
+    tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
+
+    /* The stream's first S-1 k-tiles (group j = k-tile j, in stage j). */
+    tk_value *b = tk_block_id(k, 0), *m0, *n0;
+    origin(g, &sc, b, &m0, &n0);
+    tk_value *init[NAT] = {i32c(k, 0), b, m0, n0}, *cur[NAT], *next[NAT], *fin[NAT];
+    tk_value *j = tk_for_begin(k, i32c(k, 0), i32c(k, S - 1), i32c(k, 1), NAT, init, cur);
+    at_pack(load_next(g, &sc, (at){cur[0], cur[1], cur[2], cur[3]}, j), next);
+    tk_for_end(k, NAT, next, fin);
+    tk_async_wait(k, S - 2);
+    tk_barrier(k);
+
+    /* The tiles; carried: the stage of the next multiply, the stream. */
+    tk_value *tinit[1 + NAT] = {i32c(k, 0), fin[0], fin[1], fin[2], fin[3]}, *tcur[1 + NAT],
+                        *tnext[1 + NAT], *tfin[1 + NAT];
+    tk_value *t = tk_for_begin(k, b, tiles, grid, 1 + NAT, tinit, tcur);
+    {
+        origin(g, &sc, t, &g->m0, &g->n0);
+        tk_value *st = tcur[0];
+        at a = {tcur[1], tcur[2], tcur[3], tcur[4]};
+        tk_value *acc = kloop(g, &sc, row, &st, &a);
+        epilogue(g, C, sC, pieces, acc, row);
+        /* the engine's store has read sC before the k-loop's barriers:
+         * they stay releases to the producer, not consumer syncs */
+        if (pieces) tk_barrier(k);
+        tnext[0] = st;
+        at_pack(a, tnext + 1);
+    }
+    tk_for_end(k, 1 + NAT, tnext, tfin);
+}

@@ -1,0 +1,35 @@
+/* What the two GEMM kernels share: kernels/gemm.c (mma.sync, and the entry
+ * points) defines these; kernels/gemm_hopper.c (wgmma) is the other user. */
+#ifndef TK_KERNELS_GEMM_PARTS_H
+#define TK_KERNELS_GEMM_PARTS_H
+
+#include "tk/tk_kernels.h"
+
+/* Everything the pieces of a GEMM kernel share. */
+typedef struct gemm {
+    tk_kernel *k;
+    const tk_gemm_config *c;
+    tk_value *A, *B, *sA, *sB; /* views and shared rings */
+    tk_value *m0, *n0;         /* the block's origin in C (i32) */
+    int wm_rows, wn_cols;      /* the warp tile, WM x WN (mma.sync) */
+    tk_value *wr0, *wc0;       /* this warp's corner inside the block tile */
+} gemm;
+
+/* Copies k-tile kt of the tile at (m0, n0): A's and B's, into ring stage st. */
+void tk_gemm_load_tile(gemm *g, tk_value *m0, tk_value *n0, tk_value *kt, tk_value *st);
+/* if (kt < nk) copy k-tile kt of the block's tile (g->m0, g->n0) into ring
+ * stage st (NULL: kt % stages); no copies past the last k-tile. */
+void tk_gemm_load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk);
+/* Tile pid's (row, col) among gy x gx block tiles, in grouped order. */
+void tk_gemm_block_coords(tk_kernel *k, tk_value *pid, tk_value *gx, tk_value *gy, tk_value **bm,
+                          tk_value **bn);
+/* (st + 1) % S without a division. */
+tk_value *tk_gemm_next_stage(tk_kernel *k, tk_value *st, int S);
+
+/* The wgmma kernel's body (kernels/gemm_hopper.c) into g->k, whose A and B
+ * parameters exist; C is the output, M x N x K the problem (i32), BM/BN/BK
+ * the block (i32 specs). */
+void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_value *K, tk_value *BM,
+                         tk_value *BN, tk_value *BK);
+
+#endif
