@@ -92,19 +92,51 @@ static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *
                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+_Static_assert(sizeof(CUtensorMap) == sizeof(((tk_map_memo *)0)->map), "a memo holds one map");
+
+/* Whether memo e was encoded from argument a (rank r). */
+static bool tk_memo_hit(const tk_map_memo *e, const tk_arg *a, int r) {
+    if (!e->valid || e->data != a->data) return false;
+    for (int d = 0; d < r; d++)
+        if (e->dims[d] != a->dims[d] || e->strides[d] != a->strides[d]) return false;
+    return true;
+}
+
+/* Map i of p for argument a into *map; whether the engine can address it.
+ * Encoded once per (pointer, dims, strides) in a row of launches: a call of
+ * cuTensorMapEncodeTiled costs about a microsecond. Caller holds maps_mu. */
+static bool tk_map_get(tk_program *p, int i, const tk_arg *a, CUtensorMap *map) {
+    const tk_tma_map *m = &p->plan.maps[i];
+    tk_map_memo *e = &p->map_memo[i];
+    if (!tk_memo_hit(e, a, m->rank)) {
+        memset(map, 0, sizeof *map);
+        e->ok = tk_map_encode(p->cu, m, a, map);
+        e->valid = true;
+        e->data = a->data;
+        memcpy(e->dims, a->dims, (size_t)m->rank * sizeof *e->dims);
+        memcpy(e->strides, a->strides, (size_t)m->rank * sizeof *e->strides);
+        memcpy(e->map, map, sizeof e->map);
+        return e->ok;
+    }
+    memcpy(map, e->map, sizeof e->map);
+    return e->ok;
+}
+
 /* The program's tensor maps for these arguments, appended to the packed
  * parameters with the flags that say which were encoded (ops/nv/tma.c
  * reads bit i before issuing through map i). */
-static int tk_pack_maps(const tk_program *p, const tk_arg *args, CUtensorMap *maps, uint32_t *flags,
+static int tk_pack_maps(tk_program *p, const tk_arg *args, CUtensorMap *maps, uint32_t *flags,
                         void **ptrs, int n) {
     if (!p->plan.nmaps) return n;
     *flags = 0;
+    pthread_mutex_lock(&p->maps_mu);
     for (int i = 0; i < p->plan.nmaps; i++) {
         const tk_tma_map *m = &p->plan.maps[i];
         memset(&maps[i], 0, sizeof maps[i]);
-        if (!p->tma_off && tk_map_encode(p->cu, m, &args[m->param], &maps[i])) *flags |= 1u << i;
+        if (!p->tma_off && tk_map_get(p, i, &args[m->param], &maps[i])) *flags |= 1u << i;
         ptrs[n++] = &maps[i];
     }
+    pthread_mutex_unlock(&p->maps_mu);
     ptrs[n++] = flags;
     return n;
 }

@@ -34,6 +34,7 @@ tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_p
     }
     atomic_init(&p->refs, 1);
     atomic_init(&p->origin, TK_FROM_COMPILE);
+    pthread_mutex_init(&p->maps_mu, NULL);
     p->ctx = ctx;
     tk_plan_make(k, tk_target_find(arch), &p->plan);
     tk_program_sig(p, k);
@@ -108,6 +109,7 @@ void tk_program_release(tk_program *p) {
     }
     tk_cuda_unref(p->cu);
     tk_grid_free(&p->grid);
+    pthread_mutex_destroy(&p->maps_mu);
     free(p->name);
     free(p);
 }

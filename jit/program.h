@@ -5,6 +5,7 @@
 #ifndef TK_JIT_PROGRAM_H
 #define TK_JIT_PROGRAM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "ir/ir.h"
@@ -13,6 +14,15 @@
 #include "ir/grid.h"
 #include "ir/sig.h"
 #include "ops/nv/plan.h"
+
+/* The tensor map last encoded for one of a program's maps, and what from:
+ * launches on the same tensor reuse it (tk_launch). */
+typedef struct tk_map_memo {
+    bool valid, ok; /* ok: the engine can address the tensor          */
+    const void *data;
+    int64_t dims[4], strides[4];
+    unsigned char map[128]; /* a CUtensorMap (copied out to an aligned one) */
+} tk_map_memo;
 
 struct tk_program {
     atomic_int refs;   /* users + the memory cache                       */
@@ -29,6 +39,8 @@ struct tk_program {
     tk_sig sig;       /* the kernel's, checked by tk_launch (ir/sig.c)  */
     int32_t nslots;
     tk_grid_prog grid;
+    pthread_mutex_t maps_mu; /* guards map_memo: launches may run on many threads */
+    tk_map_memo map_memo[TK_TMA_MAX_MAPS];
 };
 
 /* Signature, grid and plan of a finished kernel compiled for `arch` (NULL

@@ -104,6 +104,12 @@ START_TEST(test_gpu_entry_points) {
         void *p = (void *)&s;
         char arch[16], buf[4];
         ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), s);
+        int sms = -1;
+        ck_assert_int_eq(tk_gpu_sm_count(ctx, &sms), s);
+        ck_assert_int_eq(sms, 0);
+        ck_assert_int_eq(tk_gpu_sm_count(ctx, NULL), TK_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tk_gpu_sm_count: n is NULL"));
+        ck_assert_int_eq(tk_program_resident_blocks(NULL), 0);
         ck_assert_int_eq(tk_gpu_alloc(ctx, 16, &p), s);
         ck_assert_ptr_null(p);
         ck_assert_int_eq(tk_gpu_free(ctx, (void *)buf), s);
@@ -121,7 +127,10 @@ START_TEST(test_gpu_entry_points) {
         char arch[16];
         ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
         ck_assert_msg(strncmp(arch, "sm_", 3) == 0, "%s", arch);
-        printf("GPU: %s\n", arch);
+        int sms = 0;
+        ck_assert_int_eq(tk_gpu_sm_count(ctx, &sms), TK_OK);
+        ck_assert_int_gt(sms, 0);
+        printf("GPU: %s, %d SMs\n", arch, sms);
         uint8_t in[256], out[256];
         for (int i = 0; i < 256; i++) in[i] = (uint8_t)i;
         void *d = NULL;
@@ -495,6 +504,7 @@ START_TEST(test_gpu_launch) {
         tk_kernel_destroy(k);
         ck_assert_msg(tk_program_load(p, cu, cubin[c], &dg) == TK_OK, "%s", dg.msg);
         free(cubin[c]);
+        ck_assert_int_ge(tk_program_resident_blocks(p), 1); /* one warp, no shared memory */
         float *h = malloc(N * sizeof *h);
         void *d;
         int64_t dims[1] = {N - 1};

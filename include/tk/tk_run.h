@@ -156,8 +156,14 @@ typedef struct tk_gemm_params {
     const tk_gemm_config *config; /* grown field: a struct_size ending before it means NULL */
 } tk_gemm_params;
 
+/* designated in C, so that -Wextra (missing field initializers) stays quiet */
+#ifdef __cplusplus
 #define TK_GEMM_PARAMS_INIT                                                                        \
     { sizeof(tk_gemm_params) }
+#else
+#define TK_GEMM_PARAMS_INIT                                                                        \
+    { .struct_size = sizeof(tk_gemm_params) }
+#endif
 
 TK_API tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
 /* The configuration tk_gemm uses for p when p->config is NULL, on a GPU of
