@@ -77,8 +77,25 @@ static tk_status check_tensor(const tk_sig_param *p, const tk_arg *a, const char
     return TK_OK;
 }
 
+/* Whether a fits p: what check_one tests, without a message. Every launch
+ * runs this for every argument, and formatting the messages up front cost
+ * more than the rest of tk_launch's own work (six arguments: 0.93 us
+ * against 0.07 us on the build machine's CPU). */
+static bool fits(const tk_sig_param *p, const tk_arg *a) {
+    if (a->kind == TK_KIND_SCALAR)
+        return p->kind == TK_KIND_SCALAR && scalar_fits(p->dtype, a->dtype);
+    if (a->kind != TK_KIND_GVIEW || p->kind != TK_KIND_GVIEW || a->rank < 1 || a->rank > 4 ||
+        a->dtype != p->dtype || a->rank != p->rank || !a->data)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] < 0) return false;
+    return extent_fits(a);
+}
+
+/* Why a does not fit p, as a status and message. */
 static tk_status check_one(const tk_sig_param *p, const tk_arg *a, const char *fn, int i,
                            tk_diag *dg) {
+    if (fits(p, a)) return TK_OK;
     char at[128], want[64];
     snprintf(at, sizeof at, "%s: argument %d ('%s')", fn, i, p->name);
     want_str(p, want, sizeof want);
