@@ -425,7 +425,8 @@ enum {
     MANY_WARPS,
     FOUR_WARPS,
     GLOBAL_RAW,
-    STORE_OUT
+    STORE_OUT,
+    LOOP_STORE
 };
 
 /* A kernel with one engine copy of an rows x cols tile of `dt` (layout l,
@@ -456,6 +457,15 @@ static tk_kernel *one_copy(tk_ctx *ctx, tk_dtype dt, int rows, int cols, tk_smem
         tk_store(k, O, at, tk_zeros(k, t));
         tk_barrier(k);
         tk_store(k, O, at, tk_load(k, t, O, at, 0.0f));
+    }
+    if (extra == LOOP_STORE) { /* a barrier, then a shared store, in a loop: only the
+                                  back edge puts the store before the barrier */
+        tk_value *z = tk_zeros(k, tk_tile_type(dt, 16, 16, TK_WARP, TK_ROW));
+        tk_value *at[2] = {c32(k, 0), c32(k, 0)}, *own = tk_shared(k, dt, 16, 16, TK_SMEM_PLAIN, 1);
+        tk_for_begin(k, c32(k, 0), c32(k, 3), c32(k, 1), 0, NULL, NULL);
+        tk_barrier(k);
+        tk_store(k, own, at, z);
+        tk_for_end(k, 0, NULL, NULL);
     }
     if (extra == STORE_OUT) { /* the landed tile on to O, which nothing reads */
         tk_value *O = tk_param_tensor(k, "O", dt, rank);
@@ -532,6 +542,7 @@ START_TEST(tma_plan) {
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, GLOBAL_RAW},      /* ... through O */
         {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 2, 128, STORE_OUT},       /* and the engine stores */
         {TK_BF16, 64, 48, TK_SMEM_SWIZZLE, 2, 0, 0, STORE_OUT},         /* neither: 96-byte rows */
+        {TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 2, 1, 128, LOOP_STORE}, /* synced by the back edge */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         k = one_copy(ctx, cases[i].dt, cases[i].rows, cases[i].cols, cases[i].layout, 0.0f,
@@ -552,7 +563,9 @@ START_TEST(tma_plan) {
         ck_assert_msg(pl.producer_warps == (ws ? 4 : 0), "case %zu: %d producer warps", i,
                       pl.producer_warps);
         ck_assert_int_eq(pl.threads, 32 * (tk_kernel_warps(k) + (ws ? 4 : 0)));
-        if (ws) ck_assert_int_eq(synced_barriers(&pl), e == SHARED_STORE || e == GLOBAL_RAW);
+        if (ws)
+            ck_assert_int_eq(synced_barriers(&pl),
+                             e == SHARED_STORE || e == GLOBAL_RAW || e == LOOP_STORE);
         check_lowers(k);
         tk_kernel_destroy(k);
     }
