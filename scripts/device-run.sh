@@ -10,7 +10,8 @@
 # python: the Python package's GPU tests from the source tree, the example twice.
 # attn: the attention forward alone (its GPU cases on both kernels, memcheck and
 # racecheck at a ragged shape per D, bench_attention.py).
-# tests: every GPU suite once (compiles); cache: the kernel suite again from
+# tests: every GPU suite once (compiles; graph: a CUDA graph of tk_gemm and
+# tk_attention_forward replayed on new inputs); cache: the kernel suite again from
 # the disk cache, the example twice, test_jit and the SASS check.
 # wgsweep: the wgmma block shapes beside cuBLAS (bench_gemm_wgmma.py sweep).
 # bwd: attention backward beside torch (bench_attention_bwd.py).
@@ -118,6 +119,10 @@ if [[ $what == *tests* ]]; then
   CK_RUN_CASE=gpu ./build-device/test_attention_bwd >"$out/bwd.log" 2>&1 || rc=1
   grep -E "^gpu|Checks|Failure|Error" "$out/bwd.log" | tail -30
   stamp test_attention_bwd
+  echo "== test_gpu_graph (tk_gemm and tk_attention_forward captured in a CUDA graph)"
+  ./build-device/test_gpu_graph >"$out/graph.log" 2>&1 || rc=1
+  grep -E "^graph|Checks|Failure|Error|skipped" "$out/graph.log"
+  stamp test_gpu_graph
   echo "== test_gpu_kernels (run 1: compiles)"
   rm -rf /tmp/tk-kept && mkdir -p /tmp/tk-kept
   kernels_run 1
