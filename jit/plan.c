@@ -6,10 +6,12 @@
  * author's choice) and reads a kernel tensor parameter that the kernel
  * never writes (the engine reads through the async proxy); a COPY_S2G
  * (always synchronous in the IR) when it writes a kernel tensor parameter
- * that the kernel never reads: the engine's store completes asynchronously,
- * and only its reads of the shared tile are waited for (at the next
- * barrier and at the kernel's end, ops/nv/sync.c), which is all the IR's
- * order can observe when nothing reads the tensor back. In both, the shared
+ * that the kernel never reads and writes only with such copies: the
+ * engine's store completes asynchronously, and only its reads of the
+ * shared tile are waited for (at the next barrier, ops/nv/sync.c); its
+ * writes land by the kernel's end, in no order among themselves, so a
+ * kernel must not write one element of such a tensor twice (the library's
+ * kernels write each element once; tk_copy_to_global says so). In both, the shared
  * tile is SWIZZLE with rows of 32, 64 or 128 bytes or a multiple of 128
  * bytes (ops/nv/mem.c: those layouts are the engine's 32/64/128-byte
  * swizzles, wide rows cut into 128-byte column blocks), at most 256 rows, at
@@ -82,17 +84,18 @@ static int param_of(const tk_kernel *k, const tk_value *v) {
  * engine reads global memory through the async proxy, which the kernel's
  * own stores would need a global proxy fence to reach, so written tensors
  * stay on cp.async; and its stores land asynchronously, so only tensors
- * the kernel never reads may take them. */
+ * the kernel neither reads nor stores to from registers may take them. */
 static void mark_access(const tk_kernel *k, const tk_region *r, tk_plan *plan) {
     if (!r) return;
     TK_FOREACH_OP(r, op) {
         int w = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G ? param_of(k, op->opnds[0])
                                                                         : -1;
+        if (op->opc == TK_OP_STORE_R2G && w >= 0) plan->read_or_stored |= (uint64_t)1 << w;
         int rd = op->opc == TK_OP_LOAD_G2R   ? param_of(k, op->opnds[0])
                  : op->opc == TK_OP_COPY_G2S ? param_of(k, op->opnds[1])
                                              : -1;
         if (w >= 0) plan->written |= (uint64_t)1 << w;
-        if (rd >= 0) plan->read |= (uint64_t)1 << rd;
+        if (rd >= 0) plan->read_or_stored |= (uint64_t)1 << rd;
         mark_access(k, op->regions[0], plan);
         mark_access(k, op->regions[1], plan);
     }
@@ -107,7 +110,7 @@ static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, t
     const tk_type *st = &sm->type;
     int p = param_of(k, view);
     if (!sh || p < 0 || view->type.rank > 4 || st->smem != TK_SMEM_SWIZZLE ||
-        ((load ? plan->written : plan->read) >> p & 1))
+        ((load ? plan->written : plan->read_or_stored) >> p & 1))
         return false;
     size_t esz = tk_dtype_size(st->dtype);
     if (st->rows > 256 || tk_smem_offset(sh) % TK_TMA_ALIGN ||
@@ -328,15 +331,17 @@ static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, t
 }
 
 /* Whether op reads or writes memory of cm: a shared tile the consumers
- * write, or a tensor they read that the kernel also writes (rw). */
+ * write, or a tensor they read that the kernel also writes (rw); or is a
+ * COPY_S2G, whose tile the engine may still read when the consumers
+ * release it (the producer may refill a tile it filled). */
 static bool touches(const tk_kernel *k, const consumer_mem *cm, uint64_t rw, const tk_op *op) {
     switch (op->opc) {
+    case TK_OP_COPY_S2G: return true;
     case TK_OP_LOAD_G2R:
     case TK_OP_LOAD_S2R:
     case TK_OP_STORE_R2G:
     case TK_OP_STORE_R2S:
     case TK_OP_COPY_G2S:
-    case TK_OP_COPY_S2G:
     case TK_OP_WGMMA: break;
     default: return false;
     }

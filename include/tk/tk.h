@@ -378,6 +378,12 @@ TK_API void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *i
 enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2 };
 TK_API void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
                                 tk_value *const *idx, float fill, int async);
+/* The shared tile to global memory. On sm_90+, when the tile is one the
+ * engine can read (as for TK_COPY_TMA above) and the kernel neither reads
+ * the tensor nor stores to it from registers, the copy engine stores it:
+ * one thread issues the store, the tile may be written again after the
+ * next barrier, and the stores land by the kernel's end in no order among
+ * themselves: write each element of such a tensor once. */
 TK_API void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
                                 tk_value *smem);
 

@@ -64,9 +64,10 @@ typedef struct tk_plan {
     tk_tma_map maps[TK_TMA_MAX_MAPS];
     int32_t ncopies;
     tk_tma_copy_ref copies[TK_TMA_MAX_COPIES];
-    uint64_t written; /* bit p: the kernel writes tensor parameter p   */
-    uint64_t read;    /* bit p: the kernel reads tensor parameter p    */
-    bool stores;      /* some COPY_S2G is the engine's (asynchronous)
+    uint64_t written;        /* bit p: the kernel writes tensor parameter p   */
+    uint64_t read_or_stored; /* bit p: the kernel reads tensor parameter p,
+                                or writes it by STORE_R2G: no engine stores */
+    bool stores;             /* some COPY_S2G is the engine's (asynchronous)
                          store: barriers and the kernel's end wait for its
                          reads of the shared tile (ops/nv/sync.c)         */
     /* Warp specialization (none: producer_warps == 0). */
