@@ -106,11 +106,15 @@ static tk_status check_one(const tk_sig_param *p, const tk_arg *a, const char *f
     if (is_tensor != (p->kind == TK_KIND_GVIEW))
         return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is a %s, the kernel expects %s", at,
                             is_tensor ? "tensor" : "scalar", want);
-    if (is_tensor) return check_tensor(p, a, at, dg);
-    if (!scalar_fits(p->dtype, a->dtype))
+    if (is_tensor) {
+        tk_status s = check_tensor(p, a, at, dg);
+        if (s) return s;
+    } else if (!scalar_fits(p->dtype, a->dtype)) {
         return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s is %s %s scalar, the kernel expects %s", at,
                             an(a->dtype), tk_dtype_name(a->dtype), want);
-    return TK_OK;
+    }
+    /* fits() refused what no message names: the two disagree */
+    return tk_diag_fail(dg, TK_ERR_LAUNCH, "%s: the argument check failed without a reason", at);
 }
 
 tk_status tk_sig_check(const tk_sig *sig, const char *kernel, int nargs, const tk_arg *args,

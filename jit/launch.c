@@ -103,8 +103,10 @@ static bool tk_memo_hit(const tk_map_memo *e, const tk_arg *a, int r) {
 }
 
 /* Map i of p for argument a into *map; whether the engine can address it.
- * Encoded once per (pointer, dims, strides) in a row of launches: a call of
- * cuTensorMapEncodeTiled costs about a microsecond. Caller holds maps_mu. */
+ * Encoded again only when the tensor changed since the last launch (one
+ * memo per map: launches alternating between two tensors encode each time);
+ * a call of cuTensorMapEncodeTiled costs about a microsecond. Caller holds
+ * maps_mu. */
 static bool tk_map_get(tk_program *p, int i, const tk_arg *a, CUtensorMap *map) {
     const tk_tma_map *m = &p->plan.maps[i];
     tk_map_memo *e = &p->map_memo[i];

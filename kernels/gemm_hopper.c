@@ -2,7 +2,8 @@
  * points and the mma.sync kernel: kernels/gemm.c).
  *
  * Persistent: the kernel takes a scalar `blocks` after A, B and C and
- * launches min(tiles, blocks) blocks (tk_gemm passes what the SMs hold at
+ * launches min(tiles, blocks) blocks, blocks taken in 1..MAX_GRID (tk_gemm
+ * passes what the SMs hold at
  * once); block b visits tiles b, b + grid, ... in the grouped order of the
  * mma.sync kernel. Its k-tiles form one stream across its tiles: the copy
  * of the block's k-tile j+S-1 is issued in the trip of k-tile j, so in a
@@ -22,10 +23,11 @@
  *             the tile are waited for at the next barrier, before any
  *             thread writes the tile again. Otherwise (f32 C too wide for
  *             the room left) each warpgroup stores its registers to C.
- * Measured on the H200 (bench/RESULTS.md, 2026-12-02): 4096³ bf16 577-611
- * TFLOP/s against 545 before it was persistent (cuBLAS ~700); the first,
- * per-tile prologue form spilled the producer (one copy site per prologue
- * stage, their addresses live across the tile loop) and ran at 478.
+ * Measured on the H200 (bench/RESULTS.md, 2026-12-02): 4096³ bf16 628 (A·B)
+ * and 673 (A·Bᵀ) TFLOP/s against 558 / 600 before it was persistent
+ * (cuBLAS ~700-720); the first, per-tile prologue form spilled the producer
+ * (one copy site per prologue stage, their addresses live across the tile
+ * loop) and ran at 478.
  * Ragged M, N, K: the copies zero-fill outside A / B, and the stores skip
  * what lies outside C. */
 #include <stdbool.h>
@@ -33,6 +35,11 @@
 #include "gemm_parts.h"
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
+
+/* The most blocks the kernel launches: a persistent grid needs no more
+ * than the SMs hold, and with it a tile index (below the tiles, which
+ * tk_gemm keeps under 2^31 - 1 - MAX_GRID) plus the grid stays in i32. */
+#define MAX_GRID 65536
 
 /* Shared memory the kernel may use for its tiles on sm_90 (227 KiB per
  * block), less 2 KiB for what the lowering adds (the aligned base, the
@@ -80,7 +87,8 @@ static at load_next(gemm *g, const sched *sc, at a, tk_value *st) {
     tk_value *kt1 = tk_add(k, a.kt, i32c(k, 1)), *res[NAT];
     tk_if_begin(k, tk_eq(k, kt1, sc->nk));
     {
-        tk_value *t1 = tk_add(k, a.t, sc->grid), *m0, *n0;
+        /* saturated at `tiles`: past the last tile the stream only commits */
+        tk_value *t1 = tk_min(k, tk_add(k, a.t, sc->grid), sc->tiles), *m0, *n0;
         origin(g, sc, tk_min(k, t1, tk_sub(k, sc->tiles, i32c(k, 1))), &m0, &n0);
         tk_value *y[NAT] = {i32c(k, 0), t1, m0, n0};
         tk_else(k, NAT, y);
@@ -176,8 +184,9 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     tk_value *blocks = tk_param_scalar(k, "blocks", TK_I32);
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
     tk_value *tiles = tk_mul(k, gx, gy);
-    /* at least one block, so that a caller's blocks <= 0 still runs */
-    tk_value *grid = tk_max(k, tk_min(k, tiles, blocks), i32c(k, 1));
+    /* blocks <= 0 still runs one; an empty problem (no tiles) none */
+    tk_value *nb = tk_min(k, tk_max(k, blocks, i32c(k, 1)), i32c(k, MAX_GRID));
+    tk_value *grid = tk_min(k, tiles, nb);
     tk_set_grid(k, grid, NULL, NULL);
 
     /* Stages first: the copy engine wants them at 1024-byte offsets. */

@@ -23,8 +23,6 @@ void tk_gemm_load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk);
 /* Tile pid's (row, col) among gy x gx block tiles, in grouped order. */
 void tk_gemm_block_coords(tk_kernel *k, tk_value *pid, tk_value *gx, tk_value *gy, tk_value **bm,
                           tk_value **bn);
-/* (st + 1) % S without a division. */
-tk_value *tk_gemm_next_stage(tk_kernel *k, tk_value *st, int S);
 
 /* The wgmma kernel's body (kernels/gemm_hopper.c) into g->k, whose A and B
  * parameters exist; C is the output, M x N x K the problem (i32), BM/BN/BK

@@ -219,9 +219,14 @@ START_TEST(test_gemm_sizes) {
     p.m = (int64_t)1 << 40;
     fails_with(ctx, tk_gemm_prepare(ctx, &p, NULL), "m, n, k are 1099511627776");
     p.m = 65536 * 128 + 1; /* 65537 block rows of 128 */
-    fails_with(ctx, tk_gemm(ctx, &p, NULL), "exceed the grid");
+    fails_with(ctx, tk_gemm(ctx, &p, NULL), "exceed the kernel's limits");
     p.m = 1 << 22, p.n = INT32_MAX - 65535; /* 2^15 x 2^24 blocks: past 2^31 */
-    fails_with(ctx, tk_gemm(ctx, &p, NULL), "exceed the grid");
+    fails_with(ctx, tk_gemm(ctx, &p, NULL), "exceed the kernel's limits");
+    /* the persistent wgmma kernel: tiles past 2^31 - 1 - 65536 */
+    tk_gemm_config w = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 4096, 4096, "sm_90a");
+    ck_assert_int_eq(w.wgmma, 1);
+    p.config = &w;
+    fails_with(ctx, tk_gemm(ctx, &p, NULL), "none for wgmma, 2147418111 tiles");
     tk_ctx_destroy(ctx);
 }
 END_TEST

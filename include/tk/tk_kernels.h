@@ -46,7 +46,8 @@ typedef struct tk_gemm_config {
                            (block_k, or block_n for B of A·B, times 2 bytes)
                            32, 64 or a multiple of 128 bytes. The kernel is
                            persistent: after A, B and C it takes an i32
-                           `blocks`, launches min(tiles, blocks) blocks and
+                           `blocks` (taken in 1..65536), launches
+                           min(tiles, blocks) blocks and
                            loops each over its tiles (tk_gemm passes
                            tk_gpu_sm_count x tk_program_resident_blocks).
                            0: mma.sync */
