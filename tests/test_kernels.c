@@ -577,6 +577,42 @@ START_TEST(test_attention_config_errors) {
 END_TEST
 
 /* The kernels' identity: specialization constants and names. */
+/* The persistent wgmma GEMM's grid: min(tiles, blocks) with blocks taken
+ * in 1..65536; no tiles, no blocks (an empty problem, which tk_launch runs
+ * as nothing and tk_kernel_grid reports). */
+START_TEST(test_gemm_persistent_grid) {
+    tk_gemm_config c = tk_gemm_config_for(TK_BF16, TK_BF16, 0, 4096, 4096, "sm_90a");
+    tk_kernel *k;
+    ck_assert_int_eq(tk_gemm_build(ctx, &c, &k), TK_OK);
+    static const struct {
+        int64_t m, n;
+        int blocks;
+        int64_t grid;
+    } cases[] = {
+        {4096, 4096, 132, 132}, {300, 300, 132, 6}, {4096, 4096, 0, 1},
+        {4096, 4096, -5, 1},    {0, 4096, 132, 0},  {1 << 20, 1 << 16, INT32_MAX, 65536},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int64_t da[2] = {cases[i].m, 64}, db[2] = {64, cases[i].n},
+                dc[2] = {cases[i].m, cases[i].n};
+        static char buf[16];
+        tk_arg args[4] = {tk_arg_tensor(buf, TK_BF16, 2, da), tk_arg_tensor(buf, TK_BF16, 2, db),
+                          tk_arg_tensor(buf, TK_BF16, 2, dc), tk_arg_i32(cases[i].blocks)};
+        int64_t grid[3];
+        tk_status s = tk_kernel_grid(k, 4, args, grid);
+        if (!cases[i].grid) { /* tk_kernel_grid names it; tk_launch runs nothing */
+            ck_assert_int_ne(s, TK_OK);
+            ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "grid dimension 0 is 0"));
+            continue;
+        }
+        ck_assert_msg(s == TK_OK, "case %zu: %s", i, tk_ctx_error(ctx));
+        ck_assert_msg(grid[0] == cases[i].grid && grid[1] == 1 && grid[2] == 1,
+                      "case %zu: grid %lld x %lld", i, (long long)grid[0], (long long)grid[1]);
+    }
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 START_TEST(test_kernel_shape) {
     tk_kernel *k;
     tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128, .causal = 1};
@@ -612,6 +648,7 @@ static Suite *kernels_suite(void) {
     tcase_add_test(tc, test_gemm_config_for);
     tcase_add_test(tc, test_attention_config_errors);
     tcase_add_test(tc, test_kernel_shape);
+    tcase_add_test(tc, test_gemm_persistent_grid);
     suite_add_tcase(s, tc);
     tc = tcase_create("gemm");
     tcase_add_checked_fixture(tc, setup, teardown);
