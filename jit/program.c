@@ -64,13 +64,13 @@ static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg) {
                                                  (int)p->plan.smem),
                           "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", dg);
     }
-    /* the grid of a persistent kernel: SMs x this (0, not a failed load,
-     * when the driver cannot say: it only sizes grids) */
+    /* the grid of a persistent kernel (0, not a failed load, when the
+     * driver cannot say: it only sizes grids) */
     int n = 0;
     if (s == TK_OK && cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, p->fn, p->plan.threads,
                                                                       p->plan.smem) != CUDA_SUCCESS)
         n = 0;
-    p->resident = n;
+    p->resident = n * cu->sm_count;
     return s;
 }
 

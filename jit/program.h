@@ -35,7 +35,8 @@ struct tk_program {
     tk_plan plan;     /* made once (jit/plan.c): the lowering reads it,
                               tk_launch takes threads, smem and maps from it */
     bool tma_off;     /* TK_NO_TMA was set at load: encode no maps      */
-    int32_t resident; /* blocks per SM at once (the driver's count at load) */
+    int32_t resident; /* blocks the GPU runs at once: per SM (the driver's count
+                         at load) times the SMs */
     tk_sig sig;       /* the kernel's, checked by tk_launch (ir/sig.c)  */
     int32_t nslots;
     tk_grid_prog grid;

@@ -47,9 +47,6 @@ tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void 
 /* The GPU's arch ("sm_90a") into buf, "" where there is none: asked of the
  * driver once per context (again only while it gave none). */
 void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n);
-/* The GPU's streaming multiprocessors, 0 where there is none; asked once
- * per context like the arch. */
-int tk_registry_sm_count(tk_ctx *ctx);
 
 /* The caller's parameter struct `src` (a tk_attention_params, a
  * tk_gemm_params: a leading size_t struct_size, docs/API.md) into `dst`, the

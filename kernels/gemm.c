@@ -581,14 +581,14 @@ tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *user, void *stream) {
     int64_t ad[2] = {p->m, p->k}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};
     int64_t as[2] = {p->lda ? p->lda : p->k, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
     int64_t cs[2] = {p->ldc ? p->ldc : p->n, 1};
-    /* the wgmma kernel's grid: the blocks the SMs hold at once (where
+    /* the wgmma kernel's grid: the blocks the GPU holds at once (where
      * unknown, the kernel's most: one per tile up to 65536) */
-    int sms = c.wgmma ? tk_registry_sm_count(ctx) * tk_program_resident_blocks(prog) : 0;
+    int resident = c.wgmma ? tk_program_resident_blocks(prog) : 0;
     tk_arg args[4] = {
         tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as),
         tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs),
         tk_arg_strided(p->c, p->out_dtype, 2, cd, cs),
-        tk_arg_i32(sms > 0 ? sms : 65536),
+        tk_arg_i32(resident > 0 ? resident : 65536),
     };
     return tk_launch(prog, c.wgmma ? 4 : 3, args, stream);
 }

@@ -50,8 +50,7 @@ TK_API tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_cap
 TK_API tk_status tk_gpu_init(tk_ctx *ctx);
 /* The device's target, e.g. "sm_90a" for an H100/H200. */
 TK_API tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n);
-/* The device's streaming multiprocessors (132 on an H200): the grid of a
- * persistent kernel such as the wgmma GEMM (its `blocks` argument). */
+/* The device's streaming multiprocessors (132 on an H200). */
 TK_API tk_status tk_gpu_sm_count(tk_ctx *ctx, int *n);
 TK_API tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr);
 TK_API tk_status tk_gpu_free(tk_ctx *ctx, void *dptr);
@@ -72,9 +71,9 @@ TK_API void tk_program_release(tk_program *p);
  * or a fresh compile. */
 typedef enum tk_origin { TK_FROM_COMPILE = 0, TK_FROM_DISK = 1, TK_FROM_MEMORY = 2 } tk_origin;
 TK_API tk_origin tk_program_origin(const tk_program *p);
-/* Blocks of p that run on one SM at once (registers, threads and shared
- * memory allowing; the driver's count when p was loaded), 0 for NULL: a
- * persistent kernel's grid is tk_gpu_sm_count times this. */
+/* Blocks of p the GPU runs at once: on each SM as many as registers,
+ * threads and shared memory allow (the driver's count when p was loaded),
+ * times the SMs; 0 for NULL. A persistent kernel's grid. */
 TK_API int tk_program_resident_blocks(const tk_program *p);
 
 /* Launches over the grid the kernel's grid expressions give for `args`.

@@ -49,7 +49,7 @@ typedef struct tk_gemm_config {
                            `blocks` (taken in 1..65536), launches
                            min(tiles, blocks) blocks and
                            loops each over its tiles (tk_gemm passes
-                           tk_gpu_sm_count x tk_program_resident_blocks).
+                           tk_program_resident_blocks).
                            0: mma.sync */
 } tk_gemm_config;
 
