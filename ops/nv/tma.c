@@ -184,9 +184,9 @@ typedef struct tma_copy {
     const tk_op *op;
     int first; /* operand index of the tile's first coordinate          */
     const tk_tma_map *m;
-    LLVMValueRef map, dst; /* tensor map (generic ptr), stage (shared)    */
-    LLVMValueRef coord[4]; /* i32, innermost first                        */
-    tk_lw_path cp_async;   /* the fallback and its context                */
+    LLVMValueRef map, smem; /* tensor map (generic ptr), stage (shared)   */
+    LLVMValueRef coord[4];  /* i32, innermost first                        */
+    tk_lw_path cp_async;    /* the fallback and its context                */
     void *cp_ctx;
 } tma_copy;
 
@@ -238,7 +238,7 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
     for (int k = 0; k < blocks; k++) {
         LLVMValueRef a[16];
         int n = 0;
-        LLVMValueRef dst = tk_lw_gep(L, t->dst, i32c(L, (int64_t)k * st->rows * t->m->swizzle));
+        LLVMValueRef dst = tk_lw_gep(L, t->smem, i32c(L, (int64_t)k * st->rows * t->m->swizzle));
         a[n++] = LLVMBuildAddrSpaceCast(b, dst, cluster, "");
         a[n++] = bar;
         a[n++] = t->map;
@@ -256,22 +256,35 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
     LLVMPositionBuilderAtEnd(b, cont);
 }
 
-static void fallback(tk_lower *L, void *ctx, LLVMValueRef *out) {
+/* The threads' own copy, when the engine cannot. */
+static void plain(tk_lower *L, void *ctx, LLVMValueRef *out) {
     tma_copy *t = ctx;
     t->cp_async(L, t->cp_ctx, out);
+}
+
+static void fallback(tk_lower *L, void *ctx, LLVMValueRef *out) {
+    plain(L, ctx, out);
     L->sync->copy_done(L);
+}
+
+/* COPY_G2S or COPY_S2G `op` (tile coordinates from operand `first`) through
+ * map `map` with shared stage `smem`: `engine` where tma_branch allows,
+ * else `other`, which calls cp_async(cp_ctx). */
+static void tma_run(tk_lower *L, const tk_op *op, int first, int map, LLVMValueRef smem,
+                    tk_lw_path engine, tk_lw_path other, tk_lw_path cp_async, void *cp_ctx) {
+    tma_copy t = {.op = op,
+                  .first = first,
+                  .m = &L->plan->maps[map],
+                  .map = L->tma_map[map],
+                  .smem = smem,
+                  .cp_async = cp_async,
+                  .cp_ctx = cp_ctx};
+    tma_branch(L, &t, engine, other);
 }
 
 void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_path cp_async,
                  void *cp_ctx) {
-    tma_copy t = {.op = op,
-                  .first = 2,
-                  .m = &L->plan->maps[map],
-                  .map = L->tma_map[map],
-                  .dst = dst,
-                  .cp_async = cp_async,
-                  .cp_ctx = cp_ctx};
-    tma_branch(L, &t, issue, fallback);
+    tma_run(L, op, 2, map, dst, issue, fallback, cp_async, cp_ctx);
 }
 
 /* ---- COPY_S2G through the engine ------------------------------------------------- */
@@ -293,7 +306,7 @@ static void issue_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
     for (int k = 0; k < blocks; k++) {
         LLVMValueRef a[8];
         int n = 0;
-        a[n++] = tk_lw_gep(L, t->dst, i32c(L, (int64_t)k * st->rows * t->m->swizzle));
+        a[n++] = tk_lw_gep(L, t->smem, i32c(L, (int64_t)k * st->rows * t->m->swizzle));
         a[n++] = t->map;
         for (int d = 0; d < r; d++)
             a[n++] = d ? t->coord[d]
@@ -307,21 +320,9 @@ static void issue_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
     LLVMPositionBuilderAtEnd(b, cont);
 }
 
-static void plain_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
-    tma_copy *t = ctx;
-    t->cp_async(L, t->cp_ctx, out);
-}
-
-void tk_tma_store(tk_lower *L, const tk_op *op, int map, LLVMValueRef src, tk_lw_path plain,
-                  void *plain_ctx) {
-    tma_copy t = {.op = op,
-                  .first = 1,
-                  .m = &L->plan->maps[map],
-                  .map = L->tma_map[map],
-                  .dst = src,
-                  .cp_async = plain,
-                  .cp_ctx = plain_ctx};
-    tma_branch(L, &t, issue_store, plain_store);
+void tk_tma_store(tk_lower *L, const tk_op *op, int map, LLVMValueRef src, tk_lw_path threads,
+                  void *threads_ctx) {
+    tma_run(L, op, 1, map, src, issue_store, plain, threads, threads_ctx);
 }
 
 void tk_tma_store_reads_done(tk_lower *L) {
