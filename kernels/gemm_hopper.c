@@ -66,6 +66,9 @@ typedef struct at {
     tk_value *kt, *t, *m0, *n0;
 } at;
 
+static void at_pack(at a, tk_value **v) { v[0] = a.kt, v[1] = a.t, v[2] = a.m0, v[3] = a.n0; }
+static at at_unpack(tk_value *const *v) { return (at){v[0], v[1], v[2], v[3]}; }
+
 static void origin(gemm *g, const sched *sc, tk_value *t, tk_value **m0, tk_value **n0) {
     tk_kernel *k = g->k;
     tk_value *bm, *bn;
@@ -95,10 +98,8 @@ static at load_next(gemm *g, const sched *sc, at a, tk_value *st) {
     }
     tk_value *y[NAT] = {kt1, a.t, a.m0, a.n0};
     tk_if_end(k, NAT, y, res);
-    return (at){res[0], res[1], res[2], res[3]};
+    return at_unpack(res);
 }
-
-static void at_pack(at a, tk_value **v) { v[0] = a.kt, v[1] = a.t, v[2] = a.m0, v[3] = a.n0; }
 
 /* The k-loop of one tile: warpgroup g multiplies rows `row` = 64g .. of
  * each A stage by the whole B stage into its 64 x BN accumulator,
@@ -129,12 +130,12 @@ static tk_value *kloop(gemm *g, const sched *sc, tk_value *row, tk_value **st, a
         tk_barrier(k);
         tk_value *prev = tk_select(k, tk_eq(k, s, i32c(k, 0)), i32c(k, S - 1),
                                    tk_sub(k, s, i32c(k, 1))); /* (j + S - 1) % S */
-        at_pack(load_next(g, sc, (at){cur[2], cur[3], cur[4], cur[5]}, prev), next + 2);
+        at_pack(load_next(g, sc, at_unpack(cur + 2), prev), next + 2);
         next[1] = next_stage(k, s, S);
     }
     tk_for_end(k, 2 + NAT, next, fin);
     *st = fin[1];
-    *a = (at){fin[2], fin[3], fin[4], fin[5]};
+    *a = at_unpack(fin + 2);
     return tk_wgmma_wait(k, fin[0], 0);
 }
 
@@ -211,7 +212,7 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     origin(g, &sc, b, &m0, &n0);
     tk_value *init[NAT] = {i32c(k, 0), b, m0, n0}, *cur[NAT], *next[NAT], *fin[NAT];
     tk_value *j = tk_for_begin(k, i32c(k, 0), i32c(k, S - 1), i32c(k, 1), NAT, init, cur);
-    at_pack(load_next(g, &sc, (at){cur[0], cur[1], cur[2], cur[3]}, j), next);
+    at_pack(load_next(g, &sc, at_unpack(cur), j), next);
     tk_for_end(k, NAT, next, fin);
     tk_async_wait(k, S - 2);
     tk_barrier(k);
@@ -223,7 +224,7 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     {
         origin(g, &sc, t, &g->m0, &g->n0);
         tk_value *st = tcur[0];
-        at a = {tcur[1], tcur[2], tcur[3], tcur[4]};
+        at a = at_unpack(tcur + 1);
         tk_value *acc = kloop(g, &sc, row, &st, &a);
         epilogue(g, C, sC, pieces, acc, row);
         /* the engine's store has read sC before the k-loop's barriers:
