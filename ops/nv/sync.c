@@ -74,9 +74,8 @@ static void no_op(tk_lower *L) { (void)L; }
  * cp.async (the generic proxy) is fenced over to the async proxy by each
  * writing thread before the barrier that publishes it. */
 static void lockstep_barrier(tk_lower *L, const tk_op *op) {
-    (void)op;
-    tk_tma_store_reads_done(L);
-    if (L->plan->descriptors || L->plan->stores) proxy_fence(L);
+    (void)op; /* no maps, so no engine stores: those are the ring's */
+    if (L->plan->descriptors) proxy_fence(L);
     bar_sync(L);
 }
 
