@@ -110,17 +110,16 @@ static bool tk_memo_hit(const tk_map_memo *e, const tk_arg *a, int r) {
 static bool tk_map_get(tk_program *p, int i, const tk_arg *a, CUtensorMap *map) {
     const tk_tma_map *m = &p->plan.maps[i];
     tk_map_memo *e = &p->map_memo[i];
-    if (!tk_memo_hit(e, a, m->rank)) {
-        memset(map, 0, sizeof *map);
-        e->ok = tk_map_encode(p->cu, m, a, map);
-        e->valid = true;
-        e->data = a->data;
-        memcpy(e->dims, a->dims, (size_t)m->rank * sizeof *e->dims);
-        memcpy(e->strides, a->strides, (size_t)m->rank * sizeof *e->strides);
-        memcpy(e->map, map, sizeof e->map);
+    if (tk_memo_hit(e, a, m->rank)) {
+        memcpy(map, e->map, sizeof e->map);
         return e->ok;
     }
-    memcpy(map, e->map, sizeof e->map);
+    e->ok = tk_map_encode(p->cu, m, a, map); /* *map: zeroed by the caller */
+    e->valid = true;
+    e->data = a->data;
+    memcpy(e->dims, a->dims, (size_t)m->rank * sizeof *e->dims);
+    memcpy(e->strides, a->strides, (size_t)m->rank * sizeof *e->strides);
+    memcpy(e->map, map, sizeof e->map);
     return e->ok;
 }
 
