@@ -199,20 +199,23 @@ static tk_status run_scalar(tk_interp *I, const tk_op *op) {
 }
 
 /* ---- tiles and vectors -------------------------------------------------- */
-/* How one operand supplies element e of a tile/vector result. */
-typedef enum { SRC_FULL, SRC_SCALAR, SRC_ROW, SRC_COL } src_mode;
+/* How one operand supplies element e of a tile/vec result. A scalar is
+ * warp-uniform, not warpgroup-uniform: for a banded warpgroup result
+ * (tk_interp_banded) each warp's rows take that warp's copy (SRC_BAND). */
+typedef enum { SRC_FULL, SRC_SCALAR, SRC_BAND, SRC_ROW, SRC_COL } src_mode;
 
 typedef struct src {
     src_mode mode;
     const float *p;
-    float s;
-    size_t cols;
+    float s[4];
+    size_t cols; /* of the result; 1 for a vector (its rows are elements) */
 } src;
 
 static inline float src_get(const src *o, size_t e) {
     switch (o->mode) {
     case SRC_FULL: return o->p[e];
-    case SRC_SCALAR: return o->s;
+    case SRC_SCALAR: return o->s[0];
+    case SRC_BAND: return o->s[e / o->cols % 64 / 16];
     case SRC_ROW: return o->p[e / o->cols];
     default: return o->p[e % o->cols];
     }
@@ -220,11 +223,16 @@ static inline float src_get(const src *o, size_t e) {
 
 static src make_src(tk_interp *I, const tk_op *op, const tk_value *v, int inst) {
     const tk_type *r = &op->res[0]->type, *t = &v->type;
-    src o = {.mode = SRC_FULL, .cols = (size_t)r->cols};
+    src o = {.mode = SRC_FULL, .cols = r->kind == TK_KIND_TILE ? (size_t)r->cols : 1};
     if (t->kind == TK_KIND_SCALAR) {
+        const tk_sv *sv = tk_interp_sv(I, v);
         int th = tk_interp_inst_thread(I, r->owner, inst);
-        o.mode = SRC_SCALAR;
-        o.s = tk_interp_sv_float(t->dtype, tk_interp_sv(I, v)[th]);
+        o.mode = tk_interp_banded(r) ? SRC_BAND : SRC_SCALAR;
+        for (int b = 0; b < 4; b++) {
+            int w = 4 * inst + b; /* band b's warp; an inactive one's rows are dropped */
+            bool own = o.mode == SRC_BAND && tk_interp_warp_active(I, w);
+            o.s[b] = tk_interp_sv_float(t->dtype, sv[own ? 32 * w : th]);
+        }
         return o;
     }
     o.p = tk_interp_tile(I, v, inst);

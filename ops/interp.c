@@ -91,10 +91,19 @@ void tk_interp_copy_slot(tk_interp *I, const tk_type *t, tk_slot *dst, const tk_
                          uint32_t mask) {
     if (dst == src) return;
     if (t->kind == TK_KIND_TILE || t->kind == TK_KIND_VEC) {
-        size_t n = tk_interp_elems(t);
-        for (int i = 0; i < tk_interp_ninst(I, t->owner); i++)
-            if (mask & tk_interp_inst_warps(t->owner, i))
-                memcpy(dst->t + (size_t)i * n, src->t + (size_t)i * n, n * sizeof(float));
+        size_t n = tk_interp_elems(t), rows = (size_t)t->rows, per = n / rows;
+        for (int i = 0; i < tk_interp_ninst(I, t->owner); i++) {
+            uint32_t w = tk_interp_inst_warps(t->owner, i);
+            float *d = dst->t + (size_t)i * n;
+            const float *s = src->t + (size_t)i * n;
+            if (!(mask & w)) continue;
+            if ((mask & w) == w || !tk_interp_banded(t))
+                memcpy(d, s, n * sizeof(float));
+            else /* part of a warpgroup: its warps' rows */
+                for (size_t r = 0; r < rows; r++)
+                    if (tk_interp_row_live(mask, t, i, (int)r))
+                        memcpy(d + r * per, s + r * per, per * sizeof(float));
+        }
         return;
     }
     for (int w = 0; w < I->warps; w++)

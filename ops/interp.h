@@ -8,7 +8,12 @@
  *  - scalar-like values (scalars, shared-tile handles, tensor handles) keep
  *    one tk_sv per thread: lane ids really do differ per lane;
  *  - register tiles/vectors keep one copy per owner instance: one per warp,
- *    or one per warpgroup of 4 warps for TK_WARPGROUP values;
+ *    or one per warpgroup of 4 warps for TK_WARPGROUP values. A warpgroup's
+ *    rows belong to its warps (row r to warp r % 64 / 16, as in the
+ *    registers), so a warpgroup may run partly, after a branch on a
+ *    warp-varying value (e.g. max_all): its ops compute every row, merges
+ *    and stores keep only the active warps' rows (tk_interp_row_live), and
+ *    what needs the whole warpgroup (wgmma) fails;
  *  - shared memory is one float array per block holding logical elements
  *    (layout/swizzle only changes addresses on the GPU, not values);
  *  - asynchronous global->shared copies wait in `pend` until a commit/wait
@@ -98,6 +103,22 @@ static inline uint32_t tk_interp_inst_warps(tk_owner o, int inst) {
 }
 static inline bool tk_interp_inst_active(const tk_interp *I, tk_owner o, int inst) {
     return (I->mask & tk_interp_inst_warps(o, inst)) != 0;
+}
+/* Whether all of instance `inst`'s warps are active. */
+static inline bool tk_interp_inst_whole(const tk_interp *I, tk_owner o, int inst) {
+    uint32_t w = tk_interp_inst_warps(o, inst);
+    return (I->mask & w) == w;
+}
+/* Whether a t value's rows are split over its warpgroup's warps: tiles and
+ * PER_ROW vectors of warpgroups (a PER_COL vector is whole in each warp). */
+static inline bool tk_interp_banded(const tk_type *t) {
+    return t->owner == TK_WARPGROUP && (t->kind == TK_KIND_TILE || t->axis == TK_PER_ROW);
+}
+/* Whether row r of instance `inst` of a t value is held by a warp in mask
+ * (any of the instance's warps, for values that are not banded). */
+static inline bool tk_interp_row_live(uint32_t mask, const tk_type *t, int inst, int r) {
+    if (!tk_interp_banded(t)) return (mask & tk_interp_inst_warps(t->owner, inst)) != 0;
+    return (mask >> (4 * inst + r % 64 / 16)) & 1u;
 }
 /* The thread whose copy of a (warp-uniform) scalar operand an instance
  * uses: lane 0 of its first active warp. */

@@ -90,11 +90,16 @@ static void gather(const window *w, float fill, float *dst) {
         }
 }
 
-static void scatter(const window *w, const float *src) {
+/* Writes src through w. For a register value (t: its type, inst its
+ * instance; NULL: shared memory, every element) only the rows of the warps
+ * in `mask`: all of them, unless a warpgroup runs partly. */
+static void scatter(const window *w, const float *src, uint32_t mask, const tk_type *t, int inst) {
     for (int i = 0; i < w->rows; i++)
         for (int j = 0; j < w->cols; j++) {
             int64_t off = window_off(w, i, j);
-            if (off >= 0) mem_write(w->a, off, src[(size_t)i * (size_t)w->cols + (size_t)j]);
+            bool live = !t || tk_interp_row_live(mask, t, inst, t->kind == TK_KIND_TILE ? i : j);
+            if (off >= 0 && live)
+                mem_write(w->a, off, src[(size_t)i * (size_t)w->cols + (size_t)j]);
         }
 }
 
@@ -127,7 +132,7 @@ static tk_status global_reg(tk_interp *I, const tk_op *op) {
         if (load)
             gather(&w, fill, tk_interp_tile(I, reg, i));
         else
-            scatter(&w, tk_interp_tile(I, reg, i));
+            scatter(&w, tk_interp_tile(I, reg, i), I->mask, t, i);
     }
     return TK_OK;
 }
@@ -166,6 +171,7 @@ static tk_status shared_reg(tk_interp *I, const tk_op *op) {
                                   st->cols);
         float *reg_p = tk_interp_tile(I, reg, i);
         for (int r = 0; r < t->rows; r++) {
+            if (!load && !tk_interp_row_live(I->mask, t, i, r)) continue; /* see scatter */
             float *row = sm + (size_t)(r0 + r) * (size_t)st->cols + (size_t)c0;
             if (I->race &&
                 (s = tk_race_smem(I, op, tk_race_agent(t->owner, i), (size_t)(row - I->smem),
@@ -240,7 +246,7 @@ static tk_status copy(tk_interp *I, const tk_op *op) {
             return s;
     }
     if (!g2s) {
-        scatter(&w, sm);
+        scatter(&w, sm, 0, NULL, 0);
         return TK_OK;
     }
     float fill = tk_interp_round(st->dtype, (float)op->fattr);

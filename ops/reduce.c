@@ -2,9 +2,11 @@
  *
  * ROW_MAX, ROW_SUM: tile R×C -> PER_ROW vector of length R (tile dtype)
  * COL_MAX, COL_SUM: tile R×C -> PER_COL vector of length C
- * MAX_ALL: warp tile or vector -> f32 scalar, the max of all its elements,
- *   the same in every lane (warp-uniform: it can steer an if, e.g. skip
- *   work no row of the warp needs)
+ * MAX_ALL: tile or vector -> f32 scalar, the max of the elements the
+ *   executing warp holds (all of a warp's value; of a warpgroup tile or
+ *   PER_ROW vector the warp's 16-row band), the same in every lane: a
+ *   warp-uniform value that can steer an if, e.g. skip work no row of the
+ *   warp needs; no cross-warp traffic
  * MASK attr[0] = tk_mask_kind, fattr = fill; operands tile, a, b (i32/i64):
  *   CAUSAL drops (i,j) with b + j > a + i; COLS drops a + j >= b;
  *   ROWS drops a + i >= b. Result: the tile's type.
@@ -38,13 +40,7 @@ tk_status tk_rule_reduce(tk_kernel *k, tk_op *op) {
                              "cross warps; reduce warp tiles");
         op->res[0]->type = tk_vec_type(t->dtype, t->cols, TK_PER_COL, t->owner, t->layout);
         return TK_OK;
-    case TK_OP_MAX_ALL:
-        if (t->owner != TK_WARP)
-            return tk_opfail(k, op, TK_ERR_TYPE,
-                             "the max of a warpgroup's elements would "
-                             "cross warps; reduce warp tiles or vectors");
-        op->res[0]->type = tk_scalar_type(TK_F32);
-        return TK_OK;
+    case TK_OP_MAX_ALL: op->res[0]->type = tk_scalar_type(TK_F32); return TK_OK;
     case TK_OP_MASK:
         if (op->attr[0] < TK_MASK_CAUSAL || op->attr[0] > TK_MASK_ROWS)
             return tk_opfail(k, op, TK_ERR_INVALID_ARG, "kind is %lld; expected a tk_mask_kind",

@@ -55,13 +55,25 @@ static void mask_instance(tk_interp *I, const tk_op *op, int inst) {
         }
 }
 
-static void max_all_instance(tk_interp *I, const tk_op *op, int warp) {
-    const float *x = tk_interp_tile(I, op->opnds[0], warp);
-    size_t n = tk_interp_elems(&op->opnds[0]->type);
-    float acc = x[0];
-    for (size_t e = 1; e < n; e++) acc = fmaxf(acc, x[e]);
+/* Each warp's max over the elements it holds: a warp instance's all, a
+ * warpgroup's band of rows (tk_interp_banded; its every row otherwise). */
+static void max_all_instance(tk_interp *I, const tk_op *op, int inst) {
+    const tk_type *t = &op->opnds[0]->type;
+    const float *x = tk_interp_tile(I, op->opnds[0], inst);
+    size_t n = tk_interp_elems(t), per = n / (size_t)t->rows;
     tk_sv *r = tk_interp_sv(I, op->res[0]);
-    for (int lane = 0; lane < 32; lane++) r[32 * warp + lane].f = acc;
+    uint32_t warps = tk_interp_inst_warps(t->owner, inst);
+    for (int w = 0; w < 32; w++) {
+        if (!((warps >> w) & 1u)) continue;
+        float acc = -INFINITY;
+        bool any = false;
+        for (size_t e = 0; e < n; e++) {
+            if (!tk_interp_row_live(1u << w, t, inst, (int)(e / per))) continue;
+            acc = any ? fmaxf(acc, x[e]) : x[e];
+            any = true;
+        }
+        for (int lane = 0; lane < 32; lane++) r[32 * w + lane].f = acc;
+    }
 }
 
 tk_status tk_interp_reduce(tk_interp *I, const tk_op *op) {

@@ -70,6 +70,13 @@ static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
 tk_status tk_interp_wgmma(tk_interp *I, const tk_op *op) {
     for (int i = 0; i < tk_interp_ninst(I, TK_WARPGROUP); i++) {
         if (!tk_interp_inst_active(I, TK_WARPGROUP, i)) continue;
+        /* the instructions are warpgroup-wide (.sync.aligned): a branch on
+         * a warp-varying value must close before them */
+        if (!tk_interp_inst_whole(I, TK_WARPGROUP, i))
+            return tk_interp_fail(I, op, 4 * i, TK_ERR_RUNTIME,
+                                  "warpgroup %d runs with only some of its warps (a branch on "
+                                  "a warp-varying value); %s needs all four",
+                                  i, tk_op_infos[op->opc].name);
         if (op->opc == TK_OP_WGMMA_WAIT) {
             tk_interp_copy(I, op->res[0], op->opnds[0], tk_interp_inst_warps(TK_WARPGROUP, i));
             if (I->race) tk_race_wgmma_wait(I, i, (int)op->attr[0]);

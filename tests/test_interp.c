@@ -416,6 +416,63 @@ START_TEST(reduction_warpgroup) {
 }
 END_TEST
 
+/* A warpgroup running partly: max_all of a warpgroup tile is each warp's
+ * max over its 16-row band, an if on it splits the warpgroup, and merges,
+ * scalar operands and stores follow the bands. Bands 1 and 3 hold a value
+ * above 0.5, bands 0 and 2 none. */
+START_TEST(warpgroup_bands) {
+    rng r = rng_for(__func__);
+    tk_kernel *k = kern("wg_bands", 4);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *S = tk_param_tensor(k, "S", TK_F32, 2), *V = tk_param_tensor(k, "V", TK_F32, 1);
+    tk_value *z = c32(k, 0), *iv[1] = {z};
+    tk_value *t = ld2(k, tk_tile_type(TK_F32, 64, 32, TK_WARPGROUP, TK_ROW), A, z, z, 0);
+    tk_value *m = tk_max_all(k, t), *rs = tk_row_sum(k, t);
+    tk_if_begin(k, tk_gt(k, m, tk_const_f32(k, 0.5f)));
+    st2(k, S, z, z, t); /* only bands 1 and 3 store */
+    tk_value *up[2] = {tk_mul(k, t, tk_const_f32(k, 2.0f)), tk_add(k, rs, tk_const_f32(k, 100.0f))};
+    tk_else(k, 2, up);
+    tk_value *kept[2] = {t, rs}, *res[2];
+    tk_if_end(k, 2, kept, res);
+    st2(k, O, z, z, res[0]);
+    st2(k, O, z, c32(k, 32), tk_add(k, t, m)); /* each band adds its own max */
+    tk_store(k, V, iv, res[1]);
+    finish(k);
+    hbuf hA = hb(TK_F32, 64 * 32), hO = hb(TK_F32, 64 * 64), hS = hb(TK_F32, 64 * 32);
+    hbuf hV = hb(TK_F32, 64);
+    hrand(&hA, &r, -4, 0.4f);
+    hset(&hA, (size_t)irand(&r, 16, 31) * 32 + (size_t)irand(&r, 0, 31), 3.0f);
+    hset(&hA, (size_t)irand(&r, 48, 63) * 32 + (size_t)irand(&r, 0, 31), 0.75f);
+    hfill(&hS, -7.0f);
+    tk_arg args[4] = {targ(&hA, 2, 64, 32, 0, 0), targ(&hO, 2, 64, 64, 0, 0),
+                      targ(&hS, 2, 64, 32, 0, 0), targ(&hV, 1, 64, 0, 0, 0)};
+    run_ok(k, 4, args);
+    for (int b = 0; b < 4; b++) {
+        float mx = -INFINITY;
+        for (int i = 16 * b; i < 16 * b + 16; i++)
+            for (int j = 0; j < 32; j++) mx = fmaxf(mx, hget(&hA, (size_t)i * 32 + j));
+        bool up_b = b % 2 == 1;
+        for (int i = 16 * b; i < 16 * b + 16; i++) {
+            float sum = 0;
+            for (int j = 0; j < 32; j++) {
+                size_t e = (size_t)i * 32 + (size_t)j;
+                float a = hget(&hA, e);
+                sum += a;
+                EXPECT_F("the band's branch", e, hget(&hO, (size_t)i * 64 + j), up_b ? 2 * a : a);
+                EXPECT_F("the band's own max", e, hget(&hO, (size_t)i * 64 + 32 + j), a + mx);
+                EXPECT_F("a store in the branch", e, hget(&hS, e), up_b ? a : -7.0f);
+            }
+            float want = up_b ? sum + 100.0f : sum, got = hget(&hV, (size_t)i);
+            ck_assert_msg(fabsf(got - want) <= 1e-4f * (1 + fabsf(want)),
+                          "row %d's sum: got %g want %g (seed %llu)", i, got, want,
+                          (unsigned long long)seed);
+        }
+    }
+    hfree(&hA), hfree(&hO), hfree(&hS), hfree(&hV);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 static bool mask_drop(int kind, int a, int b, int i, int j) {
     return kind == TK_MASK_CAUSAL ? b + j > a + i : kind == TK_MASK_COLS ? a + j >= b : a + i >= b;
 }
@@ -610,6 +667,7 @@ int main(void) {
                                  {"reduce", reductions},
                                  {"reduce", max_all},
                                  {"reduce", reduction_warpgroup},
+                                 {"reduce", warpgroup_bands},
                                  {"reduce", masks},
                                  {"mma", mma_warp},
                                  {"mma", mma_warpgroup}};

@@ -208,6 +208,37 @@ START_TEST(test_wgmma_interp) {
 }
 END_TEST
 
+/* wgmma in a branch only some of a warpgroup's warps take (max_all of a
+ * warpgroup tile is per warp) is a run-time error naming the op. */
+START_TEST(test_wgmma_partial_warpgroup) {
+    tk_kernel *k = NULL;
+    ck_assert_int_eq(tk_kernel_create(ctx, "partial", 4, &k), TK_OK);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 2);
+    tk_value *sA = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *sB = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *z = tk_const_i32(k, 0), *idx[2] = {z, z};
+    tk_value *t = tk_load(k, tk_tile_type(TK_F32, 64, 64, TK_WARPGROUP, TK_ROW), A, idx, 0.0f);
+    tk_if_begin(k, tk_gt(k, tk_max_all(k, t), tk_const_f32(k, 0.5f)));
+    tk_value *acc = tk_wgmma_wait(k, tk_wgmma(k, TK_MMA_AB, t, sA, sB, z), 0), *res;
+    tk_else(k, 1, &acc);
+    tk_if_end(k, 1, &t, &res);
+    tk_store(k, A, idx, res);
+    tk_set_grid(k, NULL, NULL, NULL);
+    ck_assert_msg(tk_kernel_finish(k) == TK_OK, "%s", tk_kernel_error(k));
+    float a[64 * 64] = {0};
+    a[20 * 64 + 3] = 1.0f; /* only warp 1's band takes the branch */
+    tk_arg arg = {.kind = TK_KIND_GVIEW,
+                  .dtype = TK_F32,
+                  .rank = 2,
+                  .data = a,
+                  .dims = {64, 64},
+                  .strides = {64, 1}};
+    ck_assert_int_eq(tk_interp_run(k, 1, &arg), TK_ERR_RUNTIME);
+    ck_assert_msg(strstr(tk_ctx_error(ctx), "only some of its warps"), "%s", tk_ctx_error(ctx));
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 /* ---- the sm_90a lowering ------------------------------------------------------------ */
 START_TEST(test_wgmma_ptx) {
     const wcfg cs[] = {{TK_BF16, 128, 0, 0}, {TK_F16, 256, 1, 1}};
@@ -284,6 +315,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_wgmma_rules);
     tcase_add_test(tc, test_wgmma_interp);
+    tcase_add_test(tc, test_wgmma_partial_warpgroup);
     tcase_add_test(tc, test_wgmma_ptx);
     tcase_add_test(tc, test_wgmma_gpu);
     suite_add_tcase(s, tc);
