@@ -192,6 +192,46 @@ static bool uses_descriptors(const tk_region *r) {
     return false;
 }
 
+/* The shared tiles (SHARED ops by id, in `set`) the engine's loads write. */
+static void engine_tiles(const tk_plan *plan, const tk_region *r, uint64_t *set) {
+    if (!r) return;
+    TK_FOREACH_OP(r, op) {
+        const tk_op *sh = op->opc == TK_OP_COPY_G2S && tk_plan_copy_map(plan, op) >= 0
+                              ? tk_smem_alloc_of(op->opnds[0])
+                              : NULL;
+        if (sh && sh->id < TK_WS_MAX_IDS) set[sh->id / 64] |= (uint64_t)1 << (sh->id % 64);
+        engine_tiles(plan, op->regions[0], set);
+        engine_tiles(plan, op->regions[1], set);
+    }
+}
+
+/* Whether some op reads or writes a tile of `set` through the generic proxy
+ * (ld/st.shared, ldmatrix, stmatrix, cp.async, the threads' copies); the
+ * engine's own copies, wgmma's descriptors and the engine's stores go
+ * through the async proxy. */
+static bool generic_access(const tk_plan *plan, const tk_region *r, const uint64_t *set) {
+    if (!r) return false;
+    TK_FOREACH_OP(r, op) {
+        const tk_value *sm = NULL;
+        switch (op->opc) {
+        case TK_OP_LOAD_S2R:
+        case TK_OP_STORE_R2S: sm = op->opnds[0]; break;
+        case TK_OP_COPY_G2S:
+            if (tk_plan_copy_map(plan, op) < 0) sm = op->opnds[0];
+            break;
+        case TK_OP_COPY_S2G:
+            if (tk_plan_copy_map(plan, op) < 0) sm = op->opnds[op->nopnds - 1];
+            break;
+        default: break;
+        }
+        const tk_op *sh = sm ? tk_smem_alloc_of(sm) : NULL;
+        if (sh && (sh->id >= TK_WS_MAX_IDS || (set[sh->id / 64] >> (sh->id % 64) & 1))) return true;
+        if (generic_access(plan, op->regions[0], set) || generic_access(plan, op->regions[1], set))
+            return true;
+    }
+    return false;
+}
+
 static bool fits(const tk_kernel *k, const tk_plan *plan) {
     return k->smem_bytes + smem_extra(plan) <= (size_t)plan->tgt->smem_max;
 }
@@ -438,6 +478,9 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
         plan_producer(k, plan);
     }
     plan->descriptors = uses_descriptors(k->body);
+    uint64_t set[TK_WS_MAX_IDS / 64] = {0};
+    engine_tiles(plan, k->body, set);
+    plan->generic_engine_tiles = generic_access(plan, k->body, set);
     plan->align_base = plan->nmaps > 0 || plan->descriptors;
     plan->threads = 32 * (k->warps + plan->producer_warps);
     plan->smem_extra = smem_extra(plan);

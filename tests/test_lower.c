@@ -577,6 +577,7 @@ START_TEST(tma_plan) {
     ck_assert_int_eq(pl.nmaps, 2);
     ck_assert_int_eq(pl.producer_warps, 4);
     ck_assert_int_gt(synced_barriers(&pl), 0);
+    ck_assert(pl.generic_engine_tiles); /* ldmatrix reads the stages: refills fence */
     ck_assert_int_eq(pl.producer_regs, 48);
     ck_assert_int_eq(pl.consumer_regs, 224);
     tk_plan_make(k, tk_target_find("sm_90"), &pl); /* no setmaxnreg: lockstep */
@@ -596,6 +597,7 @@ START_TEST(tma_plan) {
     ck_assert(pl.stores);
     ck_assert_int_eq(pl.producer_warps, 4);
     ck_assert_int_eq(synced_barriers(&pl), 4);
+    ck_assert(!pl.generic_engine_tiles); /* wgmma alone reads the stages */
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }
@@ -617,6 +619,7 @@ START_TEST(attention_wgmma_lowers) {
     ck_assert_int_eq(pl.nmaps, 3);
     ck_assert_int_eq(pl.producer_warps, 4);
     ck_assert(pl.descriptors);
+    ck_assert(!pl.generic_engine_tiles);
     tk_diag dg = {0};
     char *ptx = NULL, log[8192];
     ck_assert_int_eq(tk_lower_ptx(k, "sm_90a", &ptx, &dg), TK_OK);

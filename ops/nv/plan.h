@@ -75,14 +75,17 @@ typedef struct tk_plan {
     int32_t producer_regs, consumer_regs; /* setmaxnreg.dec / .inc          */
     tk_ws_slice slice;
     /* The block. */
-    bool descriptors;   /* the kernel reads shared memory through wgmma's
+    bool descriptors;          /* the kernel reads shared memory through wgmma's
                            descriptors (the async proxy)                     */
-    bool align_base;    /* SHARED offsets start at a TK_TMA_ALIGN-aligned base
+    bool generic_engine_tiles; /* some op reaches a tile the engine's loads
+                                  write through the generic proxy: a refill
+                                  must be fenced after the consumers' release */
+    bool align_base;           /* SHARED offsets start at a TK_TMA_ALIGN-aligned base
                               (copies on the engine, or wgmma descriptors)   */
-    int32_t threads;    /* per block: the kernel's warps and the producer's */
-    size_t smem_extra;  /* dynamic shared memory beyond the kernel's tiles */
-    size_t smem;        /* all of it: tiles + extra                       */
-    size_t ring_offset; /* of the group ring from the aligned base; the
+    int32_t threads;           /* per block: the kernel's warps and the producer's */
+    size_t smem_extra;         /* dynamic shared memory beyond the kernel's tiles */
+    size_t smem;               /* all of it: tiles + extra                       */
+    size_t ring_offset;        /* of the group ring from the aligned base; the
                               release rings of a producer follow it          */
 } tk_plan;
 

@@ -120,20 +120,13 @@ static LLVMValueRef next_barrier(tk_lower *L, LLVMValueRef *parity) {
 }
 
 /* Every producer lane arrives on the group's ring barrier once its copies
- * of the group landed. Consumers that read through wgmma's descriptors (the
- * async proxy) need a fallback copy's writes (cp.async or plain stores, the
- * generic proxy) complete and fenced over by the writing lane before its
- * arrival: the lane waits for its cp.async copies, fences, and arrives. That
- * wait costs only on the fallback path: the engine's copies are no cp.async
- * groups, so a lane without fallback copies waits for nothing. */
+ * of the group landed: with wgmma consumers, a plain arrival after the
+ * fallback's own wait and fence (producer_copy_done); otherwise one that
+ * completes when the lane's cp.async copies have. */
 static void producer_commit(tk_lower *L) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef cnt = LLVMBuildLoad2(b, L->i32, L->ring_cnt, "");
     LLVMValueRef bar = tk_ring_arm(L, cnt), all = i32c(L, -1);
-    if (L->plan->descriptors) {
-        tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
-        proxy_fence(L);
-    }
     /* lane 0's expect_tx (in the copies) before any lane's arrival */
     tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1);
     if (L->plan->descriptors)
@@ -143,10 +136,19 @@ static void producer_commit(tk_lower *L) {
     LLVMBuildStore(b, LLVMBuildAdd(b, cnt, i32c(L, 1), ""), L->ring_cnt);
 }
 
-/* The fallback's element path writes shared memory with plain stores,
- * which the noinc arrival does not order: release them first. Only on that
- * path, which is rare: the fence compiles to a full memory barrier. */
+/* After a fallback copy (the threads' path, when the engine cannot take a
+ * tile), which only the producer's lanes run. Its element path writes
+ * shared memory with plain stores, which the noinc arrival does not order:
+ * release them. Consumers that read through wgmma's descriptors (the async
+ * proxy) need the copy's writes (cp.async or plain stores, the generic
+ * proxy) complete and fenced over by the writing lane before its arrival.
+ * Here, not in the commit: the engine's path pays none of it (two full
+ * memory barriers per k-tile in the wgmma GEMM's producer). */
 static void producer_copy_done(tk_lower *L) {
+    if (L->plan->descriptors) {
+        tk_lw_intrin(L, "llvm.nvvm.cp.async.wait.all", NULL, 0, NULL, 0);
+        proxy_fence(L);
+    }
     LLVMBuildFenceSyncScope(L->b, LLVMAtomicOrderingRelease, block_scope(L), "");
 }
 
@@ -155,8 +157,9 @@ static void producer_barrier(tk_lower *L, const tk_op *op) {
     LLVMValueRef parity, off = next_barrier(L, &parity);
     tk_mbar_wait(L, tk_lw_gep(L, L->rel, off), parity); /* every lane: fallbacks write too */
     tk_mbar_arrive_warp(L, tk_lw_gep(L, L->ack, off));
-    /* the consumers' reads (generic proxy) before the engine's writes */
-    proxy_fence(L);
+    /* the consumers' generic accesses to the engine's tiles (ldmatrix)
+     * before its writes; wgmma reads through the async proxy already */
+    if (L->plan->generic_engine_tiles) proxy_fence(L);
 }
 
 static void consumer_barrier(tk_lower *L, const tk_op *op) {
