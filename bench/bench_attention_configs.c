@@ -1,13 +1,16 @@
-/* Attention block shapes side by side (tk_attention_config.warps): for each
- * head dim, causal flag and shape, every shape of the kernel is built,
+/* Attention block shapes side by side (tk_attention_config.warps, and on
+ * sm_90a the wgmma kernel's): for each head dim, causal flag and shape,
+ * every shape of the kernels is built,
  * compiled, checked against the default shape's output (itself verified
  * against float64 in tests/test_gpu_kernels.c) and timed: median over 7
  * batches of 10 back-to-back launches, host clock around a device sync.
  *   bench_attention_configs */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
@@ -22,12 +25,14 @@ typedef struct shape {
 static const shape shapes[] = {
     {4, 16, 3072, 128, 0}, {4, 16, 4096, 128, 0}, {1, 16, 16384, 128, 0},
     {4, 16, 4096, 128, 1}, {4, 32, 4096, 64, 0},  {4, 32, 4096, 64, 1},
+    {16, 32, 1024, 64, 0}, {1, 32, 16384, 64, 0}, {1, 32, 16384, 64, 1},
 };
 
 /* Times one kernel shape; returns TFLOP/s (0 on failure); O lands in `o`. */
-static double run(tk_ctx *ctx, const shape *sh, int warps, void *const dev[5], uint16_t *o) {
+static double run(tk_ctx *ctx, const shape *sh, int warps, int wgmma, void *const dev[5],
+                  uint16_t *o) {
     tk_attention_config c = {
-        .dtype = TK_BF16, .head_dim = sh->d, .causal = sh->causal, .warps = warps};
+        .dtype = TK_BF16, .head_dim = sh->d, .causal = sh->causal, .warps = warps, .wgmma = wgmma};
     int64_t dq[4] = {sh->b, sh->h, sh->n, sh->d}, dl[3] = {sh->b, sh->h, sh->n};
     size_t obytes = (size_t)(sh->b * sh->h * sh->n * sh->d * 2);
     tk_arg args[6] = {
@@ -81,23 +86,29 @@ int main(void) {
             fprintf(stderr, "%s\n", tk_ctx_error(ctx));
             goto done;
         }
-    printf(
-        "| shape | causal | TFLOP/s default | TFLOP/s w4 | TFLOP/s w8 | max diff vs default |\n");
-    printf("|---|---|---|---|---|---|\n");
+    char arch[16] = "";
+    bool hopper = !tk_gpu_arch(ctx, arch, sizeof arch) && !strcmp(arch, "sm_90a");
+    printf("| shape | causal | mma.sync default | mma.sync w4 | mma.sync w8 | wgmma w8 | "
+           "wgmma w12 | max diff vs default |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    /* (warps, wgmma) of the columns after the default; w12: D 64 only */
+    static const int cols[4][2] = {{4, 0}, {8, 0}, {8, 1}, {12, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const shape *sh = &shapes[i];
         size_t n = (size_t)(sh->b * sh->h * sh->n * sh->d);
-        double def = run(ctx, sh, 0, dev, ref);
-        double tf[2] = {0, 0}, diff = def > 0 ? 0 : NAN; /* NaN: nothing to compare */
-        for (int w = 0; w < 2; w++) {
-            tf[w] = run(ctx, sh, 4 << w, dev, got);
-            for (size_t e = 0; tf[w] > 0 && def > 0 && e < n; e++) {
+        double def = run(ctx, sh, 0, 0, dev, ref);
+        double tf[4] = {0, 0, 0, 0}, diff = def > 0 ? 0 : NAN; /* NaN: nothing to compare */
+        for (int c = 0; c < 4; c++) {
+            if (cols[c][1] && (!hopper || (cols[c][0] == 12 && sh->d != 64))) continue;
+            tf[c] = run(ctx, sh, cols[c][0], cols[c][1], dev, got);
+            for (size_t e = 0; tf[c] > 0 && def > 0 && e < n; e++) {
                 double x = tk_bf16_to_f32(got[e]), y = tk_bf16_to_f32(ref[e]);
                 diff = isnan(x) || isnan(y) ? INFINITY : fmax(diff, fabs(x - y));
             }
         }
-        printf("| B%lld H%lld N%lld D%d | %d | %.0f | %.0f | %.0f | %.3g |\n", (long long)sh->b,
-               (long long)sh->h, (long long)sh->n, sh->d, sh->causal, def, tf[0], tf[1], diff);
+        printf("| B%lld H%lld N%lld D%d | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.3g |\n",
+               (long long)sh->b, (long long)sh->h, (long long)sh->n, sh->d, sh->causal, def, tf[0],
+               tf[1], tf[2], tf[3], diff);
         fflush(stdout);
     }
     rc = 0;

@@ -76,10 +76,6 @@
 #define BQ     128 /* query rows per block (D 256: 16 per warp) */
 #define BKV    64  /* keys per tile        */
 #define MAX_ND 16  /* 16-column slices of the widest head (D 256) */
-/* Lazy rescale: how far (log2 units) a row's max may outgrow the reference
- * m before the warp rescales; P ≤ 2^8 = 256 is exact enough in bf16/f16 and
- * leaves f32 l and O ample range. */
-#define RESCALE_SLACK 8.0f
 
 typedef struct attn {
     tk_kernel *k;
@@ -212,16 +208,8 @@ static void build(attn *a) {
          * unscaled, saving the multiply of every O element per tile. The
          * result is the same: O and l share the reference, which cancels
          * in O / l and is added back in L. s·scale2 - m is one fma. */
-        tk_value *mx = tk_mul(k, tk_row_max(k, s), scale2);
-        tk_value *grow = tk_max_all(k, tk_sub(k, mx, cur[0]));
-        tk_if_begin(k, tk_gt(k, grow, tk_const_f32(k, RESCALE_SLACK)));
-        tk_value *up[2 + MAX_ND], *kept[2 + MAX_ND], *ref[2 + MAX_ND];
-        up[0] = tk_max(k, cur[0], mx);
-        tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], up[0]));
-        for (int i = 1; i < 2 + ND; i++) up[i] = tk_mul(k, cur[i], alpha);
-        tk_else(k, 2 + ND, up);
-        for (int i = 0; i < 2 + ND; i++) kept[i] = cur[i];
-        tk_if_end(k, 2 + ND, kept, ref);
+        tk_value *ref[2 + MAX_ND];
+        tk_attn_rescale(k, tk_mul(k, tk_row_max(k, s), scale2), 2 + ND, cur, ref);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, scale2), ref[0]));
         next[0] = ref[0];
         next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
@@ -291,6 +279,22 @@ tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l) {
     return tk_div(k, tk_const_f32(k, 1.0f), tk_max(k, l, tk_const_f32(k, FLT_MIN)));
 }
 
+/* Lazy rescale: how far (log2 units) a row's max may outgrow the reference
+ * m before the warp rescales; P ≤ 2^8 = 256 is exact enough in bf16/f16 and
+ * leaves f32 l and O ample range. */
+#define RESCALE_SLACK 8.0f
+
+void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref) {
+    tk_value *up[2 + MAX_ND], *kept[2 + MAX_ND];
+    tk_if_begin(k, tk_gt(k, tk_max_all(k, tk_sub(k, mx, cur[0])), tk_const_f32(k, RESCALE_SLACK)));
+    up[0] = tk_max(k, cur[0], mx);
+    tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], up[0]));
+    for (int i = 1; i < n; i++) up[i] = tk_mul(k, cur[i], alpha);
+    tk_else(k, n, up);
+    for (int i = 0; i < n; i++) kept[i] = cur[i];
+    tk_if_end(k, n, kept, ref);
+}
+
 tk_value *tk_attn_lse(tk_kernel *k, tk_value *m, tk_value *l) {
     return tk_mul(k, tk_add(k, m, tk_log2(k, l)), tk_const_f32(k, 0.6931471805599453f)); /* ln 2 */
 }
@@ -322,17 +326,19 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
                                 cfg->wgmma);
     tk_status s = check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
-    /* the wgmma kernel: two warpgroups of 64 rows; mma.sync: see "Shape" */
-    int warps = cfg->warps ? cfg->warps : cfg->wgmma ? 8 : 4;
-    if (cfg->wgmma && warps != 8)
+    /* the wgmma kernel: warpgroups of 64 rows (attention_hopper.c says
+     * how many); mma.sync: see "Shape" */
+    int warps = cfg->warps ? cfg->warps : cfg->wgmma ? tk_attn_hopper_warps(cfg->head_dim) : 4;
+    if (cfg->wgmma && warps != 8 && !(warps == 12 && cfg->head_dim == 64))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: warps is %d; the wgmma kernel has two warpgroups (0 or 8)", fn,
-                                cfg->warps);
-    if (warps != 4 && warps != 8)
+                                "%s: warps is %d; the wgmma kernel has 8 warps (two warpgroups), "
+                                "or 12 (three) at head_dim 64",
+                                fn, cfg->warps);
+    if (!cfg->wgmma && warps != 4 && warps != 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: warps is %d; expected 0 (default), 4 or 8", fn, cfg->warps);
-    char shape[8], name[64];
-    snprintf(shape, sizeof shape, cfg->wgmma ? "wgmma" : "w%d", warps);
+    char shape[16], name[64];
+    snprintf(shape, sizeof shape, cfg->wgmma ? (warps == 8 ? "wgmma" : "wgmma12") : "w%d", warps);
     snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_%s%s", tk_dtype_name(cfg->dtype), cfg->head_dim,
              shape, cfg->causal ? "_causal" : "");
     tk_kernel *k;

@@ -18,14 +18,23 @@ tk_value *tk_attn_scale2(tk_kernel *k, tk_value *scale);
  * block's first row). */
 tk_value *tk_attn_mask(tk_kernel *k, tk_value *s, int bkv, int causal, tk_value *kv0, tk_value *Nkv,
                        tk_value *rows, tk_value *q0, tk_value *diag);
+/* The online softmax's lazy rescale (attention.c says why): given the
+ * tile's scaled row max mx and the carried m = cur[0] with the n - 1
+ * accumulators it scales (l, O...), ref gets them on the reference the tile
+ * uses: unchanged unless some row of the executing warp outgrew m by more
+ * than the slack, then moved to the new max (m' = max(m, mx), the others
+ * times exp2(m - m')). A branch per warp: no multiply of O on most tiles. */
+void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref);
 /* 1 / l, with l = 0 (a row without keys) giving 0 in O = O / l. */
 tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l);
 /* L = ln Σ exp(s) = (m + log2 l) · ln 2 from the log2-unit reference m. */
 tk_value *tk_attn_lse(tk_kernel *k, tk_value *m, tk_value *l);
 
 /* The wgmma kernel's body (kernels/attention_hopper.c) into k, a kernel of
- * 8 warps, for cfg (checked): same parameters, grid and results as the
- * mma.sync kernel. */
+ * 8 or 12 warps (a warpgroup per 64 query rows), for cfg (checked): same
+ * parameters and results as the mma.sync kernel. */
 void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg);
+/* Its default warps for head_dim. */
+int tk_attn_hopper_warps(int head_dim);
 
 #endif

@@ -424,6 +424,10 @@ static const attn_case attn_cases[] = {
     {1, 2, 1, 70, 90, 64, 1, TK_BF16, 0, 0, 0, 1, 1},    /* scale 0 */
     {1, 1, 1, 129, 129, 256, 1, TK_BF16, 0, 0, 0, 0, 1}, /* D 256 */
     {1, 2, 2, 40, 200, 256, 0, TK_F16, 1, 8, 1, 0, 1},
+    {1, 2, 1, 200, 600, 64, 1, TK_BF16, 0, 0, 1, 0, 1}, /* five key tiles, ramp: lazy rescales */
+    /* D 64 on three warpgroups (192 query rows a block) */
+    {1, 2, 1, 390, 333, 64, 1, TK_BF16, 0, 12, 1, 0, 1},
+    {2, 3, 1, 193, 130, 64, 0, TK_F16, 1, 12, 0, 0, 1},
 };
 #define N_ATTN (int)(sizeof attn_cases / sizeof attn_cases[0])
 
@@ -464,8 +468,8 @@ static void check_attention(const attn_case *a) {
                       ref_tensor_arg(&O), ref_tensor_arg(&L), tk_arg_f32(scale)};
     int64_t grid[3];
     ck_assert_int_eq(tk_kernel_grid(k, 6, args, grid), TK_OK);
-    /* 128 query rows per block; mma.sync at D 256: 16 per warp */
-    int64_t bq = a->D == 256 && !a->wgmma ? 16 * tk_kernel_warps(k) : 128;
+    /* 128 query rows per block; mma.sync at D 256 and wgmma: 16 per warp */
+    int64_t bq = a->D == 256 || a->wgmma ? 16 * tk_kernel_warps(k) : 128;
     ck_assert_int_eq(grid[0], (a->Nq + bq - 1) / bq);
     ck_assert_int_eq(grid[1], a->Hq);
     ck_assert_int_eq(grid[2], a->B);

@@ -101,7 +101,8 @@ TK_API tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel
  * warps of 128/warps rows; the default, 4 warps of 32 rows, measured
  * fastest on an H200 for D 64 and 128); at D 256 the mma.sync kernel's
  * warps own 16 rows each (R = 16·warps: 64 by default). The wgmma kernel
- * always has R = 128. tk_kernel_grid gives the grid of a call. */
+ * has R = 16·warps: 128, or 192 with 12 warps (D 64 only). tk_kernel_grid
+ * gives the grid of a call. */
 typedef struct tk_attention_config {
     tk_dtype dtype; /* Q, K, V, O: TK_BF16 or TK_F16                           */
     int head_dim;   /* D: 64, 128 or 256 (a specialization constant)           */
@@ -109,8 +110,9 @@ typedef struct tk_attention_config {
     int warps;      /* 4 or 8 warps per block (128/warps query rows each);
                        0: the measured default for head_dim                    */
     int wgmma;      /* 1: the Hopper kernel (sm_90a only; kernels/attention_hopper.c):
-                       two warpgroups of 64 rows on wgmma, a producer warpgroup
-                       feeding the copy engine; warps 0 or 8                    */
+                       warpgroups of 64 rows on wgmma, a producer warpgroup
+                       feeding the copy engine; warps 0, 8 (two warpgroups)
+                       or, at D 64, 12 (three; more registers do not fit)     */
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
