@@ -571,9 +571,17 @@ START_TEST(test_attention_config_errors) {
     ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d256_wgmma");
     ck_assert_int_eq(tk_kernel_warps(k), 8);
     tk_kernel_destroy(k);
+    c.head_dim = 64; /* three warpgroups by default */
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_fwd_bf16_d64_wgmma12");
+    ck_assert_int_eq(tk_kernel_warps(k), 12);
+    tk_kernel_destroy(k);
+    c.head_dim = 128, c.warps = 12; /* its registers would spill */
+    ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "or 12 (three) at head_dim 64"));
     c.warps = 4; /* two warpgroups */
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "two warpgroups"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "8 warps (two warpgroups)"));
     c.warps = 0, c.wgmma = 2;
     ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "wgmma is 2"));

@@ -604,7 +604,7 @@ START_TEST(tma_plan) {
 END_TEST
 
 /* The Hopper attention (kernels/attention_hopper.c) on sm_90a: split into a
- * producer warpgroup and two consumer warpgroups, every tile on the engine
+ * producer warpgroup and two consumer warpgroups (three at D 64), every tile on the engine
  * (Q, K, V: three maps), both multiplies on wgmma, and ptxas without
  * spills; sm_80 gets a status naming the target. _i: D 64/128/256 x causal. */
 START_TEST(attention_wgmma_lowers) {
@@ -626,7 +626,7 @@ START_TEST(attention_wgmma_lowers) {
     ck_assert_ptr_nonnull(strstr(ptx, "wgmma.mma_async.sync.aligned"));
     ck_assert_ptr_nonnull(strstr(ptx, "cp.async.bulk.tensor.4d"));
     ck_assert_ptr_nonnull(strstr(ptx, "setmaxnreg.inc.sync.aligned.u32"));
-    ck_assert_int_eq(pl.consumer_regs, 224);
+    ck_assert_int_eq(pl.consumer_regs, cfg.head_dim == 64 ? 152 : 224); /* 3 or 2 warpgroups */
     long spills = 0;
     int rc = run_ptxas(ptx, "sm_90a", &spills, log, sizeof log);
     ck_assert_msg(rc <= 0, "ptxas rejected %s:\n%s", tk_kernel_name(k), log);

@@ -111,8 +111,9 @@ typedef struct tk_attention_config {
                        0: the measured default for head_dim                    */
     int wgmma;      /* 1: the Hopper kernel (sm_90a only; kernels/attention_hopper.c):
                        warpgroups of 64 rows on wgmma, a producer warpgroup
-                       feeding the copy engine; warps 0, 8 (two warpgroups)
-                       or, at D 64, 12 (three; more registers do not fit)     */
+                       feeding the copy engine; warps 8 (two warpgroups) or,
+                       at D 64, 12 (three; D 128 does not fit their registers);
+                       0: 12 at D 64 (measured fastest), else 8               */
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
