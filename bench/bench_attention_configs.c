@@ -106,9 +106,12 @@ int main(void) {
                 diff = isnan(x) || isnan(y) ? INFINITY : fmax(diff, fabs(x - y));
             }
         }
-        printf("| B%lld H%lld N%lld D%d | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.3g |\n",
-               (long long)sh->b, (long long)sh->h, (long long)sh->n, sh->d, sh->causal, def, tf[0],
-               tf[1], tf[2], tf[3], diff);
+        char cell[4][16]; /* "–": not built for this shape or GPU */
+        for (int c = 0; c < 4; c++)
+            snprintf(cell[c], sizeof cell[c], tf[c] > 0 ? "%.0f" : "–", tf[c]);
+        printf("| B%lld H%lld N%lld D%d | %d | %.0f | %s | %s | %s | %s | %.3g |\n",
+               (long long)sh->b, (long long)sh->h, (long long)sh->n, sh->d, sh->causal, def,
+               cell[0], cell[1], cell[2], cell[3], diff);
         fflush(stdout);
     }
     rc = 0;

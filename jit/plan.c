@@ -225,7 +225,8 @@ static bool generic_access(const tk_plan *plan, const tk_region *r, const uint64
         default: break;
         }
         const tk_op *sh = sm ? tk_smem_alloc_of(sm) : NULL;
-        if (sh && (sh->id >= TK_WS_MAX_IDS || (set[sh->id / 64] >> (sh->id % 64) & 1))) return true;
+        if (sm && (!sh || sh->id >= TK_WS_MAX_IDS || (set[sh->id / 64] >> (sh->id % 64) & 1)))
+            return true;
         if (generic_access(plan, op->regions[0], set) || generic_access(plan, op->regions[1], set))
             return true;
     }

@@ -30,8 +30,9 @@
  * before its result is read (wgmma_wait 0).
  * Registers per consumer thread: O 64xD/128 = D/2 f32, S BKV/2, P BKV/4,
  * plus m, l and addresses: D 128, BKV 128: ~170 of the 224 the plan gives
- * consumers beside a producer warpgroup. D 256 takes BKV 64.
- * Shared memory: Q 128xD, K and V two stages of BKV x D each (D 128: 160
+ * two consumer warpgroups beside a producer warpgroup (three get 152: D 64
+ * only). D 256 takes BKV 64.
+ * Shared memory: Q BQ x D, K and V two stages of BKV x D each (D 128: 160
  * KiB; D 256: 192 KiB).
  *
  * Pipeline (commit groups: Q K_0 | V_0 | K_1 | V_1 | ...):
@@ -174,5 +175,7 @@ void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg) {
 /* Measured on the H200 (bench/RESULTS.md, session 10): at D 64 three
  * warpgroups run 5-20% faster than two (B4 H32 N4096: 407 vs 348 TFLOP/s;
  * N 16384: 436 vs 364): the softmax is as long as the multiplies there, and
- * a third warpgroup keeps the tensor cores busy through two others' softmax. */
+ * a third warpgroup keeps the tensor cores busy through two others' softmax.
+ * The exception measured: B16 N1024 causal, 182 against 191-204 (a head has
+ * 6 blocks of 192 rows; more of the causal triangle idles). */
 int tk_attn_hopper_warps(int head_dim) { return head_dim == 64 ? 12 : 8; }

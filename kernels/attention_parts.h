@@ -23,7 +23,8 @@ tk_value *tk_attn_mask(tk_kernel *k, tk_value *s, int bkv, int causal, tk_value 
  * accumulators it scales (l, O...), ref gets them on the reference the tile
  * uses: unchanged unless some row of the executing warp outgrew m by more
  * than the slack, then moved to the new max (m' = max(m, mx), the others
- * times exp2(m - m')). A branch per warp: no multiply of O on most tiles. */
+ * times exp2(m - m')). A branch per warp: no multiply of O on most tiles.
+ * n <= 18 (m, l and up to 16 slices of O). */
 void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref);
 /* 1 / l, with l = 0 (a row without keys) giving 0 in O = O / l. */
 tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l);

@@ -114,10 +114,11 @@ static inline bool tk_interp_inst_whole(const tk_interp *I, tk_owner o, int inst
 static inline bool tk_interp_banded(const tk_type *t) {
     return t->owner == TK_WARPGROUP && (t->kind == TK_KIND_TILE || t->axis == TK_PER_ROW);
 }
-/* Whether row r of instance `inst` of a t value is held by a warp in mask
- * (any of the instance's warps, for values that are not banded). */
+/* Whether row r of instance `inst` of a t value is held by a warp in mask;
+ * for values that are not banded, whether the instance's first warp (the
+ * one that stores a warpgroup's PER_COL vector, ops/nv/frag.c) is. */
 static inline bool tk_interp_row_live(uint32_t mask, const tk_type *t, int inst, int r) {
-    if (!tk_interp_banded(t)) return (mask & tk_interp_inst_warps(t->owner, inst)) != 0;
+    if (!tk_interp_banded(t)) return (mask >> (t->owner == TK_WARPGROUP ? 4 * inst : inst)) & 1u;
     return (mask >> (4 * inst + r % 64 / 16)) & 1u;
 }
 /* The thread whose copy of a (warp-uniform) scalar operand an instance

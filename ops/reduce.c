@@ -4,7 +4,7 @@
  * COL_MAX, COL_SUM: tile R×C -> PER_COL vector of length C
  * MAX_ALL: tile or vector -> f32 scalar, the max of the elements the
  *   executing warp holds (all of a warp's value; of a warpgroup tile or
- *   PER_ROW vector the warp's 16-row band), the same in every lane: a
+ *   PER_ROW vector the warp's rows, 16 in every 64), the same in every lane: a
  *   warp-uniform value that can steer an if, e.g. skip work no row of the
  *   warp needs; no cross-warp traffic
  * MASK attr[0] = tk_mask_kind, fattr = fill; operands tile, a, b (i32/i64):

@@ -3,8 +3,10 @@
  * ROW_* fold each row over its columns, COL_* each column over its rows, in
  * ascending index order, accumulating in float; the result is rounded to the
  * tile's dtype once (the lowering must likewise accumulate bf16/f16 tiles in
- * f32). MAX ignores NaN elements like fmaxf / PTX max.f32. MAX_ALL folds the
- * whole tile or vector and gives every lane of the warp the f32 result.
+ * f32). MAX ignores NaN elements like fmaxf / PTX max.f32. MAX_ALL folds
+ * what each warp holds (a warp's whole value; of a warpgroup tile or PER_ROW
+ * vector the rows r with r % 64 / 16 == warp % 4) and gives every lane of
+ * that warp the f32 result.
  * MASK replaces dropped elements by `fill` rounded to the tile's dtype; row
  * and column indices are those of the owner's whole tile (for a warpgroup
  * tile, rows 0..R-1 of the group). */

@@ -414,7 +414,8 @@ static const attn_case attn_cases[] = {
     /* D 256 on mma.sync: 16 rows per warp */
     {1, 2, 1, 70, 130, 256, 1, TK_BF16, 0, 0, 0, 0, 0},
     {2, 1, 1, 130, 65, 256, 0, TK_F16, 1, 8, 1, 0, 0},
-    /* the Hopper kernel (wgmma): two warpgroups of 64 rows, key tiles of 128 (D 256: 64) */
+    /* the Hopper kernel (wgmma): warpgroups of 64 rows (three at D 64 by default), key tiles
+     * of 128 (D 256: 64) */
     {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0, 0, 0, 0, 1},
     {1, 2, 2, 65, 65, 128, 1, TK_BF16, 0, 0, 0, 0, 1},
     {2, 2, 1, 150, 140, 64, 1, TK_F16, 1, 0, 0, 0, 1},   /* GQA, bnhd, Nq > Nkv */
@@ -424,7 +425,8 @@ static const attn_case attn_cases[] = {
     {1, 2, 1, 70, 90, 64, 1, TK_BF16, 0, 0, 0, 1, 1},    /* scale 0 */
     {1, 1, 1, 129, 129, 256, 1, TK_BF16, 0, 0, 0, 0, 1}, /* D 256 */
     {1, 2, 2, 40, 200, 256, 0, TK_F16, 1, 8, 1, 0, 1},
-    {1, 2, 1, 200, 600, 64, 1, TK_BF16, 0, 0, 1, 0, 1}, /* five key tiles, ramp: lazy rescales */
+    {1, 2, 1, 200, 600, 64, 1, TK_BF16, 0, 8, 1, 0, 1},  /* D 64 on two warpgroups, 5 key tiles */
+    {1, 1, 1, 130, 300, 256, 1, TK_BF16, 0, 0, 1, 0, 1}, /* ramp: lazy rescales (D 256) */
     /* D 64 on three warpgroups (192 query rows a block) */
     {1, 2, 1, 390, 333, 64, 1, TK_BF16, 0, 12, 1, 0, 1},
     {2, 3, 1, 193, 130, 64, 0, TK_F16, 1, 12, 0, 0, 1},

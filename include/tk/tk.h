@@ -320,8 +320,8 @@ TK_API tk_value *tk_row_sum(tk_kernel *k, tk_value *tile);
 TK_API tk_value *tk_col_max(tk_kernel *k, tk_value *tile); /* -> PER_COL vec */
 TK_API tk_value *tk_col_sum(tk_kernel *k, tk_value *tile);
 /* The max of the elements the executing warp holds: all of a warp's tile
- * or vector; of a warpgroup's tile (or PER_ROW vector) the warp's 16-row
- * band. An f32 scalar, the same in every lane of the warp, so it may steer
+ * or vector; of a warpgroup's tile (or PER_ROW vector) the warp's rows
+ * (16 in every 64). An f32 scalar, the same in every lane of the warp, so it may steer
  * an if (e.g. skip a rescale that no row of the warp needs). Such a branch
  * may split a warpgroup: its rows stay each warp's own, but what needs the
  * whole warpgroup (tk_wgmma) must come after the branch closes. */

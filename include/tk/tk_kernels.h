@@ -107,8 +107,8 @@ typedef struct tk_attention_config {
     tk_dtype dtype; /* Q, K, V, O: TK_BF16 or TK_F16                           */
     int head_dim;   /* D: 64, 128 or 256 (a specialization constant)           */
     int causal;     /* 0 or 1 (a specialization constant)                      */
-    int warps;      /* 4 or 8 warps per block (128/warps query rows each);
-                       0: the measured default for head_dim                    */
+    int warps;      /* mma.sync: 4 or 8 warps per block (128/warps query rows
+                       each); wgmma: see below; 0: the measured default       */
     int wgmma;      /* 1: the Hopper kernel (sm_90a only; kernels/attention_hopper.c):
                        warpgroups of 64 rows on wgmma, a producer warpgroup
                        feeding the copy engine; warps 8 (two warpgroups) or,

@@ -16,17 +16,20 @@
  *            producer (one warp)                consumers (W warps)
  *   copy     lane 0: expect_tx + boxes, or      nothing
  *            cp.async by the warp (fallback;
- *            then a release fence)
+ *            then, for wgmma consumers, its
+ *            wait and a proxy fence, and a
+ *            release fence)
  *   commit   every lane: cp.async.mbarrier.     lane 0 of each warp arrives
  *            arrive.noinc (arrives once the
- *            lane's cp.async copies landed)
+ *            lane's cp.async copies landed);
+ *            a plain arrive with wgmma
  *   wait N   (not in the slice)                 parity waits, as before
  *   barrier  wait for rel[b % R] (all W         wait for ack[(b - R) % R];
  *            consumer warps arrived), arrive    lane 0 of each warp arrives on
- *            on ack[b % R], then                rel[b % R] (mbarrier.arrive
- *            fence.proxy.async: the consumers'  releases the warp's reads of
- *            generic reads before the engine's  the stage); when they touched
- *            writes                             memory of their own since the
+ *            on ack[b % R], then, when some op  rel[b % R] (mbarrier.arrive
+ *            reaches the engine's tiles by the  releases the warp's reads of
+ *            generic proxy, fence.proxy.async   the stage); when they touched
+ *            (generic_engine_tiles)             memory of their own since the
  *                                               barrier before
  *                                               (tk_ws_slice.sync_bar): the
  *                                               engine stores' reads, a proxy
