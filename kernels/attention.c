@@ -209,7 +209,7 @@ static void build(attn *a) {
          * result is the same: O and l share the reference, which cancels
          * in O / l and is added back in L. s·scale2 - m is one fma. */
         tk_value *ref[2 + MAX_ND];
-        tk_attn_rescale(k, tk_mul(k, tk_row_max(k, s), scale2), 2 + ND, cur, ref);
+        tk_attn_rescale(k, tk_mul(k, tk_row_max(k, s), scale2), 2 + ND, cur, ref, true);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, scale2), ref[0]));
         next[0] = ref[0];
         next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
@@ -284,15 +284,24 @@ tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l) {
  * leaves f32 l and O ample range. */
 #define RESCALE_SLACK 8.0f
 
-void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref) {
-    tk_value *up[2 + MAX_ND], *kept[2 + MAX_ND];
-    tk_if_begin(k, tk_gt(k, tk_max_all(k, tk_sub(k, mx, cur[0])), tk_const_f32(k, RESCALE_SLACK)));
+/* m' = max(m, mx) and the others times exp2(m - m'), into up. */
+static void rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **up) {
     up[0] = tk_max(k, cur[0], mx);
     tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], up[0]));
     for (int i = 1; i < n; i++) up[i] = tk_mul(k, cur[i], alpha);
+}
+
+void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref,
+                     bool lazy) {
+    if (!lazy) {
+        rescale(k, mx, n, cur, ref);
+        return;
+    }
+    tk_value *up[2 + MAX_ND];
+    tk_if_begin(k, tk_gt(k, tk_max_all(k, tk_sub(k, mx, cur[0])), tk_const_f32(k, RESCALE_SLACK)));
+    rescale(k, mx, n, cur, up);
     tk_else(k, n, up);
-    for (int i = 0; i < n; i++) kept[i] = cur[i];
-    tk_if_end(k, n, kept, ref);
+    tk_if_end(k, n, cur, ref);
 }
 
 tk_value *tk_attn_lse(tk_kernel *k, tk_value *m, tk_value *l) {

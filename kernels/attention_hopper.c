@@ -132,15 +132,8 @@ static void build(hattn *a) {
         copy_kv_if(a, sK, K, tk_add(k, j, i32c(k, 1)), ntiles);
         s = tk_attn_mask(k, s, BKV, a->causal, kv0, Nkv, qw, q0, diag);
 
-        tk_value *ref[3]; /* m, l, O on the tile's reference */
-        if (D == 256) {   /* measured: see the header */
-            tk_attn_rescale(k, tk_mul(k, tk_row_max(k, s), scale2), 3, cur, ref);
-        } else {
-            ref[0] = tk_max(k, cur[0], tk_mul(k, tk_row_max(k, s), scale2));
-            tk_value *alpha = tk_exp2(k, tk_sub(k, cur[0], ref[0]));
-            ref[1] = tk_mul(k, cur[1], alpha);
-            ref[2] = tk_mul(k, cur[2], alpha);
-        }
+        tk_value *ref[3]; /* m, l, O on the tile's reference; lazy: see the header */
+        tk_attn_rescale(k, tk_mul(k, tk_row_max(k, s), scale2), 3, cur, ref, D == 256);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, scale2), ref[0]));
         next[0] = ref[0];
         next[1] = tk_add(k, ref[1], tk_row_sum(k, p));

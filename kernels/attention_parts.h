@@ -4,6 +4,8 @@
 #ifndef TK_KERNELS_ATTENTION_PARTS_H
 #define TK_KERNELS_ATTENTION_PARTS_H
 
+#include <stdbool.h>
+
 #include "tk/tk_kernels.h"
 
 /* Key tiles of bkv keys a block of bq query rows from q0 visits: all of
@@ -18,14 +20,15 @@ tk_value *tk_attn_scale2(tk_kernel *k, tk_value *scale);
  * block's first row). */
 tk_value *tk_attn_mask(tk_kernel *k, tk_value *s, int bkv, int causal, tk_value *kv0, tk_value *Nkv,
                        tk_value *rows, tk_value *q0, tk_value *diag);
-/* The online softmax's lazy rescale (attention.c says why): given the
- * tile's scaled row max mx and the carried m = cur[0] with the n - 1
- * accumulators it scales (l, O...), ref gets them on the reference the tile
- * uses: unchanged unless some row of the executing warp outgrew m by more
- * than the slack, then moved to the new max (m' = max(m, mx), the others
- * times exp2(m - m')). A branch per warp: no multiply of O on most tiles.
+/* The online softmax's rescale: given the tile's scaled row max mx and the
+ * carried m = cur[0] with the n - 1 accumulators it scales (l, O...), ref
+ * gets them on the reference the tile uses: the new max (m' = max(m, mx),
+ * the others times exp2(m - m')); lazy (attention.c says why): unchanged
+ * unless some row of the executing warp outgrew m by more than the slack,
+ * a branch per warp that skips the multiply of O on most tiles.
  * n <= 18 (m, l and up to 16 slices of O). */
-void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref);
+void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref,
+                     bool lazy);
 /* 1 / l, with l = 0 (a row without keys) giving 0 in O = O / l. */
 tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l);
 /* L = ln Σ exp(s) = (m + log2 l) · ln 2 from the log2-unit reference m. */
