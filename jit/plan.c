@@ -192,6 +192,26 @@ static bool uses_descriptors(const tk_region *r) {
     return false;
 }
 
+static bool fits(const tk_kernel *k, const tk_plan *plan) {
+    return k->smem_bytes + smem_extra(plan) <= (size_t)plan->tgt->smem_max;
+}
+
+static void drop_maps(tk_plan *plan) {
+    plan->nmaps = 0;
+    plan->ncopies = 0;
+    plan->stores = false;
+}
+
+/* ---- Sets of op ids ------------------------------------------------------------ */
+static bool has(const uint64_t *set, uint32_t id) { return set[id / 64] >> (id % 64) & 1; }
+
+/* Adds id to set; whether it was new. */
+static bool add(uint64_t *set, uint32_t id) {
+    if (has(set, id)) return false;
+    set[id / 64] |= (uint64_t)1 << (id % 64);
+    return true;
+}
+
 /* The shared tiles (SHARED ops by id, in `set`) the engine's loads write. */
 static void engine_tiles(const tk_plan *plan, const tk_region *r, uint64_t *set) {
     if (!r) return;
@@ -199,7 +219,7 @@ static void engine_tiles(const tk_plan *plan, const tk_region *r, uint64_t *set)
         const tk_op *sh = op->opc == TK_OP_COPY_G2S && tk_plan_copy_map(plan, op) >= 0
                               ? tk_smem_alloc_of(op->opnds[0])
                               : NULL;
-        if (sh && sh->id < TK_WS_MAX_IDS) set[sh->id / 64] |= (uint64_t)1 << (sh->id % 64);
+        if (sh && sh->id < TK_WS_MAX_IDS) add(set, sh->id);
         engine_tiles(plan, op->regions[0], set);
         engine_tiles(plan, op->regions[1], set);
     }
@@ -225,34 +245,14 @@ static bool generic_access(const tk_plan *plan, const tk_region *r, const uint64
         default: break;
         }
         const tk_op *sh = sm ? tk_smem_alloc_of(sm) : NULL;
-        if (sm && (!sh || sh->id >= TK_WS_MAX_IDS || (set[sh->id / 64] >> (sh->id % 64) & 1)))
-            return true;
+        if (sm && (!sh || sh->id >= TK_WS_MAX_IDS || has(set, sh->id))) return true;
         if (generic_access(plan, op->regions[0], set) || generic_access(plan, op->regions[1], set))
             return true;
     }
     return false;
 }
 
-static bool fits(const tk_kernel *k, const tk_plan *plan) {
-    return k->smem_bytes + smem_extra(plan) <= (size_t)plan->tgt->smem_max;
-}
-
-static void drop_maps(tk_plan *plan) {
-    plan->nmaps = 0;
-    plan->ncopies = 0;
-    plan->stores = false;
-}
-
 /* ---- The producer's slice ---------------------------------------------------- */
-static bool has(const uint64_t *set, uint32_t id) { return set[id / 64] >> (id % 64) & 1; }
-
-/* Adds id to set; whether it was new. */
-static bool add(uint64_t *set, uint32_t id) {
-    if (has(set, id)) return false;
-    set[id / 64] |= (uint64_t)1 << (id % 64);
-    return true;
-}
-
 static bool need_val(tk_ws_slice *s, const tk_value *v) { return v && add(s->val, v->id); }
 
 static bool is_async_copy(const tk_op *op) {
