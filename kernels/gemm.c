@@ -531,9 +531,9 @@ static tk_status check_gemm_sizes(tk_ctx *ctx, const tk_gemm_params *p, const tk
                                 (long long)p->m, (long long)p->n, (long long)p->k,
                                 (long long)GEMM_MAX_SIZE);
     int64_t gx = (p->n + c->block_n - 1) / c->block_n, gy = (p->m + c->block_m - 1) / c->block_m;
-    /* the wgmma kernel's grid is one row of at most 65536 blocks; its tile
-     * index steps past the last tile by at most a grid */
-    int64_t rows = c->wgmma ? 1 : gy, tiles = c->wgmma ? INT32_MAX - 65536 : INT32_MAX;
+    /* the wgmma kernel's grid is one row of at most TK_GEMM_MAX_GRID blocks;
+     * its tile index steps past the last tile by at most a grid */
+    int64_t rows = c->wgmma ? 1 : gy, tiles = c->wgmma ? INT32_MAX - TK_GEMM_MAX_GRID : INT32_MAX;
     if (rows > 65535 || gx * gy > tiles || gx * GROUP_M > INT32_MAX)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "tk_gemm: %lld x %lld tiles of %dx%d exceed the kernel's limits "
@@ -582,13 +582,13 @@ tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *user, void *stream) {
     int64_t as[2] = {p->lda ? p->lda : p->k, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
     int64_t cs[2] = {p->ldc ? p->ldc : p->n, 1};
     /* the wgmma kernel's grid: the blocks the GPU holds at once (where
-     * unknown, the kernel's most: one per tile up to 65536) */
+     * unknown, the kernel's most: one per tile up to TK_GEMM_MAX_GRID) */
     int resident = c.wgmma ? tk_program_resident_blocks(prog) : 0;
     tk_arg args[4] = {
         tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as),
         tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs),
         tk_arg_strided(p->c, p->out_dtype, 2, cd, cs),
-        tk_arg_i32(resident > 0 ? resident : 65536),
+        tk_arg_i32(resident > 0 ? resident : TK_GEMM_MAX_GRID),
     };
     return tk_launch(prog, c.wgmma ? 4 : 3, args, stream);
 }

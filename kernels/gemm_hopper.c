@@ -2,7 +2,7 @@
  * points and the mma.sync kernel: kernels/gemm.c).
  *
  * Persistent: the kernel takes a scalar `blocks` after A, B and C and
- * launches min(tiles, blocks) blocks, blocks taken in 1..MAX_GRID (tk_gemm
+ * launches min(tiles, blocks) blocks, blocks taken in 1..TK_GEMM_MAX_GRID (tk_gemm
  * passes what the SMs hold at
  * once); block b visits tiles b, b + grid, ... in the grouped order of the
  * mma.sync kernel. Its k-tiles form one stream across its tiles: the copy
@@ -35,11 +35,6 @@
 #include "gemm_parts.h"
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
-
-/* The most blocks the kernel launches: a persistent grid needs no more
- * than the SMs hold, and with it a tile index (below the tiles, which
- * tk_gemm keeps under 2^31 - 1 - MAX_GRID) plus the grid stays in i32. */
-#define MAX_GRID 65536
 
 /* Shared memory the kernel may use for its tiles on sm_90 (227 KiB per
  * block), less 2 KiB for what the lowering adds (the aligned base, the
@@ -186,7 +181,7 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
     tk_value *tiles = tk_mul(k, gx, gy);
     /* blocks <= 0 still runs one; an empty problem (no tiles) none */
-    tk_value *nb = tk_min(k, tk_max(k, blocks, i32c(k, 1)), i32c(k, MAX_GRID));
+    tk_value *nb = tk_min(k, tk_max(k, blocks, i32c(k, 1)), i32c(k, TK_GEMM_MAX_GRID));
     tk_value *grid = tk_min(k, tiles, nb);
     tk_set_grid(k, grid, NULL, NULL);
 

@@ -5,6 +5,12 @@
 
 #include "tk/tk_kernels.h"
 
+/* The most blocks the wgmma kernel launches: a persistent grid needs no
+ * more than the SMs hold, and with it a tile index (below the tiles, which
+ * tk_gemm keeps under 2^31 - 1 - TK_GEMM_MAX_GRID) plus the grid stays in
+ * i32. */
+#define TK_GEMM_MAX_GRID 65536
+
 /* Everything the pieces of a GEMM kernel share. */
 typedef struct gemm {
     tk_kernel *k;
