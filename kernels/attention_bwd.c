@@ -47,24 +47,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jit/registry.h"
-#include "tk/tk_kernels.h"
-#include "tk/tk_run.h"
+#include "attention_bwd_parts.h"
 
 #define BQ     64 /* query rows per block (dQ) / per tile (dK/dV)   */
 #define BKV    64 /* keys per tile (dQ) / per block (dK/dV)         */
 #define WR     16 /* rows per warp: 4 warps                         */
 #define NWARPS (BQ / WR)
-#define LOG2E  1.4426950408889634f
-
-typedef struct bwd {
-    tk_kernel *k;
-    tk_dtype dt;
-    int D, ND, causal;
-    tk_value *b;      /* batch                                         */
-    tk_value *scale;  /* the parameter                                 */
-    tk_value *scale2; /* c = scale·log2 e, >= FLT_MIN as in the forward */
-} bwd;
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
 static tk_value *dim32(tk_kernel *k, tk_value *view, int d) {
@@ -115,8 +103,7 @@ static void mul_acc(bwd *w, tk_value *x, tk_value *y, tk_value *const *acc, tk_v
     }
 }
 
-/* L₂ = max(L·log2 e, -FLT_MAX) for `n` rows at idx (reading `fill` past N). */
-static tk_value *load_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill) {
+tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill) {
     tk_kernel *k = w->k;
     tk_value *l = tk_load_n(k, vt, L, 3, idx, fill);
     return tk_max(k, tk_mul(k, l, tk_const_f32(k, LOG2E)), tk_const_f32(k, -FLT_MAX));
@@ -132,15 +119,7 @@ static void common_scalars(bwd *w) {
     w->scale2 = tk_max(k, tk_mul(k, w->scale, tk_const_f32(k, LOG2E)), tk_const_f32(k, FLT_MIN));
 }
 
-/* The parameters of either kernel, declared in its signature's order:
- * Q, K, V, O (the dQ kernel only), dO, L, Dw, then its `nouts` outputs and
- * the scalars; and the sizes both read: heads and lengths of Q and of K. */
-typedef struct bwd_io {
-    tk_value *Q, *K, *V, *O, *dO, *L, *Dw, *out[2];
-    tk_value *Hq, *Nq, *Hkv, *Nkv;
-} bwd_io;
-
-static bwd_io declare_io(bwd *w, int with_o, const char *const *outs, int nouts) {
+bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts) {
     tk_kernel *k = w->k;
     bwd_io io = {0};
     io.Q = tk_param_tensor(k, "Q", w->dt, 4);
@@ -171,7 +150,7 @@ static void build_dq(bwd *w) {
     tk_kernel *k = w->k;
     const int ND = w->ND;
     tk_dtype dt = w->dt;
-    bwd_io io = declare_io(w, 1, (const char *const[]){"dQ"}, 1);
+    bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1);
     tk_value *Q = io.Q, *K = io.K, *V = io.V, *O = io.O, *dO = io.dO, *L = io.L, *Dw = io.Dw;
     tk_value *dQ = io.out[0];
     tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
@@ -199,7 +178,7 @@ static void build_dq(bwd *w) {
                     tk_row_sum(k, tk_mul(k, tk_cvt(k, g[d], TK_F32), tk_cvt(k, o[d], TK_F32))));
     tk_value *il[3] = {w->b, h, qw};
     tk_store(k, Dw, il, dv);
-    tk_value *l2 = load_l2(w, L, vrow, il, 0.0f);
+    tk_value *l2 = tk_attn_bwd_l2(w, L, vrow, il, 0.0f);
 
     tk_value *sK = tk_shared(k, dt, BKV, w->D, TK_SMEM_SWIZZLE, 2);
     tk_value *sV = tk_shared(k, dt, BKV, w->D, TK_SMEM_SWIZZLE, 2);
@@ -265,7 +244,7 @@ static void build_dkdv(bwd *w) {
     tk_kernel *k = w->k;
     const int ND = w->ND;
     tk_dtype dt = w->dt;
-    bwd_io io = declare_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
+    bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
     tk_value *Q = io.Q, *K = io.K, *V = io.V, *dO = io.dO, *L = io.L, *Dw = io.Dw;
     tk_value *dK = io.out[0], *dV = io.out[1];
     tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
@@ -338,7 +317,7 @@ static void build_dkdv(bwd *w) {
         tk_value *qst = tk_stage(k, sQ, st), *gst = tk_stage(k, sG, st);
         tk_type vcol = tk_vec_type(TK_F32, BQ, TK_PER_COL, TK_WARP, TK_ROW);
         tk_value *il[3] = {w->b, h, q0};
-        tk_value *l2 = load_l2(w, L, vcol, il, INFINITY); /* P = 0 past Nq */
+        tk_value *l2 = tk_attn_bwd_l2(w, L, vcol, il, INFINITY); /* P = 0 past Nq */
         tk_value *dv = tk_load(k, vcol, Dw, il, 0.0f);
 
         tk_value *s = dot_t(w, kreg, sK, wr, qst); /* Sᵀ: keys x queries */
@@ -372,8 +351,8 @@ static void build_dkdv(bwd *w) {
     }
 }
 
-/* The specialization, checked alike by every entry point (`fn` names it). */
-static tk_status check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim, int causal) {
+tk_status tk_attn_bwd_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim,
+                                 int causal) {
     if (dt != TK_BF16 && dt != TK_F16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: dtype is %s; expected bf16 or f16",
                                 fn, tk_dtype_name(dt));
@@ -392,7 +371,7 @@ tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg
     if (!out || !cfg)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, out ? "cfg" : "out");
     *out = NULL;
-    tk_status s = check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
+    tk_status s = tk_attn_bwd_check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
     if (cfg->part != TK_ATTN_BWD_DQ && cfg->part != TK_ATTN_BWD_DKDV)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -419,195 +398,4 @@ tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg
     }
     *out = k;
     return TK_OK;
-}
-
-/* ---- tk_attention_backward (tk_run.h) -------------------------------------
- * Two registry programs per (dtype, head_dim, causal): the dQ kernel and the
- * dK/dV kernel. */
-typedef struct bwd_key {
-    int32_t dtype, head_dim, causal, part;
-} bwd_key;
-
-static tk_status build_bwd_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
-    const bwd_key *a = key;
-    tk_attention_bwd_config cfg = {
-        .dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim, .causal = a->causal, .part = a->part};
-    return tk_attention_bwd_build(ctx, &cfg, out);
-}
-
-static const tk_kernel_def bwd_def = {"tk_attention_backward", sizeof(bwd_key), build_bwd_key};
-
-#define BWD_MAX_SEQ ((int64_t)INT32_MAX - 65535)
-#define BWD_TENSORS 8
-
-/* The end of the first layout of tk_attention_bwd_params. */
-#define BWD_PARAMS_MIN (offsetof(tk_attention_bwd_params, lse_strides) + 3 * sizeof(int64_t))
-
-static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *p) {
-    const int64_t sz[5] = {p->batch, p->heads_q, p->heads_kv, p->seq_q, p->seq_kv};
-    static const char *names[5] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv"};
-    /* i32 indexing of rows, heads and batches in the kernels; y, z grids */
-    const int64_t lim[5] = {65535, 65535, 65535, BWD_MAX_SEQ, BWD_MAX_SEQ};
-    for (int i = 0; i < 5; i++) {
-        if (sz[i] <= 0)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; sizes must be >= 1",
-                                    fn, names[i], (long long)sz[i]);
-        if (sz[i] > lim[i])
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s is %lld; the kernels allow at most %lld", fn, names[i],
-                                    (long long)sz[i], (long long)lim[i]);
-    }
-    if (p->heads_q % p->heads_kv)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: heads_q (%lld) is not a multiple of heads_kv (%lld)", fn,
-                                (long long)p->heads_q, (long long)p->heads_kv);
-    return TK_OK;
-}
-
-/* Bytes of D: f32 [B, Hq, Nq] (sizes checked: no overflow, < 2^63). */
-static size_t workspace_bytes(const tk_attention_bwd_params *p) {
-    return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
-}
-
-static const char *const tensor_names[BWD_TENSORS] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
-
-static const int64_t *tensor_strides(const tk_attention_bwd_params *p, int i) {
-    const int64_t *st[BWD_TENSORS] = {p->q_strides,    p->k_strides,  p->v_strides,  p->o_strides,
-                                      p->dout_strides, p->dq_strides, p->dk_strides, p->dv_strides};
-    return st[i];
-}
-
-static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *p) {
-    const void *ptr[BWD_TENSORS + 2] = {p->q,  p->k,  p->v,  p->o,   p->dout,
-                                        p->dq, p->dk, p->dv, p->lse, p->workspace};
-    for (int i = 0; i < BWD_TENSORS + 2; i++)
-        if (!ptr[i])
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn,
-                                    i < BWD_TENSORS    ? tensor_names[i]
-                                    : i == BWD_TENSORS ? "lse"
-                                                       : "workspace");
-    if ((uintptr_t)p->workspace % sizeof(float))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: workspace is not 4-byte aligned", fn);
-    size_t need = workspace_bytes(p);
-    if (p->workspace_bytes < need)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: workspace_bytes is %zu; these sizes need %zu "
-                                "(tk_attention_backward_workspace)",
-                                fn, p->workspace_bytes, need);
-    for (int i = 0; i < BWD_TENSORS; i++) {
-        const int64_t *st = tensor_strides(p, i);
-        bool dense = !st[0] && !st[1] && !st[2] && !st[3];
-        if (!dense && st[3] != 1)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s_strides[3] is %lld; the head dimension must be "
-                                    "contiguous (stride 1)",
-                                    fn, tensor_names[i], (long long)st[3]);
-        for (int d = 0; d < 3 && !dense; d++)
-            if (st[d] < 0)
-                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is negative",
-                                        fn, tensor_names[i], d);
-    }
-    for (int d = 0; d < 3; d++)
-        if (p->lse_strides[d] < 0)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: lse_strides[%d] is negative", fn,
-                                    d);
-    return TK_OK;
-}
-
-/* The caller's struct (any struct_size) read into *p; with `full`, every
- * field checked (else the sizes only, for the workspace query). */
-static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *user,
-                             tk_attention_bwd_params *p, bool full) {
-    if (!ctx) return TK_ERR_INVALID_ARG;
-    tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, BWD_PARAMS_MIN);
-    if (!s) s = check_sizes(ctx, fn, p);
-    if (s || !full) return s;
-    if ((s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal))) return s;
-    if (!(p->scale >= 0.0f) || isinf(p->scale))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: scale %g is not a finite value >= 0",
-                                fn, (double)p->scale);
-    return check_pointers(ctx, fn, p);
-}
-
-/* Both programs of p's specialization; info: the slower preparation. */
-static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_program *prog[2],
-                              tk_prepare_info *info) {
-    for (int part = 0; part < 2; part++) {
-        bwd_key key;
-        memset(&key, 0, sizeof key);
-        key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal, key.part = part;
-        tk_prepare_info one;
-        tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[part], info ? &one : NULL);
-        if (s) return s;
-        if (info && (part == 0 || one.ms > info->ms)) *info = one;
-    }
-    return TK_OK;
-}
-
-tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *user,
-                                          size_t *bytes) {
-    const char *fn = "tk_attention_backward_workspace";
-    if (!ctx) return TK_ERR_INVALID_ARG;
-    if (!bytes) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
-    *bytes = 0;
-    tk_attention_bwd_params p;
-    tk_status s = read_params(ctx, fn, user, &p, false);
-    if (!s) *bytes = workspace_bytes(&p);
-    return s;
-}
-
-tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_bwd_params *user,
-                                        tk_prepare_info *info) {
-    tk_attention_bwd_params p;
-    tk_program *prog[2];
-    tk_status s = read_params(ctx, "tk_attention_backward_prepare", user, &p, true);
-    return s ? s : bwd_programs(ctx, &p, prog, info);
-}
-
-static tk_arg bwd_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
-                         const int64_t *strides) {
-    bool dense = true;
-    for (int i = 0; i < rank; i++) dense = dense && !strides[i];
-    return dense ? tk_arg_tensor((void *)data, dt, rank, dims)
-                 : tk_arg_strided((void *)data, dt, rank, dims, strides);
-}
-
-tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *user, void *stream) {
-    tk_attention_bwd_params params;
-    const tk_attention_bwd_params *p = &params;
-    tk_program *prog[2];
-    tk_status s = read_params(ctx, "tk_attention_backward", user, &params, true);
-    if (!s) s = bwd_programs(ctx, p, prog, NULL);
-    if (s) return s;
-    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, p->head_dim};
-    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, p->head_dim};
-    int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
-    tk_dtype dt = p->dtype;
-    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim);
-    tk_arg q = bwd_tensor(p->q, dt, 4, qd, p->q_strides);
-    tk_arg k = bwd_tensor(p->k, dt, 4, kd, p->k_strides);
-    tk_arg v = bwd_tensor(p->v, dt, 4, kd, p->v_strides);
-    tk_arg g = bwd_tensor(p->dout, dt, 4, qd, p->dout_strides);
-    tk_arg l = bwd_tensor(p->lse, TK_F32, 3, ld, p->lse_strides);
-    tk_arg dw = tk_arg_tensor(p->workspace, TK_F32, 3, ld);
-    tk_arg dq_args[9] = {q,
-                         k,
-                         v,
-                         bwd_tensor(p->o, dt, 4, qd, p->o_strides),
-                         g,
-                         l,
-                         dw,
-                         bwd_tensor(p->dq, dt, 4, qd, p->dq_strides),
-                         tk_arg_f32(scale)};
-    if ((s = tk_launch(prog[TK_ATTN_BWD_DQ], 9, dq_args, stream))) return s;
-    tk_arg kv_args[9] = {q,
-                         k,
-                         v,
-                         g,
-                         l,
-                         dw,
-                         bwd_tensor(p->dk, dt, 4, kd, p->dk_strides),
-                         bwd_tensor(p->dv, dt, 4, kd, p->dv_strides),
-                         tk_arg_f32(scale)};
-    return tk_launch(prog[TK_ATTN_BWD_DKDV], 9, kv_args, stream);
 }

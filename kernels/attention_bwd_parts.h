@@ -1,0 +1,38 @@
+/* What the attention backward's kernels share (kernels/attention_bwd.c: the
+ * mma.sync kernels and these helpers; attention_bwd_hopper.c: the wgmma
+ * kernels; attention_bwd_run.c: the entry points of tk/tk_run.h). Both
+ * kernel sets have the same parameters, grids' meaning and results. */
+#ifndef TK_KERNELS_ATTENTION_BWD_PARTS_H
+#define TK_KERNELS_ATTENTION_BWD_PARTS_H
+
+#include "tk/tk_kernels.h"
+
+#define LOG2E 1.4426950408889634f
+
+/* A kernel being built. */
+typedef struct bwd {
+    tk_kernel *k;
+    tk_dtype dt;
+    int D, ND, causal;
+    tk_value *b;      /* batch                                         */
+    tk_value *scale;  /* the parameter                                 */
+    tk_value *scale2; /* c = scale·log2 e, >= FLT_MIN as in the forward */
+} bwd;
+
+/* The parameters of either kernel, declared in its signature's order:
+ * Q, K, V, O (the dQ kernel only), dO, L, Dw, then its `nouts` outputs and
+ * the scalars; and the sizes both read: heads and lengths of Q and of K. */
+typedef struct bwd_io {
+    tk_value *Q, *K, *V, *O, *dO, *L, *Dw, *out[2];
+    tk_value *Hq, *Nq, *Hkv, *Nkv;
+} bwd_io;
+
+bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts);
+/* L₂ = max(L·log2 e, -FLT_MAX) for the rows or columns of vector type vt
+ * at idx (reading `fill` past N). */
+tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill);
+/* The specialization, checked alike by every entry point (`fn` names it). */
+tk_status tk_attn_bwd_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim,
+                                 int causal);
+
+#endif

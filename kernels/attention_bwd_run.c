@@ -1,0 +1,203 @@
+/* tk_attention_backward and its companions (tk/tk_run.h): the parameters
+ * checked, the two programs of the specialization from the registry, the
+ * launches. The kernels: attention_bwd.c. */
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attention_bwd_parts.h"
+#include "jit/registry.h"
+#include "tk/tk_run.h"
+
+/* ---- tk_attention_backward (tk_run.h) -------------------------------------
+ * Two registry programs per (dtype, head_dim, causal): the dQ kernel and the
+ * dK/dV kernel. */
+typedef struct bwd_key {
+    int32_t dtype, head_dim, causal, part;
+} bwd_key;
+
+static tk_status build_bwd_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
+    const bwd_key *a = key;
+    tk_attention_bwd_config cfg = {
+        .dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim, .causal = a->causal, .part = a->part};
+    return tk_attention_bwd_build(ctx, &cfg, out);
+}
+
+static const tk_kernel_def bwd_def = {"tk_attention_backward", sizeof(bwd_key), build_bwd_key};
+
+#define BWD_MAX_SEQ ((int64_t)INT32_MAX - 65535)
+#define BWD_TENSORS 8
+
+/* The end of the first layout of tk_attention_bwd_params. */
+#define BWD_PARAMS_MIN (offsetof(tk_attention_bwd_params, lse_strides) + 3 * sizeof(int64_t))
+
+static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *p) {
+    const int64_t sz[5] = {p->batch, p->heads_q, p->heads_kv, p->seq_q, p->seq_kv};
+    static const char *names[5] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv"};
+    /* i32 indexing of rows, heads and batches in the kernels; y, z grids */
+    const int64_t lim[5] = {65535, 65535, 65535, BWD_MAX_SEQ, BWD_MAX_SEQ};
+    for (int i = 0; i < 5; i++) {
+        if (sz[i] <= 0)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; sizes must be >= 1",
+                                    fn, names[i], (long long)sz[i]);
+        if (sz[i] > lim[i])
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s is %lld; the kernels allow at most %lld", fn, names[i],
+                                    (long long)sz[i], (long long)lim[i]);
+    }
+    if (p->heads_q % p->heads_kv)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: heads_q (%lld) is not a multiple of heads_kv (%lld)", fn,
+                                (long long)p->heads_q, (long long)p->heads_kv);
+    return TK_OK;
+}
+
+/* Bytes of D: f32 [B, Hq, Nq] (sizes checked: no overflow, < 2^63). */
+static size_t workspace_bytes(const tk_attention_bwd_params *p) {
+    return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
+}
+
+static const char *const tensor_names[BWD_TENSORS] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
+
+static const int64_t *tensor_strides(const tk_attention_bwd_params *p, int i) {
+    const int64_t *st[BWD_TENSORS] = {p->q_strides,    p->k_strides,  p->v_strides,  p->o_strides,
+                                      p->dout_strides, p->dq_strides, p->dk_strides, p->dv_strides};
+    return st[i];
+}
+
+static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *p) {
+    const void *ptr[BWD_TENSORS + 2] = {p->q,  p->k,  p->v,  p->o,   p->dout,
+                                        p->dq, p->dk, p->dv, p->lse, p->workspace};
+    for (int i = 0; i < BWD_TENSORS + 2; i++)
+        if (!ptr[i])
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn,
+                                    i < BWD_TENSORS    ? tensor_names[i]
+                                    : i == BWD_TENSORS ? "lse"
+                                                       : "workspace");
+    if ((uintptr_t)p->workspace % sizeof(float))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: workspace is not 4-byte aligned", fn);
+    size_t need = workspace_bytes(p);
+    if (p->workspace_bytes < need)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: workspace_bytes is %zu; these sizes need %zu "
+                                "(tk_attention_backward_workspace)",
+                                fn, p->workspace_bytes, need);
+    for (int i = 0; i < BWD_TENSORS; i++) {
+        const int64_t *st = tensor_strides(p, i);
+        bool dense = !st[0] && !st[1] && !st[2] && !st[3];
+        if (!dense && st[3] != 1)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s_strides[3] is %lld; the head dimension must be "
+                                    "contiguous (stride 1)",
+                                    fn, tensor_names[i], (long long)st[3]);
+        for (int d = 0; d < 3 && !dense; d++)
+            if (st[d] < 0)
+                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is negative",
+                                        fn, tensor_names[i], d);
+    }
+    for (int d = 0; d < 3; d++)
+        if (p->lse_strides[d] < 0)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: lse_strides[%d] is negative", fn,
+                                    d);
+    return TK_OK;
+}
+
+/* The caller's struct (any struct_size) read into *p; with `full`, every
+ * field checked (else the sizes only, for the workspace query). */
+static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *user,
+                             tk_attention_bwd_params *p, bool full) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, BWD_PARAMS_MIN);
+    if (!s) s = check_sizes(ctx, fn, p);
+    if (s || !full) return s;
+    if ((s = tk_attn_bwd_check_spec(ctx, fn, p->dtype, p->head_dim, p->causal))) return s;
+    if (!(p->scale >= 0.0f) || isinf(p->scale))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: scale %g is not a finite value >= 0",
+                                fn, (double)p->scale);
+    return check_pointers(ctx, fn, p);
+}
+
+/* Both programs of p's specialization; info: the slower preparation. */
+static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_program *prog[2],
+                              tk_prepare_info *info) {
+    for (int part = 0; part < 2; part++) {
+        bwd_key key;
+        memset(&key, 0, sizeof key);
+        key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal, key.part = part;
+        tk_prepare_info one;
+        tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[part], info ? &one : NULL);
+        if (s) return s;
+        if (info && (part == 0 || one.ms > info->ms)) *info = one;
+    }
+    return TK_OK;
+}
+
+tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *user,
+                                          size_t *bytes) {
+    const char *fn = "tk_attention_backward_workspace";
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!bytes) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
+    *bytes = 0;
+    tk_attention_bwd_params p;
+    tk_status s = read_params(ctx, fn, user, &p, false);
+    if (!s) *bytes = workspace_bytes(&p);
+    return s;
+}
+
+tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_bwd_params *user,
+                                        tk_prepare_info *info) {
+    tk_attention_bwd_params p;
+    tk_program *prog[2];
+    tk_status s = read_params(ctx, "tk_attention_backward_prepare", user, &p, true);
+    return s ? s : bwd_programs(ctx, &p, prog, info);
+}
+
+static tk_arg bwd_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
+                         const int64_t *strides) {
+    bool dense = true;
+    for (int i = 0; i < rank; i++) dense = dense && !strides[i];
+    return dense ? tk_arg_tensor((void *)data, dt, rank, dims)
+                 : tk_arg_strided((void *)data, dt, rank, dims, strides);
+}
+
+tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *user, void *stream) {
+    tk_attention_bwd_params params;
+    const tk_attention_bwd_params *p = &params;
+    tk_program *prog[2];
+    tk_status s = read_params(ctx, "tk_attention_backward", user, &params, true);
+    if (!s) s = bwd_programs(ctx, p, prog, NULL);
+    if (s) return s;
+    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, p->head_dim};
+    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, p->head_dim};
+    int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
+    tk_dtype dt = p->dtype;
+    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim);
+    tk_arg q = bwd_tensor(p->q, dt, 4, qd, p->q_strides);
+    tk_arg k = bwd_tensor(p->k, dt, 4, kd, p->k_strides);
+    tk_arg v = bwd_tensor(p->v, dt, 4, kd, p->v_strides);
+    tk_arg g = bwd_tensor(p->dout, dt, 4, qd, p->dout_strides);
+    tk_arg l = bwd_tensor(p->lse, TK_F32, 3, ld, p->lse_strides);
+    tk_arg dw = tk_arg_tensor(p->workspace, TK_F32, 3, ld);
+    tk_arg dq_args[9] = {q,
+                         k,
+                         v,
+                         bwd_tensor(p->o, dt, 4, qd, p->o_strides),
+                         g,
+                         l,
+                         dw,
+                         bwd_tensor(p->dq, dt, 4, qd, p->dq_strides),
+                         tk_arg_f32(scale)};
+    if ((s = tk_launch(prog[TK_ATTN_BWD_DQ], 9, dq_args, stream))) return s;
+    tk_arg kv_args[9] = {q,
+                         k,
+                         v,
+                         g,
+                         l,
+                         dw,
+                         bwd_tensor(p->dk, dt, 4, kd, p->dk_strides),
+                         bwd_tensor(p->dv, dt, 4, kd, p->dv_strides),
+                         tk_arg_f32(scale)};
+    return tk_launch(prog[TK_ATTN_BWD_DKDV], 9, kv_args, stream);
+}
