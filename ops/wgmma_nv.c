@@ -22,6 +22,7 @@
  *        and returns every accumulator register: LLVM cannot know that the
  *        wait is what makes them valid, and without the tie it may move a
  *        read of them above it. */
+#include <math.h>
 #include <stdio.h>
 
 #include "ops/lower_walk.h"
@@ -78,9 +79,10 @@ static void regs(char *buf, size_t cap, size_t *len, int first, int n) {
 }
 
 /* One wgmma: acc[0..n) = A * B + acc, with `ain` the A operand(s) (one
- * descriptor, or four registers) and bdesc B's descriptor. */
+ * descriptor, or four registers) and bdesc B's descriptor; `fresh`: acc is
+ * zero, so scale-d 0 (acc = A * B) and the registers are outputs only. */
 static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMValueRef *ain, int na,
-                   LLVMValueRef bdesc, bool b_n_major) {
+                   LLVMValueRef bdesc, bool b_n_major, bool fresh) {
     const int n = N / 2;
     const size_t cap = 16384;
     char *text = tk_lw_alloc(L, cap), *cons = tk_lw_alloc(L, cap);
@@ -107,17 +109,26 @@ static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMVa
     for (int i = 0; i < n; i++) c += (size_t)snprintf(cons + c, cap - c, "=f,");
     for (int i = 0; i < na; i++) c += (size_t)snprintf(cons + c, cap - c, na == 1 ? "l," : "r,");
     c += (size_t)snprintf(cons + c, cap - c, "l,r");
-    for (int i = 0; i < n; i++) c += (size_t)snprintf(cons + c, cap - c, ",%d", i);
+    for (int i = 0; i < n && !fresh; i++) c += (size_t)snprintf(cons + c, cap - c, ",%d", i);
     for (int i = 0; i < na; i++) args[i] = ain[i];
     args[na] = bdesc;
-    args[na + 1] = tk_lw_i32c(L, 1);
+    args[na + 1] = tk_lw_i32c(L, !fresh);
     for (int i = 0; i < n; i++) args[na + 2 + i] = acc[i];
     LLVMTypeRef *fs = tk_lw_alloc(L, (size_t)n * sizeof *fs);
     if (!fs) return;
     for (int i = 0; i < n; i++) fs[i] = L->f32;
     LLVMTypeRef rt = LLVMStructTypeInContext(L->c, fs, (unsigned)n, 0);
-    LLVMValueRef r = tk_lw_asm(L, rt, text, cons, args, (unsigned)(na + 2 + n), true);
+    LLVMValueRef r = tk_lw_asm(L, rt, text, cons, args, (unsigned)(na + 2 + (fresh ? 0 : n)), true);
     for (int i = 0; i < n && r; i++) acc[i] = LLVMBuildExtractValue(L->b, r, (unsigned)i, "");
+}
+
+/* Whether v is tk_zeros (a FILL of +0): its multiply starts with scale-d 0
+ * instead of zeroing registers. Those zeroing moves would be register
+ * writes after wgmma.fence, and with another multiply still in flight
+ * ptxas then serializes them (it injects a wgmma wait, C7517). */
+static bool is_zero_fill(const tk_value *v) {
+    const tk_op *f = v->def, *c = f && f->opc == TK_OP_FILL ? f->opnds[0]->def : NULL;
+    return c && c->opc == TK_OP_CONST && c->fattr == 0.0 && !signbit(c->fattr);
 }
 
 static tk_status lower_issue(tk_lower *L, const tk_op *op) {
@@ -129,6 +140,7 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
     const char *dt = at->dtype == TK_BF16 ? "bf16" : "f16";
     const bool reg = at->kind == TK_KIND_TILE, n_major = op->attr[0] == TK_MMA_AB;
     const int N = ct->cols, n = N / 2, K = at->cols;
+    const bool zero = is_zero_fill(op->opnds[0]);
     for (int i = 0; i < d->n; i++) d->v[i] = acc->v[i];
     /* A register A is packed before wgmma.fence: the ISA wants the fence
      * between the last write of an A register and the wgmma reading it.
@@ -156,7 +168,8 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
         for (int s = 0; s < ns; s++) {
             LLVMValueRef bd = n_major ? desc(L, bt, bv->v[0], i64c(L, 16 * s), 0, true)
                                       : desc(L, bt, bv->v[0], i64c(L, 0), 16 * s, false);
-            issue1(L, dt, N, d->v + q * n, ain + (q * ns + s) * 4, reg ? 4 : 1, bd, n_major);
+            issue1(L, dt, N, d->v + q * n, ain + (q * ns + s) * 4, reg ? 4 : 1, bd, n_major,
+                   zero && s == 0);
         }
     }
     tk_lw_intrin(L, "llvm.nvvm.wgmma.commit_group.sync.aligned", NULL, 0, NULL, 0);
