@@ -1,6 +1,6 @@
-"""Attention backward TFLOP/s: TileKittens (tk_attention_backward, the sm_80
-mma.sync path: a dQ kernel with the D = rowsum(dO*O) pre-pass fused in, then
-a dK/dV kernel; deterministic) beside torch SDPA backward with the flash
+"""Attention backward TFLOP/s: TileKittens (tk_attention_backward: a dQ kernel
+with the D = rowsum(dO*O) pre-pass fused in, then a dK/dV kernel; deterministic;
+both kernel sets, the Hopper one on wgmma and the mma.sync one) beside torch SDPA backward with the flash
 (FlashAttention-2) and cuDNN backends, same run, same GPU, median of triton
 do_bench. Each configuration's gradients are checked first against torch
 autograd of the float32 attention math, next to the error of SDPA flash's own
@@ -20,6 +20,8 @@ from triton.testing import do_bench
 
 from bench_util import ATTENTION_CONFIGS, sdpa
 from tk_ctypes import TK
+
+KERNELS = ((2, "wgmma"), (1, "mma.sync"))  # tk_attn_kernel values: both of ours, same run
 
 
 def torch_bwd(backend, q, k, v, do, causal):
@@ -49,13 +51,11 @@ def rel(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
-def bench_one(tk, stream, d, b, h, n, causal):
-    q, k, v, do = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-    o = torch.empty_like(q)
-    lse = torch.empty((b, h, n), device="cuda", dtype=torch.float32)
-    tk.attention(tk.attention_params(q, k, v, o, lse, causal), stream)
+def run_ours(tk, stream, q, k, v, o, lse, do, causal, kernel):
+    """Gradients of one of our kernel sets (3 runs, NaN-poisoned first), whether
+    the runs are bit-identical, and a closure timing it."""
     dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
-    p = tk.attention_bwd_params(q, k, v, o, lse, do, dq, dk, dv, causal)
+    p = tk.attention_bwd_params(q, k, v, o, lse, do, dq, dk, dv, causal, kernel)
     tk.attention_backward_prepare(p)
     runs = []
     for _ in range(3):
@@ -66,37 +66,50 @@ def bench_one(tk, stream, d, b, h, n, causal):
         runs.append([t.clone() for t in (dq, dk, dv)])
     same = all(torch.equal(runs[0][i].view(torch.int16), r[i].view(torch.int16))
                for r in runs[1:] for i in range(3))
-    err, fa2_err = 0.0, 0.0
+    return runs[0], same, lambda: tk.attention_backward(p, stream)
+
+
+def bench_one(tk, stream, d, b, h, n, causal):
+    q, k, v, do = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, n), device="cuda", dtype=torch.float32)
+    tk.attention(tk.attention_params(q, k, v, o, lse, causal), stream)
+    ours = {name: run_ours(tk, stream, q, k, v, o, lse, do, causal, kern)
+            for kern, name in KERNELS}
+    err, fa2_err = {name: 0.0 for _, name in KERNELS}, 0.0
     if b * h * n * n <= 16 * 16 * 4096 * 4096:  # the f32 reference fits in memory
         want = ref_grads(q, k, v, do, causal)
         flash = torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal)()
-        err = max(rel(g, w) for g, w in zip((dq, dk, dv), want))
+        for name in ours:
+            err[name] = max(rel(g, w) for g, w in zip(ours[name][0], want))
         fa2_err = max(rel(g, w) for g, w in zip(flash, want))
         del want, flash
     flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
     t = lambda f: flops / do_bench(f, warmup=40, rep=200, return_mode="median") / 1e9
-    ours = t(lambda: tk.attention_backward(p, stream))
+    speed = {name: t(ours[name][2]) for name in ours}
     fa2 = t(torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal))
     try:
         cud = t(torch_bwd(SDPBackend.CUDNN_ATTENTION, q, k, v, do, causal))
     except RuntimeError:
         cud = float("nan")
-    return ours, fa2, cud, err, fa2_err, same
+    same = all(ours[name][1] for name in ours)
+    return speed, fa2, cud, err, fa2_err, same
 
 
 def main():
     tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
     torch.manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
-    print("| D | B | H | N | causal | TileKittens | FA2 (flash) | cuDNN | ours/FA2 | ours/cuDNN "
-          "| rel err | FA2 rel err | bit-identical x3 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| D | B | H | N | causal | wgmma | mma.sync | FA2 (flash) | cuDNN | wgmma/FA2 "
+          "| wgmma/cuDNN | rel err wgmma | rel err mma.sync | FA2 rel err | bit-identical x3 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for causal in (False, True):
         for d, b, h, n in ATTENTION_CONFIGS:
             o, f, c, e, fe, same = bench_one(tk, stream, d, b, h, n, causal)
-            print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {o:.0f} | {f:.0f} | {c:.0f} | "
-                  f"{o / f:.2f} | {o / c:.2f} | {e:.1e} | {fe:.1e} | {'yes' if same else 'NO'} |",
-                  flush=True)
+            w, m = o["wgmma"], o["mma.sync"]
+            print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {w:.0f} | {m:.0f} | {f:.0f} | "
+                  f"{c:.0f} | {w / f:.2f} | {w / c:.2f} | {e['wgmma']:.1e} | "
+                  f"{e['mma.sync']:.1e} | {fe:.1e} | {'yes' if same else 'NO'} |", flush=True)
 
 
 if __name__ == "__main__":

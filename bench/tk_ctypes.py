@@ -40,7 +40,7 @@ class AttentionBwdParams(ctypes.Structure):
         ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
         ("dout_strides", ctypes.c_int64 * 4), ("dq_strides", ctypes.c_int64 * 4),
         ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
-        ("lse_strides", ctypes.c_int64 * 3),
+        ("lse_strides", ctypes.c_int64 * 3), ("kernel", ctypes.c_int32),
     ]
 
 
@@ -129,8 +129,9 @@ class TK:
         self._check(self.lib.tk_attention_forward(self.ctx, ctypes.byref(p), stream),
                     "tk_attention_forward")
 
-    def attention_bwd_params(self, q, k, v, o, lse, do, dq, dk, dv, causal):
-        """Torch tensors in logical [B,H,N,D] order (any strides); the workspace
+    def attention_bwd_params(self, q, k, v, o, lse, do, dq, dk, dv, causal, kernel=0):
+        """Torch tensors in logical [B,H,N,D] order (any strides); kernel: 0 the
+        library's choice, 1 mma.sync, 2 the Hopper (wgmma) kernels; the workspace
         (D = rowsum(dO*O), f32) is allocated here with torch and kept on the
         returned struct (p.keep) so it lives as long as p."""
         import torch
@@ -138,7 +139,7 @@ class TK:
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.head_dim, p.causal, p.scale = q.shape[3], int(causal), 0.0
         p.batch, p.heads_q, p.seq_q = q.shape[0], q.shape[1], q.shape[2]
-        p.heads_kv, p.seq_kv = k.shape[1], k.shape[2]
+        p.heads_kv, p.seq_kv, p.kernel = k.shape[1], k.shape[2], kernel
         ts = {"q": q, "k": k, "v": v, "o": o, "dout": do, "dq": dq, "dk": dk, "dv": dv}
         for name, t in ts.items():
             setattr(p, name, t.data_ptr())

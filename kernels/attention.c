@@ -443,20 +443,18 @@ static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_pa
     return TK_OK;
 }
 
-/* Whether the call runs the Hopper kernel; an error for one that cannot. */
-static tk_status pick_kernel(tk_ctx *ctx, const char *fn, const tk_attention_params *p,
-                             bool *wgmma) {
+tk_status tk_attn_pick_kernel(tk_ctx *ctx, const char *fn, int kernel, bool *wgmma) {
     *wgmma = false;
-    if (p->kernel < TK_ATTN_AUTO || p->kernel > TK_ATTN_WGMMA)
+    if (kernel < TK_ATTN_AUTO || kernel > TK_ATTN_WGMMA)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: kernel is %d; expected TK_ATTN_AUTO, TK_ATTN_MMA_SYNC or "
                                 "TK_ATTN_WGMMA",
-                                fn, (int)p->kernel);
-    if (p->kernel == TK_ATTN_MMA_SYNC) return TK_OK;
+                                fn, kernel);
+    if (kernel == TK_ATTN_MMA_SYNC) return TK_OK;
     char arch[16];
     tk_registry_arch(ctx, arch, sizeof arch);
     bool hopper = !strcmp(arch, "sm_90a");
-    if (p->kernel == TK_ATTN_WGMMA && !hopper)
+    if (kernel == TK_ATTN_WGMMA && !hopper)
         return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
                                 "%s: TK_ATTN_WGMMA needs an sm_90a GPU; this one is %s", fn,
                                 arch[0] ? arch : "unknown (no GPU)");
@@ -467,7 +465,7 @@ static tk_status pick_kernel(tk_ctx *ctx, const char *fn, const tk_attention_par
 static tk_status check_attention(tk_ctx *ctx, const char *fn, const tk_attention_params *p,
                                  bool *wgmma) {
     if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
-    tk_status s = pick_kernel(ctx, fn, p, wgmma);
+    tk_status s = tk_attn_pick_kernel(ctx, fn, p->kernel, wgmma);
     if (s) return s;
     s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal);
     if (s) return s;

@@ -377,20 +377,23 @@ tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: part is %d; expected TK_ATTN_BWD_DQ or TK_ATTN_BWD_DKDV", fn,
                                 cfg->part);
+    if (cfg->wgmma != 0 && cfg->wgmma != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: wgmma is %d; expected 0 or 1", fn,
+                                cfg->wgmma);
     char name[64];
-    snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s", cfg->part ? "dkdv" : "dq",
-             tk_dtype_name(cfg->dtype), cfg->head_dim, cfg->causal ? "_causal" : "");
+    snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s%s", cfg->part ? "dkdv" : "dq",
+             tk_dtype_name(cfg->dtype), cfg->head_dim, cfg->causal ? "_causal" : "",
+             cfg->wgmma ? "_wgmma" : "");
     tk_kernel *k;
-    if ((s = tk_kernel_create(ctx, name, NWARPS, &k))) return s;
+    if ((s = tk_kernel_create(ctx, name, cfg->wgmma ? 8 : NWARPS, &k))) return s;
     bwd w = {.k = k,
              .dt = cfg->dtype,
              .D = cfg->head_dim,
              .ND = cfg->head_dim / 16,
              .causal = cfg->causal};
-    if (cfg->part == TK_ATTN_BWD_DQ)
-        build_dq(&w);
-    else
-        build_dkdv(&w);
+    void (*body[2][2])(bwd *) = {{build_dq, build_dkdv},
+                                 {tk_attn_bwd_hopper_dq, tk_attn_bwd_hopper_dkdv}};
+    body[cfg->wgmma][cfg->part](&w);
     if ((s = tk_kernel_finish(k))) {
         tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(k));
         tk_kernel_destroy(k);

@@ -35,4 +35,9 @@ tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], floa
 tk_status tk_attn_bwd_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim,
                                  int causal);
 
+/* The wgmma kernels (attention_bwd_hopper.c), 8 warps: the body of the dQ
+ * kernel, and of the dK/dV kernel, into w->k. */
+void tk_attn_bwd_hopper_dq(bwd *w);
+void tk_attn_bwd_hopper_dkdv(bwd *w);
+
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attention_bwd_parts.h"
+#include "attention_parts.h"
 #include "jit/registry.h"
 #include "tk/tk_run.h"
 
@@ -15,13 +16,16 @@
  * Two registry programs per (dtype, head_dim, causal): the dQ kernel and the
  * dK/dV kernel. */
 typedef struct bwd_key {
-    int32_t dtype, head_dim, causal, part;
+    int32_t dtype, head_dim, causal, part, wgmma;
 } bwd_key;
 
 static tk_status build_bwd_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
     const bwd_key *a = key;
-    tk_attention_bwd_config cfg = {
-        .dtype = (tk_dtype)a->dtype, .head_dim = a->head_dim, .causal = a->causal, .part = a->part};
+    tk_attention_bwd_config cfg = {.dtype = (tk_dtype)a->dtype,
+                                   .head_dim = a->head_dim,
+                                   .causal = a->causal,
+                                   .part = a->part,
+                                   .wgmma = a->wgmma};
     return tk_attention_bwd_build(ctx, &cfg, out);
 }
 
@@ -105,7 +109,8 @@ static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_attention_
 }
 
 /* The caller's struct (any struct_size) read into *p; with `full`, every
- * field checked (else the sizes only, for the workspace query). */
+ * field checked (else the sizes only, for the workspace query) and
+ * p->kernel resolved (TK_ATTN_WGMMA or TK_ATTN_MMA_SYNC). */
 static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *user,
                              tk_attention_bwd_params *p, bool full) {
     if (!ctx) return TK_ERR_INVALID_ARG;
@@ -116,7 +121,11 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd
     if (!(p->scale >= 0.0f) || isinf(p->scale))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: scale %g is not a finite value >= 0",
                                 fn, (double)p->scale);
-    return check_pointers(ctx, fn, p);
+    if ((s = check_pointers(ctx, fn, p))) return s;
+    bool wgmma;
+    if ((s = tk_attn_pick_kernel(ctx, fn, p->kernel, &wgmma))) return s;
+    p->kernel = wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
+    return TK_OK;
 }
 
 /* Both programs of p's specialization; info: the slower preparation. */
@@ -126,6 +135,7 @@ static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_
         bwd_key key;
         memset(&key, 0, sizeof key);
         key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal, key.part = part;
+        key.wgmma = p->kernel == TK_ATTN_WGMMA;
         tk_prepare_info one;
         tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[part], info ? &one : NULL);
         if (s) return s;

@@ -41,4 +41,9 @@ void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg);
 /* Its default warps for head_dim. */
 int tk_attn_hopper_warps(int head_dim);
 
+/* Whether a call asking for `kernel` (a tk_attn_kernel) runs the Hopper
+ * kernels: TK_ATTN_AUTO does on sm_90a; TK_ATTN_WGMMA elsewhere, or a value
+ * out of the enum, is an error naming fn. */
+tk_status tk_attn_pick_kernel(tk_ctx *ctx, const char *fn, int kernel, bool *wgmma);
+
 #endif

@@ -16,7 +16,7 @@
 # wgsweep: the wgmma block shapes beside cuBLAS (bench_gemm_wgmma.py sweep).
 # bwd: attention backward beside torch (bench_attention_bwd.py).
 # sanitize: compute-sanitizer memcheck, synccheck and racecheck on the wgmma
-# GEMM and the Hopper attention at ragged shapes (tests/gpu/ring_*.c).
+# GEMM, the Hopper attention and its backward at ragged shapes (tests/gpu/ring_*.c).
 # Each section's seconds go to $out/times.txt.
 # aot: a cache made by tk-aot without a GPU (see that block) loads with 0 compiles.
 # notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
@@ -191,11 +191,16 @@ if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, sync
   # The wgmma GEMM at three ragged shapes (the second with a B pitch the engine
   # cannot map: the producer's fallback; the third with more tiles than SMs,
   # so blocks take two, and fewer k-tiles than stages), the Hopper attention at
-  # two ragged shapes per head dim. A tool's error or a wrong result fails the mode.
+  # two ragged shapes per head dim, its backward's Hopper kernels at two ragged
+  # shapes per head dim (ring_attn_bwd: GQA, Nq != Nkv, causal and not). A tool's
+  # error or a wrong result fails the mode.
   runs=("ring_gemm 1000 1000 300 128 256 64 8 4 1 0 1" "ring_gemm 300 700 200 128 256 64 8 4 1 0 1"
         "ring_gemm 1500 2900 70 128 256 64 8 4 1 0 1")
   for d in 64 128 256; do
     runs+=("ring_attn 1 2 1 200 333 $d 1 2" "ring_attn 2 2 2 129 65 $d 0 2")
+  done
+  for d in 64 128; do
+    runs+=("ring_attn_bwd 1 4 2 200 333 $d 1" "ring_attn_bwd 2 2 2 150 70 $d 0")
   done
   sanitize_runs "memcheck synccheck racecheck" "${runs[@]}"
   stamp sanitize

@@ -143,16 +143,17 @@ static void problem_check(const problem *p, const char *where) {
 }
 
 /* ---- the interpreter -------------------------------------------------------- */
-static tk_kernel *build(const bcase *c, int part) {
+static tk_kernel *build(const bcase *c, int part, int wgmma) {
     tk_attention_bwd_config cfg = {
-        .dtype = c->dt, .head_dim = c->D, .causal = c->causal, .part = part};
+        .dtype = c->dt, .head_dim = c->D, .causal = c->causal, .part = part, .wgmma = wgmma};
     tk_kernel *k = NULL;
     tk_status s = tk_attention_bwd_build(ctx, &cfg, &k);
     ck_assert_msg(s == TK_OK, "build: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
     return k;
 }
 
-static void run_interp(problem *p) {
+/* wgmma: the Hopper kernels (128 rows a block) instead of mma.sync (64). */
+static void run_interp(problem *p, int wgmma) {
     const bcase *c = &p->c;
     tk_arg a[NT];
     for (int i = 0; i < NT; i++) a[i] = ref_tensor_arg(&p->t[i]);
@@ -160,14 +161,14 @@ static void run_interp(problem *p) {
         a[T_Q], a[T_K], a[T_V], a[T_O], a[T_DO], a[T_L], a[T_DW], a[T_DQ], tk_arg_f32(p->scale)};
     tk_arg kv_args[9] = {
         a[T_Q], a[T_K], a[T_V], a[T_DO], a[T_L], a[T_DW], a[T_DK], a[T_DV], tk_arg_f32(p->scale)};
-    tk_kernel *kq = build(c, TK_ATTN_BWD_DQ), *kk = build(c, TK_ATTN_BWD_DKDV);
-    int64_t grid[3];
+    tk_kernel *kq = build(c, TK_ATTN_BWD_DQ, wgmma), *kk = build(c, TK_ATTN_BWD_DKDV, wgmma);
+    int64_t grid[3], rows = wgmma ? 128 : 64;
     ck_assert_int_eq(tk_kernel_grid(kq, 9, dq_args, grid), TK_OK);
-    ck_assert_int_eq(grid[0], (c->Nq + 63) / 64);
+    ck_assert_int_eq(grid[0], (c->Nq + rows - 1) / rows);
     ck_assert_int_eq(grid[1], c->Hq);
     ck_assert_int_eq(grid[2], c->B);
     ck_assert_int_eq(tk_kernel_grid(kk, 9, kv_args, grid), TK_OK);
-    ck_assert_int_eq(grid[0], (c->Nkv + 63) / 64);
+    ck_assert_int_eq(grid[0], (c->Nkv + rows - 1) / rows);
     ck_assert_int_eq(grid[1], c->Hkv);
     tk_status s = tk_interp_run(kq, 9, dq_args);
     ck_assert_msg(s == TK_OK, "dQ kernel: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
@@ -193,15 +194,19 @@ static const bcase cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-static void check_case(const bcase *c) {
+static void check_case(const bcase *c, int wgmma) {
     problem p;
     problem_init(&p, c, (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)c->D)));
-    run_interp(&p);
-    problem_check(&p, "interp");
+    run_interp(&p, wgmma);
+    problem_check(&p, wgmma ? "interp wgmma" : "interp");
     problem_free(&p);
 }
 
-START_TEST(test_bwd) { check_case(&cases[_i]); }
+START_TEST(test_bwd) { check_case(&cases[_i], 0); }
+END_TEST
+
+/* The Hopper kernels (on the interpreter: wgmma and the warpgroup tiles). */
+START_TEST(test_bwd_wgmma) { check_case(&cases[_i], 1); }
 END_TEST
 
 START_TEST(test_bwd_random) {
@@ -215,7 +220,7 @@ START_TEST(test_bwd_random) {
                .bnhd = (int)ref_randint(0, 1)};
     c.Hq = c.Hkv * ref_randint(1, 3);
     if (ref_randint(0, 2) == 0) c.Nkv = c.Nq;
-    check_case(&c);
+    check_case(&c, (int)ref_randint(0, 1));
 }
 END_TEST
 
@@ -234,7 +239,7 @@ START_TEST(test_bwd_deterministic) {
         ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
         o.shuffle_seed = 11 + 22 * (uint64_t)r;
         ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
-        run_interp(&p[r]);
+        run_interp(&p[r], 0);
     }
     problem_check(&p[0], "interp");
     for (int i = T_DW; i < NT; i++)
@@ -276,6 +281,17 @@ START_TEST(test_bwd_config_errors) {
     ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_OK);
     ck_assert_str_eq(tk_kernel_name(k), "tk_attn_bwd_dq_f16_d64");
     ck_assert_uint_eq(tk_kernel_smem_bytes(k), 4 * 64 * 64 * 2);
+    tk_kernel_destroy(k);
+    /* the Hopper kernels: 8 warps, K and V (dK/dV) or Q and dO (dQ) of 128
+     * rows and two stages of 64 rows of the others */
+    c.wgmma = 2;
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "wgmma is 2"));
+    c.wgmma = 1, c.part = TK_ATTN_BWD_DKDV, c.head_dim = 128, c.dtype = TK_BF16;
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_bwd_dkdv_bf16_d128_wgmma");
+    ck_assert_int_eq(tk_kernel_warps(k), 8);
+    ck_assert_uint_eq(tk_kernel_smem_bytes(k), (2 * 128 + 4 * 64) * 128 * 2);
     tk_kernel_destroy(k);
 }
 END_TEST
@@ -352,6 +368,16 @@ START_TEST(test_bwd_rejects_bad_params) {
     expect_error(p, "workspace_bytes is 127; these sizes need 128");
     p = good_params(), p.workspace = dummy + 2;
     expect_error(p, "workspace is not 4-byte aligned");
+    p = good_params(), p.kernel = 3;
+    expect_error(p, "kernel is 3");
+    /* the Hopper kernels where there is no sm_90a GPU (here: none at all) */
+    char arch[16] = "";
+    tk_gpu_arch(ctx, arch, sizeof arch);
+    if (strcmp(arch, "sm_90a")) {
+        p = good_params(), p.kernel = TK_ATTN_WGMMA;
+        ck_assert_int_eq(tk_attention_backward(ctx, &p, NULL), TK_ERR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "TK_ATTN_WGMMA needs an sm_90a GPU"));
+    }
 }
 END_TEST
 
@@ -397,9 +423,9 @@ static void strides_of(int64_t *dst, const ref_tensor *t) {
 
 /* tk_attention_backward on the device copies of p's tensors; the outputs
  * come back into p. */
-static void run_gpu(problem *p, void *dev[NT]) {
+static void run_gpu(problem *p, void *dev[NT], int kernel) {
     const bcase *c = &p->c;
-    tk_attention_bwd_params a = {.struct_size = sizeof(tk_attention_bwd_params)};
+    tk_attention_bwd_params a = {.struct_size = sizeof(tk_attention_bwd_params), .kernel = kernel};
     a.dtype = c->dt, a.head_dim = c->D, a.causal = c->causal, a.scale = p->scale;
     a.batch = c->B, a.heads_q = c->Hq, a.heads_kv = c->Hkv, a.seq_q = c->Nq, a.seq_kv = c->Nkv;
     a.q = dev[T_Q], a.k = dev[T_K], a.v = dev[T_V], a.o = dev[T_O], a.dout = dev[T_DO];
@@ -419,14 +445,14 @@ static void run_gpu(problem *p, void *dev[NT]) {
     }
 }
 
-START_TEST(test_bwd_on_gpu) {
-    if (th_gpu_or_skip(ctx)) return;
+/* gpu_cases[i] through `kernel` (a tk_attn_kernel). */
+static void gpu_case(int ci, int kernel) {
     problem p;
-    problem_init(&p, &gpu_cases[_i], 0.0f); /* 0: 1/sqrt(D), the run API's default */
+    problem_init(&p, &gpu_cases[ci], 0.0f); /* 0: 1/sqrt(D), the run API's default */
     void *dev[NT];
     for (int i = 0; i < NT; i++) dev[i] = upload(&p.t[i]);
-    run_gpu(&p, dev);
-    problem_check(&p, "gpu");
+    run_gpu(&p, dev, kernel);
+    problem_check(&p, kernel == TK_ATTN_MMA_SYNC ? "gpu mma.sync" : "gpu");
     /* Two more runs (outputs poisoned again): bit-identical. */
     void *first[NT] = {0};
     for (int i = T_DW; i < NT; i++) first[i] = ref_tensor_snapshot(&p.t[i]);
@@ -436,7 +462,7 @@ START_TEST(test_bwd_on_gpu) {
             memcpy(p.t[i].data, p.before[i], bytes);
             ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], p.t[i].data, bytes), TK_OK);
         }
-        run_gpu(&p, dev);
+        run_gpu(&p, dev, kernel);
         for (int i = T_DW; i < NT; i++)
             ck_assert_msg(
                 !memcmp(first[i], p.t[i].data, (size_t)p.t[i].elems * tk_dtype_size(p.t[i].dt)),
@@ -447,6 +473,18 @@ START_TEST(test_bwd_on_gpu) {
         free(first[i]);
     }
     problem_free(&p);
+}
+
+/* The library's choice (the Hopper kernels on sm_90a), then mma.sync. */
+START_TEST(test_bwd_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    gpu_case(_i, TK_ATTN_AUTO);
+}
+END_TEST
+
+START_TEST(test_bwd_on_gpu_mma_sync) {
+    if (th_gpu_or_skip(ctx)) return;
+    gpu_case(_i, TK_ATTN_MMA_SYNC);
 }
 END_TEST
 
@@ -462,6 +500,7 @@ static Suite *bwd_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_bwd, 0, N_CASES);
+    tcase_add_loop_test(tc, test_bwd_wgmma, 0, N_CASES);
     tcase_add_loop_test(tc, test_bwd_random, 0, 6);
     tcase_add_test(tc, test_bwd_deterministic);
     suite_add_tcase(s, tc);
@@ -469,6 +508,8 @@ static Suite *bwd_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_bwd_on_gpu, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
+    tcase_add_loop_test(tc, test_bwd_on_gpu_mma_sync, 0,
+                        (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -114,18 +114,21 @@ static int make_variants(variant *v) {
                     snprintf(x->name, sizeof x->name, "attn_wgmma_bf16_d%d_%s", d,
                              c ? "causal" : "full");
                 }
-        for (int part = 0; part < 2; part++)
-            for (int dt = 0; dt < 2; dt++)
-                for (int d = 64; d <= 128; d += 64)
-                    for (int c = 0; c < 2; c++) {
-                        variant *x = &v[n++];
-                        x->arch = archs[a];
-                        x->is_bwd = 1;
-                        x->b = (tk_attention_bwd_config){dt ? TK_F16 : TK_BF16, d, c, part};
-                        snprintf(x->name, sizeof x->name, "attn_bwd_%s_%s_d%d_%s",
-                                 part ? "dkdv" : "dq", dt ? "f16" : "bf16", d,
-                                 c ? "causal" : "full");
-                    }
+        for (int wg = 0; wg < 2; wg++)
+            for (int part = 0; part < 2; part++)
+                for (int dt = 0; dt < 2; dt++)
+                    for (int d = 64; d <= 128; d += 64)
+                        for (int c = 0; c < 2; c++) {
+                            /* the Hopper kernels: sm_90a, bf16 */
+                            if (wg && (strcmp(archs[a], "sm_90a") || dt)) continue;
+                            variant *x = &v[n++];
+                            x->arch = archs[a];
+                            x->is_bwd = 1;
+                            x->b = (tk_attention_bwd_config){dt ? TK_F16 : TK_BF16, d, c, part, wg};
+                            snprintf(x->name, sizeof x->name, "attn_bwd_%s_%s_d%d_%s%s",
+                                     part ? "dkdv" : "dq", dt ? "f16" : "bf16", d,
+                                     c ? "causal" : "full", wg ? "_wgmma" : "");
+                        }
     }
     return n;
 }

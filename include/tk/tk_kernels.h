@@ -138,7 +138,9 @@ TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *
  *     0 Q, 1 K, 2 V, 3 dO, 4 L, 5 Dw (read: the D the dQ kernel wrote),
  *     6 dK [B, Hkv, Nkv, D] dtype, 7 dV [B, Hkv, Nkv, D] dtype, 8 scale.
  * scale as in the forward (> 0). Any strides, unit stride in the last dim
- * for the 16-bit tensors. Each kernel has 4 warps. */
+ * for the 16-bit tensors. Each kernel has 4 warps; with `wgmma` (the Hopper
+ * kernels, sm_90a only: kernels/attention_bwd_hopper.c) 8 consumer warps and
+ * 128 rows a block, so the grids' x are ceil(Nq/128) and ceil(Nkv/128). */
 typedef enum tk_attention_bwd_part {
     TK_ATTN_BWD_DQ = 0,
     TK_ATTN_BWD_DKDV = 1
@@ -149,6 +151,7 @@ typedef struct tk_attention_bwd_config {
     int head_dim;   /* 64 or 128                                               */
     int causal;     /* 0 or 1                                                  */
     int part;       /* a tk_attention_bwd_part: which of the two kernels      */
+    int wgmma;      /* 1: the Hopper kernels (above), 0: mma.sync             */
 } tk_attention_bwd_config;
 
 TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg,

@@ -35,7 +35,8 @@ extern "C" {
  * TK_ATTENTION_PARAMS_INIT, or set .struct_size = sizeof(tk_attention_params)
  * in a designated initializer. 0 or a size smaller than the first layout is
  * TK_ERR_INVALID_ARG. */
-/* Which attention forward kernel runs (tk_attention_params.kernel). */
+/* Which attention kernels run (tk_attention_params.kernel and
+ * tk_attention_bwd_params.kernel). */
 typedef enum tk_attn_kernel {
     TK_ATTN_AUTO = 0,     /* the library's choice: TK_ATTN_WGMMA on sm_90a,
                              TK_ATTN_MMA_SYNC elsewhere                      */
@@ -115,6 +116,9 @@ typedef struct tk_attention_bwd_params {
     int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4], dout_strides[4];
     int64_t dq_strides[4], dk_strides[4], dv_strides[4];
     int64_t lse_strides[3];
+    int32_t kernel; /* tk_attn_kernel: TK_ATTN_AUTO (the Hopper kernels on
+                       sm_90a), TK_ATTN_MMA_SYNC or TK_ATTN_WGMMA; a
+                       struct_size that ends before it reads as auto     */
 } tk_attention_bwd_params;
 
 #define TK_ATTENTION_BWD_PARAMS_INIT                                                               \

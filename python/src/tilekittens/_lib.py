@@ -85,6 +85,7 @@ class AttentionBwdParams(_Params):
         ("dk_strides", _I64x4),
         ("dv_strides", _I64x4),
         ("lse_strides", _I64x3),
+        ("kernel", ctypes.c_int32),
     ]
 
 

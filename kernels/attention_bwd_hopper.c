@@ -1,0 +1,226 @@
+/* Attention backward on Hopper's warpgroup multiply (sm_90a): the two
+ * kernels of attention_bwd.c (same algorithm, contract, parameters and
+ * results; deterministic, no atomics) with every product on wgmma and
+ * every tile through the copy engine. The plan (jit/plan.c) gives each a
+ * producer warpgroup that issues the copies, so the barriers below are
+ * releases to it, not rendezvous of the consumers.
+ *
+ * Each kernel has two consumer warpgroups; warpgroup g owns rows 64g.. of
+ * the block's rows (query rows in the dQ kernel, key rows in the dK/dV
+ * kernel), so every product's rows stay its own:
+ *
+ *   dQ kernel: 128 query rows of one (batch, head) a block; Q and dO in
+ *     shared memory for the whole block, D = rowsum(dO∘O) from registers
+ *     (written to Dw for the second kernel), then per key tile j of BKV
+ *     keys (K_j, V_j in a 2-stage ring):
+ *       S = Q·K_jᵀ, dP = dO·V_jᵀ   two wgmma, issued together
+ *       P = exp2(c·S - L₂)           masks as the forward's (attention_parts.h)
+ *       dS = P∘(dP - D)
+ *       dQ += dS·K_j                 dS from registers, K_j N-major
+ *   dK/dV kernel: 128 keys of one (batch, kv head) a block; K and V in
+ *     shared memory, then per (query head of the group, query tile of 64)
+ *     (Q_i, dO_i in a 2-stage ring), on transposed scores:
+ *       Sᵀ = K·Q_iᵀ, dPᵀ = V·dO_iᵀ  two wgmma, issued together
+ *       Pᵀ = exp2(c·Sᵀ - L₂)         L₂, D per column; causal: a 0 / -inf
+ *                                    bias on tiles crossing the diagonal
+ *       dSᵀ = Pᵀ∘(dPᵀ - D)
+ *       dV += Pᵀ·dO_i, dK += dSᵀ·Q_i  from registers, dO_i and Q_i N-major
+ * Each trip waits for its tile (wait 0), then a barrier frees the other
+ * stage, which the producer refills with the next tile while this one is
+ * computed; every multiply of the trip is retired before the trip ends.
+ * The masking and the conventions at the edges are attention_bwd.c's. */
+#include <float.h>
+#include <math.h>
+
+#include "attention_bwd_parts.h"
+#include "attention_parts.h"
+
+#define ROWS 128 /* rows a block: two warpgroups of 64 */
+#define TILE 64  /* keys (dQ kernel) or queries (dK/dV kernel) per tile */
+
+static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
+
+/* The engine's copy of the `rows` x D tile at `row` of (b, head) of view
+ * into smem (rows past N read 0). */
+static void copy_rows(bwd *w, tk_value *smem, tk_value *view, tk_value *head, tk_value *row) {
+    tk_value *idx[4] = {w->b, head, row, i32c(w->k, 0)};
+    tk_copy_to_shared(w->k, smem, view, idx, 0.0f, TK_COPY_TMA);
+}
+
+static tk_type acc_type(int cols) { return tk_tile_type(TK_F32, 64, cols, TK_WARPGROUP, TK_ROW); }
+
+/* ---- dQ (and D) ---------------------------------------------------------- */
+void tk_attn_bwd_hopper_dq(bwd *w) {
+    tk_kernel *k = w->k;
+    const int D = w->D;
+    tk_dtype dt = w->dt;
+    bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1);
+    tk_value *Nq = io.Nq, *Nkv = io.Nkv;
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, ROWS));
+    tk_set_grid(k, nqt, io.Hq, tk_cvt(k, tk_dim(k, io.Q, 0), TK_I32));
+    /* causal: the blocks that see the most keys first */
+    tk_value *q0 =
+        tk_mul(k, tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0)), i32c(k, ROWS));
+    tk_value *h = tk_block_id(k, 1);
+    w->b = tk_block_id(k, 2);
+    tk_value *hk = tk_div(k, h, tk_max(k, tk_div(k, io.Hq, io.Hkv), i32c(k, 1)));
+    tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
+    tk_value *qw = tk_add(k, q0, row);
+    tk_value *diag = tk_sub(k, Nkv, Nq);
+
+    /* the swizzled tiles wgmma reads first: the engine wants them aligned */
+    tk_value *sQ = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
+    tk_value *sG = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
+    tk_value *sK = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
+    tk_value *sV = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
+    tk_value *ntiles = tk_attn_key_tiles(k, Nq, Nkv, q0, ROWS, TILE, diag, w->causal);
+    copy_rows(w, sQ, io.Q, h, q0);
+    copy_rows(w, sG, io.dO, h, q0);
+    tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
+    copy_rows(w, tk_stage(k, sK, i32c(k, 0)), io.K, hk, i32c(k, 0));
+    copy_rows(w, tk_stage(k, sV, i32c(k, 0)), io.V, hk, i32c(k, 0));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+
+    /* D = rowsum(dO∘O) of the warpgroup's rows, in f32, from registers */
+    tk_type rows_t = tk_tile_type(dt, 64, D, TK_WARPGROUP, TK_ROW);
+    tk_value *io4[4] = {w->b, h, qw, i32c(k, 0)};
+    tk_value *g = tk_cvt(k, tk_load(k, rows_t, io.dO, io4, 0.0f), TK_F32);
+    tk_value *dv =
+        tk_row_sum(k, tk_mul(k, g, tk_cvt(k, tk_load(k, rows_t, io.O, io4, 0.0f), TK_F32)));
+    tk_value *il[3] = {w->b, h, qw};
+    tk_store(k, io.Dw, il, dv);
+    tk_type vrow = tk_vec_type(TK_F32, 64, TK_PER_ROW, TK_WARPGROUP, TK_ROW);
+    tk_value *l2 = tk_attn_bwd_l2(w, io.L, vrow, il, 0.0f);
+
+    tk_value *init = tk_zeros(k, acc_type(D)), *cur, *next, *fin;
+    tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), 1, &init, &cur);
+    {
+        /* tile j landed, every consumer left tile j-1: refill its stage */
+        tk_async_wait(k, 0);
+        tk_barrier(k);
+        tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, TILE));
+        tk_value *j1 = tk_add(k, j, i32c(k, 1)), *other = tk_sub(k, i32c(k, 1), st);
+        tk_if_begin(k, tk_lt(k, j1, ntiles));
+        copy_rows(w, tk_stage(k, sK, other), io.K, hk, tk_add(k, kv0, i32c(k, TILE)));
+        copy_rows(w, tk_stage(k, sV, other), io.V, hk, tk_add(k, kv0, i32c(k, TILE)));
+        tk_if_end(k, 0, NULL, NULL);
+        tk_async_commit(k);
+
+        tk_value *kst = tk_stage(k, sK, st), *vst = tk_stage(k, sV, st);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sQ, kst, row);
+        tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sG, vst, row);
+        s = tk_wgmma_wait(k, s, 1);
+        s = tk_attn_mask(k, s, TILE, w->causal, kv0, Nkv, qw, q0, diag);
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
+        dp = tk_wgmma_wait(k, dp, 0);
+        tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
+        next = tk_wgmma_wait(k, tk_wgmma(k, TK_MMA_AB, cur, ds, kst, NULL), 0);
+    }
+    tk_for_end(k, 1, &next, &fin);
+    tk_async_wait(k, 0); /* a block without keys still has Q's copy in flight */
+    tk_store(k, io.out[0], io4, tk_cvt(k, tk_mul(k, fin, w->scale), dt));
+}
+
+/* ---- dK, dV ---------------------------------------------------------------- */
+/* Sᵀ plus, on tiles crossing the diagonal of the warpgroup's keys from kw,
+ * 0 where key kw+i <= query q0+j + diag and -inf elsewhere: a -inf tile
+ * masked with fill 0 where q0+diag+1 + j > kw + i (TK_MASK_CAUSAL keeps the
+ * other triangle, attention_bwd.c says why). */
+static tk_value *causal_t(bwd *w, tk_value *s, tk_value *kw, tk_value *q0, tk_value *diag) {
+    tk_kernel *k = w->k;
+    tk_value *edge = tk_gt(k, tk_add(k, kw, i32c(k, 63)), tk_add(k, q0, diag));
+    tk_if_begin(k, edge);
+    tk_value *ninf = tk_fill(k, acc_type(TILE), tk_const_f32(k, -INFINITY));
+    tk_value *from = tk_add(k, tk_add(k, q0, diag), i32c(k, 1));
+    tk_value *sm = tk_add(k, s, tk_mask(k, ninf, TK_MASK_CAUSAL, kw, from, 0.0f));
+    tk_else(k, 1, &sm);
+    tk_value *res;
+    tk_if_end(k, 1, &s, &res);
+    return res;
+}
+
+void tk_attn_bwd_hopper_dkdv(bwd *w) {
+    tk_kernel *k = w->k;
+    const int D = w->D;
+    tk_dtype dt = w->dt;
+    bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
+    tk_value *Nq = io.Nq, *Nkv = io.Nkv;
+    tk_value *nkt = tk_ceil_div(k, Nkv, i32c(k, ROWS));
+    tk_set_grid(k, nkt, io.Hkv, tk_cvt(k, tk_dim(k, io.Q, 0), TK_I32));
+    /* causal: the first key blocks are seen by the most queries, run first */
+    tk_value *k0 = tk_mul(k, tk_block_id(k, 0), i32c(k, ROWS));
+    tk_value *hk = tk_block_id(k, 1);
+    w->b = tk_block_id(k, 2);
+    tk_value *group = tk_max(k, tk_div(k, io.Hq, io.Hkv), i32c(k, 1));
+    tk_value *h0 = tk_mul(k, hk, group);
+    tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
+    tk_value *kw = tk_add(k, k0, row);
+    tk_value *diag = tk_sub(k, Nkv, Nq);
+
+    /* query tiles that see a key of the block: causal, from the tile of
+     * query k0 - diag, the first to see key k0 */
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, TILE)), *qlo = i32c(k, 0);
+    if (w->causal) {
+        tk_value *first = tk_max(k, tk_sub(k, k0, diag), i32c(k, 0));
+        qlo = tk_min(k, tk_div(k, first, i32c(k, TILE)), nqt);
+    }
+    tk_value *nvis = tk_sub(k, nqt, qlo);
+    tk_value *total = tk_mul(k, group, nvis); /* (query head, query tile) pairs */
+
+    tk_value *sK = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
+    tk_value *sV = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
+    tk_value *sQ = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
+    tk_value *sG = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
+    copy_rows(w, sK, io.K, hk, k0);
+    copy_rows(w, sV, io.V, hk, k0);
+    tk_if_begin(k, tk_lt(k, i32c(k, 0), total));
+    tk_value *r0 = tk_mul(k, qlo, i32c(k, TILE));
+    copy_rows(w, tk_stage(k, sQ, i32c(k, 0)), io.Q, h0, r0);
+    copy_rows(w, tk_stage(k, sG, i32c(k, 0)), io.dO, h0, r0);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+
+    tk_type vcol = tk_vec_type(TK_F32, TILE, TK_PER_COL, TK_WARPGROUP, TK_ROW);
+    tk_value *init[2] = {tk_zeros(k, acc_type(D)), tk_zeros(k, acc_type(D))}; /* dV, dK */
+    tk_value *cur[2], *next[2], *fin[2];
+    tk_value *t = tk_for_begin(k, i32c(k, 0), total, i32c(k, 1), 2, init, cur);
+    {
+        tk_async_wait(k, 0); /* as in the dQ kernel */
+        tk_barrier(k);
+        tk_value *st = tk_rem(k, t, i32c(k, 2)), *t1 = tk_add(k, t, i32c(k, 1));
+        tk_if_begin(k, tk_lt(k, t1, total));
+        {
+            tk_value *h1 = tk_add(k, h0, tk_div(k, t1, nvis)), *other = tk_sub(k, i32c(k, 1), st);
+            tk_value *r1 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t1, nvis)), i32c(k, TILE));
+            copy_rows(w, tk_stage(k, sQ, other), io.Q, h1, r1);
+            copy_rows(w, tk_stage(k, sG, other), io.dO, h1, r1);
+        }
+        tk_if_end(k, 0, NULL, NULL);
+        tk_async_commit(k);
+
+        tk_value *h = tk_add(k, h0, tk_div(k, t, nvis));
+        tk_value *q0 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t, nvis)), i32c(k, TILE));
+        tk_value *qst = tk_stage(k, sQ, st), *gst = tk_stage(k, sG, st);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sK, qst, row);
+        tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sV, gst, row);
+        tk_value *il[3] = {w->b, h, q0};
+        tk_value *l2 = tk_attn_bwd_l2(w, io.L, vcol, il, INFINITY); /* P = 0 past Nq */
+        tk_value *dv = tk_load(k, vcol, io.Dw, il, 0.0f);
+        s = tk_wgmma_wait(k, s, 1);
+        if (w->causal) s = causal_t(w, s, kw, q0, diag);
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
+        tk_value *gv = tk_wgmma(k, TK_MMA_AB, cur[0], tk_cvt(k, p, dt), gst, NULL);
+        dp = tk_wgmma_wait(k, dp, 1); /* dV += Pᵀ·dO may run on */
+        tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
+        tk_value *gk = tk_wgmma(k, TK_MMA_AB, cur[1], ds, qst, NULL);
+        next[0] = tk_wgmma_wait(k, gv, 1);
+        next[1] = tk_wgmma_wait(k, gk, 0);
+    }
+    tk_for_end(k, 2, next, fin);
+    tk_async_wait(k, 0);
+
+    tk_value *idx[4] = {w->b, hk, kw, i32c(k, 0)};
+    tk_store(k, io.out[1], idx, tk_cvt(k, fin[0], dt));
+    tk_store(k, io.out[0], idx, tk_cvt(k, tk_mul(k, fin[1], w->scale), dt));
+}
