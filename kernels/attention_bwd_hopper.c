@@ -12,22 +12,26 @@
  *   dQ kernel: 128 query rows of one (batch, head) a block; Q and dO in
  *     shared memory for the whole block, D = rowsum(dO∘O) from registers
  *     (written to Dw for the second kernel), then per key tile j of BKV
- *     keys (K_j, V_j in a 2-stage ring):
+ *     keys:
  *       S = Q·K_jᵀ, dP = dO·V_jᵀ   two wgmma, issued together
  *       P = exp2(c·S - L₂)           masks as the forward's (attention_parts.h)
  *       dS = P∘(dP - D)
  *       dQ += dS·K_j                 dS from registers, K_j N-major
  *   dK/dV kernel: 128 keys of one (batch, kv head) a block; K and V in
- *     shared memory, then per (query head of the group, query tile of 64)
- *     (Q_i, dO_i in a 2-stage ring), on transposed scores:
+ *     shared memory, then per (query head of the group, query tile of 64),
+ *     on transposed scores:
  *       Sᵀ = K·Q_iᵀ, dPᵀ = V·dO_iᵀ  two wgmma, issued together
  *       Pᵀ = exp2(c·Sᵀ - L₂)         L₂, D per column; causal: a 0 / -inf
  *                                    bias on tiles crossing the diagonal
  *       dSᵀ = Pᵀ∘(dPᵀ - D)
  *       dV += Pᵀ·dO_i, dK += dSᵀ·Q_i  from registers, dO_i and Q_i N-major
- * Each trip waits for its tile (wait 0), then a barrier frees the other
- * stage, which the producer refills with the next tile while this one is
- * computed; every multiply of the trip is retired before the trip ends.
+ * The loop's tiles stream through 3-stage rings (K_j, V_j or Q_i, dO_i):
+ * each trip waits for its tile, then a barrier frees the stage of the tile
+ * before, which the producer refills with the tile two ahead while this one
+ * is computed; every multiply of the trip is retired before the trip ends.
+ * Tiles: 64 rows, but 128 keys in the dQ kernel at D 64 and 32 queries
+ * in the dK/dV kernel when causal. Measured on the
+ * H200 against two stages and other tiles: bench/RESULTS.md, session 11.
  * The masking and the conventions at the edges are attention_bwd.c's. */
 #include <float.h>
 #include <math.h>
@@ -35,8 +39,8 @@
 #include "attention_bwd_parts.h"
 #include "attention_parts.h"
 
-#define ROWS 128 /* rows a block: two warpgroups of 64 */
-#define TILE 64  /* keys (dQ kernel) or queries (dK/dV kernel) per tile */
+#define ROWS   128 /* rows a block: two warpgroups of 64 */
+#define STAGES 3   /* ring depth: tile j+2 is copied during trip j */
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
 
@@ -49,10 +53,55 @@ static void copy_rows(bwd *w, tk_value *smem, tk_value *view, tk_value *head, tk
 
 static tk_type acc_type(int cols) { return tk_tile_type(TK_F32, 64, cols, TK_WARPGROUP, TK_ROW); }
 
+/* A kernel's stream of tiles through rings of STAGES stages: tile j goes
+ * to stage j % STAGES, STAGES - 1 tiles ahead of the one computed; `copy`
+ * issues tile j's copies into stage st (j < n). */
+typedef struct stream {
+    bwd *w;
+    tk_value *n;
+    void (*copy)(const struct stream *, tk_value *j, tk_value *st);
+    tk_value *ring[2], *view[2], *head, *lo, *per; /* what copy needs */
+} stream;
+
+/* Tile j's copies when j < n; one group either way. */
+static void stream_copy(const stream *s, tk_value *j) {
+    tk_kernel *k = s->w->k;
+    tk_if_begin(k, tk_lt(k, j, s->n));
+    s->copy(s, j, tk_rem(k, j, i32c(k, STAGES)));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+}
+
+/* The first STAGES - 1 tiles (the first group also carries the copies
+ * issued before). */
+static void stream_start(const stream *s) {
+    for (int i = 0; i < STAGES - 1; i++) stream_copy(s, i32c(s->w->k, i));
+}
+
+/* At the top of trip j: tile j landed and every consumer left tile j - 1,
+ * whose stage tile j + STAGES - 1 then refills. Returns tile j's stage. */
+static tk_value *stream_next(const stream *s, tk_value *j) {
+    tk_kernel *k = s->w->k;
+    tk_async_wait(k, STAGES - 2);
+    tk_barrier(k);
+    stream_copy(s, tk_add(k, j, i32c(k, STAGES - 1)));
+    return tk_rem(k, j, i32c(k, STAGES));
+}
+
 /* ---- dQ (and D) ---------------------------------------------------------- */
+/* Key tile j (s->per keys) of K and V into stage st. */
+static void copy_kv(const stream *s, tk_value *j, tk_value *st) {
+    tk_kernel *k = s->w->k;
+    tk_value *kv0 = tk_mul(k, j, s->per);
+    for (int i = 0; i < 2; i++)
+        copy_rows(s->w, tk_stage(k, s->ring[i], st), s->view[i], s->head, kv0);
+}
+
 void tk_attn_bwd_hopper_dq(bwd *w) {
     tk_kernel *k = w->k;
-    const int D = w->D;
+    /* D 64: key tiles of 128 (+1-3% over 64, measured on the H200); at D
+     * 128, 128 would spill */
+    const int D = w->D, BKV = w->tile = D == 64 ? 128 : 64;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
@@ -71,16 +120,17 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
     /* the swizzled tiles wgmma reads first: the engine wants them aligned */
     tk_value *sQ = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
     tk_value *sG = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
-    tk_value *sK = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
-    tk_value *sV = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
-    tk_value *ntiles = tk_attn_key_tiles(k, Nq, Nkv, q0, ROWS, TILE, diag, w->causal);
+    stream kv = {.w = w,
+                 .n = tk_attn_key_tiles(k, Nq, Nkv, q0, ROWS, BKV, diag, w->causal),
+                 .copy = copy_kv,
+                 .ring = {tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, STAGES),
+                          tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, STAGES)},
+                 .view = {io.K, io.V},
+                 .head = hk,
+                 .per = i32c(k, BKV)};
     copy_rows(w, sQ, io.Q, h, q0);
     copy_rows(w, sG, io.dO, h, q0);
-    tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
-    copy_rows(w, tk_stage(k, sK, i32c(k, 0)), io.K, hk, i32c(k, 0));
-    copy_rows(w, tk_stage(k, sV, i32c(k, 0)), io.V, hk, i32c(k, 0));
-    tk_if_end(k, 0, NULL, NULL);
-    tk_async_commit(k);
+    stream_start(&kv);
 
     /* D = rowsum(dO∘O) of the warpgroup's rows, in f32, from registers */
     tk_type rows_t = tk_tile_type(dt, 64, D, TK_WARPGROUP, TK_ROW);
@@ -94,24 +144,14 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
     tk_value *l2 = tk_attn_bwd_l2(w, io.L, vrow, il, 0.0f);
 
     tk_value *init = tk_zeros(k, acc_type(D)), *cur, *next, *fin;
-    tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), 1, &init, &cur);
+    tk_value *j = tk_for_begin(k, i32c(k, 0), kv.n, i32c(k, 1), 1, &init, &cur);
     {
-        /* tile j landed, every consumer left tile j-1: refill its stage */
-        tk_async_wait(k, 0);
-        tk_barrier(k);
-        tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, TILE));
-        tk_value *j1 = tk_add(k, j, i32c(k, 1)), *other = tk_sub(k, i32c(k, 1), st);
-        tk_if_begin(k, tk_lt(k, j1, ntiles));
-        copy_rows(w, tk_stage(k, sK, other), io.K, hk, tk_add(k, kv0, i32c(k, TILE)));
-        copy_rows(w, tk_stage(k, sV, other), io.V, hk, tk_add(k, kv0, i32c(k, TILE)));
-        tk_if_end(k, 0, NULL, NULL);
-        tk_async_commit(k);
-
-        tk_value *kst = tk_stage(k, sK, st), *vst = tk_stage(k, sV, st);
-        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sQ, kst, row);
-        tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sG, vst, row);
+        tk_value *st = stream_next(&kv, j), *kv0 = tk_mul(k, j, i32c(k, BKV));
+        tk_value *kst = tk_stage(k, kv.ring[0], st), *vst = tk_stage(k, kv.ring[1], st);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BKV)), sQ, kst, row);
+        tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BKV)), sG, vst, row);
         s = tk_wgmma_wait(k, s, 1);
-        s = tk_attn_mask(k, s, TILE, w->causal, kv0, Nkv, qw, q0, diag);
+        s = tk_attn_mask(k, s, BKV, w->causal, kv0, Nkv, qw, q0, diag);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
         dp = tk_wgmma_wait(k, dp, 0);
         tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
@@ -131,7 +171,7 @@ static tk_value *causal_t(bwd *w, tk_value *s, tk_value *kw, tk_value *q0, tk_va
     tk_kernel *k = w->k;
     tk_value *edge = tk_gt(k, tk_add(k, kw, i32c(k, 63)), tk_add(k, q0, diag));
     tk_if_begin(k, edge);
-    tk_value *ninf = tk_fill(k, acc_type(TILE), tk_const_f32(k, -INFINITY));
+    tk_value *ninf = tk_fill(k, acc_type(w->tile), tk_const_f32(k, -INFINITY));
     tk_value *from = tk_add(k, tk_add(k, q0, diag), i32c(k, 1));
     tk_value *sm = tk_add(k, s, tk_mask(k, ninf, TK_MASK_CAUSAL, kw, from, 0.0f));
     tk_else(k, 1, &sm);
@@ -140,9 +180,22 @@ static tk_value *causal_t(bwd *w, tk_value *s, tk_value *kw, tk_value *q0, tk_va
     return res;
 }
 
+/* Tile t of (query head, query tile) pairs, s->per query tiles a head from
+ * tile s->lo, of Q and dO into stage st. */
+static void copy_qg(const stream *s, tk_value *t, tk_value *st) {
+    tk_kernel *k = s->w->k;
+    tk_value *h = tk_add(k, s->head, tk_div(k, t, s->per));
+    tk_value *r = tk_mul(k, tk_add(k, s->lo, tk_rem(k, t, s->per)), i32c(k, s->w->tile));
+    for (int i = 0; i < 2; i++) copy_rows(s->w, tk_stage(k, s->ring[i], st), s->view[i], h, r);
+}
+
 void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_kernel *k = w->k;
-    const int D = w->D;
+    /* query tiles of 64, or 32 when causal: measured on the H200, 32 ran
+     * 5-12% slower without the mask but 4% (D 128) to 20% (D 64) faster
+     * with it, where the diagonal's masked work and the tiles before the
+     * first query that sees the block shrink with the tile */
+    const int D = w->D, BQ = w->tile = w->causal ? 32 : 64;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
@@ -153,57 +206,45 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_value *hk = tk_block_id(k, 1);
     w->b = tk_block_id(k, 2);
     tk_value *group = tk_max(k, tk_div(k, io.Hq, io.Hkv), i32c(k, 1));
-    tk_value *h0 = tk_mul(k, hk, group);
     tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
     tk_value *kw = tk_add(k, k0, row);
     tk_value *diag = tk_sub(k, Nkv, Nq);
 
     /* query tiles that see a key of the block: causal, from the tile of
      * query k0 - diag, the first to see key k0 */
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, TILE)), *qlo = i32c(k, 0);
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ)), *qlo = i32c(k, 0);
     if (w->causal) {
         tk_value *first = tk_max(k, tk_sub(k, k0, diag), i32c(k, 0));
-        qlo = tk_min(k, tk_div(k, first, i32c(k, TILE)), nqt);
+        qlo = tk_min(k, tk_div(k, first, i32c(k, BQ)), nqt);
     }
     tk_value *nvis = tk_sub(k, nqt, qlo);
-    tk_value *total = tk_mul(k, group, nvis); /* (query head, query tile) pairs */
 
     tk_value *sK = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
     tk_value *sV = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
-    tk_value *sQ = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
-    tk_value *sG = tk_shared(k, dt, TILE, D, TK_SMEM_SWIZZLE, 2);
+    stream qg = {.w = w,
+                 .n = tk_mul(k, group, nvis), /* (query head, query tile) pairs */
+                 .copy = copy_qg,
+                 .ring = {tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, STAGES),
+                          tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, STAGES)},
+                 .view = {io.Q, io.dO},
+                 .head = tk_mul(k, hk, group),
+                 .lo = qlo,
+                 .per = nvis};
     copy_rows(w, sK, io.K, hk, k0);
     copy_rows(w, sV, io.V, hk, k0);
-    tk_if_begin(k, tk_lt(k, i32c(k, 0), total));
-    tk_value *r0 = tk_mul(k, qlo, i32c(k, TILE));
-    copy_rows(w, tk_stage(k, sQ, i32c(k, 0)), io.Q, h0, r0);
-    copy_rows(w, tk_stage(k, sG, i32c(k, 0)), io.dO, h0, r0);
-    tk_if_end(k, 0, NULL, NULL);
-    tk_async_commit(k);
+    stream_start(&qg);
 
-    tk_type vcol = tk_vec_type(TK_F32, TILE, TK_PER_COL, TK_WARPGROUP, TK_ROW);
+    tk_type vcol = tk_vec_type(TK_F32, BQ, TK_PER_COL, TK_WARPGROUP, TK_ROW);
     tk_value *init[2] = {tk_zeros(k, acc_type(D)), tk_zeros(k, acc_type(D))}; /* dV, dK */
     tk_value *cur[2], *next[2], *fin[2];
-    tk_value *t = tk_for_begin(k, i32c(k, 0), total, i32c(k, 1), 2, init, cur);
+    tk_value *t = tk_for_begin(k, i32c(k, 0), qg.n, i32c(k, 1), 2, init, cur);
     {
-        tk_async_wait(k, 0); /* as in the dQ kernel */
-        tk_barrier(k);
-        tk_value *st = tk_rem(k, t, i32c(k, 2)), *t1 = tk_add(k, t, i32c(k, 1));
-        tk_if_begin(k, tk_lt(k, t1, total));
-        {
-            tk_value *h1 = tk_add(k, h0, tk_div(k, t1, nvis)), *other = tk_sub(k, i32c(k, 1), st);
-            tk_value *r1 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t1, nvis)), i32c(k, TILE));
-            copy_rows(w, tk_stage(k, sQ, other), io.Q, h1, r1);
-            copy_rows(w, tk_stage(k, sG, other), io.dO, h1, r1);
-        }
-        tk_if_end(k, 0, NULL, NULL);
-        tk_async_commit(k);
-
-        tk_value *h = tk_add(k, h0, tk_div(k, t, nvis));
-        tk_value *q0 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t, nvis)), i32c(k, TILE));
-        tk_value *qst = tk_stage(k, sQ, st), *gst = tk_stage(k, sG, st);
-        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sK, qst, row);
-        tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(TILE)), sV, gst, row);
+        tk_value *st = stream_next(&qg, t);
+        tk_value *h = tk_add(k, qg.head, tk_div(k, t, nvis));
+        tk_value *q0 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t, nvis)), i32c(k, BQ));
+        tk_value *qst = tk_stage(k, qg.ring[0], st), *gst = tk_stage(k, qg.ring[1], st);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sK, qst, row);
+        tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sV, gst, row);
         tk_value *il[3] = {w->b, h, q0};
         tk_value *l2 = tk_attn_bwd_l2(w, io.L, vcol, il, INFINITY); /* P = 0 past Nq */
         tk_value *dv = tk_load(k, vcol, io.Dw, il, 0.0f);

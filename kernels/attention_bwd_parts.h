@@ -17,6 +17,7 @@ typedef struct bwd {
     tk_value *b;      /* batch                                         */
     tk_value *scale;  /* the parameter                                 */
     tk_value *scale2; /* c = scale·log2 e, >= FLT_MIN as in the forward */
+    int tile;         /* the Hopper kernels: rows a tile of the loop        */
 } bwd;
 
 /* The parameters of either kernel, declared in its signature's order:
