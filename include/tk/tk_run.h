@@ -62,8 +62,14 @@ typedef struct tk_attention_params {
                        as TK_ATTN_AUTO                                       */
 } tk_attention_params;
 
+/* designated in C, as TK_GEMM_PARAMS_INIT below */
+#ifdef __cplusplus
 #define TK_ATTENTION_PARAMS_INIT                                                                   \
     { sizeof(tk_attention_params) }
+#else
+#define TK_ATTENTION_PARAMS_INIT                                                                   \
+    { .struct_size = sizeof(tk_attention_params) }
+#endif
 
 /* What preparing a kernel took: where it came from and how long. */
 typedef struct tk_prepare_info {
@@ -121,8 +127,14 @@ typedef struct tk_attention_bwd_params {
                        struct_size that ends before it reads as auto     */
 } tk_attention_bwd_params;
 
+/* designated in C, as TK_GEMM_PARAMS_INIT below */
+#ifdef __cplusplus
 #define TK_ATTENTION_BWD_PARAMS_INIT                                                               \
     { sizeof(tk_attention_bwd_params) }
+#else
+#define TK_ATTENTION_BWD_PARAMS_INIT                                                               \
+    { .struct_size = sizeof(tk_attention_bwd_params) }
+#endif
 
 /* The workspace bytes tk_attention_backward needs for p's sizes (batch,
  * heads_q, seq_q; pointers may still be NULL). */
