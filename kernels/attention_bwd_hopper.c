@@ -18,22 +18,22 @@
  *       dS = P∘(dP - D)
  *       dQ += dS·K_j                 dS from registers, K_j N-major
  *   dK/dV kernel: 128 keys of one (batch, kv head) a block; K and V in
- *     shared memory, then per (query head of the group, query tile of 64),
- *     on transposed scores:
+ *     shared memory, then per (query head of the group, query tile), on
+ *     transposed scores:
  *       Sᵀ = K·Q_iᵀ, dPᵀ = V·dO_iᵀ  two wgmma, issued together
  *       Pᵀ = exp2(c·Sᵀ - L₂)         L₂, D per column; causal: a 0 / -inf
  *                                    bias on tiles crossing the diagonal
  *       dSᵀ = Pᵀ∘(dPᵀ - D)
  *       dV += Pᵀ·dO_i, dK += dSᵀ·Q_i  from registers, dO_i and Q_i N-major
  * The loop's tiles stream through 3-stage rings (K_j, V_j or Q_i, dO_i):
- * each trip waits for its tile, then a barrier frees the stage of the tile
- * before, which the producer refills with the tile two ahead while this one
- * is computed; every multiply of the trip is retired before the trip ends.
+ * each trip waits for its tile and issues its first two multiplies; the
+ * last multiplies of the trip before (dQ, or dV and dK), which ran on
+ * beside that issue, are retired then, and a second barrier frees their
+ * tile's stage, which the producer refills with the tile two ahead.
  * Tiles: 64 rows, but 128 keys in the dQ kernel at D 64 and 32 queries
- * in the dK/dV kernel when causal. Measured on the
+ * in the dK/dV kernel when causal at D 128. Measured on the
  * H200 against two stages and other tiles: bench/RESULTS.md, session 11.
  * The masking and the conventions at the edges are attention_bwd.c's. */
-#include <float.h>
 #include <math.h>
 
 #include "attention_bwd_parts.h"
@@ -78,14 +78,20 @@ static void stream_start(const stream *s) {
     for (int i = 0; i < STAGES - 1; i++) stream_copy(s, i32c(s->w->k, i));
 }
 
-/* At the top of trip j: tile j landed and every consumer left tile j - 1,
- * whose stage tile j + STAGES - 1 then refills. Returns tile j's stage. */
-static tk_value *stream_next(const stream *s, tk_value *j) {
-    tk_kernel *k = s->w->k;
+/* At the top of trip j: tile j landed, and a barrier makes it every
+ * thread's (the copies are the producer's). Returns its stage. */
+static tk_value *stream_wait(tk_kernel *k, tk_value *j) {
     tk_async_wait(k, STAGES - 2);
     tk_barrier(k);
-    stream_copy(s, tk_add(k, j, i32c(k, STAGES - 1)));
     return tk_rem(k, j, i32c(k, STAGES));
+}
+
+/* Once every consumer is done with tile j - 1 (its multiplies retired), a
+ * second barrier frees its stage, and tile j + STAGES - 1 refills it. */
+static void stream_refill(const stream *s, tk_value *j) {
+    tk_kernel *k = s->w->k;
+    tk_barrier(k);
+    stream_copy(s, tk_add(k, j, i32c(k, STAGES - 1)));
 }
 
 /* ---- dQ (and D) ---------------------------------------------------------- */
@@ -101,7 +107,8 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
     tk_kernel *k = w->k;
     /* D 64: key tiles of 128 (+1-3% over 64, measured on the H200); at D
      * 128, 128 would spill */
-    const int D = w->D, BKV = w->tile = D == 64 ? 128 : 64;
+    w->tile = w->D == 64 ? 128 : 64;
+    const int D = w->D, BKV = w->tile;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
@@ -146,18 +153,23 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
     tk_value *init = tk_zeros(k, acc_type(D)), *cur, *next, *fin;
     tk_value *j = tk_for_begin(k, i32c(k, 0), kv.n, i32c(k, 1), 1, &init, &cur);
     {
-        tk_value *st = stream_next(&kv, j), *kv0 = tk_mul(k, j, i32c(k, BKV));
+        tk_value *st = stream_wait(k, j), *kv0 = tk_mul(k, j, i32c(k, BKV));
         tk_value *kst = tk_stage(k, kv.ring[0], st), *vst = tk_stage(k, kv.ring[1], st);
         tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BKV)), sQ, kst, row);
         tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BKV)), sG, vst, row);
+        /* the last trip's dQ multiply (issued before these two) has run on
+         * until here, beside their issue; retired, its K tile is free */
+        tk_value *dq = tk_wgmma_wait(k, cur, 2);
+        stream_refill(&kv, j);
         s = tk_wgmma_wait(k, s, 1);
         s = tk_attn_mask(k, s, BKV, w->causal, kv0, Nkv, qw, q0, diag);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
         dp = tk_wgmma_wait(k, dp, 0);
         tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
-        next = tk_wgmma_wait(k, tk_wgmma(k, TK_MMA_AB, cur, ds, kst, NULL), 0);
+        next = tk_wgmma(k, TK_MMA_AB, dq, ds, kst, NULL); /* retired next trip */
     }
     tk_for_end(k, 1, &next, &fin);
+    fin = tk_wgmma_wait(k, fin, 0);
     tk_async_wait(k, 0); /* a block without keys still has Q's copy in flight */
     tk_store(k, io.out[0], io4, tk_cvt(k, tk_mul(k, fin, w->scale), dt));
 }
@@ -191,11 +203,13 @@ static void copy_qg(const stream *s, tk_value *t, tk_value *st) {
 
 void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_kernel *k = w->k;
-    /* query tiles of 64, or 32 when causal: measured on the H200, 32 ran
-     * 5-12% slower without the mask but 4% (D 128) to 20% (D 64) faster
-     * with it, where the diagonal's masked work and the tiles before the
-     * first query that sees the block shrink with the tile */
-    const int D = w->D, BQ = w->tile = w->causal ? 32 : 64;
+    /* query tiles of 64, or 32 when causal at D 128: measured on the H200
+     * (bench/RESULTS.md, session 11), 32 ran 20% faster there (the
+     * diagonal's masked work and the tiles before the first query that sees
+     * the block shrink with the tile) but 5-12% slower without the mask,
+     * and 12-17% slower causal at D 64, where a trip's fixed cost weighs more */
+    w->tile = w->causal && w->D == 128 ? 32 : 64;
+    const int D = w->D, BQ = w->tile;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
@@ -239,26 +253,29 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_value *cur[2], *next[2], *fin[2];
     tk_value *t = tk_for_begin(k, i32c(k, 0), qg.n, i32c(k, 1), 2, init, cur);
     {
-        tk_value *st = stream_next(&qg, t);
+        tk_value *st = stream_wait(k, t);
         tk_value *h = tk_add(k, qg.head, tk_div(k, t, nvis));
         tk_value *q0 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t, nvis)), i32c(k, BQ));
         tk_value *qst = tk_stage(k, qg.ring[0], st), *gst = tk_stage(k, qg.ring[1], st);
         tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sK, qst, row);
         tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sV, gst, row);
+        /* the last trip's dV and dK multiplies, as in the dQ kernel */
+        tk_value *dvp = tk_wgmma_wait(k, cur[0], 2), *dkp = tk_wgmma_wait(k, cur[1], 2);
+        stream_refill(&qg, t);
         tk_value *il[3] = {w->b, h, q0};
         tk_value *l2 = tk_attn_bwd_l2(w, io.L, vcol, il, INFINITY); /* P = 0 past Nq */
         tk_value *dv = tk_load(k, vcol, io.Dw, il, 0.0f);
         s = tk_wgmma_wait(k, s, 1);
         if (w->causal) s = causal_t(w, s, kw, q0, diag);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
-        tk_value *gv = tk_wgmma(k, TK_MMA_AB, cur[0], tk_cvt(k, p, dt), gst, NULL);
+        next[0] = tk_wgmma(k, TK_MMA_AB, dvp, tk_cvt(k, p, dt), gst, NULL);
         dp = tk_wgmma_wait(k, dp, 1); /* dV += Pᵀ·dO may run on */
         tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
-        tk_value *gk = tk_wgmma(k, TK_MMA_AB, cur[1], ds, qst, NULL);
-        next[0] = tk_wgmma_wait(k, gv, 1);
-        next[1] = tk_wgmma_wait(k, gk, 0);
+        next[1] = tk_wgmma(k, TK_MMA_AB, dkp, ds, qst, NULL); /* both retired next trip */
     }
     tk_for_end(k, 2, next, fin);
+    fin[0] = tk_wgmma_wait(k, fin[0], 1);
+    fin[1] = tk_wgmma_wait(k, fin[1], 0);
     tk_async_wait(k, 0);
 
     tk_value *idx[4] = {w->b, hk, kw, i32c(k, 0)};
