@@ -106,7 +106,7 @@ static void mul_acc(bwd *w, tk_value *x, tk_value *y, tk_value *const *acc, tk_v
 tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill) {
     tk_kernel *k = w->k;
     tk_value *l = tk_load_n(k, vt, L, 3, idx, fill);
-    return tk_max(k, tk_mul(k, l, tk_const_f32(k, LOG2E)), tk_const_f32(k, -FLT_MAX));
+    return tk_max(k, tk_mul(k, l, tk_const_f32(k, TK_LOG2E)), tk_const_f32(k, -FLT_MAX));
 }
 
 /* The run-time scalars both kernels share: c = scale·log2 e, clamped to
@@ -116,7 +116,7 @@ static void common_scalars(bwd *w) {
     w->scale = tk_param_scalar(k, "scale", TK_F32);
     tk_spec(k, "head_dim", w->D);
     tk_spec(k, "causal", w->causal);
-    w->scale2 = tk_max(k, tk_mul(k, w->scale, tk_const_f32(k, LOG2E)), tk_const_f32(k, FLT_MIN));
+    w->scale2 = tk_max(k, tk_mul(k, w->scale, tk_const_f32(k, TK_LOG2E)), tk_const_f32(k, FLT_MIN));
 }
 
 bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts) {

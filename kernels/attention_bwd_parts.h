@@ -7,7 +7,7 @@
 
 #include "tk/tk_kernels.h"
 
-#define LOG2E 1.4426950408889634f
+#define TK_LOG2E 1.4426950408889634f
 
 /* A kernel being built. */
 typedef struct bwd {

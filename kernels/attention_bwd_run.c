@@ -1,6 +1,7 @@
 /* tk_attention_backward and its companions (tk/tk_run.h): the parameters
  * checked, the two programs of the specialization from the registry, the
- * launches. The kernels: attention_bwd.c. */
+ * launches. The kernels: attention_bwd.c (mma.sync) and attention_bwd_hopper.c
+ * (wgmma). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,8 +14,8 @@
 #include "tk/tk_run.h"
 
 /* ---- tk_attention_backward (tk_run.h) -------------------------------------
- * Two registry programs per (dtype, head_dim, causal): the dQ kernel and the
- * dK/dV kernel. */
+ * Two registry programs per (dtype, head_dim, causal, kernel set): the dQ
+ * kernel and the dK/dV kernel. */
 typedef struct bwd_key {
     int32_t dtype, head_dim, causal, part, wgmma;
 } bwd_key;

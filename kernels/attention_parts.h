@@ -1,6 +1,7 @@
 /* What the two attention forward kernels share (kernels/attention.c, the
  * mma.sync kernel, defines these; kernels/attention_hopper.c, the wgmma
- * kernel, is the other user). Same rules, same masks, same results. */
+ * kernel, is the other user). Same rules, same masks, same results. The
+ * backward's Hopper kernels use the masks and the kernel choice too. */
 #ifndef TK_KERNELS_ATTENTION_PARTS_H
 #define TK_KERNELS_ATTENTION_PARTS_H
 

@@ -4,7 +4,8 @@
  *        per 16-deep k-step s one
  *          wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{bf16|f16}.{bf16|f16}
  *        as LLVM inline asm (LLVM 22 has no intrinsic for it), then
- *        wgmma.commit_group: one group per WGMMA op. Shared operands
+ *        wgmma.commit_group: one group per WGMMA op. Into tk_zeros, each
+ *        block's first k-step has scale-d 0 (is_zero_fill). Shared operands
  *        written by ordinary stores or cp.async (the generic proxy) reach
  *        the tensor cores (the async proxy) through the fence.proxy.async
  *        that every writer issues before the barrier publishing them (each
@@ -22,7 +23,6 @@
  *        and returns every accumulator register: LLVM cannot know that the
  *        wait is what makes them valid, and without the tie it may move a
  *        read of them above it. */
-#include <math.h>
 #include <stdio.h>
 
 #include "ops/lower_walk.h"
@@ -122,13 +122,14 @@ static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMVa
     for (int i = 0; i < n && r; i++) acc[i] = LLVMBuildExtractValue(L->b, r, (unsigned)i, "");
 }
 
-/* Whether v is tk_zeros (a FILL of +0): its multiply starts with scale-d 0
- * instead of zeroing registers. Those zeroing moves would be register
- * writes after wgmma.fence, and with another multiply still in flight
- * ptxas then serializes them (it injects a wgmma wait, C7517). */
+/* Whether v is tk_zeros (a FILL of 0): its multiply starts with scale-d 0
+ * instead of zeroing registers, which is exact up to the sign of a zero
+ * product. Those zeroing moves would be register writes after wgmma.fence,
+ * and with another multiply still in flight ptxas then serializes them (it
+ * injects a wgmma wait, C7517). */
 static bool is_zero_fill(const tk_value *v) {
     const tk_op *f = v->def, *c = f && f->opc == TK_OP_FILL ? f->opnds[0]->def : NULL;
-    return c && c->opc == TK_OP_CONST && c->fattr == 0.0 && !signbit(c->fattr);
+    return c && c->opc == TK_OP_CONST && c->fattr == 0.0;
 }
 
 static tk_status lower_issue(tk_lower *L, const tk_op *op) {
@@ -144,9 +145,10 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
     for (int i = 0; i < d->n; i++) d->v[i] = acc->v[i];
     /* A register A is packed before wgmma.fence: the ISA wants the fence
      * between the last write of an A register and the wgmma reading it.
-     * (Pinning the packed values above the fence with an empty asm, as the
-     * accumulators are pinned below a wait, is left: no kernel computes its
-     * register A yet.) */
+     * Nothing pins the packed values above the fence (as an empty asm pins
+     * the accumulators below a wait); in the kernels that compute their A
+     * (the attention's P, the backward's P and dS) LLVM keeps them there,
+     * and ptxas would flag the opposite (C7517). */
     const int nq = ct->rows / 64, ns = K / 16;
     LLVMValueRef *ain = tk_lw_alloc(L, (size_t)(nq * ns * 4) * sizeof *ain);
     if (!ain) return L->dg->st;

@@ -157,6 +157,9 @@ if [[ $what == *notma* ]]; then
   echo "== test_gpu_kernels with TK_NO_TMA=1 (cp.async copies on the ring)"
   TK_NO_TMA=1 TK_CACHE_DIR=/tmp/tk-notma ./build-device/test_gpu_kernels >"$out/kernels_notma.log" 2>&1 || rc=1
   summary "$out/kernels_notma.log"
+  echo "== test_attention_bwd with TK_NO_TMA=1 (the Hopper backward's producer on cp.async)"
+  TK_NO_TMA=1 TK_CACHE_DIR=/tmp/tk-notma CK_RUN_CASE=gpu ./build-device/test_attention_bwd >"$out/bwd_notma.log" 2>&1 || rc=1
+  grep -E "Checks|Failure|Error" "$out/bwd_notma.log"
 fi
 if [[ $what == *race* ]]; then # compute-sanitizer racecheck on every copy-engine kernel
   # racecheck credits an mbarrier arrival with the arriving thread's own
@@ -199,8 +202,9 @@ if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, sync
   for d in 64 128 256; do
     runs+=("ring_attn 1 2 1 200 333 $d 1 2" "ring_attn 2 2 2 129 65 $d 0 2")
   done
-  for d in 64 128; do
-    runs+=("ring_attn_bwd 1 4 2 200 333 $d 1" "ring_attn_bwd 2 2 2 150 70 $d 0")
+  for d in 64 128; do # the third wraps the dQ kernel's ring; the fourth has rows without keys
+    runs+=("ring_attn_bwd 1 4 2 200 333 $d 1" "ring_attn_bwd 2 2 2 150 70 $d 0"
+           "ring_attn_bwd 1 4 2 200 700 $d 1" "ring_attn_bwd 1 2 1 300 70 $d 1")
   done
   sanitize_runs "memcheck synccheck racecheck" "${runs[@]}"
   stamp sanitize

@@ -191,6 +191,12 @@ static const bcase cases[] = {
     {1, 4, 1, 1, 130, 64, 1, TK_F16, 0}, /* one query, GQA 4:1 */
     {1, 2, 1, 150, 140, 128, 1, TK_BF16, 0},
     {1, 2, 2, 64, 1, 64, 1, TK_BF16, 0}, /* one key: only the last row sees it */
+    /* enough key tiles that the Hopper dQ kernel's 3-stage ring wraps (its
+     * tiles are 128 keys at D 64): a stage refilled while read is a race */
+    {1, 2, 1, 70, 600, 64, 1, TK_BF16, 0},
+    {1, 2, 2, 70, 600, 64, 0, TK_F16, 1},
+    {1, 1, 1, 130, 333, 128, 1, TK_BF16, 0},
+    {1, 2, 1, 200, 300, 128, 0, TK_BF16, 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -213,7 +219,7 @@ START_TEST(test_bwd_random) {
     bcase c = {.B = ref_randint(1, 2),
                .Hkv = ref_randint(1, 2),
                .Nq = ref_randint(1, 150),
-               .Nkv = ref_randint(1, 150),
+               .Nkv = ref_randint(1, 600),
                .D = ref_randint(0, 1) ? 128 : 64,
                .causal = (int)ref_randint(0, 1),
                .dt = ref_randint(0, 1) ? TK_BF16 : TK_F16,

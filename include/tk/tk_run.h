@@ -41,9 +41,9 @@ typedef enum tk_attn_kernel {
     TK_ATTN_AUTO = 0,     /* the library's choice: TK_ATTN_WGMMA on sm_90a,
                              TK_ATTN_MMA_SYNC elsewhere                      */
     TK_ATTN_MMA_SYNC = 1, /* FlashAttention-2 on mma.sync, every target        */
-    TK_ATTN_WGMMA = 2     /* the Hopper kernel (sm_90a): wgmma, a producer
+    TK_ATTN_WGMMA = 2     /* the Hopper kernels (sm_90a): wgmma, a producer
                              warpgroup on the copy engine
-                             (kernels/attention_hopper.c)                     */
+                             (kernels/attention_hopper.c, attention_bwd_hopper.c) */
 } tk_attn_kernel;
 
 typedef struct tk_attention_params {
@@ -99,6 +99,8 @@ TK_API tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params 
  * [B, Hkv, Nkv, D] (summed over each kv head's query heads), all in dtype.
  * Deterministic: the same inputs give bit-identical gradients (no atomics;
  * the cost is computing P and dS twice, in a dQ kernel and a dK/dV kernel).
+ * `kernel` picks the kernel set as in the forward (TK_ATTN_AUTO: the Hopper
+ * kernels on sm_90a, as tk_attention_kernel_for answers for the forward).
  *
  * Scratch: the row dot products D = rowsum(dO∘O), f32 [B, Hq, Nq], in
  * `workspace`, a device buffer of at least tk_attention_backward_workspace
