@@ -52,7 +52,7 @@ def _cpu_fwd(q, k, v, causal, scale, layout, kernel):
     return _definition(q, k, v, causal, scale, layout)
 
 
-def _cpu_bwd(dout, q, k, v, o, lse, causal, scale, layout):
+def _cpu_bwd(dout, q, k, v, o, lse, causal, scale, layout, kernel):
     # By hand: a custom op's kernel runs below autograd, so no autograd here.
     qf, kf, vf, of, df = _bhnd_f32((q, k, v, o, dout), layout)
     g = qf.shape[1] // kf.shape[1]

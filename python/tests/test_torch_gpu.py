@@ -151,13 +151,15 @@ def _rel_err(x, ref):
     return ((x.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
+# "auto" is the Hopper kernels on sm_90a; "mma_sync" runs everywhere
+@pytest.mark.parametrize("kernel", ["auto", "mma_sync"])
 @pytest.mark.parametrize("b,hq,hkv,nq,nkv,d,causal,dtype,layout", GRAD_SHAPES,
                          ids=_ids(GRAD_SHAPES))
-def test_attention_gradients(b, hq, hkv, nq, nkv, d, causal, dtype, layout):
+def test_attention_gradients(b, hq, hkv, nq, nkv, d, causal, dtype, layout, kernel):
     torch.manual_seed(nq + 7 * nkv)
     q, k, v = _qkv(b, hq, hkv, nq, nkv, d, dtype, layout, requires_grad=True)
     dout = torch.randn_like(q)
-    o = tilekittens.attention(q, k, v, causal=causal, layout=layout)
+    o = tilekittens.attention(q, k, v, causal=causal, layout=layout, kernel=kernel)
     o.backward(dout)
     rq, rk, rv = (t.detach().float().requires_grad_() for t in (q, k, v))
     ref_o, _ = reference(rq, rk, rv, causal, 1 / math.sqrt(d), layout)

@@ -53,8 +53,9 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
     bottom-right, as in FlashAttention-2. scale: default 1/sqrt(D).
     Returns o in q's shape (dense), and with return_lse the natural-log
     log-sum-exp of each score row, f32 [B, Hq, Nq]. Differentiable in q, k, v.
-    Runs on the current CUDA stream. kernel: "auto" (the Hopper kernel on
-    sm_90a, mma.sync elsewhere), "mma_sync" or "wgmma" (sm_90a only).
+    Runs on the current CUDA stream. kernel: "auto" (the Hopper kernels on
+    sm_90a, mma.sync elsewhere), "mma_sync" or "wgmma" (sm_90a only), for
+    the forward and the backward alike.
     Arrays of other frameworks (CuPy, JAX, ...: anything with __dlpack__)
     are read in place through DLPack; results are torch tensors, which those
     frameworks take back with their from_dlpack."""

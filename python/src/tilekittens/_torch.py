@@ -42,8 +42,8 @@ def _attention_fwd(q, k, v, causal, scale, layout, kernel):
     return o, lse
 
 
-def _attention_bwd(dout, q, k, v, o, lse, causal, scale, layout):
-    s = _checks.attention(q, k, v, causal, scale, layout)
+def _attention_bwd(dout, q, k, v, o, lse, causal, scale, layout, kernel):
+    s = _checks.attention(q, k, v, causal, scale, layout, kernel)
     if tuple(dout.shape) != tuple(o.shape):
         raise ValueError(f"tilekittens: the gradient of o is {tuple(dout.shape)}, o is "
                          f"{tuple(o.shape)}")
@@ -59,7 +59,7 @@ def _attention_bwd(dout, q, k, v, o, lse, causal, scale, layout):
     p = _lib.AttentionBwdParams(
         dtype=s.dtype, head_dim=s.head_dim, causal=int(s.causal), scale=s.scale,
         batch=s.batch, heads_q=s.heads_q, heads_kv=s.heads_kv, seq_q=s.seq_q, seq_kv=s.seq_kv,
-        lse=lse.data_ptr(), lse_strides=_I64x3(*lse.stride()))
+        lse=lse.data_ptr(), lse_strides=_I64x3(*lse.stride()), kernel=s.kernel)
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("dout", dout), ("dq", dq),
                     ("dk", dk), ("dv", dv)):
         setattr(p, name, t.data_ptr())
@@ -101,7 +101,7 @@ def _attention_fwd_fake(q, k, v, causal, scale, layout, kernel):
     return q.new_empty(q.shape), q.new_empty((b, h, n), dtype=torch.float32)
 
 
-def _attention_bwd_fake(dout, q, k, v, o, lse, causal, scale, layout):
+def _attention_bwd_fake(dout, q, k, v, o, lse, causal, scale, layout, kernel):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -124,7 +124,7 @@ def _register():
          " -> (Tensor, Tensor)"),
         ("attention_bwd", _attention_bwd, _attention_bwd_fake,
          "(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, bool causal,"
-         " float? scale, str layout) -> (Tensor, Tensor, Tensor)"),
+         " float? scale, str layout, str kernel) -> (Tensor, Tensor, Tensor)"),
         ("gemm", _gemm, _gemm_fake,
          "(Tensor a, Tensor b, bool transpose_b, ScalarType? out_dtype) -> Tensor"),
     ):
@@ -145,14 +145,15 @@ class AttentionFunction(torch.autograd.Function):
     def forward(ctx, q, k, v, causal, scale, layout, kernel):
         o, lse = attention_fwd_op(q, k, v, causal, scale, layout, kernel)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
+        ctx.causal, ctx.scale, ctx.layout, ctx.kernel = causal, scale, layout, kernel
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = attention_bwd_op(dout, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.layout)
+        dq, dk, dv = attention_bwd_op(dout, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.layout,
+                                      ctx.kernel)
         return dq, dk, dv, None, None, None, None
 
 
