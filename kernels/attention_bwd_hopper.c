@@ -60,7 +60,10 @@ typedef struct stream {
     bwd *w;
     tk_value *n;
     void (*copy)(const struct stream *, tk_value *j, tk_value *st);
-    tk_value *ring[2], *view[2], *head, *lo, *per; /* what copy needs */
+    /* what copy needs: the rings and their tensors; the dQ kernel's kv head
+     * and keys per tile (head, per); the dK/dV kernel's first query head,
+     * first query tile and query tiles per head (head, lo, per) */
+    tk_value *ring[2], *view[2], *head, *lo, *per;
 } stream;
 
 /* Tile j's copies when j < n; one group either way. */
