@@ -97,6 +97,7 @@ typedef enum tk_print_form {
     TK_PRINT_MASK,    /* kind=<tk_mask_kind attr[0]> fill=fattr           */
     TK_PRINT_FILL,    /* fill=fattr, unless +0                            */
     TK_PRINT_COPY,    /* async / async tma (attr[0]), then as FILL        */
+    TK_PRINT_STORE,   /* add (attr[0]: the store adds, tk_store_add)      */
     TK_PRINT_CONST,   /* "<dtype> <value>" and its spec name, no type     */
     TK_PRINT_SHARED,  /* its type as the argument, "@<offset attr[0]>"    */
     TK_PRINT_FOR,     /* the loop header and its body                     */

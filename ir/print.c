@@ -176,6 +176,9 @@ static unsigned attrs(sbuf *b, const tk_op *op) {
         if (op->attr[0] == TK_COPY_TMA) put(b, " async tma");
         if (!fzero(op->fattr)) attr_float(b, "fill", op->fattr);
         return (op->attr[0] == TK_COPY_ASYNC || op->attr[0] == TK_COPY_TMA ? U_A0 : 0) | U_F;
+    case TK_PRINT_STORE:
+        if (op->attr[0]) put(b, " add");
+        return U_A0;
     default: return 0;
     }
 }

@@ -9,7 +9,8 @@
  *           batch/head. A vector spans the last dim from idx[rank-1].
  *           Out-of-range elements read `fill`.
  * LOAD_S2R  smem, row0, col0; want = tile of the smem's dtype
- * STORE_R2G view, idx[rank], val   (out-of-range elements are skipped)
+ * STORE_R2G view, idx[rank], val   (out-of-range elements are skipped);
+ *           attr[0] = 1: the store adds (tk_store_add: f32, atomically)
  * STORE_R2S smem, row0, col0, val
  * COPY_G2S  smem, view, idx[rank]; attr[0] = TK_COPY_SYNC / _ASYNC (cp.async) /
  *           _TMA (the copy engine where the plan allows, jit/plan.c), fattr = fill
@@ -158,7 +159,13 @@ static tk_status rule_store(tk_kernel *k, tk_op *op) {
         return fits(k, op, v, &op->opnds[0]->type);
     }
     if (expect_view(k, op, 0, last - 1, v->kind == TK_KIND_TILE)) return k->status;
-    return same_dtype(k, op, op->opnds[0]->type.dtype, v->dtype);
+    if (same_dtype(k, op, op->opnds[0]->type.dtype, v->dtype)) return k->status;
+    if (op->attr[0] && v->dtype != TK_F32)
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "tk_store_add adds f32 values into an f32 tensor, not %s: accumulate "
+                         "in f32 and convert afterwards",
+                         tk_dtype_name(v->dtype));
+    return TK_OK;
 }
 
 static tk_status rule_copy(tk_kernel *k, tk_op *op) {
@@ -274,6 +281,21 @@ void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_
     for (int i = 0; i < n; i++) v[1 + i] = idx[i];
     v[1 + n] = val;
     tk_build_op(k, dst->type.kind == TK_KIND_GVIEW ? TK_OP_STORE_R2G : TK_OP_STORE_R2S, 2 + n, v);
+}
+
+void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val) {
+    int n = index_count(k, "tk_store_add", dst, nidx, idx);
+    if (n < 0) return;
+    if (dst->type.kind != TK_KIND_GVIEW) {
+        tk_kfail(k, TK_ERR_TYPE,
+                 "tk_store_add: the destination is a shared tile; it adds into a tensor "
+                 "parameter only");
+        return;
+    }
+    tk_value *v[6] = {dst};
+    for (int i = 0; i < n; i++) v[1 + i] = idx[i];
+    v[1 + n] = val;
+    tk_build_op_attr(k, TK_OP_STORE_R2G, 2 + n, v, 1, 0, 0.0);
 }
 
 void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,

@@ -93,13 +93,16 @@ static void gather(const window *w, float fill, float *dst) {
 /* Writes src through w. For a register value (t: its type, inst its
  * instance; NULL: shared memory, every element) only the rows of the warps
  * in `mask`: all of them, unless a warpgroup runs partly. */
-static void scatter(const window *w, const float *src, uint32_t mask, const tk_type *t, int inst) {
+/* add: each element is added to what the tensor holds (tk_store_add; the
+ * interpreter runs one thing at a time, so this is the atomic add). */
+static void scatter(const window *w, const float *src, uint32_t mask, const tk_type *t, int inst,
+                    bool add) {
     for (int i = 0; i < w->rows; i++)
         for (int j = 0; j < w->cols; j++) {
             int64_t off = window_off(w, i, j);
             bool live = !t || tk_interp_row_live(mask, t, inst, t->kind == TK_KIND_TILE ? i : j);
-            if (off >= 0 && live)
-                mem_write(w->a, off, src[(size_t)i * (size_t)w->cols + (size_t)j]);
+            float x = src[(size_t)i * (size_t)w->cols + (size_t)j];
+            if (off >= 0 && live) mem_write(w->a, off, add ? mem_read(w->a, off) + x : x);
         }
 }
 
@@ -132,7 +135,7 @@ static tk_status global_reg(tk_interp *I, const tk_op *op) {
         if (load)
             gather(&w, fill, tk_interp_tile(I, reg, i));
         else
-            scatter(&w, tk_interp_tile(I, reg, i), I->mask, t, i);
+            scatter(&w, tk_interp_tile(I, reg, i), I->mask, t, i, op->attr[0] != 0);
     }
     return TK_OK;
 }
@@ -246,7 +249,7 @@ static tk_status copy(tk_interp *I, const tk_op *op) {
             return s;
     }
     if (!g2s) {
-        scatter(&w, sm, 0, NULL, 0);
+        scatter(&w, sm, 0, NULL, 0, false);
         return TK_OK;
     }
     float fill = tk_interp_round(st->dtype, (float)op->fattr);

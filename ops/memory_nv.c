@@ -57,6 +57,7 @@ typedef struct gio {
     LLVMValueRef lrow, lcol; /* lane parts (i32)                              */
     LLVMValueRef fill;       /* loads                                          */
     tk_lv *val;              /* stores                                         */
+    bool add;                /* tk_store_add: each element added atomically    */
     LLVMTypeRef ety;
     unsigned esz;
 } gio;
@@ -148,6 +149,18 @@ static void r2g_fast(tk_lower *L, void *ctx, LLVMValueRef *out) {
     }
 }
 
+/* *ptr += val where ok, atomically: a relaxed atomicrmw fadd whose result
+ * nobody reads; NVPTX emits atom.global.add.f32, which ptxas turns into a
+ * fire-and-forget REDG.ADD.F32 (checked in the SASS). */
+static void add_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok) {
+    LLVMBasicBlockRef st = tk_lw_block(L, "add"), next = tk_lw_block(L, "add.next");
+    LLVMBuildCondBr(L->b, ok, st, next);
+    LLVMPositionBuilderAtEnd(L->b, st);
+    LLVMBuildAtomicRMW(L->b, LLVMAtomicRMWBinOpFAdd, ptr, val, LLVMAtomicOrderingMonotonic, 0);
+    LLVMBuildBr(L->b, next);
+    LLVMPositionBuilderAtEnd(L->b, next);
+}
+
 static void r2g_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
     gio *g = ctx;
     (void)out;
@@ -158,7 +171,10 @@ static void r2g_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
         LLVMValueRef r, c;
         gio_pos(L, g, i, &r, &c);
         LLVMValueRef ok = tk_lw_and(L, writer, tk_gwin_inb(L, &g->w, r, c));
-        tk_lw_store_masked(L, g->val->v[i], tk_gwin_addr(L, &g->w, r, c), ok, g->esz);
+        if (g->add)
+            add_masked(L, g->val->v[i], tk_gwin_addr(L, &g->w, r, c), ok);
+        else
+            tk_lw_store_masked(L, g->val->v[i], tk_gwin_addr(L, &g->w, r, c), ok, g->esz);
     }
 }
 
@@ -282,8 +298,9 @@ static tk_status lower_r2g(tk_lower *L, const tk_op *op) {
     gio g = {0};
     gio_open(L, &g, op, &val->type);
     g.val = tk_lw_get(L, val);
+    g.add = op->attr[0] != 0;
     if (!g.val || L->dg->st) return L->dg->st;
-    if (val->type.kind == TK_KIND_VEC)
+    if (val->type.kind == TK_KIND_VEC || g.add) /* adds: element by element */
         r2g_slow(L, &g, NULL);
     else
         tk_lw_branch2(L, gio_fast(L, &g), r2g_fast, r2g_masked, &g, 0, NULL);

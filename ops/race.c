@@ -64,7 +64,7 @@ static const char *call_name(const tk_op *op, char *buf, size_t n) {
     switch (op->opc) {
     case TK_OP_LOAD_G2R:
     case TK_OP_LOAD_S2R: return "tk_load";
-    case TK_OP_STORE_R2G:
+    case TK_OP_STORE_R2G: return op->attr[0] ? "tk_store_add" : "tk_store";
     case TK_OP_STORE_R2S: return "tk_store";
     case TK_OP_COPY_G2S: return "tk_copy_to_shared";
     case TK_OP_COPY_S2G: return "tk_copy_to_global";
@@ -147,10 +147,15 @@ static void fresh(cell *c, uint32_t epoch) {
     *c = (cell){.epoch = epoch, .wag = -1, .rag = {-1, -1}};
 }
 
-/* Does an access by agent a clash with what cell c saw this epoch? */
-static bool check(const tk_interp *I, const cell *c, int a, bool write, prior *p) {
+/* A tk_store_add: adds by different agents commute, so they never clash
+ * with each other; a read or a plain store next to one does. */
+static bool adds(const tk_op *op) { return op && op->opc == TK_OP_STORE_R2G && op->attr[0]; }
+
+/* Does an access by agent a (with op) clash with what cell c saw this
+ * epoch? */
+static bool check(const tk_interp *I, const cell *c, const tk_op *op, int a, bool write, prior *p) {
     if (c->epoch != I->race->epoch) return false;
-    if (c->w && clash(I, a, c->wag)) {
+    if (c->w && clash(I, a, c->wag) && !(adds(op) && adds(c->w))) {
         *p = (prior){c->w, c->wag, "wrote"};
         return true;
     }
@@ -162,8 +167,10 @@ static bool check(const tk_interp *I, const cell *c, int a, bool write, prior *p
 static void record(const tk_interp *I, cell *c, const tk_op *op, int a, bool write) {
     if (c->epoch != I->race->epoch) fresh(c, I->race->epoch);
     if (write) {
+        /* adds by two agents: any later access but another add clashes */
+        bool shared = adds(op) && adds(c->w) && clash(I, a, c->wag);
         c->w = op;
-        c->wag = (int8_t)a;
+        c->wag = (int8_t)(shared ? TK_RACE_BLOCK : a);
         return;
     }
     if (c->rag[0] < 0)
@@ -218,7 +225,7 @@ tk_status tk_race_smem(tk_interp *I, const tk_op *op, int agent, size_t off, siz
     for (size_t i = off; i < off + n && i < R->n; i++) {
         if (R->flight[i]) return in_flight(I, op, agent, i, write);
         if (write && R->reading[i]) return still_read(I, op, agent, i);
-        if (check(I, &R->sm[i], agent, write, &p)) {
+        if (check(I, &R->sm[i], op, agent, write, &p)) {
             char what[160];
             smem_str(R, i, what, sizeof what);
             return report(I, op, agent, write, what, &p);
@@ -320,7 +327,7 @@ tk_status tk_race_global(tk_interp *I, const tk_op *op, int agent, int param, in
         R->ng++;
     }
     prior p;
-    if (check(I, &g->c, agent, write, &p)) {
+    if (check(I, &g->c, op, agent, write, &p)) {
         char what[160];
         global_str(I, g->param, addr, what, sizeof what);
         return report(I, op, agent, write, what, &p);

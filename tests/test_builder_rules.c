@@ -575,6 +575,23 @@ START_TEST(store_null_dst) {
 }
 END_TEST
 
+START_TEST(store_add_dtype) {
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2);
+    tk_value *idx[2] = {ci(0), ci(0)};
+    tk_store_add(k, A, idx, tile(TK_BF16, 16, 16, TK_ROW));
+    EXPECT(TK_ERR_TYPE, "tk_store: tk_store_add adds f32 values into an f32 tensor, not bf16");
+}
+END_TEST
+
+START_TEST(store_add_smem) {
+    tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
+    tk_value *idx[2] = {ci(0), ci(0)};
+    tk_store_add(k, s, idx, f32t(16, 16));
+    EXPECT(TK_ERR_TYPE, "tk_store_add: the destination is a shared tile; it adds into a tensor "
+                        "parameter only");
+}
+END_TEST
+
 START_TEST(copy_rank1) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 1);
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
@@ -669,6 +686,8 @@ static Suite *rules_suite(void) {
         load_bad_type,
         store_dtype,
         store_null_dst,
+        store_add_dtype,
+        store_add_smem,
         copy_rank1,
     };
     build_tcase(s, "bad_input", tests, sizeof tests / sizeof *tests);

@@ -228,6 +228,44 @@ START_TEST(race_global) {
 }
 END_TEST
 
+/* tk_store_add: two warps adding into one element commute, no barrier
+ * needed, and the sum lands whole (3 + 2·(1 + 2) = 9 at every element);
+ * another warp reading an added element needs a barrier, as after a store. */
+START_TEST(race_store_add) {
+    lockstep();
+    for (int b = 0; b < 3; b++) {
+        tk_kernel *k = kern("race_store_add", 2);
+        tk_value *O = tk_param_tensor(k, "O", TK_F32, 2), *z = c32(k, 0), *zz[2] = {z, z};
+        tk_value *one = tk_fill(k, wtile(TK_F32, 16, 16), tk_const_f32(k, 1));
+        tk_store_add(k, O, zz, one);
+        tk_store_add(k, O, zz, tk_add(k, one, one));
+        if (b == 1) tk_barrier(k);
+        if (b) { /* warp 1 copies the sums into rows 16.. */
+            tk_if_begin(k, tk_eq(k, tk_warp_id(k), c32(k, 1)));
+            st2(k, O, c32(k, 16), z, ld2(k, wtile(TK_F32, 16, 16), O, z, z, 0));
+            tk_if_end(k, 0, NULL, NULL);
+        }
+        finish(k);
+        char *txt = NULL; /* the IR text (the cache key) tells an add from a store */
+        ck_assert_int_eq(tk_kernel_print(k, &txt), TK_OK);
+        ck_assert_ptr_nonnull(strstr(txt, " add\n"));
+        tk_free(txt);
+        hbuf o = hb(TK_F32, 512);
+        for (size_t i = 0; i < 512; i++) hset(&o, i, 3.0f);
+        tk_arg a[1] = {targ(&o, 2, 32, 16, 0, 0)};
+        if (b == 2) {
+            run_fails(k, 1, a, TK_ERR_RUNTIME, "race: warp 1 reads tensor 'O'");
+        } else {
+            run_ok(k, 1, a);
+            for (int i = 0; i < 16 * (b ? 32 : 16); i++)
+                EXPECT_F("O", i, hget(&o, (size_t)i), 9.0f);
+        }
+        hfree(&o);
+        tk_kernel_destroy(k);
+    }
+}
+END_TEST
+
 /* ---- the warpgroup multiply's asynchronous reads ------------------------------ */
 /* One warpgroup: C = A·B, then B's tile is refilled with B2 and C += A·B2.
  * The first multiply reads sB until a wait retires it: `wait_first` does so
@@ -319,6 +357,7 @@ int main(void) {
                                  {"gemm", race_stage_refilled_early},
                                  {"shared", race_shared_exchange},
                                  {"global", race_global},
+                                 {"global", race_store_add},
                                  {"wgmma", race_wgmma_reads_until_retired},
                                  {"options", race_options}};
     return interp_run("test_interp_race", "interp_race", tests, sizeof tests / sizeof tests[0]);

@@ -364,6 +364,14 @@ TK_API tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
 TK_API tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx,
                            tk_value *const *idx, float fill);
 TK_API void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val);
+/* dst[idx...] += val, element by element, atomically (a reduction, REDG,
+ * on the GPU): f32 values into an f32 tensor parameter, masked like tk_store.
+ * Adds from different warps or blocks to one element all land, in no
+ * particular order (so the sum's rounding may differ from run to run); a
+ * read of an added element by another warp of the block needs a barrier
+ * first, as after any store. */
+TK_API void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx,
+                           tk_value *val);
 
 /* Block-wide copies between global and shared memory (scope: block).
  * async: TK_COPY_SYNC, or TK_COPY_ASYNC (cp.async; fill must be 0), or
@@ -401,7 +409,8 @@ TK_API void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value
              : TK_IDX_NOT_ARRAY)
 #define tk_load(k, type, src, idx, fill)                                                           \
     tk_load_n((k), (type), (src), TK_IDX_COUNT(idx), (idx), (fill))
-#define tk_store(k, dst, idx, val) tk_store_n((k), (dst), TK_IDX_COUNT(idx), (idx), (val))
+#define tk_store(k, dst, idx, val)     tk_store_n((k), (dst), TK_IDX_COUNT(idx), (idx), (val))
+#define tk_store_add(k, dst, idx, val) tk_store_add_n((k), (dst), TK_IDX_COUNT(idx), (idx), (val))
 #define tk_copy_to_shared(k, smem, view, idx, fill, async)                                         \
     tk_copy_to_shared_n((k), (smem), (view), TK_IDX_COUNT(idx), (idx), (fill), (async))
 #define tk_copy_to_global(k, view, idx, smem)                                                      \
@@ -495,6 +504,10 @@ inline tk_value *tk_load(tk_kernel *k, tk_type type, tk_value *src, tk_value *co
 template <size_t N>
 inline void tk_store(tk_kernel *k, tk_value *dst, tk_value *const (&idx)[N], tk_value *val) {
     tk_store_n(k, dst, (int)N, idx, val);
+}
+template <size_t N>
+inline void tk_store_add(tk_kernel *k, tk_value *dst, tk_value *const (&idx)[N], tk_value *val) {
+    tk_store_add_n(k, dst, (int)N, idx, val);
 }
 template <size_t N>
 inline void tk_copy_to_shared(tk_kernel *k, tk_value *smem, tk_value *view,

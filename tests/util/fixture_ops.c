@@ -502,6 +502,32 @@ tk_kernel *tu_epilogue(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int
     return finish(k);
 }
 
+/* tk_store_add: in every block, warps w and w+2 add into the same rows of
+ * tensors that start random (the adds land on what they hold), and every
+ * block adds into them too; O's window is ragged (rows past 20 and columns
+ * past 30 are skipped), V takes a per-row vector (one add per row, not one
+ * per lane holding it). f32 whatever dt is. */
+tk_kernel *tu_store_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    (void)dt, (void)sc;
+    tk_kernel_create(ctx, "t_store_add", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *V = tk_param_tensor(k, "V", TK_F32, 1);
+    tk_value *half = tk_mul(k, tk_rem(k, i64(k, tk_warp_id(k)), c64(k, 2)), c64(k, 16));
+    tk_value *xr[2] = {band(k, 64, 16), c64(k, 0)};
+    tk_value *x = tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW), X, xr, 0.0f);
+    tk_value *o[2] = {half, c64(k, 4)};
+    tk_store_add(k, O, o, x);
+    tk_store_add_n(k, V, 1, &half, tk_row_sum(k, x));
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 64)), NULL, NULL);
+    int64_t dx[2] = {150, 32}, dout[2] = {20, 30}, dv[1] = {20};
+    ts[0] = tensor(TK_F32, 2, dx, 0);
+    ts[1] = tensor(TK_F32, 2, dout, 0);
+    ts[2] = tensor(TK_F32, 1, dv, 0);
+    *n = 3;
+    return finish(k);
+}
+
 const tu_op_fixture tu_op_fixtures[] = {
     {"ids", tu_ids, 1e-6},
     {"elementwise", tu_elementwise, 2e-2},
@@ -514,6 +540,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"trig", tu_trig, 1e-6}, /* f32 out; per element |GPU - interp| <= 1.4e-7 (ops/trig.h) */
     /* 16-bit tanh/sigmoid may round one bf16 ulp apart; f32 tanh.approx: 2^-11 relative */
     {"epilogue", tu_epilogue, 2e-2},
+    {"store_add", tu_store_add, 1e-5}, /* the adds' order differs: f32 rounding */
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 
