@@ -103,6 +103,16 @@ static void mul_acc(bwd *w, tk_value *x, tk_value *y, tk_value *const *acc, tk_v
     }
 }
 
+tk_value *tk_attn_bwd_qlo(bwd *w, tk_value *k0, tk_value *diag, tk_value *nqt, int bq) {
+    tk_kernel *k = w->k;
+    tk_value *qlo = i32c(k, 0);
+    if (w->causal) {
+        tk_value *first = tk_max(k, tk_sub(k, k0, diag), i32c(k, 0));
+        qlo = tk_min(k, tk_div(k, first, i32c(k, bq)), nqt);
+    }
+    return qlo;
+}
+
 tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill) {
     tk_kernel *k = w->k;
     tk_value *l = tk_load_n(k, vt, L, 3, idx, fill);
@@ -261,13 +271,7 @@ static void build_dkdv(bwd *w) {
     tk_value *kw = tk_add(k, k0, wr);
     tk_value *diag = tk_sub(k, Nkv, Nq);
 
-    /* Query tiles that see some key of the block: causal starts at the tile
-     * of query k0 - diag, the first to see key k0. */
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ)), *qlo = i32c(k, 0);
-    if (w->causal) {
-        tk_value *first = tk_max(k, tk_sub(k, k0, diag), i32c(k, 0));
-        qlo = tk_min(k, tk_div(k, first, i32c(k, BQ)), nqt);
-    }
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ)), *qlo = tk_attn_bwd_qlo(w, k0, diag, nqt, BQ);
     tk_value *nvis = tk_sub(k, nqt, qlo);
     tk_value *total = tk_mul(k, group, nvis); /* (query head, query tile) pairs */
 

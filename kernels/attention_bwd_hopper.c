@@ -227,13 +227,7 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_value *kw = tk_add(k, k0, row);
     tk_value *diag = tk_sub(k, Nkv, Nq);
 
-    /* query tiles that see a key of the block: causal, from the tile of
-     * query k0 - diag, the first to see key k0 */
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ)), *qlo = i32c(k, 0);
-    if (w->causal) {
-        tk_value *first = tk_max(k, tk_sub(k, k0, diag), i32c(k, 0));
-        qlo = tk_min(k, tk_div(k, first, i32c(k, BQ)), nqt);
-    }
+    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ)), *qlo = tk_attn_bwd_qlo(w, k0, diag, nqt, BQ);
     tk_value *nvis = tk_sub(k, nqt, qlo);
 
     tk_value *sK = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);

@@ -29,6 +29,10 @@ typedef struct bwd_io {
 } bwd_io;
 
 bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts);
+/* The dK/dV kernels' first query tile (of bq rows; nqt of them) that sees
+ * a key of the block from key k0: 0, or when causal the tile of query
+ * k0 - diag, the first to see key k0 (diag = Nkv - Nq). */
+tk_value *tk_attn_bwd_qlo(bwd *w, tk_value *k0, tk_value *diag, tk_value *nqt, int bq);
 /* L₂ = max(L·log2 e, -FLT_MAX) for the rows or columns of vector type vt
  * at idx (reading `fill` past N). */
 tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill);
