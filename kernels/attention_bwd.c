@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "attention_bwd_parts.h"
+#include "attention_parts.h"
 
 #define BQ     64 /* query rows per block (dQ) / per tile (dK/dV)   */
 #define BKV    64 /* keys per tile (dQ) / per block (dK/dV)         */
@@ -126,7 +127,7 @@ static void common_scalars(bwd *w) {
     w->scale = tk_param_scalar(k, "scale", TK_F32);
     tk_spec(k, "head_dim", w->D);
     tk_spec(k, "causal", w->causal);
-    w->scale2 = tk_max(k, tk_mul(k, w->scale, tk_const_f32(k, TK_LOG2E)), tk_const_f32(k, FLT_MIN));
+    w->scale2 = tk_attn_scale2(k, w->scale);
 }
 
 bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts) {

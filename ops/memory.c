@@ -274,19 +274,13 @@ tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx, tk_valu
     return op ? op->res[0] : NULL;
 }
 
-void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val) {
-    int n = index_count(k, "tk_store", dst, nidx, idx);
+/* tk_store and tk_store_add (`add`: STORE_R2G's attr[0]). */
+static void store(tk_kernel *k, const char *fn, tk_value *dst, int nidx, tk_value *const *idx,
+                  tk_value *val, bool add) {
+    int n = index_count(k, fn, dst, nidx, idx);
     if (n < 0) return;
-    tk_value *v[6] = {dst};
-    for (int i = 0; i < n; i++) v[1 + i] = idx[i];
-    v[1 + n] = val;
-    tk_build_op(k, dst->type.kind == TK_KIND_GVIEW ? TK_OP_STORE_R2G : TK_OP_STORE_R2S, 2 + n, v);
-}
-
-void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val) {
-    int n = index_count(k, "tk_store_add", dst, nidx, idx);
-    if (n < 0) return;
-    if (dst->type.kind != TK_KIND_GVIEW) {
+    bool g = dst->type.kind == TK_KIND_GVIEW;
+    if (add && !g) {
         tk_kfail(k, TK_ERR_TYPE,
                  "tk_store_add: the destination is a shared tile; it adds into a tensor "
                  "parameter only");
@@ -295,7 +289,15 @@ void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx,
     tk_value *v[6] = {dst};
     for (int i = 0; i < n; i++) v[1 + i] = idx[i];
     v[1 + n] = val;
-    tk_build_op_attr(k, TK_OP_STORE_R2G, 2 + n, v, 1, 0, 0.0);
+    tk_build_op_attr(k, g ? TK_OP_STORE_R2G : TK_OP_STORE_R2S, 2 + n, v, add, 0, 0.0);
+}
+
+void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val) {
+    store(k, "tk_store", dst, nidx, idx, val, false);
+}
+
+void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val) {
+    store(k, "tk_store_add", dst, nidx, idx, val, true);
 }
 
 void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
