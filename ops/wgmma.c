@@ -1,12 +1,16 @@
 /* Hopper's warpgroup matrix multiply (rule and builder calls; include/tk/tk.h
  * says what the calls mean).
  *
- * WGMMA      attr[0] = tk_mma_kind (AB or ABT); operands acc, a, b[, a_row].
+ * WGMMA      attr[0] = tk_mma_kind; operands acc, a, b[, a_row].
  *            The result has acc's type: an f32 ROW tile of a warpgroup,
  *            64q x N. a is a 64q x K register tile of the warpgroup (no
  *            a_row) or a shared tile with K columns (a_row picks its rows);
- *            b is a shared tile, K x N (AB: N-major, the descriptor's
- *            transpose bit) or N x K (ABT: K-major).
+ *            with ATB/ATBT, a shared tile K x M' stored M-major (the
+ *            descriptor's transpose bit for A), whose columns a_row ..
+ *            a_row + 64q - 1 are A's rows: 128-byte swizzle rows, a_row a
+ *            multiple of 64 (a whole column block). b is a shared tile,
+ *            K x N (AB, ATB: N-major, the transpose bit for B) or N x K
+ *            (ABT, ATBT: K-major).
  * WGMMA_WAIT attr[0] = groups that may stay in flight; acc in, acc out.
  * What a shared operand must be is what a 64-bit matrix descriptor can
  * describe (ops/wgmma_nv.c): a SWIZZLE tile (tk_smem_swizzle_bytes names
@@ -63,24 +67,34 @@ static tk_status check_shared(tk_kernel *k, tk_op *op, const char *what, const t
     return TK_OK;
 }
 
-static tk_status rule_wgmma(tk_kernel *k, tk_op *op) {
-    const tk_type *acc = &op->opnds[0]->type, *a = &op->opnds[1]->type;
-    int64_t kd = op->attr[0];
-    if (kd != TK_MMA_AB && kd != TK_MMA_ABT)
-        return tk_opfail(
-            k, op, kd == TK_MMA_ATB || kd == TK_MMA_ATBT ? TK_ERR_UNSUPPORTED : TK_ERR_INVALID_ARG,
-            "kind is %lld; wgmma takes TK_MMA_AB or TK_MMA_ABT (A is M x K)", (long long)kd);
-    if (acc->kind != TK_KIND_TILE || acc->dtype != TK_F32 || acc->owner != TK_WARPGROUP ||
-        acc->layout != TK_ROW || acc->rows % 64 || acc->cols > 256)
-        return fail_type(k, op, "acc", acc,
-                         "expected an f32 row tile owned by a warpgroup, "
-                         "64q x N with N <= 256");
+/* A's first row (a_row) of a non-transposed shared A, or first column of
+ * a transposed one: a constant is checked here, a run-time one by the
+ * interpreter. Rows: a multiple of 8 (the descriptor's core matrices
+ * start there); columns: of 64 (a 128-byte column block). */
+static tk_status check_a_off(tk_kernel *k, tk_op *op, const tk_type *a, int m, bool at) {
+    const tk_type *r = &op->opnds[3]->type;
+    if (r->kind != TK_KIND_SCALAR || !tk_dtype_is_int(r->dtype))
+        return fail_type(k, op, "a_row", r, "expected an i32 or i64 scalar");
+    const tk_op *d = op->opnds[3]->def;
+    int64_t r0 = d && d->opc == TK_OP_CONST ? d->attr[0] : 0;
+    int grid = at ? 64 : 8, extent = at ? a->cols : a->rows;
+    if (r0 % grid || r0 < 0 || r0 > extent - m)
+        return tk_opfail(k, op, TK_ERR_SHAPE,
+                         "a_row is %lld; A's %d %s from there must lie inside its %d-%s "
+                         "shared tile, starting at a multiple of %d",
+                         (long long)r0, m, at ? "columns" : "rows", extent, at ? "column" : "row",
+                         grid);
+    return TK_OK;
+}
+
+static tk_status rule_a(tk_kernel *k, tk_op *op, const tk_type *acc, bool at) {
+    const tk_type *a = &op->opnds[1]->type;
     bool reg = a->kind == TK_KIND_TILE, has_row = op->nopnds > 3;
-    tk_dtype dt = a->dtype;
-    if (dt != TK_BF16 && dt != TK_F16)
-        return fail_type(k, op, "A", a, "wgmma multiplies bf16 or f16");
-    int K = a->cols;
     if (reg) {
+        if (at)
+            return fail_type(k, op, "A", a,
+                             "a transposed A (TK_MMA_ATB, TK_MMA_ATBT) is read from a "
+                             "shared tile");
         if (a->owner != TK_WARPGROUP || a->layout != TK_ROW || a->rows != acc->rows)
             return fail_type(k, op, "A", a,
                              "a register A must be a row tile of the "
@@ -89,29 +103,45 @@ static tk_status rule_wgmma(tk_kernel *k, tk_op *op) {
             return tk_opfail(k, op, TK_ERR_INVALID_ARG,
                              "a_row is given, but A is a register "
                              "tile (a_row picks rows of a shared A)");
-    } else {
-        if (!has_row)
-            return tk_opfail(k, op, TK_ERR_INVALID_ARG,
-                             "A is a shared tile: a_row (its first "
-                             "row) is required");
-        const tk_type *r = &op->opnds[3]->type;
-        if (r->kind != TK_KIND_SCALAR || !tk_dtype_is_int(r->dtype))
-            return fail_type(k, op, "a_row", r, "expected an i32 or i64 scalar");
-        tk_status s = check_shared(k, op, "A", op->opnds[1], dt, acc->rows, 0);
-        if (s) return s;
-        /* a constant a_row is checked here; a run-time one by the interpreter */
-        const tk_op *d = op->opnds[3]->def;
-        int64_t r0 = d && d->opc == TK_OP_CONST ? d->attr[0] : 0;
-        if (r0 % 8 || r0 < 0 || r0 > a->rows - acc->rows)
-            return tk_opfail(k, op, TK_ERR_SHAPE,
-                             "a_row is %lld; A's %d rows from there must lie inside its %d-row "
-                             "shared tile, starting at a multiple of 8",
-                             (long long)r0, acc->rows, a->rows);
+        return TK_OK;
     }
-    if (K % 16) return fail_type(k, op, "A", a, "K (its columns) must be a multiple of 16");
-    bool bt = kd == TK_MMA_ABT;
-    tk_status s =
-        check_shared(k, op, "B", op->opnds[2], dt, bt ? acc->cols : K, bt ? K : acc->cols);
+    if (!has_row)
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                         "A is a shared tile: a_row (its first %s) is required",
+                         at ? "column" : "row");
+    tk_status s = check_shared(k, op, "A", op->opnds[1], a->dtype, at ? 0 : acc->rows, 0);
+    if (s) return s;
+    if (at && tk_smem_swizzle_bytes(a) != 128)
+        return fail_type(k, op, "A", a,
+                         "a transposed A needs rows of a multiple of 128 bytes (each "
+                         "64-row block of acc reads one 128-byte column block)");
+    return check_a_off(k, op, a, acc->rows, at);
+}
+
+static tk_status rule_wgmma(tk_kernel *k, tk_op *op) {
+    const tk_type *acc = &op->opnds[0]->type, *a = &op->opnds[1]->type;
+    int64_t kd = op->attr[0];
+    if (kd < TK_MMA_AB || kd > TK_MMA_ATBT)
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                         "kind is %lld; expected a tk_mma_kind (TK_MMA_AB .. TK_MMA_ATBT)",
+                         (long long)kd);
+    if (acc->kind != TK_KIND_TILE || acc->dtype != TK_F32 || acc->owner != TK_WARPGROUP ||
+        acc->layout != TK_ROW || acc->rows % 64 || acc->cols > 256)
+        return fail_type(k, op, "acc", acc,
+                         "expected an f32 row tile owned by a warpgroup, "
+                         "64q x N with N <= 256");
+    tk_dtype dt = a->dtype;
+    if (dt != TK_BF16 && dt != TK_F16)
+        return fail_type(k, op, "A", a, "wgmma multiplies bf16 or f16");
+    bool at = kd == TK_MMA_ATB || kd == TK_MMA_ATBT, bt = kd == TK_MMA_ABT || kd == TK_MMA_ATBT;
+    tk_status s = rule_a(k, op, acc, at);
+    if (s) return s;
+    int K = at ? a->rows : a->cols;
+    if (K % 16)
+        return fail_type(k, op, "A", a,
+                         at ? "K (its rows) must be a multiple of 16"
+                            : "K (its columns) must be a multiple of 16");
+    s = check_shared(k, op, "B", op->opnds[2], dt, bt ? acc->cols : K, bt ? K : acc->cols);
     if (s) return s;
     if (bt && op->opnds[2]->type.rows != acc->cols)
         return fail_type(k, op, "B", &op->opnds[2]->type,

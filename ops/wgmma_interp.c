@@ -4,12 +4,14 @@
  * the meaning of a correctly waited program. Per warpgroup instance:
  *   D[m][n] = acc[m][n] + sum over k ascending of A[m][k] * B(k, n)
  * one float add per k, as tk_mma's semantics (the bf16/f16 products are
- * exact in float); B(k, n) = b[k][n] (AB) or b[n][k] (ABT). A shared A
- * contributes rows a_row .. a_row + M - 1, with a_row read from the
- * warpgroup's first active lane; it must be a multiple of 8 (the
- * descriptor's core matrices start there) and inside the tile. With the
- * race checker on, the shared operands count as read from the issue until
- * the wait that retires the group (ops/race.h). */
+ * exact in float); B(k, n) = b[k][n] (AB, ATB) or b[n][k] (ABT, ATBT). A
+ * shared A contributes rows a_row .. a_row + M - 1 (A[m][k] = a[a_row+m][k]),
+ * or transposed (ATB, ATBT) columns: A[m][k] = a[k][a_row+m]; a_row is read
+ * from the warpgroup's first active lane and must be a multiple of 8 (rows:
+ * the descriptor's core matrices start there) or 64 (columns: a column
+ * block), inside the tile. With the race checker on, the shared operands
+ * count as read from the issue until the wait that retires the group
+ * (ops/race.h); a transposed A, its whole tile. */
 #include "ops/interp.h"
 #include "ops/race.h"
 
@@ -30,29 +32,41 @@ static tk_status smem_of(tk_interp *I, const tk_op *op, const tk_value *v, int t
 
 static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
     const tk_type *ct = &op->res[0]->type, *at = &op->opnds[1]->type;
-    const int M = ct->rows, N = ct->cols, K = at->cols,
+    const int64_t kd = op->attr[0];
+    const bool bt = kd == TK_MMA_ABT || kd == TK_MMA_ATBT;
+    const bool ta = kd == TK_MMA_ATB || kd == TK_MMA_ATBT;
+    const int M = ct->rows, N = ct->cols, K = ta ? at->rows : at->cols,
               th = tk_interp_inst_thread(I, TK_WARPGROUP, inst);
-    const bool bt = op->attr[0] == TK_MMA_ABT;
-    const float *A, *B, *acc = tk_interp_tile(I, op->opnds[0], inst);
+    /* A(m, k) = A[m * am + k * ak] */
+    size_t am = (size_t)K, ak = 1, an = (size_t)M * (size_t)K;
+    const float *A, *aread, *B, *acc = tk_interp_tile(I, op->opnds[0], inst);
     tk_status s = smem_of(I, op, op->opnds[2], th, &B);
     if (s) return s;
     if (at->kind == TK_KIND_TILE) {
-        A = tk_interp_tile(I, op->opnds[1], inst);
+        A = aread = tk_interp_tile(I, op->opnds[1], inst);
     } else {
         int64_t r0 = tk_interp_sv(I, op->opnds[3])[th].i;
-        if (r0 < 0 || r0 % 8 || r0 > at->rows - M)
+        int grid = ta ? 64 : 8, extent = ta ? at->cols : at->rows;
+        if (r0 < 0 || r0 % grid || r0 > extent - M)
             return tk_interp_fail(I, op, th / 32, TK_ERR_RUNTIME,
-                                  "a_row is %lld; A's %d rows "
-                                  "from there must lie inside its %d-row shared tile, starting "
-                                  "at a multiple of 8",
-                                  (long long)r0, M, at->rows);
+                                  "a_row is %lld; A's %d %s from there must lie inside its "
+                                  "%d-%s shared tile, starting at a multiple of %d",
+                                  (long long)r0, M, ta ? "columns" : "rows", extent,
+                                  ta ? "column" : "row", grid);
         if ((s = smem_of(I, op, op->opnds[1], th, &A))) return s;
-        A += (size_t)r0 * (size_t)K;
+        if (ta) { /* the race checker sees the whole tile read */
+            am = 1, ak = (size_t)at->cols, an = (size_t)at->rows * (size_t)at->cols;
+            aread = A;
+            A += r0;
+        } else {
+            A += (size_t)r0 * (size_t)K;
+            aread = A;
+        }
     }
     if (I->race) { /* the shared operands stay read until a wait retires the group */
         const tk_type *btt = &op->opnds[2]->type;
-        size_t off[2] = {(size_t)(B - I->smem), (size_t)(A - I->smem)};
-        size_t n[2] = {(size_t)btt->rows * (size_t)btt->cols, (size_t)M * (size_t)K};
+        size_t off[2] = {(size_t)(B - I->smem), (size_t)(aread - I->smem)};
+        size_t n[2] = {(size_t)btt->rows * (size_t)btt->cols, an};
         if ((s = tk_race_wgmma_issue(I, op, inst, off, n, at->kind == TK_KIND_TILE ? 1 : 2)))
             return s;
     }
@@ -61,7 +75,8 @@ static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
         for (int n = 0; n < N; n++) {
             float x = acc[(size_t)m * N + n];
             for (int k = 0; k < K; k++)
-                x = x + A[(size_t)m * K + k] * (bt ? B[(size_t)n * K + k] : B[(size_t)k * N + n]);
+                x = x + A[(size_t)m * am + (size_t)k * ak] *
+                            (bt ? B[(size_t)n * K + k] : B[(size_t)k * N + n]);
             out[(size_t)m * N + n] = x;
         }
     return TK_OK;

@@ -18,7 +18,9 @@
  *     n8 halves) is wgmma's m64nNk16 D layout, so nothing is shuffled.
  *   - register A: subtile (q, s) of the warp's row band, packed as
  *     mma.sync's A fragment (ops/mma_nv.c).
- *   - shared A and B: 64-bit matrix descriptors (desc below).
+ *   - shared A and B: 64-bit matrix descriptors (desc below); a transposed
+ *     A (ATB, ATBT) is read M-major through the transpose bit, as B of
+ *     A*B is read N-major, block q from column block (a_row + 64q) / 64.
  * WGMMA_WAIT  wgmma.wait_group N (intrinsic), then an empty asm that takes
  *        and returns every accumulator register: LLVM cannot know that the
  *        wait is what makes them valid, and without the tie it may move a
@@ -41,26 +43,43 @@ static LLVMValueRef canonical_off(tk_lower *L, const tk_type *t, LLVMValueRef ro
 }
 
 /* The matrix descriptor (PTX ISA, "Matrix Descriptor Format") of the core
- * matrices of shared tile t (at `base`) that start at (row, col):
+ * matrices of shared tile t that start at shared address addr:
  *   bits 0-13 start address >> 4, 16-29 leading byte offset >> 4,
  *   32-45 stride byte offset >> 4, 62-63 swizzle (1: 128 B, 2: 64 B, 3: 32 B).
  * K-major (A; B of A*B^T): groups of 8 rows are 8 * swizzle bytes apart
  * (SBO); the leading offset is unused with a swizzle (1, as the ISA's
- * canonical layouts give it). N-major (B of A*B): 8 k-rows are 8 * swizzle
- * bytes apart (SBO), and N runs on in the next column block, rows * 128
- * bytes further (LBO; tiles of one block never get there). The swizzle is
- * tk_smem_swizzle_bytes, the one the copy engine writes. */
-static LLVMValueRef desc(tk_lower *L, const tk_type *t, LLVMValueRef base, LLVMValueRef row,
-                         int col, bool n_major) {
+ * canonical layouts give it). N-major (B of A*B; a transposed A, M-major):
+ * 8 k-rows are 8 * swizzle bytes apart (SBO), and N runs on in the next
+ * column block, rows * 128 bytes further (LBO; tiles of one block never
+ * get there). The swizzle is tk_smem_swizzle_bytes, the one the copy
+ * engine writes. */
+static LLVMValueRef desc_at(tk_lower *L, const tk_type *t, LLVMValueRef addr, bool n_major) {
     LLVMBuilderRef b = L->b;
     int64_t sw = tk_smem_swizzle_bytes(t), sbo = 8 * sw;
     int64_t lbo = n_major ? (int64_t)t->rows * sw : 16, mode = sw == 128 ? 1 : sw == 64 ? 2 : 3;
-    LLVMValueRef addr =
-        LLVMBuildAdd(b, LLVMBuildPtrToInt(b, base, L->i64, ""), canonical_off(L, t, row, col), "");
     LLVMValueRef lo = LLVMBuildLShr(b, LLVMBuildAnd(b, addr, i64c(L, 0x3ffff), ""), i64c(L, 4), "");
     uint64_t hi = ((uint64_t)(lbo >> 4) & 0x3fff) << 16 | ((uint64_t)(sbo >> 4) & 0x3fff) << 32 |
                   (uint64_t)mode << 62;
     return LLVMBuildOr(b, lo, LLVMConstInt(L->i64, hi, 0), "");
+}
+
+/* The descriptor of tile t (at `base`) from element (row, col). */
+static LLVMValueRef desc(tk_lower *L, const tk_type *t, LLVMValueRef base, LLVMValueRef row,
+                         int col, bool n_major) {
+    LLVMValueRef addr = LLVMBuildPtrToInt(L->b, base, L->i64, "");
+    return desc_at(L, t, LLVMBuildAdd(L->b, addr, canonical_off(L, t, row, col), ""), n_major);
+}
+
+/* A transposed A's descriptor for k-step s from column `col` (run-time, a
+ * multiple of 64 = one 128-byte column block, rows * 128 bytes long). */
+static LLVMValueRef desc_t(tk_lower *L, const tk_type *t, LLVMValueRef base, LLVMValueRef col,
+                           int s) {
+    LLVMValueRef blk =
+        LLVMBuildMul(L->b, tk_lw_to_i64(L, col),
+                     i64c(L, (int64_t)t->rows * (int64_t)tk_dtype_size(t->dtype)), "");
+    LLVMValueRef addr = LLVMBuildAdd(L->b, LLVMBuildPtrToInt(L->b, base, L->i64, ""), blk, "");
+    return desc_at(L, t, LLVMBuildAdd(L->b, addr, canonical_off(L, t, i64c(L, 16 * s), 0), ""),
+                   true);
 }
 
 /* Two 16-bit elements in one 32-bit register, the first in the low half. */
@@ -78,11 +97,16 @@ static void regs(char *buf, size_t cap, size_t *len, int first, int n) {
         *len += (size_t)snprintf(buf + *len, cap - *len, "%s$%d", i ? ", " : "", first + i);
 }
 
+/* The operands' transpose bits: a (descriptor A only) M-major, b N-major. */
+typedef struct wg_trans {
+    bool a, b;
+} wg_trans;
+
 /* One wgmma: acc[0..n) = A * B + acc, with `ain` the A operand(s) (one
  * descriptor, or four registers) and bdesc B's descriptor; `fresh`: acc is
  * zero, so scale-d 0 (acc = A * B) and the registers are outputs only. */
 static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMValueRef *ain, int na,
-                   LLVMValueRef bdesc, bool b_n_major, bool fresh) {
+                   LLVMValueRef bdesc, wg_trans tr, bool fresh) {
     const int n = N / 2;
     const size_t cap = 16384;
     char *text = tk_lw_alloc(L, cap), *cons = tk_lw_alloc(L, cap);
@@ -101,10 +125,13 @@ static void issue1(tk_lower *L, const char *dt, int N, LLVMValueRef *acc, LLVMVa
         regs(text, cap, &t, n, na);
         t += (size_t)snprintf(text + t, cap - t, "}");
     }
-    /* scale-d p (accumulate), imm-scale-a/b 1, imm-trans-a 0 (descriptor A
-     * only: A is K-major), imm-trans-b */
-    snprintf(text + t, cap - t, ", $%d, p, 1, 1%s, %d;\n}", n + na, na == 1 ? ", 0" : "",
-             b_n_major ? 1 : 0);
+    /* scale-d p (accumulate), imm-scale-a/b 1, imm-trans-a (descriptor A
+     * only), imm-trans-b */
+    snprintf(text + t, cap - t, ", $%d, p, 1, 1%s, %d;\n}", n + na,
+             na != 1 ? ""
+             : tr.a  ? ", 1"
+                     : ", 0",
+             tr.b ? 1 : 0);
     size_t c = 0;
     for (int i = 0; i < n; i++) c += (size_t)snprintf(cons + c, cap - c, "=f,");
     for (int i = 0; i < na; i++) c += (size_t)snprintf(cons + c, cap - c, na == 1 ? "l," : "r,");
@@ -139,8 +166,11 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
     tk_lv *row = op->nopnds > 3 ? tk_lw_get(L, op->opnds[3]) : NULL;
     if (!acc || !a || !bv || !d || (op->nopnds > 3 && !row)) return L->dg->st;
     const char *dt = at->dtype == TK_BF16 ? "bf16" : "f16";
-    const bool reg = at->kind == TK_KIND_TILE, n_major = op->attr[0] == TK_MMA_AB;
-    const int N = ct->cols, n = N / 2, K = at->cols;
+    const int64_t kd = op->attr[0];
+    const bool reg = at->kind == TK_KIND_TILE;
+    const wg_trans tr = {.a = kd == TK_MMA_ATB || kd == TK_MMA_ATBT,
+                         .b = kd == TK_MMA_AB || kd == TK_MMA_ATB};
+    const int N = ct->cols, n = N / 2, K = tr.a ? at->rows : at->cols;
     const bool zero = is_zero_fill(op->opnds[0]);
     for (int i = 0; i < d->n; i++) d->v[i] = acc->v[i];
     /* A register A is packed before wgmma.fence: the ISA wants the fence
@@ -162,15 +192,15 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
             } else {
                 LLVMValueRef r =
                     LLVMBuildAdd(L->b, tk_lw_to_i64(L, row->v[0]), i64c(L, 64 * q), "");
-                x[0] = desc(L, at, a->v[0], r, 16 * s, false);
+                x[0] = tr.a ? desc_t(L, at, a->v[0], r, s) : desc(L, at, a->v[0], r, 16 * s, false);
             }
         }
     tk_lw_intrin(L, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
     for (int q = 0; q < nq; q++) {
         for (int s = 0; s < ns; s++) {
-            LLVMValueRef bd = n_major ? desc(L, bt, bv->v[0], i64c(L, 16 * s), 0, true)
-                                      : desc(L, bt, bv->v[0], i64c(L, 0), 16 * s, false);
-            issue1(L, dt, N, d->v + q * n, ain + (q * ns + s) * 4, reg ? 4 : 1, bd, n_major,
+            LLVMValueRef bd = tr.b ? desc(L, bt, bv->v[0], i64c(L, 16 * s), 0, true)
+                                   : desc(L, bt, bv->v[0], i64c(L, 0), 16 * s, false);
+            issue1(L, dt, N, d->v + q * n, ain + (q * ns + s) * 4, reg ? 4 : 1, bd, tr,
                    zero && s == 0);
         }
     }

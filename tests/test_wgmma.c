@@ -6,8 +6,10 @@
  * (ABT), bf16 or f16. Blocks of 128 x BN, 8 warps = 2 warpgroups; each
  * k-tile of 64 is copied into swizzled shared tiles, and warpgroup g
  * multiplies rows 64g.. of the A tile (a_row) by the whole B tile, or, with
- * `reg_a`, its own A rows loaded into registers first. Ragged edges: the
- * copies zero-fill, the store skips. */
+ * `reg_a`, its own A rows loaded into registers first, or, with `ta`, A
+ * stored transposed ([K,M]: ATB / ATBT) with warpgroup g reading columns
+ * 64g.. of its [64 x 128] tile. Ragged edges: the copies zero-fill, the
+ * store skips. */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
@@ -36,21 +38,27 @@ static void teardown(void) {
 
 typedef struct wcfg {
     tk_dtype dt;
-    int bn, tb, reg_a;
+    int bn, tb, reg_a, ta;
 } wcfg;
+
+static tk_mma_kind kind_of(const wcfg *c) {
+    return c->ta ? (c->tb ? TK_MMA_ATBT : TK_MMA_ATB) : c->tb ? TK_MMA_ABT : TK_MMA_AB;
+}
 
 static tk_kernel *wg_gemm(const wcfg *c) {
     tk_kernel *k = NULL;
     ck_assert_int_eq(tk_kernel_create(ctx, "wg_gemm", 8, &k), TK_OK);
     tk_value *A = tk_param_tensor(k, "A", c->dt, 2), *B = tk_param_tensor(k, "B", c->dt, 2);
     tk_value *C = tk_param_tensor(k, "C", TK_F32, 2);
-    tk_value *M = tk_cvt(k, tk_dim(k, A, 0), TK_I32), *K = tk_cvt(k, tk_dim(k, A, 1), TK_I32);
+    tk_value *M = tk_cvt(k, tk_dim(k, A, c->ta), TK_I32),
+             *K = tk_cvt(k, tk_dim(k, A, !c->ta), TK_I32);
     tk_value *N = tk_cvt(k, tk_dim(k, C, 1), TK_I32);
     tk_set_grid(k, tk_ceil_div(k, N, tk_const_i32(k, c->bn)),
                 tk_ceil_div(k, M, tk_const_i32(k, 128)), NULL);
     tk_value *m0 = tk_mul(k, tk_block_id(k, 1), tk_const_i32(k, 128));
     tk_value *n0 = tk_mul(k, tk_block_id(k, 0), tk_const_i32(k, c->bn));
-    tk_value *sA = tk_shared(k, c->dt, 128, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *sA = c->ta ? tk_shared(k, c->dt, 64, 128, TK_SMEM_SWIZZLE, 1)
+                         : tk_shared(k, c->dt, 128, 64, TK_SMEM_SWIZZLE, 1);
     tk_value *sB = c->tb ? tk_shared(k, c->dt, c->bn, 64, TK_SMEM_SWIZZLE, 1)
                          : tk_shared(k, c->dt, 64, c->bn, TK_SMEM_SWIZZLE, 1);
     tk_value *row = tk_mul(k, tk_warpgroup_id(k), tk_const_i32(k, 64));
@@ -60,7 +68,7 @@ static tk_kernel *wg_gemm(const wcfg *c) {
     tk_value *kt = tk_for_begin(k, tk_const_i32(k, 0), nk, tk_const_i32(k, 1), 1, &init, &cur);
     {
         tk_value *k0 = tk_mul(k, kt, tk_const_i32(k, 64));
-        tk_value *ia[2] = {m0, k0}, *ib[2] = {k0, n0};
+        tk_value *ia[2] = {c->ta ? k0 : m0, c->ta ? m0 : k0}, *ib[2] = {k0, n0};
         if (c->tb) {
             ib[0] = n0;
             ib[1] = k0;
@@ -75,9 +83,9 @@ static tk_kernel *wg_gemm(const wcfg *c) {
             tk_type at = tk_tile_type(c->dt, 64, 64, TK_WARPGROUP, TK_ROW);
             tk_value *is[2] = {row, tk_const_i32(k, 0)};
             tk_value *a = tk_load(k, at, sA, is, 0.0f);
-            acc = tk_wgmma(k, c->tb ? TK_MMA_ABT : TK_MMA_AB, cur, a, sB, NULL);
+            acc = tk_wgmma(k, kind_of(c), cur, a, sB, NULL);
         } else {
-            acc = tk_wgmma(k, c->tb ? TK_MMA_ABT : TK_MMA_AB, cur, sA, sB, row);
+            acc = tk_wgmma(k, kind_of(c), cur, sA, sB, row);
         }
         acc = tk_wgmma_wait(k, acc, 0);
         tk_barrier(k); /* every warpgroup's multiply read the tiles before the next copy */
@@ -103,7 +111,7 @@ START_TEST(test_wgmma_rules) {
         const char *msg;
     } cases[] = {
         {"warp acc", TK_ERR_TYPE, "acc is a"},
-        {"A^T*B", TK_ERR_UNSUPPORTED, "TK_MMA_AB or TK_MMA_ABT"},
+        {"kind 7", TK_ERR_INVALID_ARG, "kind is 7"},
         {"plain B", TK_ERR_TYPE, "SWIZZLE"},
         {"misaligned B", TK_ERR_SHAPE, "allocate wgmma's tiles first"},
         {"reg A with a_row", TK_ERR_INVALID_ARG, "a_row is given"},
@@ -111,6 +119,12 @@ START_TEST(test_wgmma_rules) {
         {"B shape", TK_ERR_SHAPE, "needs 64 rows and 128 columns"},
         {"f32 A", TK_ERR_TYPE, "bf16 or f16"},
         {"a_row off the grid", TK_ERR_SHAPE, "a_row is 4"},
+        {"reg A transposed", TK_ERR_TYPE, "is read from a shared tile"},
+        {"A^T off its column blocks", TK_ERR_SHAPE, "a_row is 32; A's 64 columns"},
+        {"A^T with 64-byte rows", TK_ERR_TYPE, "rows of a multiple of 128 bytes"},
+        {"A^T past its columns", TK_ERR_SHAPE,
+         "A's 128 columns from there must lie inside its 128-column"},
+        {"A^T*B^T shape", TK_ERR_SHAPE, "needs 128 rows and 64 columns"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tk_kernel *k = NULL;
@@ -122,6 +136,7 @@ START_TEST(test_wgmma_rules) {
         tk_value *sP = tk_shared(k, TK_BF16, 64, 128, TK_SMEM_PLAIN, 1);
         tk_value *sW = tk_shared(k, TK_BF16, 32, 128, TK_SMEM_SWIZZLE, 1);
         tk_value *sF = tk_shared(k, TK_F32, 64, 64, TK_SMEM_SWIZZLE, 1);
+        tk_value *sT = tk_shared(k, TK_BF16, 64, 32, TK_SMEM_SWIZZLE, 1); /* 64-byte rows */
         tk_value *acc = tk_zeros(k, tk_tile_type(TK_F32, 64, 128, TK_WARPGROUP, TK_ROW));
         tk_value *row = tk_const_i32(k, 0);
         tk_value *ra = tk_zeros(k, tk_tile_type(TK_BF16, 64, 64, TK_WARPGROUP, TK_ROW));
@@ -131,7 +146,7 @@ START_TEST(test_wgmma_rules) {
             s = try_wgmma(k, TK_MMA_AB, tk_zeros(k, tk_tile_type(TK_F32, 64, 128, TK_WARP, TK_ROW)),
                           sA, sB, row);
             break;
-        case 1: s = try_wgmma(k, TK_MMA_ATB, acc, sA, sB, row); break;
+        case 1: s = try_wgmma(k, (tk_mma_kind)7, acc, sA, sB, row); break;
         case 2: s = try_wgmma(k, TK_MMA_AB, acc, sA, sP, row); break;
         case 3: s = try_wgmma(k, TK_MMA_AB, acc, sA, sB, row); break;
         case 4: s = try_wgmma(k, TK_MMA_AB, acc, ra, sB, row); break;
@@ -139,6 +154,15 @@ START_TEST(test_wgmma_rules) {
         case 6: s = try_wgmma(k, TK_MMA_AB, acc, sA, sW, row); break;
         case 7: s = try_wgmma(k, TK_MMA_AB, acc, sF, sB, row); break;
         case 8: s = try_wgmma(k, TK_MMA_AB, acc, sA, sB, tk_const_i32(k, 4)); break;
+        case 9: s = try_wgmma(k, TK_MMA_ATB, acc, ra, sB, NULL); break;
+        case 10: s = try_wgmma(k, TK_MMA_ATB, acc, sB, sB, tk_const_i32(k, 32)); break;
+        case 11: s = try_wgmma(k, TK_MMA_ATB, acc, sT, sB, row); break;
+        case 12:
+            s = try_wgmma(k, TK_MMA_ATB,
+                          tk_zeros(k, tk_tile_type(TK_F32, 128, 128, TK_WARPGROUP, TK_ROW)), sB,
+                          tk_shared(k, TK_BF16, 64, 128, TK_SMEM_SWIZZLE, 1), tk_const_i32(k, 64));
+            break;
+        case 13: s = try_wgmma(k, TK_MMA_ATBT, acc, sA, sW, row); break;
         }
         ck_assert_msg(s == cases[i].want, "%s: status %s, error %s", cases[i].what,
                       tk_status_name(s), tk_kernel_error(k));
@@ -170,7 +194,8 @@ END_TEST
 /* ---- the interpreter against float64 ------------------------------------------------ */
 static void run_case(const wcfg *c, int64_t M, int64_t N, int64_t K, bool gpu) {
     tk_kernel *k = wg_gemm(c);
-    int64_t ad[2] = {M, K}, bd[2] = {c->tb ? N : K, c->tb ? K : N}, cd[2] = {M, N};
+    int64_t ad[2] = {c->ta ? K : M, c->ta ? M : K}, bd[2] = {c->tb ? N : K, c->tb ? K : N},
+            cd[2] = {M, N};
     ref_tensor ts[3] = {ref_tensor_new(c->dt, 2, ad), ref_tensor_new(c->dt, 2, bd),
                         ref_tensor_new(TK_F32, 2, cd)};
     ref_tensor_random(&ts[0], -1, 1);
@@ -180,14 +205,21 @@ static void run_case(const wcfg *c, int64_t M, int64_t N, int64_t K, bool gpu) {
         double worst = 0;
         tk_status s = th_compare(ctx, k, 3, ts, NULL, &worst);
         ck_assert_msg(s == TK_OK, "%s", tk_ctx_error(ctx));
+        static const char *kinds[4] = {"A*B", "A*B^T", "A^T*B", "A^T*B^T"};
         printf("gpu wgmma %s %s %s %lldx%lldx%lld: GPU vs interpreter rel err %.2e\n",
-               tk_dtype_name(c->dt), c->tb ? "A*B^T" : "A*B", c->reg_a ? "reg A" : "smem A",
-               (long long)M, (long long)N, (long long)K, worst);
+               tk_dtype_name(c->dt), kinds[kind_of(c)], c->reg_a ? "reg A" : "smem A", (long long)M,
+               (long long)N, (long long)K, worst);
     } else {
         tk_arg args[3] = {ref_tensor_arg(&ts[0]), ref_tensor_arg(&ts[1]), ref_tensor_arg(&ts[2])};
         ck_assert_msg(tk_interp_run(k, 3, args) == TK_OK, "%s", tk_ctx_error(ctx));
         double *a = ref_tensor_to_f64(&ts[0]), *b = ref_tensor_to_f64(&ts[1]);
         double *out = ref_tensor_to_f64(&ts[2]), *ref = malloc(sizeof(double) * M * N);
+        if (c->ta) { /* A [K, M] as [M, K] */
+            double *t = malloc(sizeof(double) * M * K);
+            for (int64_t i = 0; i < M * K; i++) t[i] = a[(i % K) * M + i / K];
+            free(a);
+            a = t;
+        }
         ref_gemm(a, b, ref, M, N, K, c->tb);
         double e = ref_rel_err(out, ref, M * N);
         ck_assert_msg(e <= 1e-5, "interp wgmma %lldx%lldx%lld: rel err %g", (long long)M,
@@ -199,8 +231,9 @@ static void run_case(const wcfg *c, int64_t M, int64_t N, int64_t K, bool gpu) {
 }
 
 START_TEST(test_wgmma_interp) {
-    const wcfg cs[] = {
-        {TK_BF16, 128, 0, 0}, {TK_BF16, 128, 1, 0}, {TK_F16, 64, 0, 1}, {TK_F16, 256, 1, 1}};
+    const wcfg cs[] = {{TK_BF16, 128, 0, 0, 0}, {TK_BF16, 128, 1, 0, 0}, {TK_F16, 64, 0, 1, 0},
+                       {TK_F16, 256, 1, 1, 0},  {TK_BF16, 64, 0, 0, 1},  {TK_F16, 128, 1, 0, 1},
+                       {TK_BF16, 256, 0, 0, 1}};
     const int64_t shapes[][3] = {{128, 128, 64}, {200, 136, 100}, {1, 1, 1}, {130, 70, 200}};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
@@ -241,8 +274,8 @@ END_TEST
 
 /* ---- the sm_90a lowering ------------------------------------------------------------ */
 START_TEST(test_wgmma_ptx) {
-    const wcfg cs[] = {{TK_BF16, 128, 0, 0}, {TK_F16, 256, 1, 1}};
-    for (size_t i = 0; i < 2; i++) {
+    const wcfg cs[] = {{TK_BF16, 128, 0, 0, 0}, {TK_F16, 256, 1, 1, 0}, {TK_BF16, 128, 0, 0, 1}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tk_kernel *k = wg_gemm(&cs[i]);
         char *ptx = NULL;
         ck_assert_int_eq(tk_emit_ptx(ctx, k, "sm_90a", &ptx), TK_OK);
@@ -296,11 +329,9 @@ START_TEST(test_wgmma_gpu) {
         printf("gpu wgmma skipped: the GPU is %s, wgmma needs sm_90a\n", arch);
         return;
     }
-    const wcfg cs[] = {{TK_BF16, 128, 0, 0},
-                       {TK_BF16, 128, 1, 0},
-                       {TK_F16, 64, 0, 1},
-                       {TK_BF16, 256, 1, 1},
-                       {TK_F16, 256, 0, 0}};
+    const wcfg cs[] = {{TK_BF16, 128, 0, 0, 0}, {TK_BF16, 128, 1, 0, 0}, {TK_F16, 64, 0, 1, 0},
+                       {TK_BF16, 256, 1, 1, 0}, {TK_F16, 256, 0, 0, 0},  {TK_BF16, 128, 0, 0, 1},
+                       {TK_F16, 256, 1, 0, 1},  {TK_BF16, 64, 0, 0, 1}};
     const int64_t shapes[][3] = {{128, 128, 64}, {257, 300, 333}, {1, 1, 1}, {640, 512, 1024}};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)

@@ -292,14 +292,17 @@ TK_API tk_value *tk_mma(tk_kernel *k, tk_mma_kind kind, tk_value *a, tk_value *b
 
 /* Warpgroup matrix multiply: Hopper's tensor cores fed from shared memory
  * (wgmma, sm_90a only; on other targets a kernel uses tk_mma). Returns
- * acc + A·B (kind TK_MMA_AB) or acc + A·Bᵀ (TK_MMA_ABT):
+ * acc + A·B (kind TK_MMA_AB), acc + A·Bᵀ (TK_MMA_ABT), or with A stored
+ * transposed, acc + Aᵀ·B (TK_MMA_ATB) or acc + Aᵀ·Bᵀ (TK_MMA_ATBT):
  *   acc   f32 ROW tile owned by a warpgroup, 64q x N (N <= 256): one 64-row
  *         block per instruction, q repeats;
  *   a     a bf16/f16 ROW tile owned by the warpgroup, 64q x K (a_row NULL),
  *         or a shared tile of the same dtype with K columns, whose rows
  *         a_row .. a_row + 64q - 1 are A (a_row: a warpgroup-uniform integer,
- *         a multiple of 8, e.g. 64 * warpgroup id);
- *   b     a shared tile: K x N for AB, N x K for ABT;
+ *         a multiple of 8, e.g. 64 * warpgroup id); for ATB and ATBT, a
+ *         shared tile K x M' (rows of a multiple of 128 bytes) whose columns
+ *         a_row .. a_row + 64q - 1 are A's rows (a_row a multiple of 64);
+ *   b     a shared tile: K x N for AB and ATB, N x K for ABT and ATBT;
  * K a multiple of 16. Shared operands are SWIZZLE tiles with rows of 32, 64
  * or a multiple of 128 bytes (the layouts the copy engine writes), made by
  * tk_shared (or tk_stage of one) at an offset that is a multiple of their
