@@ -180,6 +180,11 @@ static tk_status rule_copy(tk_kernel *k, tk_op *op) {
                          "an asynchronous copy fills out-of-range "
                          "elements with 0, not %g",
                          op->fattr);
+    if (!g2s && op->attr[0] && s->dtype != TK_F32)
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "tk_copy_to_global_add adds an f32 shared tile into an f32 tensor, not "
+                         "%s: accumulate in f32 and convert afterwards",
+                         tk_dtype_name(s->dtype));
     return TK_OK;
 }
 
@@ -310,14 +315,25 @@ void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
     tk_build_op_attr(k, TK_OP_COPY_G2S, 2 + n, v, mode, 0, fill);
 }
 
-void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
-                         tk_value *smem) {
-    int n = index_count(k, "tk_copy_to_global", view, nidx, idx);
+/* tk_copy_to_global and its add: one builder path, the add an attribute. */
+static void copy_s2g(tk_kernel *k, const char *fn, tk_value *view, int nidx, tk_value *const *idx,
+                     tk_value *smem, bool add) {
+    int n = index_count(k, fn, view, nidx, idx);
     if (n < 0) return;
     tk_value *v[6] = {view};
     for (int i = 0; i < n; i++) v[1 + i] = idx[i];
     v[1 + n] = smem;
-    tk_build_op(k, TK_OP_COPY_S2G, 2 + n, v);
+    tk_build_op_attr(k, TK_OP_COPY_S2G, 2 + n, v, add, 0, 0.0);
+}
+
+void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
+                         tk_value *smem) {
+    copy_s2g(k, "tk_copy_to_global", view, nidx, idx, smem, false);
+}
+
+void tk_copy_to_global_add_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
+                             tk_value *smem) {
+    copy_s2g(k, "tk_copy_to_global_add", view, nidx, idx, smem, true);
 }
 
 void tk_async_commit(tk_kernel *k) { tk_build_op(k, TK_OP_ASYNC_COMMIT, 0, NULL); }

@@ -249,7 +249,7 @@ static tk_status copy(tk_interp *I, const tk_op *op) {
             return s;
     }
     if (!g2s) {
-        scatter(&w, sm, 0, NULL, 0, false);
+        scatter(&w, sm, 0, NULL, 0, op->attr[0] != 0);
         return TK_OK;
     }
     float fill = tk_interp_round(st->dtype, (float)op->fattr);

@@ -149,18 +149,6 @@ static void r2g_fast(tk_lower *L, void *ctx, LLVMValueRef *out) {
     }
 }
 
-/* *ptr += val where ok, atomically: a relaxed atomicrmw fadd whose result
- * nobody reads; NVPTX emits atom.global.add.f32, which ptxas turns into a
- * fire-and-forget REDG.ADD.F32 (checked in the SASS). */
-static void add_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok) {
-    LLVMBasicBlockRef st = tk_lw_block(L, "add"), next = tk_lw_block(L, "add.next");
-    LLVMBuildCondBr(L->b, ok, st, next);
-    LLVMPositionBuilderAtEnd(L->b, st);
-    LLVMBuildAtomicRMW(L->b, LLVMAtomicRMWBinOpFAdd, ptr, val, LLVMAtomicOrderingMonotonic, 0);
-    LLVMBuildBr(L->b, next);
-    LLVMPositionBuilderAtEnd(L->b, next);
-}
-
 static void r2g_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
     gio *g = ctx;
     (void)out;
@@ -172,7 +160,7 @@ static void r2g_slow(tk_lower *L, void *ctx, LLVMValueRef *out) {
         gio_pos(L, g, i, &r, &c);
         LLVMValueRef ok = tk_lw_and(L, writer, tk_gwin_inb(L, &g->w, r, c));
         if (g->add)
-            add_masked(L, g->val->v[i], tk_gwin_addr(L, &g->w, r, c), ok);
+            tk_lw_add_masked(L, g->val->v[i], tk_gwin_addr(L, &g->w, r, c), ok);
         else
             tk_lw_store_masked(L, g->val->v[i], tk_gwin_addr(L, &g->w, r, c), ok, g->esz);
     }

@@ -67,7 +67,7 @@ static const char *call_name(const tk_op *op, char *buf, size_t n) {
     case TK_OP_STORE_R2G: return op->attr[0] ? "tk_store_add" : "tk_store";
     case TK_OP_STORE_R2S: return "tk_store";
     case TK_OP_COPY_G2S: return "tk_copy_to_shared";
-    case TK_OP_COPY_S2G: return "tk_copy_to_global";
+    case TK_OP_COPY_S2G: return op->attr[0] ? "tk_copy_to_global_add" : "tk_copy_to_global";
     default: snprintf(buf, n, "tk_%s", tk_op_infos[op->opc].name); return buf;
     }
 }
@@ -147,9 +147,12 @@ static void fresh(cell *c, uint32_t epoch) {
     *c = (cell){.epoch = epoch, .wag = -1, .rag = {-1, -1}};
 }
 
-/* A tk_store_add: adds by different agents commute, so they never clash
- * with each other; a read or a plain store next to one does. */
-static bool adds(const tk_op *op) { return op && op->opc == TK_OP_STORE_R2G && op->attr[0]; }
+/* A tk_store_add or tk_copy_to_global_add: adds by different agents
+ * commute, so they never clash with each other; a read or a plain store
+ * next to one does. */
+static bool adds(const tk_op *op) {
+    return op && (op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G) && op->attr[0];
+}
 
 /* Does an access by agent a (with op) clash with what cell c saw this
  * epoch? */

@@ -592,6 +592,16 @@ START_TEST(store_add_smem) {
 }
 END_TEST
 
+START_TEST(copy_add_dtype) {
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2);
+    tk_value *s = tk_shared(k, TK_BF16, 16, 16, TK_SMEM_PLAIN, 1);
+    tk_value *idx[2] = {ci(0), ci(0)};
+    tk_copy_to_global_add(k, A, idx, s);
+    EXPECT(TK_ERR_TYPE, "tk_copy_to_global_add adds an f32 shared tile into an f32 tensor, not "
+                        "bf16");
+}
+END_TEST
+
 START_TEST(copy_rank1) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 1);
     tk_value *s = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
@@ -688,6 +698,7 @@ static Suite *rules_suite(void) {
         store_null_dst,
         store_add_dtype,
         store_add_smem,
+        copy_add_dtype,
         copy_rank1,
     };
     build_tcase(s, "bad_input", tests, sizeof tests / sizeof *tests);

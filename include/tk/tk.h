@@ -400,6 +400,14 @@ TK_API void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, in
  * themselves: write each element of such a tensor once. */
 TK_API void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
                                 tk_value *smem);
+/* view[idx...] += the f32 shared tile, element by element, atomically: as
+ * tk_store_add is to tk_store. Where tk_copy_to_global would use the copy
+ * engine, its reduction does the adds (cp.reduce.async.bulk.tensor, in L2:
+ * one bulk operation per tile instead of one atomic per element); else each
+ * thread adds its chunks' elements. Adds to one element from anywhere all
+ * land, in no particular order. */
+TK_API void tk_copy_to_global_add_n(tk_kernel *k, tk_value *view, int nidx, tk_value *const *idx,
+                                    tk_value *smem);
 
 /* The count the macros pass for something that is not an array of 1..4
  * value handles: the `_n` functions reject it. */
@@ -418,6 +426,8 @@ TK_API void tk_copy_to_global_n(tk_kernel *k, tk_value *view, int nidx, tk_value
     tk_copy_to_shared_n((k), (smem), (view), TK_IDX_COUNT(idx), (idx), (fill), (async))
 #define tk_copy_to_global(k, view, idx, smem)                                                      \
     tk_copy_to_global_n((k), (view), TK_IDX_COUNT(idx), (idx), (smem))
+#define tk_copy_to_global_add(k, view, idx, smem)                                                  \
+    tk_copy_to_global_add_n((k), (view), TK_IDX_COUNT(idx), (idx), (smem))
 #endif
 TK_API void tk_async_commit(tk_kernel *k);
 /* Wait until at most `pending` committed groups are in flight. */
@@ -521,6 +531,11 @@ template <size_t N>
 inline void tk_copy_to_global(tk_kernel *k, tk_value *view, tk_value *const (&idx)[N],
                               tk_value *smem) {
     tk_copy_to_global_n(k, view, (int)N, idx, smem);
+}
+template <size_t N>
+inline void tk_copy_to_global_add(tk_kernel *k, tk_value *view, tk_value *const (&idx)[N],
+                                  tk_value *smem) {
+    tk_copy_to_global_add_n(k, view, (int)N, idx, smem);
 }
 #endif
 #endif

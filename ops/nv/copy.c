@@ -41,6 +41,7 @@ typedef struct copy {
     /* the thread's chunk in round 0 (affine case) */
     LLVMValueRef r0, c0, g0, s0, gstep; /* gstep: global bytes per round (i64) */
     LLVMValueRef escol;                 /* global bytes between row elements (i64) */
+    bool add;                           /* S2G: tk_copy_to_global_add        */
 } copy;
 
 typedef struct chunk {
@@ -171,7 +172,11 @@ static void s2g_elem_chunk(tk_lower *L, copy *c, const chunk *ch) {
     tk_lw_loop lp = {.rolled = true};
     LLVMValueRef e = tk_lw_loop_begin(L, &lp, i32c(L, 0), i32c(L, c->ce), i32c(L, 1)), g, s, ok;
     chunk_elem(L, c, ch, e, &g, &s, &ok);
-    tk_lw_store_masked(L, tk_lw_load(L, c->ety, s, (unsigned)c->esz), g, ok, (unsigned)c->esz);
+    LLVMValueRef x = tk_lw_load(L, c->ety, s, (unsigned)c->esz);
+    if (c->add)
+        tk_lw_add_masked(L, x, g, ok);
+    else
+        tk_lw_store_masked(L, x, g, ok, (unsigned)c->esz);
     tk_lw_loop_end(L, &lp);
 }
 
@@ -325,9 +330,13 @@ tk_status tk_lower_copy_g2s(tk_lower *L, const tk_op *op) {
     return L->dg->st;
 }
 
+/* Every thread's chunks; an add element by element (no vector atomics). */
 static void s2g_threads(tk_lower *L, void *ctx, LLVMValueRef *out) {
     copy *c = ctx;
-    (void)out;
+    if (c->add) {
+        s2g_slow(L, c, out);
+        return;
+    }
     LLVMValueRef fast = LLVMBuildAnd(L->b, tk_gwin_aligned(L, &c->w, 16),
                                      tk_gwin_all_inb(L, &c->w, c->rows, c->cols), "");
     tk_lw_branch2(L, fast, s2g_vec, s2g_slow, c, 0, NULL);
@@ -338,6 +347,7 @@ static void s2g_threads(tk_lower *L, void *ctx, LLVMValueRef *out) {
 tk_status tk_lower_copy_s2g(tk_lower *L, const tk_op *op) {
     copy c;
     if (!copy_open(L, &c, op, op->nopnds - 1, 0)) return L->dg->st;
+    c.add = op->attr[0] != 0;
     int map = tk_plan_copy_map(L->plan, op);
     if (map >= 0)
         tk_tma_store(L, op, map, c.base, s2g_threads, &c);

@@ -164,6 +164,8 @@ LLVMValueRef tk_lw_load(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr, unsigned 
 void tk_lw_store(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, unsigned align);
 LLVMValueRef tk_lw_load_masked(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr, LLVMValueRef ok,
                                LLVMValueRef fill, unsigned align);
+/* *ptr += val (f32, global) where ok, atomically. */
+void tk_lw_add_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok);
 void tk_lw_store_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok,
                         unsigned align);
 LLVMValueRef tk_lw_sink(tk_lower *L); /* the scratch, a valid dummy address */

@@ -302,7 +302,8 @@ static void issue_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->ctid, i32c(L, 0), ""), one, cont);
     LLVMPositionBuilderAtEnd(b, one);
     char name[64];
-    snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.s2g.tile.%dd", r);
+    snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.%s.tile.%dd",
+             t->op->attr[0] ? "reduce.add" : "s2g", r); /* tk_copy_to_global_add: in L2 */
     for (int k = 0; k < blocks; k++) {
         LLVMValueRef a[8];
         int n = 0;

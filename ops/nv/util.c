@@ -380,6 +380,18 @@ LLVMValueRef tk_lw_load_masked(tk_lower *L, LLVMTypeRef ty, LLVMValueRef ptr, LL
 
 /* if (ok) store: a branch around one store, which ptxas turns into a
  * predicated st; keeps each element's unpacking and address local. */
+/* A relaxed atomicrmw fadd whose result nobody reads: NVPTX emits
+ * atom.global.add.f32, which ptxas turns into a fire-and-forget
+ * REDG.ADD.F32 (checked in the SASS). */
+void tk_lw_add_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok) {
+    LLVMBasicBlockRef st = tk_lw_block(L, "add"), next = tk_lw_block(L, "add.next");
+    LLVMBuildCondBr(L->b, ok, st, next);
+    LLVMPositionBuilderAtEnd(L->b, st);
+    LLVMBuildAtomicRMW(L->b, LLVMAtomicRMWBinOpFAdd, ptr, val, LLVMAtomicOrderingMonotonic, 0);
+    LLVMBuildBr(L->b, next);
+    LLVMPositionBuilderAtEnd(L->b, next);
+}
+
 void tk_lw_store_masked(tk_lower *L, LLVMValueRef val, LLVMValueRef ptr, LLVMValueRef ok,
                         unsigned align) {
     LLVMBasicBlockRef st = tk_lw_block(L, "st"), next = tk_lw_block(L, "st.next");

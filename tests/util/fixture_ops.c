@@ -528,6 +528,33 @@ tk_kernel *tu_store_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, in
     return finish(k);
 }
 
+/* tk_copy_to_global_add: every block's warps put their 16 rows of X (f32)
+ * into a [64 x 32] swizzled tile (128-byte rows: on sm_90 the engine's
+ * reduction adds it, elsewhere each thread its chunks), and every block
+ * adds its tile into the same window of O, which starts random and is
+ * ragged (rows past 50 and columns past 20 are skipped; the engine clips
+ * them). f32 whatever dt is. */
+tk_kernel *tu_copy_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    (void)dt, (void)sc;
+    tk_kernel_create(ctx, "t_copy_add", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *sm = tk_shared(k, TK_F32, 64, 32, TK_SMEM_SWIZZLE, 1);
+    tk_value *xr[2] = {band(k, 64, 16), c64(k, 0)};
+    tk_value *x = tk_load(k, tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW), X, xr, 0.0f);
+    tk_value *at[2] = {tk_mul(k, tk_warp_id(k), c32(k, 16)), c32(k, 0)};
+    tk_store(k, sm, at, x);
+    tk_barrier(k);
+    tk_value *o[2] = {c64(k, 0), c64(k, 0)};
+    tk_copy_to_global_add(k, O, o, sm);
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 64)), NULL, NULL);
+    int64_t dx[2] = {150, 32}, dout[2] = {50, 20};
+    ts[0] = tensor(TK_F32, 2, dx, 0);
+    ts[1] = tensor(TK_F32, 2, dout, 0);
+    *n = 2;
+    return finish(k);
+}
+
 const tu_op_fixture tu_op_fixtures[] = {
     {"ids", tu_ids, 1e-6},
     {"elementwise", tu_elementwise, 2e-2},
@@ -541,6 +568,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     /* 16-bit tanh/sigmoid may round one bf16 ulp apart; f32 tanh.approx: 2^-11 relative */
     {"epilogue", tu_epilogue, 2e-2},
     {"store_add", tu_store_add, 1e-5}, /* the adds' order differs: f32 rounding */
+    {"copy_add", tu_copy_add, 1e-5},
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 
