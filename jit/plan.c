@@ -11,7 +11,9 @@
  * shared tile are waited for (at the next barrier, ops/nv/sync.c); its
  * writes land by the kernel's end, in no order among themselves, so a
  * kernel must not write one element of such a tensor twice (the library's
- * kernels write each element once; tk_copy_to_global says so). In both, the shared
+ * kernels write each element once; tk_copy_to_global says so), unless every
+ * write is an add (tk_copy_to_global_add: the engine's reduction in L2,
+ * whose adds commute). In both, the shared
  * tile is SWIZZLE with rows of 32, 64 or 128 bytes or a multiple of 128
  * bytes (ops/nv/mem.c: those layouts are the engine's 32/64/128-byte
  * swizzles, wide rows cut into 128-byte column blocks), at most 256 rows, at
@@ -347,6 +349,7 @@ static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op)
 typedef struct consumer_mem {
     uint64_t tiles[TK_WS_MAX_IDS / 64]; /* SHARED ops (by id) the consumers write */
     uint64_t read;                      /* bit p: tensors the consumers read      */
+    bool wgmma_reads;                   /* a WGMMA reads one of `tiles`           */
 } consumer_mem;
 
 /* Every needed op is runnable; no async copy is left to the consumers
@@ -374,10 +377,14 @@ static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, t
 /* Whether op reads or writes memory of cm: a shared tile the consumers
  * write, or a tensor they read that the kernel also writes (rw); or is a
  * COPY_S2G, whose tile the engine may still read when the consumers
- * release it (the producer may refill a tile it filled). */
+ * release it (the producer may refill a tile it filled); or is a
+ * WGMMA_WAIT where some WGMMA reads a consumer tile: a multiply reads its
+ * shared operands until the wait that retires it, so a barrier after the
+ * wait orders those reads before another warp's next write. */
 static bool touches(const tk_kernel *k, const consumer_mem *cm, uint64_t rw, const tk_op *op) {
     switch (op->opc) {
     case TK_OP_COPY_S2G: return true;
+    case TK_OP_WGMMA_WAIT: return cm->wgmma_reads;
     case TK_OP_LOAD_G2R:
     case TK_OP_LOAD_S2R:
     case TK_OP_STORE_R2G:
@@ -391,6 +398,20 @@ static bool touches(const tk_kernel *k, const consumer_mem *cm, uint64_t rw, con
         const tk_op *sh = v->type.kind == TK_KIND_SMEM ? tk_smem_alloc_of(v) : NULL;
         int p = v->type.kind == TK_KIND_GVIEW ? param_of(k, v) : -1;
         if ((sh && has(cm->tiles, sh->id)) || (p >= 0 && (rw >> p & 1))) return true;
+    }
+    return false;
+}
+
+/* Whether a WGMMA of region r reads a shared tile the consumers write. */
+static bool wgmma_reads(const consumer_mem *cm, const tk_region *r) {
+    if (!r) return false;
+    TK_FOREACH_OP(r, op) {
+        for (int i = 1; op->opc == TK_OP_WGMMA && i < 3; i++) {
+            const tk_value *v = op->opnds[i];
+            const tk_op *sh = v->type.kind == TK_KIND_SMEM ? tk_smem_alloc_of(v) : NULL;
+            if (sh && has(cm->tiles, sh->id)) return true;
+        }
+        if (wgmma_reads(cm, op->regions[0]) || wgmma_reads(cm, op->regions[1])) return true;
     }
     return false;
 }
@@ -433,6 +454,7 @@ static bool slice_make(const tk_kernel *k, const tk_plan *plan, tk_ws_slice *s) 
     consumer_mem cm;
     memset(&cm, 0, sizeof cm);
     if (!check(k, plan, k->body, s, &cm)) return false;
+    cm.wgmma_reads = wgmma_reads(&cm, k->body);
     /* rw: a barrier between a store and another warp's load of the same tensor */
     flag_barriers(k, &cm, cm.read & plan->written, k->body, false, s);
     return true;
