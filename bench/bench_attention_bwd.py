@@ -1,17 +1,24 @@
-"""Attention backward TFLOP/s: TileKittens (tk_attention_backward: a dQ kernel
-with the D = rowsum(dO*O) pre-pass fused in, then a dK/dV kernel; deterministic;
-both kernel sets, the Hopper one on wgmma and the mma.sync one) beside torch SDPA backward with the flash
-(FlashAttention-2) and cuDNN backends, same run, same GPU, median of triton
-do_bench. Each configuration's gradients are checked first against torch
-autograd of the float32 attention math, next to the error of SDPA flash's own
-bf16 backward on the same inputs, and TileKittens is run 3 times to check
-that its gradients are bit-identical.
+"""Attention backward TFLOP/s: TileKittens (tk_attention_backward) in both modes
+on both kernel sets (the Hopper one on wgmma, the mma.sync one):
+  fast: P and dS once, in a kernel over key blocks that adds each block's
+    share of dQ into an f32 accumulator (atomics), between a pre-pass (D =
+    rowsum(dO*O), the accumulator zeroed) and a conversion;
+  det (deterministic): a dQ kernel with the pre-pass fused in, then a dK/dV
+    kernel; P and dS computed by both (7 products instead of 5), no atomics,
+beside torch SDPA backward with the flash (FlashAttention-2) and cuDNN
+backends, same run, same GPU, median of triton do_bench. Each configuration's
+gradients are checked first against torch autograd of the float32 attention
+math, next to the error of SDPA flash's own bf16 backward on the same inputs;
+each variant runs 3 times: the deterministic ones must be bit-identical (the
+fast ones are, but for dQ's last bits).
 FLOPs: 2.5 x the forward's 4*B*H*N^2*D (half when causal): the 5 matrix
-products of the FA2 backward, as FA2 and ThunderKittens count them (ours
-does 7: P and dS are recomputed by both kernels; see kernels/attention_bwd.c).
+products of the FA2 backward, as FA2 and ThunderKittens count them.
 Shapes: D 64 / 128, causal and not, N 1024 / 4096 / 16384 with B*N = 16384,
-and B4 H16 N3072 D128 (issue 14).
+and B4 H16 N3072 D128 (issue 14). BWD_VARIANTS (e.g. "wgmma fast,wgmma det")
+picks variants, BWD_CONFIGS (e.g. "128,1,16,16384;64,4,32,4096": D,B,H,N) and
+BWD_CAUSAL ("0", "1" or "0,1") the shapes.
 Usage (GPU machine): python3 bench/bench_attention_bwd.py build-device"""
+import os
 import sys
 
 import torch
@@ -21,7 +28,12 @@ from triton.testing import do_bench
 from bench_util import ATTENTION_CONFIGS, sdpa
 from tk_ctypes import TK
 
-KERNELS = ((2, "wgmma"), (1, "mma.sync"))  # tk_attn_kernel values: both of ours, same run
+# (name, tk_attn_kernel, tk_attn_bwd_mode): all of ours, same run
+VARIANTS = (("wgmma fast", 2, 1), ("wgmma det", 2, 0), ("mma.sync fast", 1, 1),
+            ("mma.sync det", 1, 0))
+if os.environ.get("BWD_VARIANTS"):
+    _want = [w.strip() for w in os.environ["BWD_VARIANTS"].split(",")]
+    VARIANTS = tuple(v for v in VARIANTS if v[0] in _want)
 
 
 def torch_bwd(backend, q, k, v, do, causal):
@@ -51,11 +63,11 @@ def rel(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
-def run_ours(tk, stream, q, k, v, o, lse, do, causal, kernel):
-    """Gradients of one of our kernel sets (3 runs, NaN-poisoned first), whether
-    the runs are bit-identical, and a closure timing it."""
+def run_ours(tk, stream, q, k, v, o, lse, do, causal, kernel, mode):
+    """Gradients of one of our variants (3 runs, NaN-poisoned first), whether the
+    runs are bit-identical (the fast mode: dK and dV), and a closure timing it."""
     dq, dk, dv = (torch.full_like(t, float("nan")) for t in (q, k, v))
-    p = tk.attention_bwd_params(q, k, v, o, lse, do, dq, dk, dv, causal, kernel)
+    p = tk.attention_bwd_params(q, k, v, o, lse, do, dq, dk, dv, causal, kernel, mode)
     tk.attention_backward_prepare(p)
     runs = []
     for _ in range(3):
@@ -65,7 +77,7 @@ def run_ours(tk, stream, q, k, v, o, lse, do, causal, kernel):
         torch.cuda.synchronize()
         runs.append([t.clone() for t in (dq, dk, dv)])
     same = all(torch.equal(runs[0][i].view(torch.int16), r[i].view(torch.int16))
-               for r in runs[1:] for i in range(3))
+               for r in runs[1:] for i in range(1 if mode else 0, 3))
     return runs[0], same, lambda: tk.attention_backward(p, stream)
 
 
@@ -74,14 +86,13 @@ def bench_one(tk, stream, d, b, h, n, causal):
     o = torch.empty_like(q)
     lse = torch.empty((b, h, n), device="cuda", dtype=torch.float32)
     tk.attention(tk.attention_params(q, k, v, o, lse, causal), stream)
-    ours = {name: run_ours(tk, stream, q, k, v, o, lse, do, causal, kern)
-            for kern, name in KERNELS}
-    err, fa2_err = {name: 0.0 for _, name in KERNELS}, 0.0
+    ours = {name: run_ours(tk, stream, q, k, v, o, lse, do, causal, kern, mode)
+            for name, kern, mode in VARIANTS}
+    err, fa2_err = 0.0, 0.0
     if b * h * n * n <= 16 * 16 * 4096 * 4096:  # the f32 reference fits in memory
         want = ref_grads(q, k, v, do, causal)
         flash = torch_bwd(SDPBackend.FLASH_ATTENTION, q, k, v, do, causal)()
-        for name in ours:
-            err[name] = max(rel(g, w) for g, w in zip(ours[name][0], want))
+        err = max(rel(g, w) for name in ours for g, w in zip(ours[name][0], want))
         fa2_err = max(rel(g, w) for g, w in zip(flash, want))
         del want, flash
     flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
@@ -100,16 +111,21 @@ def main():
     tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
     torch.manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
-    print("| D | B | H | N | causal | wgmma | mma.sync | FA2 (flash) | cuDNN | wgmma/FA2 "
-          "| wgmma/cuDNN | rel err wgmma | rel err mma.sync | FA2 rel err | bit-identical x3 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for causal in (False, True):
-        for d, b, h, n in ATTENTION_CONFIGS:
+    names = [v[0] for v in VARIANTS]
+    best = names[0]  # the ratios: the first variant (wgmma fast by default)
+    print("| D | B | H | N | causal | " + " | ".join(names) + f" | FA2 (flash) | cuDNN | "
+          f"{best}/FA2 | {best}/cuDNN | max rel err (ours) | FA2 rel err | bit-identical x3 |")
+    print("|---" * (len(names) + 12) + "|")
+    configs = ATTENTION_CONFIGS
+    if os.environ.get("BWD_CONFIGS"):
+        configs = [tuple(int(x) for x in c.split(",")) for c in os.environ["BWD_CONFIGS"].split(";")]
+    for causal in (bool(int(c)) for c in os.environ.get("BWD_CAUSAL", "0,1").split(",")):
+        for d, b, h, n in configs:
             o, f, c, e, fe, same = bench_one(tk, stream, d, b, h, n, causal)
-            w, m = o["wgmma"], o["mma.sync"]
-            print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {w:.0f} | {m:.0f} | {f:.0f} | "
-                  f"{c:.0f} | {w / f:.2f} | {w / c:.2f} | {e['wgmma']:.1e} | "
-                  f"{e['mma.sync']:.1e} | {fe:.1e} | {'yes' if same else 'NO'} |", flush=True)
+            cols = " | ".join(f"{o[name]:.0f}" for name in names)
+            print(f"| {d} | {b} | {h} | {n} | {int(causal)} | {cols} | {f:.0f} | {c:.0f} | "
+                  f"{o[best] / f:.2f} | {o[best] / c:.2f} | {e:.1e} | {fe:.1e} | "
+                  f"{'yes' if same else 'NO'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ class AttentionBwdParams(ctypes.Structure):
         ("dout_strides", ctypes.c_int64 * 4), ("dq_strides", ctypes.c_int64 * 4),
         ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
         ("lse_strides", ctypes.c_int64 * 3), ("kernel", ctypes.c_int32),
+        ("mode", ctypes.c_int32),
     ]
 
 
@@ -129,13 +130,14 @@ class TK:
         self._check(self.lib.tk_attention_forward(self.ctx, ctypes.byref(p), stream),
                     "tk_attention_forward")
 
-    def attention_bwd_params(self, q, k, v, o, lse, do, dq, dk, dv, causal, kernel=0):
+    def attention_bwd_params(self, q, k, v, o, lse, do, dq, dk, dv, causal, kernel=0, mode=0):
         """Torch tensors in logical [B,H,N,D] order (any strides); kernel: 0 the
-        library's choice, 1 mma.sync, 2 the Hopper (wgmma) kernels; the workspace
-        (D = rowsum(dO*O), f32) is allocated here with torch and kept on the
-        returned struct (p.keep) so it lives as long as p."""
+        library's choice, 1 mma.sync, 2 the Hopper (wgmma) kernels; mode: 0
+        deterministic, 1 fast (dQ through atomics); the workspace (D =
+        rowsum(dO*O), f32, and the fast mode's accumulator) is allocated here with
+        torch and kept on the returned struct (p.keep) so it lives as long as p."""
         import torch
-        p = AttentionBwdParams(struct_size=ctypes.sizeof(AttentionBwdParams))
+        p = AttentionBwdParams(struct_size=ctypes.sizeof(AttentionBwdParams), mode=mode)
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.head_dim, p.causal, p.scale = q.shape[3], int(causal), 0.0
         p.batch, p.heads_q, p.seq_q = q.shape[0], q.shape[1], q.shape[2]

@@ -114,6 +114,16 @@ tk_value *tk_attn_bwd_qlo(bwd *w, tk_value *k0, tk_value *diag, tk_value *nqt, i
     return qlo;
 }
 
+tk_value *tk_attn_bwd_ragged_keys(bwd *w, tk_value *s, tk_value *kw, int rows, tk_value *Nkv) {
+    tk_kernel *k = w->k;
+    tk_if_begin(k, tk_gt(k, tk_add(k, kw, i32c(k, rows)), Nkv));
+    tk_value *sm = tk_mask(k, s, TK_MASK_ROWS, kw, Nkv, -INFINITY);
+    tk_else(k, 1, &sm);
+    tk_value *res;
+    tk_if_end(k, 1, &s, &res);
+    return res;
+}
+
 tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill) {
     tk_kernel *k = w->k;
     tk_value *l = tk_load_n(k, vt, L, 3, idx, fill);
@@ -130,7 +140,7 @@ static void common_scalars(bwd *w) {
     w->scale2 = tk_attn_scale2(k, w->scale);
 }
 
-bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts) {
+bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts, int with_acc) {
     tk_kernel *k = w->k;
     bwd_io io = {0};
     io.Q = tk_param_tensor(k, "Q", w->dt, 4);
@@ -141,6 +151,7 @@ bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts) {
     io.L = tk_param_tensor(k, "L", TK_F32, 3);
     io.Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
     for (int i = 0; i < nouts; i++) io.out[i] = tk_param_tensor(k, outs[i], w->dt, 4);
+    if (with_acc) io.acc = tk_param_tensor(k, "dQacc", TK_F32, 4);
     common_scalars(w);
     io.Hq = dim32(k, io.Q, 1), io.Nq = dim32(k, io.Q, 2);
     io.Hkv = dim32(k, io.K, 1), io.Nkv = dim32(k, io.K, 2);
@@ -161,7 +172,7 @@ static void build_dq(bwd *w) {
     tk_kernel *k = w->k;
     const int ND = w->ND;
     tk_dtype dt = w->dt;
-    bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1);
+    bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1, 0);
     tk_value *Q = io.Q, *K = io.K, *V = io.V, *O = io.O, *dO = io.dO, *L = io.L, *Dw = io.Dw;
     tk_value *dQ = io.out[0];
     tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
@@ -250,12 +261,35 @@ static void build_dq(bwd *w) {
     }
 }
 
-/* ---- dK, dV ---------------------------------------------------------------- */
-static void build_dkdv(bwd *w) {
+/* ---- dK, dV (and, fused, dQ's share) --------------------------------------- */
+/* The fused kernel's share of dQ for this trip's query tile: dSᵀ (each
+ * warp's 16 key rows, `ds`) through shared memory, then warp w's 16 query
+ * rows dQ = dS·K (A: the warp's columns of dSᵀ as a COL tile, Aᵀ·B) by
+ * 16-column slices, each added into dQacc ([B, Hq, Nq rounded up to 64, D]:
+ * whole tiles) as it is done. The barrier at the next trip's top keeps dSᵀ
+ * until every warp has read it. */
+static void add_dq(bwd *w, const bwd_io *io, tk_value *ds, tk_value *sDS, tk_value *sK, tk_value *h,
+                   tk_value *q0, tk_value *wr) {
+    tk_kernel *k = w->k;
+    tk_value *at[2] = {wr, i32c(k, 0)};
+    tk_store(k, sDS, at, ds);
+    tk_barrier(k);
+    tk_value *ai[2] = {i32c(k, 0), wr};
+    tk_value *a = tk_load(k, tk_tile_type(w->dt, BKV, WR, TK_WARP, TK_COL), sDS, ai, 0.0f);
+    tk_type kt = tk_tile_type(w->dt, BKV, 16, TK_WARP, TK_COL);
+    for (int d = 0; d < w->ND; d++) {
+        tk_value *ki[2] = {i32c(k, 0), i32c(k, 16 * d)};
+        tk_value *dq = tk_mma(k, TK_MMA_ATB, a, tk_load(k, kt, sK, ki, 0.0f), NULL);
+        tk_value *idx[4] = {w->b, h, tk_add(k, q0, wr), i32c(k, 16 * d)};
+        tk_store_add(k, io->acc, idx, dq);
+    }
+}
+
+static void dkdv(bwd *w, bool fused) {
     tk_kernel *k = w->k;
     const int ND = w->ND;
     tk_dtype dt = w->dt;
-    bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
+    bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2, fused);
     tk_value *Q = io.Q, *K = io.K, *V = io.V, *dO = io.dO, *L = io.L, *Dw = io.Dw;
     tk_value *dK = io.out[0], *dV = io.out[1];
     tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
@@ -278,9 +312,9 @@ static void build_dkdv(bwd *w) {
 
     /* K and V rows of the warp: in registers for D = 64; for D = 128 (where
      * they would crowd out dK, dV, Sᵀ and dPᵀ) in shared memory, re-read
-     * by 16-column slices. */
+     * by 16-column slices; fused, in shared memory (dQ reads all of K). */
     tk_value *kr[8], *vr[8], **kreg = NULL, **vreg = NULL, *sK = NULL, *sV = NULL;
-    if (w->D == 64) {
+    if (w->D == 64 && !fused) {
         load_rows(w, K, hk, kw, kr);
         load_rows(w, V, hk, kw, vr);
         kreg = kr, vreg = vr;
@@ -293,6 +327,7 @@ static void build_dkdv(bwd *w) {
     }
     tk_value *sQ = tk_shared(k, dt, BQ, w->D, TK_SMEM_SWIZZLE, 2);
     tk_value *sG = tk_shared(k, dt, BQ, w->D, TK_SMEM_SWIZZLE, 2);
+    tk_value *sDS = fused ? tk_shared(k, dt, BKV, BQ, TK_SMEM_SWIZZLE, 1) : NULL; /* dSᵀ */
     tk_if_begin(k, tk_lt(k, i32c(k, 0), total));
     copy_tile(w, sQ, i32c(k, 0), Q, h0, tk_mul(k, qlo, i32c(k, BQ)));
     copy_tile(w, sG, i32c(k, 0), dO, h0, tk_mul(k, qlo, i32c(k, BQ)));
@@ -340,11 +375,13 @@ static void build_dkdv(bwd *w) {
             tk_value *unmasked = s;
             tk_if_end(k, 1, &unmasked, &s);
         }
+        if (fused) s = tk_attn_bwd_ragged_keys(w, s, kw, WR, Nkv);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
         mul_acc(w, tk_cvt(k, p, dt), gst, cur, next); /* dV += Pᵀ·dO */
         tk_value *dp = dot_t(w, vreg, sV, wr, gst);   /* dPᵀ = V·dOᵀ */
         tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
         mul_acc(w, ds, qst, cur + ND, next + ND); /* dK += dSᵀ·Q */
+        if (fused) add_dq(w, &io, ds, sDS, sK, h, q0, wr);
     }
     tk_for_end(k, 2 * ND, next, fin);
     tk_async_wait(k, 0);
@@ -354,6 +391,63 @@ static void build_dkdv(bwd *w) {
         tk_store(k, dV, idx, tk_cvt(k, fin[d], dt));
         tk_store(k, dK, idx, tk_cvt(k, tk_mul(k, fin[ND + d], w->scale), dt));
     }
+}
+
+static void build_dkdv(bwd *w) { dkdv(w, false); }
+static void build_fused(bwd *w) { dkdv(w, true); }
+
+/* ---- the non-deterministic mode's first and last kernels -------------------
+ * Both serve either kernel set: one block per (64 query rows, query head,
+ * batch), 4 warps of 16 rows, on Q's [B, Hq, Nq] grid (Nq: dO's, or dQ's).
+ * dQacc's rows run to Nq rounded up to 64 (the fused kernels add whole
+ * tiles); its strides are the caller's (the Hopper kernels keep it
+ * transposed, [B, Hq, D, Nq']). */
+static tk_value *rows_grid(bwd *w, tk_value *view, tk_value **h, tk_value **qw) {
+    tk_kernel *k = w->k;
+    tk_value *nqt = tk_ceil_div(k, dim32(k, view, 2), i32c(k, BQ));
+    tk_set_grid(k, nqt, dim32(k, view, 1), dim32(k, view, 0));
+    *h = tk_block_id(k, 1);
+    w->b = tk_block_id(k, 2);
+    *qw =
+        tk_add(k, tk_mul(k, tk_block_id(k, 0), i32c(k, BQ)), tk_mul(k, tk_warp_id(k), i32c(k, WR)));
+    return nqt;
+}
+
+/* prep: D = rowsum(dO∘O) into Dw, and dQacc's rows zeroed. */
+static void build_prep(bwd *w) {
+    tk_kernel *k = w->k;
+    tk_value *O = tk_param_tensor(k, "O", w->dt, 4), *dO = tk_param_tensor(k, "dO", w->dt, 4);
+    tk_value *Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
+    tk_value *acc = tk_param_tensor(k, "dQacc", TK_F32, 4);
+    tk_spec(k, "head_dim", w->D);
+    tk_value *h, *qw;
+    rows_grid(w, dO, &h, &qw);
+    tk_value *g[8], *o[8];
+    load_rows(w, dO, h, qw, g);
+    load_rows(w, O, h, qw, o);
+    tk_type vrow = tk_vec_type(TK_F32, WR, TK_PER_ROW, TK_WARP, TK_ROW);
+    tk_value *dv = tk_zeros(k, vrow);
+    for (int d = 0; d < w->ND; d++)
+        dv = tk_add(k, dv,
+                    tk_row_sum(k, tk_mul(k, tk_cvt(k, g[d], TK_F32), tk_cvt(k, o[d], TK_F32))));
+    tk_value *il[3] = {w->b, h, qw};
+    tk_store(k, Dw, il, dv);
+    tk_value *idx[4] = {w->b, h, qw, i32c(k, 0)};
+    tk_store(k, acc, idx, tk_zeros(k, tk_tile_type(TK_F32, WR, w->D, TK_WARP, TK_ROW)));
+}
+
+/* convert: dQ = scale·dQacc in the dtype. */
+static void build_convert(bwd *w) {
+    tk_kernel *k = w->k;
+    tk_value *acc = tk_param_tensor(k, "dQacc", TK_F32, 4);
+    tk_value *dQ = tk_param_tensor(k, "dQ", w->dt, 4);
+    w->scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_spec(k, "head_dim", w->D);
+    tk_value *h, *qw;
+    rows_grid(w, dQ, &h, &qw);
+    tk_value *idx[4] = {w->b, h, qw, i32c(k, 0)};
+    tk_type t = tk_tile_type(TK_F32, WR, w->D, TK_WARP, TK_ROW);
+    tk_store(k, dQ, idx, tk_cvt(k, tk_mul(k, tk_load(k, t, acc, idx, 0.0f), w->scale), w->dt));
 }
 
 tk_status tk_attn_bwd_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim,
@@ -378,27 +472,30 @@ tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg
     *out = NULL;
     tk_status s = tk_attn_bwd_check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
-    if (cfg->part != TK_ATTN_BWD_DQ && cfg->part != TK_ATTN_BWD_DKDV)
+    if (cfg->part < TK_ATTN_BWD_DQ || cfg->part > TK_ATTN_BWD_CONVERT)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: part is %d; expected TK_ATTN_BWD_DQ or TK_ATTN_BWD_DKDV", fn,
-                                cfg->part);
+                                "%s: part is %d; expected a tk_attention_bwd_part (TK_ATTN_BWD_DQ "
+                                ".. TK_ATTN_BWD_CONVERT)",
+                                fn, cfg->part);
     if (cfg->wgmma != 0 && cfg->wgmma != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: wgmma is %d; expected 0 or 1", fn,
                                 cfg->wgmma);
+    /* prep and convert serve both kernel sets, causal or not */
+    static const char *const parts[] = {"dq", "dkdv", "prep", "fused", "convert"};
+    bool any = cfg->part == TK_ATTN_BWD_PREP || cfg->part == TK_ATTN_BWD_CONVERT;
+    int causal = !any && cfg->causal, wgmma = !any && cfg->wgmma;
     char name[64];
-    snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s%s", cfg->part ? "dkdv" : "dq",
-             tk_dtype_name(cfg->dtype), cfg->head_dim, cfg->causal ? "_causal" : "",
-             cfg->wgmma ? "_wgmma" : "");
+    snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s%s", parts[cfg->part],
+             tk_dtype_name(cfg->dtype), cfg->head_dim, causal ? "_causal" : "",
+             wgmma ? "_wgmma" : "");
     tk_kernel *k;
-    if ((s = tk_kernel_create(ctx, name, cfg->wgmma ? 8 : NWARPS, &k))) return s;
-    bwd w = {.k = k,
-             .dt = cfg->dtype,
-             .D = cfg->head_dim,
-             .ND = cfg->head_dim / 16,
-             .causal = cfg->causal};
-    void (*body[2][2])(bwd *) = {{build_dq, build_dkdv},
-                                 {tk_attn_bwd_hopper_dq, tk_attn_bwd_hopper_dkdv}};
-    body[cfg->wgmma][cfg->part](&w);
+    if ((s = tk_kernel_create(ctx, name, wgmma ? 8 : NWARPS, &k))) return s;
+    bwd w = {
+        .k = k, .dt = cfg->dtype, .D = cfg->head_dim, .ND = cfg->head_dim / 16, .causal = causal};
+    void (*body[2][5])(bwd *) = {{build_dq, build_dkdv, build_prep, build_fused, build_convert},
+                                 {tk_attn_bwd_hopper_dq, tk_attn_bwd_hopper_dkdv, build_prep,
+                                  tk_attn_bwd_hopper_fused, build_convert}};
+    body[wgmma][cfg->part](&w);
     if ((s = tk_kernel_finish(k))) {
         tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(k));
         tk_kernel_destroy(k);

@@ -62,8 +62,9 @@ typedef struct stream {
     void (*copy)(const struct stream *, tk_value *j, tk_value *st);
     /* what copy needs: the rings and their tensors; the dQ kernel's kv head
      * and keys per tile (head, per); the dK/dV kernel's first query head,
-     * first query tile and query tiles per head (head, lo, per) */
-    tk_value *ring[2], *view[2], *head, *lo, *per;
+     * first query tile and query tiles per head (head, lo, per), and where
+     * its walk starts (rot: NULL, or trip t takes pair (t + rot) % n) */
+    tk_value *ring[2], *view[2], *head, *lo, *per, *rot;
 } stream;
 
 /* Tile j's copies when j < n; one group either way. */
@@ -113,7 +114,7 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
     w->tile = w->D == 64 ? 128 : 64;
     const int D = w->D, BKV = w->tile;
     tk_dtype dt = w->dt;
-    bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1);
+    bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1, 0);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
     tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, ROWS));
     tk_set_grid(k, nqt, io.Hq, tk_cvt(k, tk_dim(k, io.Q, 0), TK_I32));
@@ -195,26 +196,60 @@ static tk_value *causal_t(bwd *w, tk_value *s, tk_value *kw, tk_value *q0, tk_va
     return res;
 }
 
-/* Tile t of (query head, query tile) pairs, s->per query tiles a head from
- * tile s->lo, of Q and dO into stage st. */
-static void copy_qg(const stream *s, tk_value *t, tk_value *st) {
+/* The dK/dV kernels' trip t (t < n): its query head h and first query row
+ * q0, of the (query head, query tile) pairs, s->per query tiles a head from
+ * tile s->lo, taken from pair s->rot on. */
+static void qg_pair(const stream *s, tk_value *t, tk_value **h, tk_value **q0) {
     tk_kernel *k = s->w->k;
-    tk_value *h = tk_add(k, s->head, tk_div(k, t, s->per));
-    tk_value *r = tk_mul(k, tk_add(k, s->lo, tk_rem(k, t, s->per)), i32c(k, s->w->tile));
-    for (int i = 0; i < 2; i++) copy_rows(s->w, tk_stage(k, s->ring[i], st), s->view[i], h, r);
+    if (s->rot) t = tk_rem(k, tk_add(k, t, s->rot), s->n);
+    *h = tk_add(k, s->head, tk_div(k, t, s->per));
+    *q0 = tk_mul(k, tk_add(k, s->lo, tk_rem(k, t, s->per)), i32c(k, s->w->tile));
 }
 
-void tk_attn_bwd_hopper_dkdv(bwd *w) {
+/* Trip t's Q and dO tiles into stage st. */
+static void copy_qg(const stream *s, tk_value *t, tk_value *st) {
+    tk_value *h, *r;
+    qg_pair(s, t, &h, &r);
+    for (int i = 0; i < 2; i++) copy_rows(s->w, tk_stage(s->w->k, s->ring[i], st), s->view[i], h, r);
+}
+
+/* Trip t's share of dQ: dQᵀ, rows head dims d0.. and warpgroup g's query
+ * columns qoff.. (see dkdv), through the f32 shared tile sq (D x the query
+ * tile) into the accumulator dQacc, [B, Hq, D, Nq rounded up to 64]: after
+ * a barrier the copy engine adds the whole tile in L2
+ * (tk_copy_to_global_add), one bulk reduction instead of an atomic per
+ * element; the next barrier waits for its reads of sq. */
+static void add_dq(bwd *w, const bwd_io *io, const stream *s, tk_value *sq, tk_value *dq,
+                   tk_value *t, tk_value *d0, tk_value *qoff) {
+    tk_kernel *k = w->k;
+    tk_value *at[2] = {d0, qoff};
+    tk_store(k, sq, at, dq);
+    tk_barrier(k);
+    tk_value *h, *q0;
+    qg_pair(s, t, &h, &q0);
+    tk_value *idx[4] = {w->b, h, i32c(k, 0), q0};
+    tk_copy_to_global_add(k, io->acc, idx, sq);
+}
+
+/* The dK/dV kernel, or (fused) the non-deterministic mode's one kernel,
+ * which also adds each trip's share of dQ = dS·K into dQacc: dSᵀ goes to
+ * shared memory, and after a barrier warpgroup g computes
+ *   dQᵀ = Kᵀ·dSᵀ   A: K's column block g, M-major (TK_MMA_ATB); B: dSᵀ
+ * (at D 64 there is one column block, and warpgroup g takes query columns
+ * 32g.. of dSᵀ, a stage of its own), issued before dK and added while dK
+ * runs on. Key rows past Nkv are masked there: their dSᵀ would meet K's
+ * zero rows, and an inf in P would make 0·inf. */
+static void dkdv(bwd *w, bool fused) {
     tk_kernel *k = w->k;
     /* query tiles of 64, or 32 when causal at D 128: measured on the H200
      * (bench/RESULTS.md, session 11), 32 ran 20% faster there (the
      * diagonal's masked work and the tiles before the first query that sees
      * the block shrink with the tile) but 5-12% slower without the mask,
      * and 12-17% slower causal at D 64, where a trip's fixed cost weighs more */
-    w->tile = w->causal && w->D == 128 ? 32 : 64;
-    const int D = w->D, BQ = w->tile;
+    w->tile = (w->causal || fused) && w->D == 128 ? 32 : 64;
+    const int D = w->D, BQ = w->tile, NP = D == 64 ? 2 : 1, BN = BQ / NP;
     tk_dtype dt = w->dt;
-    bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2);
+    bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2, fused);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
     tk_value *nkt = tk_ceil_div(k, Nkv, i32c(k, ROWS));
     tk_set_grid(k, nkt, io.Hkv, tk_cvt(k, tk_dim(k, io.Q, 0), TK_I32));
@@ -223,7 +258,7 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_value *hk = tk_block_id(k, 1);
     w->b = tk_block_id(k, 2);
     tk_value *group = tk_max(k, tk_div(k, io.Hq, io.Hkv), i32c(k, 1));
-    tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
+    tk_value *wg = tk_warpgroup_id(k), *row = tk_mul(k, wg, i32c(k, 64));
     tk_value *kw = tk_add(k, k0, row);
     tk_value *diag = tk_sub(k, Nkv, Nq);
 
@@ -240,7 +275,18 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
                  .view = {io.Q, io.dO},
                  .head = tk_mul(k, hk, group),
                  .lo = qlo,
-                 .per = nvis};
+                 .per = nvis,
+                 /* fused: the blocks of a head (running at once) start at
+                  * different query tiles, so their adds into dQacc do not
+                  * meet on one tile */
+                 .rot = fused ? tk_block_id(k, 0) : NULL};
+    /* fused: dSᵀ in NP column pieces; warpgroup g's dQᵀ rows (head dims
+     * d0..) and piece */
+    tk_value *sDS = fused ? tk_shared(k, dt, ROWS, BN, TK_SMEM_SWIZZLE, NP) : NULL;
+    tk_value *sQ = fused ? tk_shared(k, TK_F32, D, BQ, TK_SMEM_SWIZZLE, 1) : NULL; /* dQᵀ */
+    tk_value *d0 = NP == 1 ? row : i32c(k, 0), *piece = NULL;
+    tk_value *qoff = NP == 1 ? i32c(k, 0) : tk_mul(k, wg, i32c(k, BN));
+    if (fused) piece = NP == 1 ? sDS : tk_stage(k, sDS, wg);
     copy_rows(w, sK, io.K, hk, k0);
     copy_rows(w, sV, io.V, hk, k0);
     stream_start(&qg);
@@ -250,13 +296,14 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_value *cur[2], *next[2], *fin[2];
     tk_value *t = tk_for_begin(k, i32c(k, 0), qg.n, i32c(k, 1), 2, init, cur);
     {
-        tk_value *st = stream_wait(k, t);
-        tk_value *h = tk_add(k, qg.head, tk_div(k, t, nvis));
-        tk_value *q0 = tk_mul(k, tk_add(k, qlo, tk_rem(k, t, nvis)), i32c(k, BQ));
+        tk_value *st = stream_wait(k, t), *h, *q0;
+        qg_pair(&qg, t, &h, &q0);
         tk_value *qst = tk_stage(k, qg.ring[0], st), *gst = tk_stage(k, qg.ring[1], st);
         tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sK, qst, row);
         tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sV, gst, row);
-        /* the last trip's dV and dK multiplies, as in the dQ kernel */
+        /* the last trip's multiplies still in flight (dV and dK; fused: dK)
+         * ran on beside this issue; retired, the last tile's stage can be
+         * freed */
         tk_value *dvp = tk_wgmma_wait(k, cur[0], 2), *dkp = tk_wgmma_wait(k, cur[1], 2);
         stream_refill(&qg, t);
         tk_value *il[3] = {w->b, h, q0};
@@ -264,11 +311,28 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
         tk_value *dv = tk_load(k, vcol, io.Dw, il, 0.0f);
         s = tk_wgmma_wait(k, s, 1);
         if (w->causal) s = causal_t(w, s, kw, q0, diag);
+        if (fused) s = tk_attn_bwd_ragged_keys(w, s, kw, 64, Nkv);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
         next[0] = tk_wgmma(k, TK_MMA_AB, dvp, tk_cvt(k, p, dt), gst, NULL);
         dp = tk_wgmma_wait(k, dp, 1); /* dV += Pᵀ·dO may run on */
         tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
-        next[1] = tk_wgmma(k, TK_MMA_AB, dkp, ds, qst, NULL); /* both retired next trip */
+        if (!fused) { /* dV and dK retired next trip */
+            next[1] = tk_wgmma(k, TK_MMA_AB, dkp, ds, qst, NULL);
+        } else {
+            for (int i = 0; i < NP; i++) {
+                tk_value *at[2] = {row, i32c(k, 0)};
+                tk_value *dst = NP == 1 ? sDS : tk_stage(k, sDS, i32c(k, i));
+                tk_store(k, dst, at, NP == 1 ? ds : tk_slice(k, ds, 0, i * BN, 64, BN));
+            }
+            tk_barrier(k); /* dSᵀ whole: both warpgroups' rows */
+            tk_value *dq = tk_wgmma(k, TK_MMA_ATB, tk_zeros(k, acc_type(BN)), sK, piece, d0);
+            next[1] = tk_wgmma(k, TK_MMA_AB, dkp, ds, qst, NULL); /* retired next trip */
+            /* dV and dQᵀ retired here, dK runs on: ptxas serializes every
+             * wgmma (C7514) if a register of one still in flight at the loop's
+             * back edge is read by other instructions, as the adds would */
+            next[0] = tk_wgmma_wait(k, next[0], 1);
+            add_dq(w, &io, &qg, sQ, tk_wgmma_wait(k, dq, 1), t, d0, qoff);
+        }
     }
     tk_for_end(k, 2, next, fin);
     fin[0] = tk_wgmma_wait(k, fin[0], 1);
@@ -279,3 +343,6 @@ void tk_attn_bwd_hopper_dkdv(bwd *w) {
     tk_store(k, io.out[1], idx, tk_cvt(k, fin[0], dt));
     tk_store(k, io.out[0], idx, tk_cvt(k, tk_mul(k, fin[1], w->scale), dt));
 }
+
+void tk_attn_bwd_hopper_dkdv(bwd *w) { dkdv(w, false); }
+void tk_attn_bwd_hopper_fused(bwd *w) { dkdv(w, true); }

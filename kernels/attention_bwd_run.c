@@ -14,8 +14,9 @@
 #include "tk/tk_run.h"
 
 /* ---- tk_attention_backward (tk_run.h) -------------------------------------
- * Two registry programs per (dtype, head_dim, causal, kernel set): the dQ
- * kernel and the dK/dV kernel. */
+ * Registry programs per (dtype, head_dim, causal, kernel set): the dQ and
+ * dK/dV kernels (deterministic), the fused kernel (fast), and the fast
+ * mode's prep and convert kernels, one per (dtype, head_dim). */
 typedef struct bwd_key {
     int32_t dtype, head_dim, causal, part, wgmma;
 } bwd_key;
@@ -56,12 +57,37 @@ static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_attention_bwd
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: heads_q (%lld) is not a multiple of heads_kv (%lld)", fn,
                                 (long long)p->heads_q, (long long)p->heads_kv);
+    if (p->mode != TK_ATTN_BWD_DETERMINISTIC && p->mode != TK_ATTN_BWD_FAST)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: mode is %d; expected TK_ATTN_BWD_DETERMINISTIC or "
+                                "TK_ATTN_BWD_FAST",
+                                fn, p->mode);
+    /* the workspace (the accumulator at head_dim <= 256) in 62 bits */
+    double ws = (double)p->batch * (double)p->heads_q * (double)(p->seq_q + 63) * 256.0 * 4.0;
+    if (ws >= 0x1p62)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: batch x heads_q x seq_q is %.3g; its workspace would need "
+                                "2^62 bytes or more",
+                                fn, (double)p->batch * (double)p->heads_q * (double)p->seq_q);
     return TK_OK;
 }
 
-/* Bytes of D: f32 [B, Hq, Nq] (sizes checked: no overflow, < 2^63). */
+/* Rows of the fast mode's dQ accumulator: whole 64-row tiles. */
+static int64_t acc_rows(const tk_attention_bwd_params *p) { return (p->seq_q + 63) / 64 * 64; }
+
+/* Where the accumulator starts: after D, 256-byte aligned. */
+static size_t acc_offset(const tk_attention_bwd_params *p) {
+    size_t d = (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
+    return (d + 255) / 256 * 256;
+}
+
+/* Bytes of D (f32 [B, Hq, Nq]) and, fast, the accumulator (f32 [B, Hq, Nq',
+ * D]); sizes checked (check_sizes: each < 2^31, the total < 2^62). */
 static size_t workspace_bytes(const tk_attention_bwd_params *p) {
-    return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
+    if (p->mode != TK_ATTN_BWD_FAST)
+        return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
+    return acc_offset(p) + (size_t)p->batch * (size_t)p->heads_q * (size_t)acc_rows(p) *
+                               (size_t)p->head_dim * sizeof(float);
 }
 
 static const char *const tensor_names[BWD_TENSORS] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
@@ -110,15 +136,16 @@ static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_attention_
 }
 
 /* The caller's struct (any struct_size) read into *p; with `full`, every
- * field checked (else the sizes only, for the workspace query) and
+ * field checked (else the sizes only, for the workspace query, and in the
+ * fast mode the specialization, whose head_dim sizes the accumulator) and
  * p->kernel resolved (TK_ATTN_WGMMA or TK_ATTN_MMA_SYNC). */
 static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd_params *user,
                              tk_attention_bwd_params *p, bool full) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, BWD_PARAMS_MIN);
     if (!s) s = check_sizes(ctx, fn, p);
-    if (s || !full) return s;
-    if ((s = tk_attn_bwd_check_spec(ctx, fn, p->dtype, p->head_dim, p->causal))) return s;
+    if (s || (!full && p->mode != TK_ATTN_BWD_FAST)) return s;
+    if ((s = tk_attn_bwd_check_spec(ctx, fn, p->dtype, p->head_dim, p->causal)) || !full) return s;
     if (!(p->scale >= 0.0f) || isinf(p->scale))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: scale %g is not a finite value >= 0",
                                 fn, (double)p->scale);
@@ -129,18 +156,32 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd
     return TK_OK;
 }
 
-/* Both programs of p's specialization; info: the slower preparation. */
-static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_program *prog[2],
+/* The parts p's mode runs, in launch order. */
+static int mode_parts(const tk_attention_bwd_params *p, int part[3]) {
+    if (p->mode != TK_ATTN_BWD_FAST) {
+        part[0] = TK_ATTN_BWD_DQ, part[1] = TK_ATTN_BWD_DKDV;
+        return 2;
+    }
+    part[0] = TK_ATTN_BWD_PREP, part[1] = TK_ATTN_BWD_FUSED, part[2] = TK_ATTN_BWD_CONVERT;
+    return 3;
+}
+
+/* The programs of p's specialization and mode, in launch order; info: the
+ * slowest preparation. */
+static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_program *prog[3],
                               tk_prepare_info *info) {
-    for (int part = 0; part < 2; part++) {
+    int part[3], n = mode_parts(p, part);
+    for (int i = 0; i < n; i++) {
+        /* prep and convert serve both kernel sets, causal or not */
+        bool any = part[i] == TK_ATTN_BWD_PREP || part[i] == TK_ATTN_BWD_CONVERT;
         bwd_key key;
         memset(&key, 0, sizeof key);
-        key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal, key.part = part;
-        key.wgmma = p->kernel == TK_ATTN_WGMMA;
+        key.dtype = p->dtype, key.head_dim = p->head_dim, key.part = part[i];
+        key.causal = !any && p->causal, key.wgmma = !any && p->kernel == TK_ATTN_WGMMA;
         tk_prepare_info one;
-        tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[part], info ? &one : NULL);
+        tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[i], info ? &one : NULL);
         if (s) return s;
-        if (info && (part == 0 || one.ms > info->ms)) *info = one;
+        if (info && (i == 0 || one.ms > info->ms)) *info = one;
     }
     return TK_OK;
 }
@@ -160,7 +201,7 @@ tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_pa
 tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_bwd_params *user,
                                         tk_prepare_info *info) {
     tk_attention_bwd_params p;
-    tk_program *prog[2];
+    tk_program *prog[3];
     tk_status s = read_params(ctx, "tk_attention_backward_prepare", user, &p, true);
     return s ? s : bwd_programs(ctx, &p, prog, info);
 }
@@ -173,10 +214,50 @@ static tk_arg bwd_tensor(const void *data, tk_dtype dt, int rank, const int64_t 
                  : tk_arg_strided((void *)data, dt, rank, dims, strides);
 }
 
+/* The tensors every kernel of a call reads: Q, K, V, dO, L, D. */
+typedef struct bwd_args {
+    tk_arg q, k, v, g, l, dw;
+    float scale;
+} bwd_args;
+
+/* Fast: prep (D, the accumulator zeroed), fused, convert. The accumulator
+ * is [B, Hq, Nq', D] for the mma.sync kernel and [B, Hq, D, Nq'] for the
+ * wgmma one (the layout its tiles are added in); prep and convert see
+ * either as [B, Hq, Nq', D] through strides. */
+static tk_status launch_fast(const tk_attention_bwd_params *p, tk_program *prog[3],
+                             const bwd_args *a, void *stream) {
+    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, p->head_dim};
+    int64_t nq = acc_rows(p), D = p->head_dim, H = p->heads_q;
+    void *base = (char *)p->workspace + acc_offset(p);
+    int64_t nat[4] = {p->batch, H, nq, D}, tr[4] = {p->batch, H, D, nq};
+    int64_t tr_st[4] = {H * D * nq, D * nq, 1, nq};
+    bool t = p->kernel == TK_ATTN_WGMMA;
+    tk_arg acc =
+        t ? tk_arg_strided(base, TK_F32, 4, nat, tr_st) : tk_arg_tensor(base, TK_F32, 4, nat);
+    tk_arg acc_fused = t ? tk_arg_tensor(base, TK_F32, 4, tr) : acc;
+    tk_arg prep[4] = {bwd_tensor(p->o, p->dtype, 4, qd, p->o_strides), a->g, a->dw, acc};
+    tk_status s = tk_launch(prog[0], 4, prep, stream);
+    if (s) return s;
+    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, D};
+    tk_arg fused[10] = {a->q,
+                        a->k,
+                        a->v,
+                        a->g,
+                        a->l,
+                        a->dw,
+                        bwd_tensor(p->dk, p->dtype, 4, kd, p->dk_strides),
+                        bwd_tensor(p->dv, p->dtype, 4, kd, p->dv_strides),
+                        acc_fused,
+                        tk_arg_f32(a->scale)};
+    if ((s = tk_launch(prog[1], 10, fused, stream))) return s;
+    tk_arg conv[3] = {acc, bwd_tensor(p->dq, p->dtype, 4, qd, p->dq_strides), tk_arg_f32(a->scale)};
+    return tk_launch(prog[2], 3, conv, stream);
+}
+
 tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *user, void *stream) {
     tk_attention_bwd_params params;
     const tk_attention_bwd_params *p = &params;
-    tk_program *prog[2];
+    tk_program *prog[3];
     tk_status s = read_params(ctx, "tk_attention_backward", user, &params, true);
     if (!s) s = bwd_programs(ctx, p, prog, NULL);
     if (s) return s;
@@ -184,31 +265,32 @@ tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *user
     int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, p->head_dim};
     int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
     tk_dtype dt = p->dtype;
-    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim);
-    tk_arg q = bwd_tensor(p->q, dt, 4, qd, p->q_strides);
-    tk_arg k = bwd_tensor(p->k, dt, 4, kd, p->k_strides);
-    tk_arg v = bwd_tensor(p->v, dt, 4, kd, p->v_strides);
-    tk_arg g = bwd_tensor(p->dout, dt, 4, qd, p->dout_strides);
-    tk_arg l = bwd_tensor(p->lse, TK_F32, 3, ld, p->lse_strides);
-    tk_arg dw = tk_arg_tensor(p->workspace, TK_F32, 3, ld);
-    tk_arg dq_args[9] = {q,
-                         k,
-                         v,
+    bwd_args a = {.q = bwd_tensor(p->q, dt, 4, qd, p->q_strides),
+                  .k = bwd_tensor(p->k, dt, 4, kd, p->k_strides),
+                  .v = bwd_tensor(p->v, dt, 4, kd, p->v_strides),
+                  .g = bwd_tensor(p->dout, dt, 4, qd, p->dout_strides),
+                  .l = bwd_tensor(p->lse, TK_F32, 3, ld, p->lse_strides),
+                  .dw = tk_arg_tensor(p->workspace, TK_F32, 3, ld),
+                  .scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim)};
+    if (p->mode == TK_ATTN_BWD_FAST) return launch_fast(p, prog, &a, stream);
+    tk_arg dq_args[9] = {a.q,
+                         a.k,
+                         a.v,
                          bwd_tensor(p->o, dt, 4, qd, p->o_strides),
-                         g,
-                         l,
-                         dw,
+                         a.g,
+                         a.l,
+                         a.dw,
                          bwd_tensor(p->dq, dt, 4, qd, p->dq_strides),
-                         tk_arg_f32(scale)};
-    if ((s = tk_launch(prog[TK_ATTN_BWD_DQ], 9, dq_args, stream))) return s;
-    tk_arg kv_args[9] = {q,
-                         k,
-                         v,
-                         g,
-                         l,
-                         dw,
+                         tk_arg_f32(a.scale)};
+    if ((s = tk_launch(prog[0], 9, dq_args, stream))) return s;
+    tk_arg kv_args[9] = {a.q,
+                         a.k,
+                         a.v,
+                         a.g,
+                         a.l,
+                         a.dw,
                          bwd_tensor(p->dk, dt, 4, kd, p->dk_strides),
                          bwd_tensor(p->dv, dt, 4, kd, p->dv_strides),
-                         tk_arg_f32(scale)};
-    return tk_launch(prog[TK_ATTN_BWD_DKDV], 9, kv_args, stream);
+                         tk_arg_f32(a.scale)};
+    return tk_launch(prog[1], 9, kv_args, stream);
 }

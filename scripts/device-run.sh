@@ -202,9 +202,11 @@ if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, sync
   for d in 64 128 256; do
     runs+=("ring_attn 1 2 1 200 333 $d 1 2" "ring_attn 2 2 2 129 65 $d 0 2")
   done
-  for d in 64 128; do # the third wraps the dQ kernel's ring; the fourth has rows without keys
+  for d in 64 128; do # the third wraps the dQ kernel's ring; the fourth has rows without keys;
+    # the last two: the fast mode (fused kernel, dQ through atomics)
     runs+=("ring_attn_bwd 1 4 2 200 333 $d 1" "ring_attn_bwd 2 2 2 150 70 $d 0"
-           "ring_attn_bwd 1 4 2 200 700 $d 1" "ring_attn_bwd 1 2 1 300 70 $d 1")
+           "ring_attn_bwd 1 4 2 200 700 $d 1" "ring_attn_bwd 1 2 1 300 70 $d 1"
+           "ring_attn_bwd 1 4 2 200 333 $d 1 1" "ring_attn_bwd 2 2 2 150 70 $d 0 1")
   done
   sanitize_runs "memcheck synccheck racecheck" "${runs[@]}"
   stamp sanitize

@@ -178,6 +178,47 @@ static void run_interp(problem *p, int wgmma) {
     tk_kernel_destroy(kk);
 }
 
+/* The fast mode: prep, fused, convert, with the f32 accumulator NaN-poisoned
+ * (prep must zero it); the wgmma set keeps it transposed, [B, Hq, D, Nq']. */
+static void run_interp_fast(problem *p, int wgmma) {
+    const bcase *c = &p->c;
+    tk_arg a[NT];
+    for (int i = 0; i < NT; i++) a[i] = ref_tensor_arg(&p->t[i]);
+    int64_t nqp = (c->Nq + 63) / 64 * 64, n = c->B * c->Hq * nqp * c->D;
+    float *acc = malloc(sizeof(float) * (size_t)n);
+    ck_assert_ptr_nonnull(acc);
+    for (int64_t i = 0; i < n; i++) acc[i] = NAN;
+    int64_t nat[4] = {c->B, c->Hq, nqp, c->D}, tr[4] = {c->B, c->Hq, c->D, nqp};
+    int64_t tr_st[4] = {c->Hq * c->D * nqp, c->D * nqp, 1, nqp}; /* natural view of tr */
+    tk_arg acc_nat =
+        wgmma ? tk_arg_strided(acc, TK_F32, 4, nat, tr_st) : tk_arg_tensor(acc, TK_F32, 4, nat);
+    tk_arg acc_fused = wgmma ? tk_arg_tensor(acc, TK_F32, 4, tr) : acc_nat;
+    tk_arg prep_args[4] = {a[T_O], a[T_DO], a[T_DW], acc_nat};
+    tk_arg fused_args[10] = {a[T_Q],  a[T_K],  a[T_V],  a[T_DO],   a[T_L],
+                             a[T_DW], a[T_DK], a[T_DV], acc_fused, tk_arg_f32(p->scale)};
+    tk_arg conv_args[3] = {acc_nat, a[T_DQ], tk_arg_f32(p->scale)};
+    struct {
+        int part, n;
+        tk_arg *args;
+        int64_t gx;
+    } runs[3] = {
+        {TK_ATTN_BWD_PREP, 4, prep_args, (c->Nq + 63) / 64},
+        {TK_ATTN_BWD_FUSED, 10, fused_args, (c->Nkv + (wgmma ? 127 : 63)) / (wgmma ? 128 : 64)},
+        {TK_ATTN_BWD_CONVERT, 3, conv_args, (c->Nq + 63) / 64}};
+    for (int r = 0; r < 3; r++) {
+        tk_kernel *k = build(c, runs[r].part, wgmma);
+        int64_t grid[3];
+        ck_assert_int_eq(tk_kernel_grid(k, runs[r].n, runs[r].args, grid), TK_OK);
+        ck_assert_int_eq(grid[0], runs[r].gx);
+        ck_assert_int_eq(grid[2], c->B);
+        tk_status s = tk_interp_run(k, runs[r].n, runs[r].args);
+        ck_assert_msg(s == TK_OK, "part %d: %s: %s", runs[r].part, tk_status_name(s),
+                      tk_ctx_error(ctx));
+        tk_kernel_destroy(k);
+    }
+    free(acc);
+}
+
 static const bcase cases[] = {
     {1, 1, 1, 1, 1, 64, 0, TK_BF16, 0},
     {1, 2, 2, 17, 17, 64, 1, TK_BF16, 0},
@@ -200,19 +241,28 @@ static const bcase cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-static void check_case(const bcase *c, int wgmma) {
+static void check_case(const bcase *c, int wgmma, int fast) {
+    static const char *where[2][2] = {{"interp", "interp wgmma"},
+                                      {"interp fast", "interp fast wgmma"}};
     problem p;
     problem_init(&p, c, (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)c->D)));
-    run_interp(&p, wgmma);
-    problem_check(&p, wgmma ? "interp wgmma" : "interp");
+    (fast ? run_interp_fast : run_interp)(&p, wgmma);
+    problem_check(&p, where[fast][wgmma]);
     problem_free(&p);
 }
 
-START_TEST(test_bwd) { check_case(&cases[_i], 0); }
+START_TEST(test_bwd) { check_case(&cases[_i], 0, 0); }
 END_TEST
 
 /* The Hopper kernels (on the interpreter: wgmma and the warpgroup tiles). */
-START_TEST(test_bwd_wgmma) { check_case(&cases[_i], 1); }
+START_TEST(test_bwd_wgmma) { check_case(&cases[_i], 1, 0); }
+END_TEST
+
+/* The fast mode on both kernel sets. */
+START_TEST(test_bwd_fast) { check_case(&cases[_i], 0, 1); }
+END_TEST
+
+START_TEST(test_bwd_fast_wgmma) { check_case(&cases[_i], 1, 1); }
 END_TEST
 
 START_TEST(test_bwd_random) {
@@ -226,7 +276,7 @@ START_TEST(test_bwd_random) {
                .bnhd = (int)ref_randint(0, 1)};
     c.Hq = c.Hkv * ref_randint(1, 3);
     if (ref_randint(0, 2) == 0) c.Nkv = c.Nq;
-    check_case(&c, (int)ref_randint(0, 1));
+    check_case(&c, (int)ref_randint(0, 1), (int)ref_randint(0, 1));
 }
 END_TEST
 
@@ -270,9 +320,12 @@ START_TEST(test_bwd_config_errors) {
     c.head_dim = 64, c.causal = -1;
     ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "causal is -1"));
-    c.causal = 0, c.part = 2;
+    c.causal = 0, c.part = 5;
     ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "part is 2"));
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "part is 5"));
+    c.part = -1;
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "part is -1"));
     ck_assert_int_eq(tk_attention_bwd_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_attention_bwd_build(NULL, &c, &k), TK_ERR_INVALID_ARG);
@@ -298,6 +351,26 @@ START_TEST(test_bwd_config_errors) {
     ck_assert_str_eq(tk_kernel_name(k), "tk_attn_bwd_dkdv_bf16_d128_wgmma");
     ck_assert_int_eq(tk_kernel_warps(k), 8);
     ck_assert_uint_eq(tk_kernel_smem_bytes(k), (2 * 128 + 6 * 64) * 128 * 2);
+    tk_kernel_destroy(k);
+    /* the fast mode: prep and convert are one kernel for both sets, causal
+     * or not (4 warps); the fused Hopper kernel adds dSᵀ (128 keys x its
+     * query tile: 32 at D 128) and the f32 dQᵀ tile (D x 32) to the dK/dV
+     * kernel's tiles */
+    c.part = TK_ATTN_BWD_PREP, c.causal = 1;
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_bwd_prep_bf16_d128");
+    ck_assert_int_eq(tk_kernel_warps(k), 4);
+    tk_kernel_destroy(k);
+    c.part = TK_ATTN_BWD_CONVERT, c.dtype = TK_F16, c.head_dim = 64;
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_bwd_convert_f16_d64");
+    tk_kernel_destroy(k);
+    c.part = TK_ATTN_BWD_FUSED, c.dtype = TK_BF16, c.head_dim = 128, c.causal = 0;
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &c, &k), TK_OK);
+    ck_assert_str_eq(tk_kernel_name(k), "tk_attn_bwd_fused_bf16_d128_wgmma");
+    ck_assert_int_eq(tk_kernel_warps(k), 8);
+    ck_assert_uint_eq(tk_kernel_smem_bytes(k),
+                      (2 * 128 * 128 + 2 * 3 * 32 * 128 + 128 * 32) * 2 + 128 * 32 * 4);
     tk_kernel_destroy(k);
 }
 END_TEST
@@ -376,6 +449,11 @@ START_TEST(test_bwd_rejects_bad_params) {
     expect_error(p, "workspace is not 4-byte aligned");
     p = good_params(), p.kernel = 3;
     expect_error(p, "kernel is 3");
+    p = good_params(), p.mode = 2;
+    expect_error(p, "mode is 2");
+    p = good_params(),
+    p.mode = TK_ATTN_BWD_FAST; /* D (to 256 bytes), the accumulator 4x64x64 f32 */
+    expect_error(p, "workspace_bytes is 128; these sizes need 65792");
     /* the Hopper kernels where there is no sm_90a GPU (here: none at all) */
     char arch[16] = "";
     tk_gpu_arch(ctx, arch, sizeof arch);
@@ -398,6 +476,19 @@ START_TEST(test_bwd_workspace) {
     ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_ERR_INVALID_ARG);
     ck_assert_uint_eq(bytes, 0);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "seq_q is 0"));
+    /* fast: D, then at 256 bytes the accumulator of 1000 rows rounded up to 1024 */
+    p.seq_q = 1000, p.mode = TK_ATTN_BWD_FAST;
+    ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "dtype is")); /* its head_dim is needed */
+    p.dtype = TK_BF16, p.head_dim = 128;
+    ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_OK);
+    ck_assert_uint_eq(bytes, (size_t)3 * 8 * 1000 * 4 + (size_t)3 * 8 * 1024 * 128 * 4);
+    p.seq_q = (int64_t)1 << 30, p.heads_q = p.batch = 65535, p.heads_kv = 1;
+    ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "2^62 bytes"));
+    p.mode = 2;
+    ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "mode is 2"));
     p.seq_q = 1;
     ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_attention_backward_workspace(ctx, NULL, &bytes), TK_ERR_INVALID_ARG);
@@ -429,15 +520,17 @@ static void strides_of(int64_t *dst, const ref_tensor *t) {
 
 /* tk_attention_backward on the device copies of p's tensors; the outputs
  * come back into p. */
-static void run_gpu(problem *p, void *dev[NT], int kernel) {
+static void run_gpu(problem *p, void *dev[NT], int kernel, int mode, size_t ws) {
     const bcase *c = &p->c;
-    tk_attention_bwd_params a = {.struct_size = sizeof(tk_attention_bwd_params), .kernel = kernel};
+    tk_attention_bwd_params a = {
+        .struct_size = sizeof(tk_attention_bwd_params), .kernel = kernel, .mode = mode};
     a.dtype = c->dt, a.head_dim = c->D, a.causal = c->causal, a.scale = p->scale;
     a.batch = c->B, a.heads_q = c->Hq, a.heads_kv = c->Hkv, a.seq_q = c->Nq, a.seq_kv = c->Nkv;
     a.q = dev[T_Q], a.k = dev[T_K], a.v = dev[T_V], a.o = dev[T_O], a.dout = dev[T_DO];
     a.lse = dev[T_L], a.dq = dev[T_DQ], a.dk = dev[T_DK], a.dv = dev[T_DV];
     a.workspace = dev[T_DW];
     ck_assert_int_eq(tk_attention_backward_workspace(ctx, &a, &a.workspace_bytes), TK_OK);
+    ck_assert_uint_le(a.workspace_bytes, ws);
     int64_t *st[NT] = {a.q_strides,   a.k_strides, a.v_strides,  a.o_strides,  a.dout_strides,
                        a.lse_strides, NULL,        a.dq_strides, a.dk_strides, a.dv_strides};
     for (int i = 0; i < NT; i++)
@@ -451,15 +544,36 @@ static void run_gpu(problem *p, void *dev[NT], int kernel) {
     }
 }
 
-/* gpu_cases[i] through `kernel` (a tk_attn_kernel). */
-static void gpu_case(int ci, int kernel) {
+/* The workspace of the fast mode (the larger), NaN-poisoned, with the
+ * problem's poisoned D at its start. */
+static void *upload_workspace(const problem *p, size_t *bytes) {
+    const bcase *c = &p->c;
+    tk_attention_bwd_params a = {.struct_size = sizeof a, .mode = TK_ATTN_BWD_FAST};
+    a.dtype = c->dt, a.head_dim = c->D, a.batch = c->B, a.heads_q = c->Hq, a.heads_kv = c->Hkv;
+    a.seq_q = c->Nq, a.seq_kv = c->Nkv;
+    ck_assert_int_eq(tk_attention_backward_workspace(ctx, &a, bytes), TK_OK);
+    float *host = malloc(*bytes);
+    ck_assert_ptr_nonnull(host);
+    for (size_t i = 0; i < *bytes / sizeof(float); i++) host[i] = NAN;
+    void *d = NULL;
+    ck_assert_int_eq(tk_gpu_alloc(ctx, *bytes, &d), TK_OK);
+    ck_assert_int_eq(tk_gpu_upload(ctx, d, host, *bytes), TK_OK);
+    free(host);
+    return d;
+}
+
+/* gpu_cases[i] through `kernel` (a tk_attn_kernel) in `mode`. Then two more
+ * runs (outputs poisoned again): bit-identical, but for the fast mode's dQ,
+ * which must stay within rounding of the first. */
+static void gpu_case(int ci, int kernel, int mode) {
     problem p;
     problem_init(&p, &gpu_cases[ci], 0.0f); /* 0: 1/sqrt(D), the run API's default */
     void *dev[NT];
-    for (int i = 0; i < NT; i++) dev[i] = upload(&p.t[i]);
-    run_gpu(&p, dev, kernel);
-    problem_check(&p, kernel == TK_ATTN_MMA_SYNC ? "gpu mma.sync" : "gpu");
-    /* Two more runs (outputs poisoned again): bit-identical. */
+    size_t ws;
+    for (int i = 0; i < NT; i++) dev[i] = i == T_DW ? upload_workspace(&p, &ws) : upload(&p.t[i]);
+    run_gpu(&p, dev, kernel, mode, ws);
+    static const char *where[2][2] = {{"gpu", "gpu mma.sync"}, {"gpu fast", "gpu fast mma.sync"}};
+    problem_check(&p, where[mode][kernel == TK_ATTN_MMA_SYNC]);
     void *first[NT] = {0};
     for (int i = T_DW; i < NT; i++) first[i] = ref_tensor_snapshot(&p.t[i]);
     for (int r = 0; r < 2; r++) {
@@ -468,11 +582,22 @@ static void gpu_case(int ci, int kernel) {
             memcpy(p.t[i].data, p.before[i], bytes);
             ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], p.t[i].data, bytes), TK_OK);
         }
-        run_gpu(&p, dev, kernel);
-        for (int i = T_DW; i < NT; i++)
-            ck_assert_msg(
-                !memcmp(first[i], p.t[i].data, (size_t)p.t[i].elems * tk_dtype_size(p.t[i].dt)),
-                "run %d: tensor %d differs from the first run", r + 2, i);
+        run_gpu(&p, dev, kernel, mode, ws);
+        for (int i = T_DW; i < NT; i++) {
+            size_t bytes = (size_t)p.t[i].elems * tk_dtype_size(p.t[i].dt);
+            if (mode == TK_ATTN_BWD_FAST && i == T_DQ) {
+                double *x = ref_tensor_to_f64(&p.t[i]);
+                ref_tensor keep = p.t[i];
+                keep.data = first[i];
+                double *y = ref_tensor_to_f64(&keep);
+                double e = ref_rel_err(x, y, ref_tensor_count(&p.t[i]));
+                ck_assert_msg(e <= 1e-2, "run %d: dQ moved by %g from the first run", r + 2, e);
+                free(x), free(y);
+                continue;
+            }
+            ck_assert_msg(!memcmp(first[i], p.t[i].data, bytes),
+                          "run %d: tensor %d differs from the first run", r + 2, i);
+        }
     }
     for (int i = 0; i < NT; i++) {
         tk_gpu_free(ctx, dev[i]);
@@ -481,16 +606,29 @@ static void gpu_case(int ci, int kernel) {
     problem_free(&p);
 }
 
-/* The library's choice (the Hopper kernels on sm_90a), then mma.sync. */
+/* The library's choice (the Hopper kernels on sm_90a), then mma.sync, each
+ * in both modes. */
 START_TEST(test_bwd_on_gpu) {
     if (th_gpu_or_skip(ctx)) return;
-    gpu_case(_i, TK_ATTN_AUTO);
+    gpu_case(_i, TK_ATTN_AUTO, TK_ATTN_BWD_DETERMINISTIC);
 }
 END_TEST
 
 START_TEST(test_bwd_on_gpu_mma_sync) {
     if (th_gpu_or_skip(ctx)) return;
-    gpu_case(_i, TK_ATTN_MMA_SYNC);
+    gpu_case(_i, TK_ATTN_MMA_SYNC, TK_ATTN_BWD_DETERMINISTIC);
+}
+END_TEST
+
+START_TEST(test_bwd_on_gpu_fast) {
+    if (th_gpu_or_skip(ctx)) return;
+    gpu_case(_i, TK_ATTN_AUTO, TK_ATTN_BWD_FAST);
+}
+END_TEST
+
+START_TEST(test_bwd_on_gpu_fast_mma_sync) {
+    if (th_gpu_or_skip(ctx)) return;
+    gpu_case(_i, TK_ATTN_MMA_SYNC, TK_ATTN_BWD_FAST);
 }
 END_TEST
 
@@ -507,6 +645,8 @@ static Suite *bwd_suite(void) {
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_bwd, 0, N_CASES);
     tcase_add_loop_test(tc, test_bwd_wgmma, 0, N_CASES);
+    tcase_add_loop_test(tc, test_bwd_fast, 0, N_CASES);
+    tcase_add_loop_test(tc, test_bwd_fast_wgmma, 0, N_CASES);
     tcase_add_loop_test(tc, test_bwd_random, 0, 6);
     tcase_add_test(tc, test_bwd_deterministic);
     suite_add_tcase(s, tc);
@@ -515,6 +655,9 @@ static Suite *bwd_suite(void) {
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_bwd_on_gpu, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     tcase_add_loop_test(tc, test_bwd_on_gpu_mma_sync, 0,
+                        (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
+    tcase_add_loop_test(tc, test_bwd_on_gpu_fast, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
+    tcase_add_loop_test(tc, test_bwd_on_gpu_fast_mma_sync, 0,
                         (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     suite_add_tcase(s, tc);
     return s;

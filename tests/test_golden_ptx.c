@@ -12,6 +12,7 @@
  * one recorded in the golden file the comparison is skipped with a line. */
 #include <check.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ typedef struct variant {
     tk_attention_bwd_config b;
 } variant;
 
-enum { MAX_VARIANTS = 200 };
+enum { MAX_VARIANTS = 256 };
 
 static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
 
@@ -114,20 +115,24 @@ static int make_variants(variant *v) {
                     snprintf(x->name, sizeof x->name, "attn_wgmma_bf16_d%d_%s", d,
                              c ? "causal" : "full");
                 }
+        static const char *const parts[] = {"dq", "dkdv", "prep", "fused", "convert"};
         for (int wg = 0; wg < 2; wg++)
-            for (int part = 0; part < 2; part++)
+            for (int part = 0; part < 5; part++)
                 for (int dt = 0; dt < 2; dt++)
                     for (int d = 64; d <= 128; d += 64)
                         for (int c = 0; c < 2; c++) {
                             /* the Hopper kernels: sm_90a, bf16 */
                             if (wg && (strcmp(archs[a], "sm_90a") || dt)) continue;
+                            /* prep and convert: one kernel for both sets, causal or not */
+                            bool any = part == TK_ATTN_BWD_PREP || part == TK_ATTN_BWD_CONVERT;
+                            if (any && (wg || c)) continue;
                             variant *x = &v[n++];
                             x->arch = archs[a];
                             x->is_bwd = 1;
                             x->b = (tk_attention_bwd_config){dt ? TK_F16 : TK_BF16, d, c, part, wg};
                             snprintf(x->name, sizeof x->name, "attn_bwd_%s_%s_d%d_%s%s",
-                                     part ? "dkdv" : "dq", dt ? "f16" : "bf16", d,
-                                     c ? "causal" : "full", wg ? "_wgmma" : "");
+                                     parts[part], dt ? "f16" : "bf16", d, c ? "causal" : "full",
+                                     wg ? "_wgmma" : "");
                         }
     }
     return n;

@@ -599,6 +599,25 @@ START_TEST(tma_plan) {
     ck_assert_int_eq(synced_barriers(&pl), 4);
     ck_assert(!pl.generic_engine_tiles); /* wgmma alone reads the stages */
     tk_kernel_destroy(k);
+    /* the fast attention backward's fused kernel: wgmma reads dSᵀ, a tile
+     * the consumers write, until the wait that retires it; so of the loop's
+     * four barriers, the one after that wait syncs the consumers too
+     * (before the next trip's dSᵀ is written), beside the ones after dSᵀ's
+     * and dQᵀ's stores and the one after the engine's add of dQᵀ: 4 (3
+     * without the rule) */
+    tk_attention_bwd_config bc = {TK_BF16, 128, 0, TK_ATTN_BWD_FUSED, 1};
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &bc, &k), TK_OK);
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+    ck_assert_int_eq(pl.producer_warps, 4);
+    ck_assert_int_eq(pl.nmaps, 5); /* Q, K, V, dO and dQacc (the engine's add) */
+    ck_assert(pl.stores);
+    ck_assert_int_eq(synced_barriers(&pl), 4);
+    tk_kernel_destroy(k);
+    bc.part = TK_ATTN_BWD_DKDV; /* the deterministic one: no consumer tile, no sync */
+    ck_assert_int_eq(tk_attention_bwd_build(ctx, &bc, &k), TK_OK);
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+    ck_assert_int_eq(synced_barriers(&pl), 0);
+    tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }
 END_TEST

@@ -119,15 +119,16 @@ typedef struct tk_attention_config {
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
                                         tk_kernel **out);
 
-/* ---- Attention backward (FlashAttention-2, deterministic) --------------------
+/* ---- Attention backward (FlashAttention-2) ----------------------------------
  * The gradients of the forward above, given its O and L and the gradient dO
  * of O (with P = softmax(s), the forward's weights, and D = rowsum(dO∘O)):
  *   dV = Pᵀ·dO     dS = P∘(dO·Vᵀ - D)     dQ = scale·dS·K     dK = scale·dSᵀ·Q
  * summed over the query heads of each kv head's group (GQA). Same masks and
  * conventions as the forward (bottom-right causal; rows without keys get
- * dQ = 0). Two kernels, run in this order (tk_attention_backward in
- * tk/tk_run.h launches both); each output element has one writer and a fixed
- * summation order, so results are bit-identical from run to run:
+ * dQ = 0). Two modes (tk_attention_backward in tk/tk_run.h launches either).
+ * Deterministic: two kernels, run in this order; each output element has one
+ * writer and a fixed summation order, so results are bit-identical from run
+ * to run:
  *   TK_ATTN_BWD_DQ, grid (ceil(Nq/64), Hq, B), parameters in order:
  *     0 Q  [B, Hq,  Nq,  D] dtype     4 dO [B, Hq, Nq, D] dtype
  *     1 K  [B, Hkv, Nkv, D] dtype     5 L  [B, Hq, Nq]    f32 (the forward's)
@@ -140,17 +141,34 @@ TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *
  * scale as in the forward (> 0). Any strides, unit stride in the last dim
  * for the 16-bit tensors. Each kernel has 4 warps; with `wgmma` (the Hopper
  * kernels, sm_90a only: kernels/attention_bwd_hopper.c) 8 consumer warps and
- * 128 rows a block, so the grids' x are ceil(Nq/128) and ceil(Nkv/128). */
+ * 128 rows a block, so the grids' x are ceil(Nq/128) and ceil(Nkv/128).
+ * Fast (non-deterministic): P and dS are computed once, in a kernel over key
+ * blocks that adds each block's share of dQ into an f32 accumulator dQacc
+ * with atomics (so dQ's rounding may differ from run to run); three kernels:
+ *   TK_ATTN_BWD_PREP, grid (ceil(Nq/64), Hq, B), 4 warps (either set):
+ *     0 O, 1 dO, 2 Dw (written: D), 3 dQacc [B, Hq, Nq', D] f32 (written:
+ *     zeros), with Nq' = Nq rounded up to 64 (rows of whole tiles);
+ *   TK_ATTN_BWD_FUSED, the DKDV kernel's grid and parameters 0-7, then
+ *     8 dQacc (f32; added into), 9 scale. dQacc is [B, Hq, Nq', D] for the
+ *     mma.sync kernel and [B, Hq, D, Nq'] (transposed) for the wgmma one:
+ *     the layout each adds whole tiles of, unmasked (its strides are any);
+ *   TK_ATTN_BWD_CONVERT, grid (ceil(Nq/64), Hq, B), 4 warps (either set):
+ *     0 dQacc (read as [B, Hq, Nq', D]: a transposed one through its
+ *     strides), 1 dQ [B, Hq, Nq, D] dtype (written), 2 scale.
+ * PREP and CONVERT do not depend on causal or wgmma (the names say so). */
 typedef enum tk_attention_bwd_part {
-    TK_ATTN_BWD_DQ = 0,
-    TK_ATTN_BWD_DKDV = 1
+    TK_ATTN_BWD_DQ = 0,     /* deterministic: dQ (and D)                     */
+    TK_ATTN_BWD_DKDV = 1,   /* deterministic: dK, dV                         */
+    TK_ATTN_BWD_PREP = 2,   /* fast: D, and the dQ accumulator zeroed        */
+    TK_ATTN_BWD_FUSED = 3,  /* fast: dK, dV, dQ's share added into the acc.  */
+    TK_ATTN_BWD_CONVERT = 4 /* fast: dQ = scale * accumulator, in the dtype  */
 } tk_attention_bwd_part;
 
 typedef struct tk_attention_bwd_config {
     tk_dtype dtype; /* TK_BF16 or TK_F16                                       */
     int head_dim;   /* 64 or 128                                               */
     int causal;     /* 0 or 1                                                  */
-    int part;       /* a tk_attention_bwd_part: which of the two kernels      */
+    int part;       /* a tk_attention_bwd_part: which kernel                  */
     int wgmma;      /* 1: the Hopper kernels (above), 0: mma.sync             */
 } tk_attention_bwd_config;
 

@@ -97,17 +97,30 @@ TK_API tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params 
  * forward's L. Shapes, strides (all zero: dense [B,H,N,D]), GQA and causal
  * alignment as in tk_attention_params; dq is [B, Hq, Nq, D], dk and dv
  * [B, Hkv, Nkv, D] (summed over each kv head's query heads), all in dtype.
- * Deterministic: the same inputs give bit-identical gradients (no atomics;
- * the cost is computing P and dS twice, in a dQ kernel and a dK/dV kernel).
+ * `mode` (tk_attn_bwd_mode):
+ *   TK_ATTN_BWD_DETERMINISTIC (0, the default): the same inputs give
+ *     bit-identical gradients. No atomics; the cost is computing P and dS
+ *     twice, in a dQ kernel and a dK/dV kernel (7 matrix products of the
+ *     forward's size instead of 5).
+ *   TK_ATTN_BWD_FAST: one kernel over key blocks computes P and dS once and
+ *     adds each block's share of dQ into an f32 accumulator with atomics, so
+ *     dQ's last bits may differ from run to run (dK, dV stay bit-identical);
+ *     a first kernel zeroes the accumulator, a last one converts it.
  * `kernel` picks the kernel set as in the forward (TK_ATTN_AUTO: the Hopper
  * kernels on sm_90a, as tk_attention_kernel_for answers for the forward).
  *
- * Scratch: the row dot products D = rowsum(dO∘O), f32 [B, Hq, Nq], in
- * `workspace`, a device buffer of at least tk_attention_backward_workspace
- * bytes (workspace_bytes says how large it is); nothing is allocated per
- * call. It must not be used by anything else until the call's kernels have
- * run (stream order).
+ * Scratch: the row dot products D = rowsum(dO∘O), f32 [B, Hq, Nq], and in
+ * the fast mode the f32 dQ accumulator (4·B·Hq·D·Nq' bytes, Nq' = Nq
+ * rounded up to 64), in `workspace`, a device buffer of at least
+ * tk_attention_backward_workspace bytes (workspace_bytes says how large it
+ * is); nothing is allocated per call. It must not be used by anything else
+ * until the call's kernels have run (stream order).
  * struct_size: as in tk_attention_params (TK_ATTENTION_BWD_PARAMS_INIT). */
+typedef enum tk_attn_bwd_mode {
+    TK_ATTN_BWD_DETERMINISTIC = 0, /* bit-identical gradients (the default) */
+    TK_ATTN_BWD_FAST = 1           /* P and dS once; dQ through f32 atomics */
+} tk_attn_bwd_mode;
+
 typedef struct tk_attention_bwd_params {
     size_t struct_size;
     tk_dtype dtype;   /* TK_BF16 or TK_F16 (q, k, v, o, dout, dq, dk, dv) */
@@ -127,6 +140,8 @@ typedef struct tk_attention_bwd_params {
     int32_t kernel; /* tk_attn_kernel: TK_ATTN_AUTO (the Hopper kernels on
                        sm_90a), TK_ATTN_MMA_SYNC or TK_ATTN_WGMMA; a
                        struct_size that ends before it reads as auto     */
+    int32_t mode;   /* tk_attn_bwd_mode; a struct_size that ends before it
+                       reads as TK_ATTN_BWD_DETERMINISTIC                 */
 } tk_attention_bwd_params;
 
 /* designated in C, as TK_GEMM_PARAMS_INIT below */
@@ -139,15 +154,15 @@ typedef struct tk_attention_bwd_params {
 #endif
 
 /* The workspace bytes tk_attention_backward needs for p's sizes (batch,
- * heads_q, seq_q; pointers may still be NULL). */
+ * heads_q, seq_q, and head_dim and mode; pointers may still be NULL). */
 TK_API tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *p,
                                                  size_t *bytes);
-/* Checks the parameters and readies both kernels of their specialization
- * (info: the slower of the two, may be NULL). */
+/* Checks the parameters and readies the kernels of their specialization and
+ * mode (info: the slowest, may be NULL). */
 TK_API tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_bwd_params *p,
                                                tk_prepare_info *info);
-/* Checks, prepares and launches the dQ kernel then the dK/dV kernel on
- * `stream`. Asynchronous. */
+/* Checks, prepares and launches the mode's kernels on `stream` (the dQ
+ * kernel then the dK/dV kernel; fast: prep, fused, convert). Asynchronous. */
 TK_API tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *p, void *stream);
 
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16

@@ -208,6 +208,8 @@ BWD_PROBES = [
     (dict(dout_strides=(_lib._I64x4)(1, 1, 1, 2)), r"dout_strides\[3\] is 2"),
     (dict(dk_strides=(_lib._I64x4)(1, 1, 1, 2)), r"dk_strides\[3\] is 2"),
     (dict(lse_strides=(_lib._I64x3)(1, -1, 1)), r"lse_strides\[1\] is negative"),
+    (dict(mode=3), "mode is 3"),
+    (dict(mode=1, workspace_bytes=1024), "workspace_bytes is 1024"),  # the accumulator's room
 ]
 
 
@@ -221,6 +223,9 @@ def test_backward_workspace_size():
     n = ctypes.c_size_t()
     _lib.call("tk_attention_backward_workspace", ctypes.byref(_bwd()), ctypes.byref(n))
     assert n.value >= 4 * 1 * 2 * 64  # f32 [B, Hq, Nq]
+    fast = ctypes.c_size_t()
+    _lib.call("tk_attention_backward_workspace", ctypes.byref(_bwd(mode=1)), ctypes.byref(fast))
+    assert fast.value >= n.value + 4 * 1 * 2 * 64 * 128  # and the f32 dQ accumulator
 
 
 @pytest.mark.skipif(_has_gpu(), reason="checks the no-GPU path")

@@ -52,7 +52,7 @@ def _cpu_fwd(q, k, v, causal, scale, layout, kernel):
     return _definition(q, k, v, causal, scale, layout)
 
 
-def _cpu_bwd(dout, q, k, v, o, lse, causal, scale, layout, kernel):
+def _cpu_bwd(dout, q, k, v, o, lse, causal, scale, layout, kernel, deterministic):
     # By hand: a custom op's kernel runs below autograd, so no autograd here.
     qf, kf, vf, of, df = _bhnd_f32((q, k, v, o, dout), layout)
     g = qf.shape[1] // kf.shape[1]
@@ -128,7 +128,7 @@ def test_dlpack_arrays_are_read_in_place():
 @pytest.mark.parametrize("layout", ["bhnd", "bnhd"])
 def test_autograd_function_routes_gradients(layout):
     q, k, v = _qkv(layout)
-    o, lse = _torch.AttentionFunction.apply(q, k, v, True, 0.2, layout, "auto")
+    o, lse = _torch.AttentionFunction.apply(q, k, v, True, 0.2, layout, "auto", False)
     assert not lse.requires_grad
     dout = torch.randn_like(o)
     o.backward(dout)
@@ -161,7 +161,7 @@ def test_torch_compile_keeps_attention_opaque():
     # eager on the stand-ins, through the autograd Function
     for t in (q, k, v):
         t.grad = None
-    o, _ = _torch.AttentionFunction.apply(q, k, v, True, None, "bnhd", "auto")
+    o, _ = _torch.AttentionFunction.apply(q, k, v, True, None, "bnhd", "auto", True)
     eager = o.float().square().sum()
     eager.backward()
     assert torch.equal(loss, eager)

@@ -151,15 +151,19 @@ def _rel_err(x, ref):
     return ((x.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
-# "auto" is the Hopper kernels on sm_90a; "mma_sync" runs everywhere
+# "auto" is the Hopper kernels on sm_90a; "mma_sync" runs everywhere; each in
+# both backward modes
+@pytest.mark.parametrize("deterministic", [True, False])
 @pytest.mark.parametrize("kernel", ["auto", "mma_sync"])
 @pytest.mark.parametrize("b,hq,hkv,nq,nkv,d,causal,dtype,layout", GRAD_SHAPES,
                          ids=_ids(GRAD_SHAPES))
-def test_attention_gradients(b, hq, hkv, nq, nkv, d, causal, dtype, layout, kernel):
+def test_attention_gradients(b, hq, hkv, nq, nkv, d, causal, dtype, layout, kernel,
+                             deterministic):
     torch.manual_seed(nq + 7 * nkv)
     q, k, v = _qkv(b, hq, hkv, nq, nkv, d, dtype, layout, requires_grad=True)
     dout = torch.randn_like(q)
-    o = tilekittens.attention(q, k, v, causal=causal, layout=layout, kernel=kernel)
+    o = tilekittens.attention(q, k, v, causal=causal, layout=layout, kernel=kernel,
+                              deterministic=deterministic)
     o.backward(dout)
     rq, rk, rv = (t.detach().float().requires_grad_() for t in (q, k, v))
     ref_o, _ = reference(rq, rk, rv, causal, 1 / math.sqrt(d), layout)
@@ -181,15 +185,25 @@ def test_attention_gradient_of_a_sum():
         assert _rel_err(got, ref) < 2e-2
 
 
-def test_backward_is_deterministic():
+@pytest.mark.parametrize("how", ["argument", "torch switch"])
+def test_backward_is_deterministic(how):
     q, k, v = _qkv(2, 4, 2, 300, 300, 128, BF16, "bhnd", requires_grad=True)
     grads = []
-    for _ in range(2):
-        for t in (q, k, v):
-            t.grad = None
-        tilekittens.attention(q, k, v, causal=True).float().square().sum().backward()
-        grads.append([t.grad.clone() for t in (q, k, v)])
-    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    was = torch.are_deterministic_algorithms_enabled()
+    try:
+        if how == "torch switch":  # deterministic=None follows it
+            torch.use_deterministic_algorithms(True)
+        for _ in range(3):
+            for t in (q, k, v):
+                t.grad = None
+            o = tilekittens.attention(q, k, v, causal=True,
+                                      deterministic=True if how == "argument" else None)
+            o.float().square().sum().backward()
+            grads.append([t.grad.clone() for t in (q, k, v)])
+    finally:
+        torch.use_deterministic_algorithms(was)
+    assert all(torch.equal(a, b) for a, b in zip(grads[0], grads[1]))
+    assert all(torch.equal(a, b) for a, b in zip(grads[0], grads[2]))
 
 
 # (M, N, K, in dtype, out dtype, transpose_b)

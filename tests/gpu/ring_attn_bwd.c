@@ -1,9 +1,11 @@
 /* The attention backward's Hopper kernels at one shape, for compute-sanitizer
  * (scripts/device-run.sh sanitize), as tests/gpu/ring_attn.c is for the
  * forward:
- *   ring_attn_bwd B HQ HKV NQ NKV D CAUSAL
+ *   ring_attn_bwd B HQ HKV NQ NKV D CAUSAL [MODE]
  * bf16, [B, H, N, D] dense. The forward (mma.sync) makes O and L; then the
- * backward runs on the Hopper kernels and on the mma.sync ones, each into
+ * backward runs on the Hopper kernels in MODE (a tk_attn_bwd_mode: 0, the
+ * default, deterministic; 1 fast) and on the deterministic mma.sync ones,
+ * each into
  * gradients poisoned with NaN (all-ones bits), and the two are compared:
  * both are checked against float64 by tests/test_attention_bwd.c, so here a
  * relative difference above 1e-2 (or a NaN: an element not written) means
@@ -39,10 +41,11 @@ static double rel_diff(const uint16_t *a, const uint16_t *b, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 8) {
-        fprintf(stderr, "usage: ring_attn_bwd B HQ HKV NQ NKV D CAUSAL\n");
+    if (argc != 8 && argc != 9) {
+        fprintf(stderr, "usage: ring_attn_bwd B HQ HKV NQ NKV D CAUSAL [MODE]\n");
         return 2;
     }
+    int mode = argc == 9 ? atoi(argv[8]) : TK_ATTN_BWD_DETERMINISTIC;
     int64_t b = atoll(argv[1]), hq = atoll(argv[2]), hkv = atoll(argv[3]), nq = atoll(argv[4]),
             nkv = atoll(argv[5]), d = atoll(argv[6]);
     int causal = atoi(argv[7]);
@@ -65,7 +68,7 @@ int main(int argc, char **argv) {
             host[i][j] = tk_f32_to_bf16(4.0f * rand() / RAND_MAX - 2.0f);
         if (i <= G && tk_gpu_upload(ctx, dev[i], host[i], n[i] * 2)) return fail(ctx, "upload");
     }
-    if (tk_gpu_alloc(ctx, nl * 4, &dl) || tk_gpu_alloc(ctx, nl * 4, &ws)) return fail(ctx, "L");
+    if (tk_gpu_alloc(ctx, nl * 4, &dl)) return fail(ctx, "L");
     tk_attention_params f = {.struct_size = sizeof f,
                              .dtype = TK_BF16,
                              .head_dim = (int32_t)d,
@@ -100,12 +103,16 @@ int main(int argc, char **argv) {
                                  .dq = dev[DQ],
                                  .dk = dev[DK],
                                  .dv = dev[DV],
-                                 .workspace = ws,
-                                 .workspace_bytes = nl * 4};
-    const int kernels[2] = {TK_ATTN_WGMMA, TK_ATTN_MMA_SYNC};
+                                 .mode = TK_ATTN_BWD_FAST};
+    if (tk_attention_backward_workspace(ctx, &p, &p.workspace_bytes) ||
+        tk_gpu_alloc(ctx, p.workspace_bytes, &ws))
+        return fail(ctx, "workspace");
+    p.workspace = ws;
+    const int kernels[2] = {TK_ATTN_WGMMA, TK_ATTN_MMA_SYNC}, modes[2] = {mode, 0};
     double worst = 0;
     for (int r = 0; r < 2; r++) {
-        p.kernel = kernels[r];
+        p.kernel = kernels[r], p.mode = modes[r];
+        if (tk_gpu_memset(ctx, ws, 0xff, p.workspace_bytes)) return fail(ctx, "poison");
         for (int i = DQ; i < NT; i++)
             if (tk_gpu_memset(ctx, dev[i], 0xff, n[i] * 2)) return fail(ctx, "poison");
         if (tk_attention_backward(ctx, &p, NULL) || tk_gpu_sync(ctx))
@@ -121,10 +128,10 @@ int main(int argc, char **argv) {
             }
         }
     }
-    printf("ring_attn_bwd B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%lld %s: rel err wgmma vs "
+    printf("ring_attn_bwd B%lld Hq%lld Hkv%lld Nq%lld Nkv%lld D%lld %s: rel err wgmma%s vs "
            "mma.sync %.2e\n",
            (long long)b, (long long)hq, (long long)hkv, (long long)nq, (long long)nkv, (long long)d,
-           causal ? "causal" : "full", worst);
+           causal ? "causal" : "full", mode ? " (fast)" : "", worst);
     for (int i = 0; i < NT; i++) tk_gpu_free(ctx, dev[i]), free(host[i]);
     for (int i = 0; i < 3; i++) free(first[i]);
     tk_gpu_free(ctx, dl), tk_gpu_free(ctx, ws);

@@ -43,7 +43,8 @@ def _torch_side():
     return _torch
 
 
-def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False, kernel="auto"):
+def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False, kernel="auto",
+              deterministic=None):
     """Softmax attention, o = softmax(scale * q kᵀ [causal mask]) v.
 
     q: [B, Hq, Nq, D], k and v: [B, Hkv, Nkv, D] with layout="bhnd", or
@@ -55,11 +56,15 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
     log-sum-exp of each score row, f32 [B, Hq, Nq]. Differentiable in q, k, v.
     Runs on the current CUDA stream. kernel: "auto" (the Hopper kernels on
     sm_90a, mma.sync elsewhere), "mma_sync" or "wgmma" (sm_90a only), for
-    the forward and the backward alike.
+    the forward and the backward alike. deterministic: the backward's mode,
+    True for bit-identical gradients (P and dS computed twice), False for the
+    fast mode (dQ added with float atomics, so its last bits vary from run to
+    run); None (default) follows torch.are_deterministic_algorithms_enabled().
     Arrays of other frameworks (CuPy, JAX, ...: anything with __dlpack__)
     are read in place through DLPack; results are torch tensors, which those
     frameworks take back with their from_dlpack."""
-    return _torch_side().attention(q, k, v, causal, scale, layout, return_lse, kernel)
+    return _torch_side().attention(q, k, v, causal, scale, layout, return_lse, kernel,
+                                   deterministic)
 
 
 def gemm(a, b, transpose_b=False, out_dtype=None):

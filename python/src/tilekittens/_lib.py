@@ -86,6 +86,7 @@ class AttentionBwdParams(_Params):
         ("dv_strides", _I64x4),
         ("lse_strides", _I64x3),
         ("kernel", ctypes.c_int32),
+        ("mode", ctypes.c_int32),  # tk_attn_bwd_mode: 0 deterministic, 1 fast
     ]
 
 

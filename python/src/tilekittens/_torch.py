@@ -42,7 +42,7 @@ def _attention_fwd(q, k, v, causal, scale, layout, kernel):
     return o, lse
 
 
-def _attention_bwd(dout, q, k, v, o, lse, causal, scale, layout, kernel):
+def _attention_bwd(dout, q, k, v, o, lse, causal, scale, layout, kernel, deterministic):
     s = _checks.attention(q, k, v, causal, scale, layout, kernel)
     if tuple(dout.shape) != tuple(o.shape):
         raise ValueError(f"tilekittens: the gradient of o is {tuple(dout.shape)}, o is "
@@ -59,7 +59,8 @@ def _attention_bwd(dout, q, k, v, o, lse, causal, scale, layout, kernel):
     p = _lib.AttentionBwdParams(
         dtype=s.dtype, head_dim=s.head_dim, causal=int(s.causal), scale=s.scale,
         batch=s.batch, heads_q=s.heads_q, heads_kv=s.heads_kv, seq_q=s.seq_q, seq_kv=s.seq_kv,
-        lse=lse.data_ptr(), lse_strides=_I64x3(*lse.stride()), kernel=s.kernel)
+        lse=lse.data_ptr(), lse_strides=_I64x3(*lse.stride()), kernel=s.kernel,
+        mode=0 if deterministic else 1)
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("dout", dout), ("dq", dq),
                     ("dk", dk), ("dv", dv)):
         setattr(p, name, t.data_ptr())
@@ -101,7 +102,7 @@ def _attention_fwd_fake(q, k, v, causal, scale, layout, kernel):
     return q.new_empty(q.shape), q.new_empty((b, h, n), dtype=torch.float32)
 
 
-def _attention_bwd_fake(dout, q, k, v, o, lse, causal, scale, layout, kernel):
+def _attention_bwd_fake(dout, q, k, v, o, lse, causal, scale, layout, kernel, deterministic):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -124,7 +125,8 @@ def _register():
          " -> (Tensor, Tensor)"),
         ("attention_bwd", _attention_bwd, _attention_bwd_fake,
          "(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, bool causal,"
-         " float? scale, str layout, str kernel) -> (Tensor, Tensor, Tensor)"),
+         " float? scale, str layout, str kernel, bool deterministic)"
+         " -> (Tensor, Tensor, Tensor)"),
         ("gemm", _gemm, _gemm_fake,
          "(Tensor a, Tensor b, bool transpose_b, ScalarType? out_dtype) -> Tensor"),
     ):
@@ -138,14 +140,15 @@ attention_fwd_op, attention_bwd_op, gemm_op = _register()
 
 
 class AttentionFunction(torch.autograd.Function):
-    """o, lse = AttentionFunction.apply(q, k, v, causal, scale, layout, kernel);
-    lse carries no gradient."""
+    """o, lse = AttentionFunction.apply(q, k, v, causal, scale, layout, kernel,
+    deterministic); lse carries no gradient."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, layout, kernel):
+    def forward(ctx, q, k, v, causal, scale, layout, kernel, deterministic):
         o, lse = attention_fwd_op(q, k, v, causal, scale, layout, kernel)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.scale, ctx.layout, ctx.kernel = causal, scale, layout, kernel
+        ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -153,8 +156,8 @@ class AttentionFunction(torch.autograd.Function):
     def backward(ctx, dout, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = attention_bwd_op(dout, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.layout,
-                                      ctx.kernel)
-        return dq, dk, dv, None, None, None, None
+                                      ctx.kernel, ctx.deterministic)
+        return dq, dk, dv, None, None, None, None, None
 
 
 def _compiling():
@@ -171,7 +174,7 @@ def _from_dlpack(x):
     return torch.from_dlpack(x)
 
 
-def attention(q, k, v, causal, scale, layout, return_lse, kernel):
+def attention(q, k, v, causal, scale, layout, return_lse, kernel, deterministic):
     q, k, v = (_from_dlpack(t) for t in (q, k, v))
     # Checked before autograd is involved, so a mistake is reported at the
     # call. While torch.compile traces, the ops check at run time instead
@@ -179,7 +182,10 @@ def attention(q, k, v, causal, scale, layout, return_lse, kernel):
     if not _compiling():
         _checks.attention(q, k, v, causal, scale, layout, kernel)
     scale = None if scale is None else float(scale)
-    o, lse = AttentionFunction.apply(q, k, v, bool(causal), scale, layout, kernel)
+    if deterministic is None:  # torch's own switch, as its SDPA backward reads it
+        deterministic = torch.are_deterministic_algorithms_enabled()
+    o, lse = AttentionFunction.apply(q, k, v, bool(causal), scale, layout, kernel,
+                                     bool(deterministic))
     return (o, lse) if return_lse else o
 
 
