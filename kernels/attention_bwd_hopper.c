@@ -210,25 +210,25 @@ static void qg_pair(const stream *s, tk_value *t, tk_value **h, tk_value **q0) {
 static void copy_qg(const stream *s, tk_value *t, tk_value *st) {
     tk_value *h, *r;
     qg_pair(s, t, &h, &r);
-    for (int i = 0; i < 2; i++) copy_rows(s->w, tk_stage(s->w->k, s->ring[i], st), s->view[i], h, r);
+    for (int i = 0; i < 2; i++)
+        copy_rows(s->w, tk_stage(s->w->k, s->ring[i], st), s->view[i], h, r);
 }
 
-/* Trip t's share of dQ: dQᵀ, rows head dims d0.. and warpgroup g's query
- * columns qoff.. (see dkdv), through the f32 shared tile sq (D x the query
- * tile) into the accumulator dQacc, [B, Hq, D, Nq rounded up to 64]: after
- * a barrier the copy engine adds the whole tile in L2
- * (tk_copy_to_global_add), one bulk reduction instead of an atomic per
- * element; the next barrier waits for its reads of sq. */
-static void add_dq(bwd *w, const bwd_io *io, const stream *s, tk_value *sq, tk_value *dq,
-                   tk_value *t, tk_value *d0, tk_value *qoff) {
+/* Trip t's share of dQ (t >= 0), dQᵀ: the f32 shared tile sq (D x the
+ * query tile; each warpgroup stores its piece, see dkdv) added into the
+ * accumulator dQacc, [B, Hq, D, Nq rounded up to 64], by the copy engine's
+ * reduction in L2 (tk_copy_to_global_add): one bulk operation instead of an
+ * atomic per element. Issued after the barrier that follows the stores (the
+ * next trip's first), it needs no barrier of its own; the one after it
+ * waits for its reads of sq, long before the next store. */
+static void add_dq(bwd *w, const bwd_io *io, const stream *s, tk_value *sq, tk_value *t) {
     tk_kernel *k = w->k;
-    tk_value *at[2] = {d0, qoff};
-    tk_store(k, sq, at, dq);
-    tk_barrier(k);
+    tk_if_begin(k, tk_ge(k, t, i32c(k, 0)));
     tk_value *h, *q0;
     qg_pair(s, t, &h, &q0);
     tk_value *idx[4] = {w->b, h, i32c(k, 0), q0};
     tk_copy_to_global_add(k, io->acc, idx, sq);
+    tk_if_end(k, 0, NULL, NULL);
 }
 
 /* The dK/dV kernel, or (fused) the non-deterministic mode's one kernel,
@@ -276,10 +276,12 @@ static void dkdv(bwd *w, bool fused) {
                  .head = tk_mul(k, hk, group),
                  .lo = qlo,
                  .per = nvis,
-                 /* fused: the blocks of a head (running at once) start at
-                  * different query tiles, so their adds into dQacc do not
-                  * meet on one tile */
-                 .rot = fused ? tk_block_id(k, 0) : NULL};
+                 /* fused, not causal: the blocks of a head (running at
+                  * once) start at different query tiles, so their adds into
+                  * dQacc do not meet on one tile (+10-16% at N 16384 on the
+                  * H200); causal blocks start at their diagonals already, and
+                  * rotated ran 17-20% slower at D 64 */
+                 .rot = fused && !w->causal ? tk_block_id(k, 0) : NULL};
     /* fused: dSᵀ in NP column pieces; warpgroup g's dQᵀ rows (head dims
      * d0..) and piece */
     tk_value *sDS = fused ? tk_shared(k, dt, ROWS, BN, TK_SMEM_SWIZZLE, NP) : NULL;
@@ -298,6 +300,7 @@ static void dkdv(bwd *w, bool fused) {
     {
         tk_value *st = stream_wait(k, t), *h, *q0;
         qg_pair(&qg, t, &h, &q0);
+        if (fused) add_dq(w, &io, &qg, sQ, tk_sub(k, t, i32c(k, 1))); /* the last trip's */
         tk_value *qst = tk_stage(k, qg.ring[0], st), *gst = tk_stage(k, qg.ring[1], st);
         tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sK, qst, row);
         tk_value *dp = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, acc_type(BQ)), sV, gst, row);
@@ -331,12 +334,17 @@ static void dkdv(bwd *w, bool fused) {
              * wgmma (C7514) if a register of one still in flight at the loop's
              * back edge is read by other instructions, as the adds would */
             next[0] = tk_wgmma_wait(k, next[0], 1);
-            add_dq(w, &io, &qg, sQ, tk_wgmma_wait(k, dq, 1), t, d0, qoff);
+            tk_value *at[2] = {d0, qoff};
+            tk_store(k, sQ, at, tk_wgmma_wait(k, dq, 1));
         }
     }
     tk_for_end(k, 2, next, fin);
     fin[0] = tk_wgmma_wait(k, fin[0], 1);
     fin[1] = tk_wgmma_wait(k, fin[1], 0);
+    if (fused) { /* the last trip's dQ share */
+        tk_barrier(k);
+        add_dq(w, &io, &qg, sQ, tk_sub(k, qg.n, i32c(k, 1)));
+    }
     tk_async_wait(k, 0);
 
     tk_value *idx[4] = {w->b, hk, kw, i32c(k, 0)};

@@ -94,7 +94,8 @@ def test_fake_functions_give_the_real_shapes():
     o, lse = torch.ops.tilekittens.attention_fwd(q, k, k, True, None, "bnhd", "auto")
     assert o.shape == q.shape and o.dtype == BF16 and o.is_contiguous()
     assert lse.shape == (2, 8, 100) and lse.dtype == torch.float32
-    dq, dk, dv = torch.ops.tilekittens.attention_bwd(o, q, k, k, o, lse, True, None, "bnhd")
+    dq, dk, dv = torch.ops.tilekittens.attention_bwd(o, q, k, k, o, lse, True, None, "bnhd",
+                                                     "auto", True)
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
     a = torch.empty(5, 7, dtype=BF16, device="meta")
     c = torch.ops.tilekittens.gemm(a, torch.empty(9, 7, dtype=BF16, device="meta"), True,

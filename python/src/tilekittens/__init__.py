@@ -44,7 +44,7 @@ def _torch_side():
 
 
 def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False, kernel="auto",
-              deterministic=None):
+              deterministic=True):
     """Softmax attention, o = softmax(scale * q kᵀ [causal mask]) v.
 
     q: [B, Hq, Nq, D], k and v: [B, Hkv, Nkv, D] with layout="bhnd", or
@@ -57,9 +57,10 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
     Runs on the current CUDA stream. kernel: "auto" (the Hopper kernels on
     sm_90a, mma.sync elsewhere), "mma_sync" or "wgmma" (sm_90a only), for
     the forward and the backward alike. deterministic: the backward's mode,
-    True for bit-identical gradients (P and dS computed twice), False for the
-    fast mode (dQ added with float atomics, so its last bits vary from run to
-    run); None (default) follows torch.are_deterministic_algorithms_enabled().
+    True (default) for bit-identical gradients (P and dS computed twice),
+    False for the fast mode (P and dS once, dQ added with float atomics, so
+    its last bits vary from run to run; on an H200 it is not yet faster:
+    bench/RESULTS.md); None follows torch.are_deterministic_algorithms_enabled().
     Arrays of other frameworks (CuPy, JAX, ...: anything with __dlpack__)
     are read in place through DLPack; results are torch tensors, which those
     frameworks take back with their from_dlpack."""
