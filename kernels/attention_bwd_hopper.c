@@ -286,9 +286,12 @@ static void dkdv(bwd *w, bool fused) {
      * d0..) and piece */
     tk_value *sDS = fused ? tk_shared(k, dt, ROWS, BN, TK_SMEM_SWIZZLE, NP) : NULL;
     tk_value *sQ = fused ? tk_shared(k, TK_F32, D, BQ, TK_SMEM_SWIZZLE, 1) : NULL; /* dQᵀ */
-    tk_value *d0 = NP == 1 ? row : i32c(k, 0), *piece = NULL;
-    tk_value *qoff = NP == 1 ? i32c(k, 0) : tk_mul(k, wg, i32c(k, BN));
-    if (fused) piece = NP == 1 ? sDS : tk_stage(k, sDS, wg);
+    tk_value *d0 = NULL, *qoff = NULL, *piece = NULL;
+    if (fused) {
+        d0 = NP == 1 ? row : i32c(k, 0);
+        qoff = NP == 1 ? i32c(k, 0) : tk_mul(k, wg, i32c(k, BN));
+        piece = NP == 1 ? sDS : tk_stage(k, sDS, wg);
+    }
     copy_rows(w, sK, io.K, hk, k0);
     copy_rows(w, sV, io.V, hk, k0);
     stream_start(&qg);
