@@ -245,7 +245,9 @@ static void dkdv(bwd *w, bool fused) {
      * (bench/RESULTS.md, session 11), 32 ran 20% faster there (the
      * diagonal's masked work and the tiles before the first query that sees
      * the block shrink with the tile) but 5-12% slower without the mask,
-     * and 12-17% slower causal at D 64, where a trip's fixed cost weighs more */
+     * and 12-17% slower causal at D 64, where a trip's fixed cost weighs more;
+     * fused, 32 at D 128 always: 64 spills ~700 bytes (dQᵀ's registers too)
+     * and measured only 5% faster (session 12) */
     w->tile = (w->causal || fused) && w->D == 128 ? 32 : 64;
     const int D = w->D, BQ = w->tile, NP = D == 64 ? 2 : 1, BN = BQ / NP;
     tk_dtype dt = w->dt;
