@@ -167,6 +167,21 @@ static void copy_tile(bwd *w, tk_value *ring, tk_value *st, tk_value *view, tk_v
     tk_copy_to_shared(k, tk_stage(k, ring, st), view, idx, 0.0f, TK_COPY_ASYNC);
 }
 
+/* D = rowsum(dO∘O) in f32 of the warp's 16 rows from qw (the dQ kernel and
+ * prep), with dO's slices left in g. */
+static tk_value *row_dots(bwd *w, tk_value *dO, tk_value *O, tk_value *h, tk_value *qw,
+                          tk_value **g) {
+    tk_kernel *k = w->k;
+    tk_value *o[8];
+    load_rows(w, dO, h, qw, g);
+    load_rows(w, O, h, qw, o);
+    tk_value *dv = tk_zeros(k, tk_vec_type(TK_F32, WR, TK_PER_ROW, TK_WARP, TK_ROW));
+    for (int d = 0; d < w->ND; d++)
+        dv = tk_add(k, dv,
+                    tk_row_sum(k, tk_mul(k, tk_cvt(k, g[d], TK_F32), tk_cvt(k, o[d], TK_F32))));
+    return dv;
+}
+
 /* ---- dQ (and D) ---------------------------------------------------------- */
 static void build_dq(bwd *w) {
     tk_kernel *k = w->k;
@@ -189,15 +204,10 @@ static void build_dq(bwd *w) {
     tk_value *diag = tk_sub(k, Nkv, Nq);
 
     /* D = rowsum(dO∘O) in f32, for this kernel and the dK/dV kernel. */
-    tk_value *q[8], *g[8], *o[8];
+    tk_value *q[8], *g[8];
     load_rows(w, Q, h, qw, q);
-    load_rows(w, dO, h, qw, g);
-    load_rows(w, O, h, qw, o);
+    tk_value *dv = row_dots(w, dO, O, h, qw, g);
     tk_type vrow = tk_vec_type(TK_F32, WR, TK_PER_ROW, TK_WARP, TK_ROW);
-    tk_value *dv = tk_zeros(k, vrow);
-    for (int d = 0; d < ND; d++)
-        dv = tk_add(k, dv,
-                    tk_row_sum(k, tk_mul(k, tk_cvt(k, g[d], TK_F32), tk_cvt(k, o[d], TK_F32))));
     tk_value *il[3] = {w->b, h, qw};
     tk_store(k, Dw, il, dv);
     tk_value *l2 = tk_attn_bwd_l2(w, L, vrow, il, 0.0f);
@@ -402,15 +412,14 @@ static void build_fused(bwd *w) { dkdv(w, true); }
  * dQacc's rows run to Nq rounded up to 64 (the fused kernels add whole
  * tiles); its strides are the caller's (the Hopper kernels keep it
  * transposed, [B, Hq, D, Nq']). */
-static tk_value *rows_grid(bwd *w, tk_value *view, tk_value **h, tk_value **qw) {
+static void rows_grid(bwd *w, tk_value *view, tk_value **h, tk_value **qw) {
     tk_kernel *k = w->k;
-    tk_value *nqt = tk_ceil_div(k, dim32(k, view, 2), i32c(k, BQ));
-    tk_set_grid(k, nqt, dim32(k, view, 1), dim32(k, view, 0));
+    tk_set_grid(k, tk_ceil_div(k, dim32(k, view, 2), i32c(k, BQ)), dim32(k, view, 1),
+                dim32(k, view, 0));
     *h = tk_block_id(k, 1);
     w->b = tk_block_id(k, 2);
     *qw =
         tk_add(k, tk_mul(k, tk_block_id(k, 0), i32c(k, BQ)), tk_mul(k, tk_warp_id(k), i32c(k, WR)));
-    return nqt;
 }
 
 /* prep: D = rowsum(dO∘O) into Dw, and dQacc's rows zeroed. */
@@ -422,16 +431,8 @@ static void build_prep(bwd *w) {
     tk_spec(k, "head_dim", w->D);
     tk_value *h, *qw;
     rows_grid(w, dO, &h, &qw);
-    tk_value *g[8], *o[8];
-    load_rows(w, dO, h, qw, g);
-    load_rows(w, O, h, qw, o);
-    tk_type vrow = tk_vec_type(TK_F32, WR, TK_PER_ROW, TK_WARP, TK_ROW);
-    tk_value *dv = tk_zeros(k, vrow);
-    for (int d = 0; d < w->ND; d++)
-        dv = tk_add(k, dv,
-                    tk_row_sum(k, tk_mul(k, tk_cvt(k, g[d], TK_F32), tk_cvt(k, o[d], TK_F32))));
-    tk_value *il[3] = {w->b, h, qw};
-    tk_store(k, Dw, il, dv);
+    tk_value *g[8], *il[3] = {w->b, h, qw};
+    tk_store(k, Dw, il, row_dots(w, dO, O, h, qw, g));
     tk_value *idx[4] = {w->b, h, qw, i32c(k, 0)};
     tk_store(k, acc, idx, tk_zeros(k, tk_tile_type(TK_F32, WR, w->D, TK_WARP, TK_ROW)));
 }
@@ -480,9 +481,8 @@ tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg
     if (cfg->wgmma != 0 && cfg->wgmma != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: wgmma is %d; expected 0 or 1", fn,
                                 cfg->wgmma);
-    /* prep and convert serve both kernel sets, causal or not */
     static const char *const parts[] = {"dq", "dkdv", "prep", "fused", "convert"};
-    bool any = cfg->part == TK_ATTN_BWD_PREP || cfg->part == TK_ATTN_BWD_CONVERT;
+    bool any = tk_attn_bwd_any_set(cfg->part);
     int causal = !any && cfg->causal, wgmma = !any && cfg->wgmma;
     char name[64];
     snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s%s", parts[cfg->part],

@@ -5,6 +5,8 @@
 #ifndef TK_KERNELS_ATTENTION_BWD_PARTS_H
 #define TK_KERNELS_ATTENTION_BWD_PARTS_H
 
+#include <stdbool.h>
+
 #include "tk/tk_kernels.h"
 
 #define TK_LOG2E 1.4426950408889634f
@@ -41,6 +43,11 @@ tk_value *tk_attn_bwd_ragged_keys(bwd *w, tk_value *s, tk_value *kw, int rows, t
 /* L₂ = max(L·log2 e, -FLT_MAX) for the rows or columns of vector type vt
  * at idx (reading `fill` past N). */
 tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], float fill);
+/* Whether kernel `part` is one kernel for both sets, causal or not (the fast
+ * mode's prep and convert): its name and registry key drop those. */
+static inline bool tk_attn_bwd_any_set(int part) {
+    return part == TK_ATTN_BWD_PREP || part == TK_ATTN_BWD_CONVERT;
+}
 /* The specialization, checked alike by every entry point (`fn` names it). */
 tk_status tk_attn_bwd_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim,
                                  int causal);

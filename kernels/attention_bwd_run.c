@@ -172,8 +172,7 @@ static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_
                               tk_prepare_info *info) {
     int part[3], n = mode_parts(p, part);
     for (int i = 0; i < n; i++) {
-        /* prep and convert serve both kernel sets, causal or not */
-        bool any = part[i] == TK_ATTN_BWD_PREP || part[i] == TK_ATTN_BWD_CONVERT;
+        bool any = tk_attn_bwd_any_set(part[i]); /* one program for both sets */
         bwd_key key;
         memset(&key, 0, sizeof key);
         key.dtype = p->dtype, key.head_dim = p->head_dim, key.part = part[i];
