@@ -94,8 +94,8 @@ static void problem_init(problem *p, const bcase *c, float scale) {
         for (int64_t d = 0; d < c->D; d++) s += g[r * c->D + d] * os[r * c->D + d];
         p->want_d[r] = s;
     }
-    ref_attention_bwd(q, k, v, g, p->want[0], p->want[1], p->want[2], c->B, c->Hq, c->Hkv, c->Nq,
-                      c->Nkv, c->D, p->scale, c->causal);
+    ref_attention_bwd(q, k, v, g, p->want_d, p->want[0], p->want[1], p->want[2], c->B, c->Hq,
+                      c->Hkv, c->Nq, c->Nkv, c->D, p->scale, c->causal);
     for (int i = T_DW; i < NT; i++) {
         ref_tensor_fill_all(&p->t[i], NAN);
         p->before[i] = ref_tensor_snapshot(&p->t[i]);

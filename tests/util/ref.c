@@ -209,13 +209,15 @@ void ref_attention(const double *Q, const double *K, const double *V, double *O,
     free(s);
 }
 
-/* One query row's gradients: p (its softmax weights over nkeys keys) given. */
+/* One query row's gradients: p (its softmax weights over nkeys keys) given,
+ * and its D = dO·O (NULL: from the exact O = Σ p_j v_j). */
 static void bwd_row(const double *q, const double *k, const double *v, const double *g,
-                    const double *p, int64_t nkeys, int64_t D, double scale, double *dq, double *dk,
-                    double *dv) {
-    double dd = 0; /* D = dO·O, O = Σ p_j v_j */
-    for (int64_t j = 0; j < nkeys; j++)
+                    const double *p, const double *drow, int64_t nkeys, int64_t D, double scale,
+                    double *dq, double *dk, double *dv) {
+    double dd = 0;
+    for (int64_t j = 0; !drow && j < nkeys; j++)
         for (int64_t d = 0; d < D; d++) dd += p[j] * v[j * D + d] * g[d];
+    if (drow) dd = *drow;
     for (int64_t j = 0; j < nkeys; j++) {
         double dp = 0;
         for (int64_t d = 0; d < D; d++) dp += g[d] * v[j * D + d];
@@ -229,8 +231,9 @@ static void bwd_row(const double *q, const double *k, const double *v, const dou
 }
 
 void ref_attention_bwd(const double *Q, const double *K, const double *V, const double *dO,
-                       double *dQ, double *dK, double *dV, int64_t B, int64_t Hq, int64_t Hkv,
-                       int64_t Nq, int64_t Nkv, int64_t D, double scale, int causal) {
+                       const double *Drows, double *dQ, double *dK, double *dV, int64_t B,
+                       int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D, double scale,
+                       int causal) {
     double *p = malloc(sizeof(double) * (size_t)(Nkv ? Nkv : 1));
     if (!p) abort();
     memset(dQ, 0, sizeof(double) * (size_t)(B * Hq * Nq * D));
@@ -254,8 +257,9 @@ void ref_attention_bwd(const double *Q, const double *K, const double *V, const 
                 }
                 for (int64_t j = 0; j < nkeys; j++) l += (p[j] = exp(p[j] - m));
                 for (int64_t j = 0; j < nkeys; j++) p[j] /= l;
-                bwd_row(Q + row, K + kv, V + kv, dO + row, p, nkeys, D, scale, dQ + row, dK + kv,
-                        dV + kv);
+                const double *drow = Drows ? Drows + (b * Hq + h) * Nq + i : NULL;
+                bwd_row(Q + row, K + kv, V + kv, dO + row, p, drow, nkeys, D, scale, dQ + row,
+                        dK + kv, dV + kv);
             }
         }
     free(p);

@@ -66,10 +66,15 @@ void ref_attention(const double *Q, const double *K, const double *V, double *O,
  * dQ, dK, dV of O = softmax(scale·Q Kᵀ [masked]) V for the upstream
  * gradient dO, recomputing P and O from Q, K, V (see tk/tk_kernels.h,
  * "Attention backward"; dK, dV summed over each kv head's query heads;
- * rows without keys contribute nothing). */
+ * rows without keys contribute nothing). Drows: the row dot products
+ * D = rowsum(dO∘O) [B, Hq, Nq] of the O the kernels read (the backward's
+ * input, rounded to its dtype), or NULL for those of the exact O; where P
+ * is 1, dS = P∘(dP - D) is all cancellation, and only the same D makes the
+ * reference the exact gradient of the kernels' inputs. */
 void ref_attention_bwd(const double *Q, const double *K, const double *V, const double *dO,
-                       double *dQ, double *dK, double *dV, int64_t B, int64_t Hq, int64_t Hkv,
-                       int64_t Nq, int64_t Nkv, int64_t D, double scale, int causal);
+                       const double *Drows, double *dQ, double *dK, double *dV, int64_t B,
+                       int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D, double scale,
+                       int causal);
 
 /* ---- Comparison ------------------------------------------------------------
  * ‖out − ref‖₂ / ‖ref‖₂ over n values (‖out − ref‖₂ alone when ‖ref‖ = 0).
