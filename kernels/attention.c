@@ -69,9 +69,7 @@
 #include <string.h>
 
 #include "attention_parts.h"
-#include "jit/registry.h"
 #include "tk/tk_kernels.h"
-#include "tk/tk_run.h"
 
 #define BQ     128 /* query rows per block (D 256: 16 per warp) */
 #define BKV    64  /* keys per tile        */
@@ -308,9 +306,7 @@ tk_value *tk_attn_lse(tk_kernel *k, tk_value *m, tk_value *l) {
     return tk_mul(k, tk_add(k, m, tk_log2(k, l)), tk_const_f32(k, 0.6931471805599453f)); /* ln 2 */
 }
 
-/* The specialization, checked alike by every entry point (`fn` names it in
- * the message). */
-static tk_status check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim, int causal) {
+tk_status tk_attn_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim, int causal) {
     if (dt != TK_BF16 && dt != TK_F16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: dtype is %s; expected bf16 or f16",
                                 fn, tk_dtype_name(dt));
@@ -333,7 +329,7 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
     if (cfg->wgmma != 0 && cfg->wgmma != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: wgmma is %d; expected 0 or 1", fn,
                                 cfg->wgmma);
-    tk_status s = check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
+    tk_status s = tk_attn_check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
     /* the wgmma kernel: warpgroups of 64 rows (attention_hopper.c says
      * how many); mma.sync: see "Shape" */
@@ -375,181 +371,4 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
     }
     *out = k;
     return TK_OK;
-}
-
-/* ---- tk_attention_forward (tk_run.h) ----------------------------------------
- * The registry's attention: one compiled kernel per (dtype, head_dim,
- * causal, kernel), with the default warps. */
-typedef struct attn_key {
-    int32_t dtype, head_dim, causal, wgmma;
-} attn_key;
-
-static tk_status build_attn_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
-    const attn_key *a = key;
-    tk_attention_config cfg = {.dtype = (tk_dtype)a->dtype,
-                               .head_dim = a->head_dim,
-                               .causal = a->causal,
-                               .wgmma = a->wgmma};
-    return tk_attention_fwd_build(ctx, &cfg, out);
-}
-
-static const tk_kernel_def attn_def = {"tk_attention_forward", sizeof(attn_key), build_attn_key};
-
-#define ATTN_MAX_SEQ ((int64_t)INT32_MAX - 65535)
-
-/* Sizes, pointers and strides (after the specialization). */
-static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_params *p) {
-    const int64_t sz[5] = {p->batch, p->heads_q, p->heads_kv, p->seq_q, p->seq_kv};
-    static const char *names[5] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv"};
-    for (int i = 0; i < 5; i++)
-        if (sz[i] <= 0)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s is %lld; sizes must be "
-                                    ">= 1",
-                                    fn, names[i], (long long)sz[i]);
-    /* The kernel indexes rows, heads and batches in i32 (and grids heads
-     * and batches in y, z): larger sizes must fail here, not wrap. */
-    const int64_t lim[5] = {65535, 65535, 65535, ATTN_MAX_SEQ, ATTN_MAX_SEQ};
-    for (int i = 0; i < 5; i++)
-        if (sz[i] > lim[i])
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s is %lld; the kernel "
-                                    "allows at most %lld",
-                                    fn, names[i], (long long)sz[i], (long long)lim[i]);
-    if (p->heads_q % p->heads_kv)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: heads_q (%lld) is not a multiple "
-                                "of heads_kv (%lld)",
-                                fn, (long long)p->heads_q, (long long)p->heads_kv);
-    const void *ptr[5] = {p->q, p->k, p->v, p->o, p->lse};
-    static const char *pn[5] = {"q", "k", "v", "o", "lse"};
-    for (int i = 0; i < 5; i++)
-        if (!ptr[i]) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, pn[i]);
-    const int64_t *st[4] = {p->q_strides, p->k_strides, p->v_strides, p->o_strides};
-    for (int i = 0; i < 4; i++) {
-        bool dense = !st[i][0] && !st[i][1] && !st[i][2] && !st[i][3];
-        if (!dense && st[i][3] != 1)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s_strides[3] is %lld; the "
-                                    "head dimension must be contiguous (stride 1)",
-                                    fn, pn[i], (long long)st[i][3]);
-        for (int d = 0; d < 3 && !dense; d++)
-            if (st[i][d] < 0)
-                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                        "%s: %s_strides[%d] is "
-                                        "negative",
-                                        fn, pn[i], d);
-    }
-    return TK_OK;
-}
-
-tk_status tk_attn_pick_kernel(tk_ctx *ctx, const char *fn, int kernel, bool *wgmma) {
-    *wgmma = false;
-    if (kernel < TK_ATTN_AUTO || kernel > TK_ATTN_WGMMA)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: kernel is %d; expected TK_ATTN_AUTO, TK_ATTN_MMA_SYNC or "
-                                "TK_ATTN_WGMMA",
-                                fn, kernel);
-    if (kernel == TK_ATTN_MMA_SYNC) return TK_OK;
-    char arch[16];
-    tk_registry_arch(ctx, arch, sizeof arch);
-    bool hopper = !strcmp(arch, "sm_90a");
-    if (kernel == TK_ATTN_WGMMA && !hopper)
-        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
-                                "%s: TK_ATTN_WGMMA needs an sm_90a GPU; this one is %s", fn,
-                                arch[0] ? arch : "unknown (no GPU)");
-    *wgmma = hopper; /* TK_ATTN_AUTO: the Hopper kernel wherever it runs */
-    return TK_OK;
-}
-
-static tk_status check_attention(tk_ctx *ctx, const char *fn, const tk_attention_params *p,
-                                 bool *wgmma) {
-    if (!p) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: params is NULL", fn);
-    tk_status s = tk_attn_pick_kernel(ctx, fn, p->kernel, wgmma);
-    if (s) return s;
-    s = check_spec(ctx, fn, p->dtype, p->head_dim, p->causal);
-    if (s) return s;
-    if (!(p->scale >= 0.0f) || isinf(p->scale))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: scale %g is not a finite value "
-                                ">= 0",
-                                fn, (double)p->scale);
-    return check_layout(ctx, fn, p);
-}
-
-static tk_arg attn_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
-                          const int64_t *strides) {
-    bool dense = true;
-    for (int i = 0; i < rank; i++) dense = dense && !strides[i];
-    return dense ? tk_arg_tensor((void *)data, dt, rank, dims)
-                 : tk_arg_strided((void *)data, dt, rank, dims, strides);
-}
-
-/* The end of tk_attention_params' first layout: the smallest struct_size. */
-#define ATTN_PARAMS_MIN (offsetof(tk_attention_params, lse_strides) + 3 * sizeof(int64_t))
-
-/* The caller's parameters (any struct_size) read into *p and checked, for
- * entry point fn; *wgmma: whether the Hopper kernel runs them. */
-static tk_status read_attention(tk_ctx *ctx, const char *fn, const tk_attention_params *user,
-                                tk_attention_params *p, bool *wgmma) {
-    *wgmma = false;
-    tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, ATTN_PARAMS_MIN);
-    return s ? s : check_attention(ctx, fn, p, wgmma);
-}
-
-/* read_attention, and the program of the parameters (built and compiled on
- * first use). */
-static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *user,
-                                   tk_attention_params *p, tk_program **prog,
-                                   tk_prepare_info *info) {
-    if (!ctx) return TK_ERR_INVALID_ARG;
-    bool wgmma;
-    tk_status s = read_attention(ctx, "tk_attention_forward", user, p, &wgmma);
-    if (s) return s;
-    attn_key key;
-    memset(&key, 0, sizeof key);
-    key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal;
-    key.wgmma = wgmma;
-    return tk_registry_program(ctx, &attn_def, &key, prog, info);
-}
-
-tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params *user,
-                                  tk_attn_kernel *out) {
-    const char *fn = "tk_attention_kernel_for";
-    if (!ctx) return TK_ERR_INVALID_ARG;
-    if (!out) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: out is NULL", fn);
-    tk_attention_params p;
-    bool wgmma;
-    tk_status s = read_attention(ctx, fn, user, &p, &wgmma);
-    if (!s) *out = wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
-    return s;
-}
-
-tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *user,
-                               tk_prepare_info *info) {
-    tk_program *prog = NULL;
-    tk_attention_params p;
-    return attention_program(ctx, user, &p, &prog, info);
-}
-
-tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *user, void *stream) {
-    tk_program *prog = NULL;
-    tk_attention_params params;
-    const tk_attention_params *p = &params;
-    tk_status s = attention_program(ctx, user, &params, &prog, NULL);
-    if (s) return s;
-    int64_t D = p->head_dim;
-    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, D};
-    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, D};
-    int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
-    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)D);
-    tk_arg args[6] = {
-        attn_tensor(p->q, p->dtype, 4, qd, p->q_strides),
-        attn_tensor(p->k, p->dtype, 4, kd, p->k_strides),
-        attn_tensor(p->v, p->dtype, 4, kd, p->v_strides),
-        attn_tensor(p->o, p->dtype, 4, qd, p->o_strides),
-        attn_tensor(p->lse, TK_F32, 3, ld, p->lse_strides),
-        tk_arg_f32(scale),
-    };
-    return tk_launch(prog, 6, args, stream);
 }

@@ -47,4 +47,11 @@ int tk_attn_hopper_warps(int head_dim);
  * out of the enum, is an error naming fn. */
 tk_status tk_attn_pick_kernel(tk_ctx *ctx, const char *fn, int kernel, bool *wgmma);
 
+/* The forward's specialization, checked alike by every entry point (`fn`
+ * names it in the message). */
+tk_status tk_attn_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim, int causal);
+
+/* The decoding kernels' default ring depth (attention_decode.c). */
+int tk_attn_decode_stages(int head_dim);
+
 #endif
