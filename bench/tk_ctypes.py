@@ -28,6 +28,8 @@ class AttentionParams(ctypes.Structure):
         ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
         ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
         ("lse_strides", ctypes.c_int64 * 3), ("kernel", ctypes.c_int32),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("num_splits", ctypes.c_int32),
     ]
 
 
@@ -78,6 +80,8 @@ class TK:
         L.tk_ctx_error.argtypes = [ctypes.c_void_p]
         L.tk_attention_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionParams),
                                            ctypes.c_void_p]
+        L.tk_attention_forward_workspace.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(AttentionParams), ctypes.POINTER(ctypes.c_size_t)]
         L.tk_attention_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionParams),
                                            ctypes.POINTER(PrepareInfo)]
         L.tk_attention_backward.argtypes = [ctypes.c_void_p, ctypes.POINTER(AttentionBwdParams),
@@ -119,6 +123,14 @@ class TK:
         if lse is not None:
             p.lse_strides = (ctypes.c_int64 * 3)(*lse.stride())
         return p
+
+    def attention_workspace(self, p):
+        """Bytes of workspace tk_attention_forward may use for p (decoding's splits)."""
+        n = ctypes.c_size_t(0)
+        self._check(self.lib.tk_attention_forward_workspace(self.ctx, ctypes.byref(p),
+                                                            ctypes.byref(n)),
+                    "tk_attention_forward_workspace")
+        return n.value
 
     def attention_prepare(self, p):
         info = PrepareInfo()

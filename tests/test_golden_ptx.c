@@ -32,13 +32,14 @@
 typedef struct variant {
     char name[64];
     const char *arch;
-    int is_gemm, is_bwd;
+    int is_gemm, is_bwd, is_dec;
     tk_gemm_config g;
     tk_attention_config a;
     tk_attention_bwd_config b;
+    tk_attention_decode_config dc;
 } variant;
 
-enum { MAX_VARIANTS = 256 };
+enum { MAX_VARIANTS = 512 };
 
 static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
 
@@ -134,6 +135,37 @@ static int make_variants(variant *v) {
                                      parts[part], dt ? "f16" : "bf16", d, c ? "causal" : "full",
                                      wg ? "_wgmma" : "");
                         }
+        /* decoding: each D, causal or not, packing, direct and split (one
+         * warp, bf16); the merges; f16 and four warps once */
+        static const char *const dparts[] = {"direct", "split", "merge"};
+        for (int d = 64; d <= 256; d *= 2)
+            for (int pack = 0; pack < 2; pack++)
+                for (int part = 0; part < 3; part++)
+                    for (int c = 0; c < 2; c++) {
+                        if (part == TK_ATTN_DECODE_MERGE && c) continue;
+                        variant *x = &v[n++];
+                        x->arch = archs[a];
+                        x->is_dec = 1;
+                        x->dc = (tk_attention_decode_config){.dtype = TK_BF16,
+                                                             .head_dim = d,
+                                                             .causal = c,
+                                                             .pack = pack,
+                                                             .part = part};
+                        snprintf(x->name, sizeof x->name, "attn_decode_%s_bf16_d%d_%s%s",
+                                 dparts[part], d, pack ? "heads" : "queries", c ? "_causal" : "");
+                    }
+        for (int i = 0; i < 2; i++) {
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_dec = 1;
+            x->dc = (tk_attention_decode_config){.dtype = i ? TK_BF16 : TK_F16,
+                                                 .head_dim = 128,
+                                                 .causal = 1,
+                                                 .part = TK_ATTN_DECODE_SPLIT,
+                                                 .warps = i ? 4 : 1};
+            snprintf(x->name, sizeof x->name, "attn_decode_split_%s_d128_queries_causal%s",
+                     i ? "bf16" : "f16", i ? "_w4" : "");
+        }
     }
     return n;
 }
@@ -159,6 +191,7 @@ static void lower_one(const variant *v, result *r) {
     if (!r->st)
         r->st = v->is_gemm  ? tk_gemm_build(ctx, &v->g, &k)
                 : v->is_bwd ? tk_attention_bwd_build(ctx, &v->b, &k)
+                : v->is_dec ? tk_attention_decode_build(ctx, &v->dc, &k)
                             : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));

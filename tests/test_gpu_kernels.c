@@ -57,7 +57,7 @@ static const char *origin_name(tk_origin o) {
 /* ---- validation ---------------------------------------------------------- */
 static tk_attention_params good_attention(void) {
     static char dummy[64];
-    return tu_attention_params(TK_BF16, 64, 4, 2, 8, dummy);
+    return tu_attention_params(TK_BF16, 64, 4, 2, 64, dummy); /* above decoding's 16 queries */
 }
 
 /* The forward refuses p, and tk_attention_kernel_for alike. */
@@ -96,8 +96,12 @@ START_TEST(attention_rejects_bad_params) {
     expect_attention_error(p, TK_ERR_INVALID_ARG, "scale");
     p = good_attention(), p.k_strides[0] = 64, p.k_strides[3] = 2;
     expect_attention_error(p, TK_ERR_INVALID_ARG, "k_strides[3] is 2");
-    p = good_attention(), p.kernel = 3;
-    expect_attention_error(p, TK_ERR_INVALID_ARG, "kernel is 3");
+    p = good_attention(), p.lse_strides[1] = -3;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "lse_strides[1] is negative");
+    p = good_attention(), p.kernel = 4;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "kernel is 4");
+    p = good_attention(), p.kernel = TK_ATTN_DECODE, p.seq_q = 17;
+    expect_attention_error(p, TK_ERR_INVALID_ARG, "TK_ATTN_DECODE takes at most 16 queries");
     p = good_attention(), p.head_dim = 512;
     expect_attention_error(p, TK_ERR_INVALID_ARG, "head_dim is 512");
     char arch[16] = "";
@@ -114,6 +118,9 @@ START_TEST(attention_rejects_bad_params) {
     p.kernel = TK_ATTN_MMA_SYNC;
     ck_assert_int_eq(tk_attention_kernel_for(ctx, &p, &kern), TK_OK);
     ck_assert_int_eq(kern, TK_ATTN_MMA_SYNC);
+    p.kernel = TK_ATTN_AUTO, p.seq_q = 16; /* few queries: the decoding kernels */
+    ck_assert_int_eq(tk_attention_kernel_for(ctx, &p, &kern), TK_OK);
+    ck_assert_int_eq(kern, TK_ATTN_DECODE);
     ck_assert_int_eq(tk_attention_kernel_for(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "out is NULL"));
     ck_assert_int_eq(tk_attention_kernel_for(NULL, &p, &kern), TK_ERR_INVALID_ARG);

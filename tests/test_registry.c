@@ -192,7 +192,7 @@ END_TEST
 
 START_TEST(attention_prepare_keys_on_the_spec) {
     static char dummy[64];
-    tk_attention_params p = tu_attention_params(TK_BF16, 64, 2, 1, 8, dummy);
+    tk_attention_params p = tu_attention_params(TK_BF16, 64, 2, 1, 64, dummy); /* not decoding */
     tk_prepare_info info;
     ck_assert_int_eq(tk_attention_prepare(ctx, &p, &info), TK_OK);
     ck_assert_int_eq(info.origin, TK_FROM_COMPILE);

@@ -119,6 +119,64 @@ typedef struct tk_attention_config {
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
                                         tk_kernel **out);
 
+/* ---- Attention decoding (split-KV) -----------------------------------------
+ * The forward above for few queries (1-16) against many keys, as serving
+ * engines call it every step: same results and conventions (bottom-right
+ * causal, GQA, L the natural-log log-sum-exp, rows without keys O = 0,
+ * L = -inf). A block owns one kv head and reads each of its K/V tiles once
+ * for all its warps; each warp owns one tile of 16 rows of the queries that
+ * share the head, packed one of two ways (pack):
+ *   TK_ATTN_PACK_QUERIES: a tile is the queries (Nq <= 16 rows) of one query
+ *     head; T = G tiles per kv head (G = Hq / Hkv). Views:
+ *       Q, O [B, Hq, Nq, D] (the forward's), L [B, Hkv, G, Nq] (the
+ *       forward's [B, Hq, Nq] with strides (lB, G·lH, lH, lN));
+ *   TK_ATTN_PACK_HEADS: a tile is 16 query heads of the group for one query;
+ *     T = Nq·ceil(G/16) tiles. Views (query i of head hk·G + g is row g at
+ *     index i·Hkv + hk of dim 1):
+ *       Q, O [B, Nq·Hkv, G, D]: with strides (sB, G·sH, sH, 1), which needs
+ *       sN = Hq·sH (a [B, N, H, D] buffer) unless Nq = 1;
+ *       L [B, Nq, Hkv, G]: strides (lB, lN, G·lH, lH).
+ * K, V [B, Hkv, Nkv, D] as in the forward. Rows per tile Rv: Nq
+ * (PACK_QUERIES) or min(G, 16) (PACK_HEADS). Parts (part), each its own
+ * kernel of `warps` warps (1, 2, 4 or 8; 0: 1), a tile per warp:
+ *   TK_ATTN_DECODE_DIRECT: parameters 0 Q, 1 K, 2 V, 3 O (written), 4 L
+ *     (written), 5 scale; grid (ceil(T/warps), Hkv, B);
+ *   TK_ATTN_DECODE_SPLIT: the keys in S ranges of whole key tiles, one block
+ *     each, writing partials: 0 Q, 1 K, 2 V, 3 Op [B·Hkv·T, S, Rv, D] f32
+ *     (written: each range's normalized O), 4 Lp [B·Hkv·T, S, Rv] f32
+ *     (written: its log-sum-exp), 5 scale; S = Op's dim 1; grid
+ *     (S·ceil(T/warps), Hkv, B). Tile t of kv head hk of batch b is index
+ *     (b·Hkv + hk)·T + t of the partials' dim 0;
+ *   TK_ATTN_DECODE_MERGE (after SPLIT; one warp): 0 Op, 1 Lp (read), 2 O,
+ *     3 L (written); grid (T, Hkv, B). Summed in split order: bit-identical
+ *     from run to run.
+ * Key tiles of 64 keys (32 at D 256) through a `stages`-deep ring (2..4;
+ * 0: 3, and 2 at D 256), by the copy engine on sm_90+ (cp.async
+ * elsewhere); the multiplies are mma.sync on every target. */
+typedef enum tk_attention_decode_part {
+    TK_ATTN_DECODE_DIRECT = 0, /* O and L from all the keys                     */
+    TK_ATTN_DECODE_SPLIT = 1,  /* partials per key range                        */
+    TK_ATTN_DECODE_MERGE = 2   /* the partials merged into O and L              */
+} tk_attention_decode_part;
+
+typedef enum tk_attention_pack {
+    TK_ATTN_PACK_QUERIES = 0, /* a warp's rows: queries of one query head       */
+    TK_ATTN_PACK_HEADS = 1    /* a warp's rows: query heads of a group, one query */
+} tk_attention_pack;
+
+typedef struct tk_attention_decode_config {
+    tk_dtype dtype; /* TK_BF16 or TK_F16                                       */
+    int head_dim;   /* 64, 128 or 256                                          */
+    int causal;     /* 0 or 1 (MERGE ignores it)                               */
+    int pack;       /* a tk_attention_pack                                     */
+    int part;       /* a tk_attention_decode_part                              */
+    int warps;      /* 1, 2, 4, 8 (0: 1); MERGE has 1                          */
+    int stages;     /* 2..4; 0: the default                                    */
+} tk_attention_decode_config;
+
+TK_API tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_config *cfg,
+                                           tk_kernel **out);
+
 /* ---- Attention backward (FlashAttention-2) ----------------------------------
  * The gradients of the forward above, given its O and L and the gradient dO
  * of O (with P = softmax(s), the forward's weights, and D = rowsum(dO∘O)):

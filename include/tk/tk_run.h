@@ -41,9 +41,13 @@ typedef enum tk_attn_kernel {
     TK_ATTN_AUTO = 0,     /* the library's choice: TK_ATTN_WGMMA on sm_90a,
                              TK_ATTN_MMA_SYNC elsewhere                      */
     TK_ATTN_MMA_SYNC = 1, /* FlashAttention-2 on mma.sync, every target        */
-    TK_ATTN_WGMMA = 2     /* the Hopper kernels (sm_90a): wgmma, a producer
+    TK_ATTN_WGMMA = 2,    /* the Hopper kernels (sm_90a): wgmma, a producer
                              warpgroup on the copy engine
                              (kernels/attention_hopper.c, attention_bwd_hopper.c) */
+    TK_ATTN_DECODE = 3    /* forward only, seq_q <= 16: the decoding kernels
+                             (split-KV; tk_kernels.h, "Attention decoding"),
+                             every target. TK_ATTN_AUTO picks them whenever
+                             seq_q <= 16                                      */
 } tk_attn_kernel;
 
 typedef struct tk_attention_params {
@@ -60,6 +64,20 @@ typedef struct tk_attention_params {
     int64_t lse_strides[3];
     int32_t kernel; /* tk_attn_kernel; a struct_size that ends before it reads
                        as TK_ATTN_AUTO                                       */
+    /* Decoding (seq_q <= 16): the keys are split into ranges run by blocks
+     * of their own when the GPU would otherwise idle, and the ranges'
+     * partial results merged (a second kernel; deterministic). The
+     * partials live in `workspace`, device memory of workspace_bytes, at
+     * least what tk_attention_forward_workspace answers for the largest
+     * split count the call may choose; with less (NULL: none) the call
+     * splits as far as it fits (not at all: one kernel, as fast as a full
+     * GPU allows). Grown fields: a struct_size ending before them reads
+     * NULL, 0, 0. */
+    void *workspace;
+    size_t workspace_bytes;
+    int32_t num_splits; /* 0: chosen per call from the sizes and the SM count;
+                           n >= 1: n ranges (at most one per key tile; 1: no
+                           split); the workspace must hold them         */
 } tk_attention_params;
 
 /* designated in C, as TK_GEMM_PARAMS_INIT below */
@@ -86,9 +104,17 @@ TK_API tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *p,
  * `stream` (a CUstream; NULL = default stream). Asynchronous. */
 TK_API tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p, void *stream);
 
+/* The workspace bytes tk_attention_forward may use for p's sizes (its
+ * decoding kernels' partials; 0 when seq_q > 16 or the call would not split):
+ * for the split count it chooses on this context's GPU (a 132-SM one where
+ * there is none), or for p->num_splits when set. */
+TK_API tk_status tk_attention_forward_workspace(tk_ctx *ctx, const tk_attention_params *p,
+                                                size_t *bytes);
+
 /* Which kernel tk_attention_forward runs for p, after the same checks:
- * TK_ATTN_AUTO resolved for this context's GPU (TK_ATTN_WGMMA on sm_90a,
- * TK_ATTN_MMA_SYNC elsewhere and without a GPU) into *out. */
+ * TK_ATTN_AUTO resolved for this context's GPU (TK_ATTN_DECODE for seq_q <=
+ * 16, else TK_ATTN_WGMMA on sm_90a and TK_ATTN_MMA_SYNC elsewhere and
+ * without a GPU) into *out. */
 TK_API tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params *p,
                                          tk_attn_kernel *out);
 

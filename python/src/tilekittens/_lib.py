@@ -60,6 +60,9 @@ class AttentionParams(_Params):
         ("o_strides", _I64x4),
         ("lse_strides", _I64x3),
         ("kernel", ctypes.c_int32),  # tk_attn_kernel
+        ("workspace", ctypes.c_void_p),  # the decoding kernels' split partials
+        ("workspace_bytes", ctypes.c_size_t),
+        ("num_splits", ctypes.c_int32),  # 0: the library's choice
     ]
 
 
@@ -132,6 +135,8 @@ _PROTOTYPES = {
     "tk_gpu_arch": (ctypes.c_int, [_ctx_t, ctypes.c_char_p, ctypes.c_size_t]),
     "tk_attention_prepare": (ctypes.c_int, [_ctx_t, _P(AttentionParams), _P(PrepareInfo)]),
     "tk_attention_forward": (ctypes.c_int, [_ctx_t, _P(AttentionParams), ctypes.c_void_p]),
+    "tk_attention_forward_workspace": (
+        ctypes.c_int, [_ctx_t, _P(AttentionParams), _P(ctypes.c_size_t)]),
     "tk_attention_backward_workspace": (
         ctypes.c_int, [_ctx_t, _P(AttentionBwdParams), _P(ctypes.c_size_t)]),
     "tk_attention_backward_prepare": (

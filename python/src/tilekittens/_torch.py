@@ -36,6 +36,14 @@ def _attention_fwd(q, k, v, causal, scale, layout, kernel):
         q_strides=_I64x4(*s.strides(q)), k_strides=_I64x4(*s.strides(k)),
         v_strides=_I64x4(*s.strides(v)), o_strides=_I64x4(*s.strides(o)),
         lse_strides=_I64x3(*lse.stride()), kernel=s.kernel)
+    # Few queries run the split-KV decoding kernels, whose partials need a
+    # workspace (stream-ordered, as in the backward); 0 bytes for the rest.
+    need = ctypes.c_size_t()
+    _lib.call("tk_attention_forward_workspace", ctypes.byref(p), ctypes.byref(need))
+    workspace = None
+    if need.value:
+        workspace = torch.empty(need.value, dtype=torch.uint8, device=q.device)
+        p.workspace, p.workspace_bytes = workspace.data_ptr(), workspace.numel()
     kernel_name = {0: "", 1: " (mma.sync)", 2: " (wgmma)"}[s.kernel]
     _prepare("tk_attention_prepare", s.describe() + kernel_name, p)
     _lib.call("tk_attention_forward", ctypes.byref(p), _stream(q))

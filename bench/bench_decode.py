@@ -1,0 +1,79 @@
+"""Attention decoding: microseconds of tk_attention_forward at serving shapes (1 and 16
+queries against 1k-128k keys, B 1-64, GQA 32/8 and 8/1, D 128, bf16, non-causal: SDPA's
+causal with Nq < Nkv is aligned top-left) beside torch SDPA with the cuDNN and flash
+backends, same run, median of triton do_bench (which flushes L2 before each run, so K/V
+come from DRAM for everyone). Bandwidth: the K/V bytes over our time, against the
+4.27 TB/s copy line (bench/RESULTS.md). Each shape is checked against SDPA first.
+Environment: DECODE_SPLITS forces num_splits (default: the library's choice);
+DECODE_SHAPES=B:Hq:Hkv:Nq:Nkv,... replaces the shape list.
+Usage (GPU machine): python3 bench/bench_decode.py build-device"""
+import ctypes
+import os
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend
+from triton.testing import do_bench
+
+from bench_util import sdpa
+from tk_ctypes import TK
+
+COPY_TBS = 4.27
+SHAPES = [(1, 32, 8, 1, n) for n in (1024, 8192, 32768, 131072)] + \
+         [(8, 32, 8, 1, 8192), (32, 32, 8, 1, 4096), (64, 32, 8, 1, 4096), (64, 32, 8, 1, 16384)] + \
+         [(1, 8, 1, 1, 8192), (16, 8, 1, 1, 32768)] + \
+         [(1, 32, 8, 16, 8192), (8, 32, 8, 16, 8192), (1, 8, 1, 16, 65536)]
+
+
+def shapes():
+    env = os.environ.get("DECODE_SHAPES")
+    if not env:
+        return SHAPES
+    return [tuple(int(x) for x in s.split(":")) for s in env.split(",")]
+
+
+def run(tk, stream, b, hq, hkv, nq, nkv, d=128, splits=0):
+    q = torch.randn(b, hq, nq, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hkv, nkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((b, hq, nq), float("nan"), device="cuda", dtype=torch.float32)
+    p = tk.attention_params(q, k, v, o, lse, False)
+    p.num_splits = splits
+    nbytes = tk.attention_workspace(p)
+    ws = torch.empty(max(nbytes, 1) + 256, device="cuda", dtype=torch.uint8)
+    p.workspace = (ws.data_ptr() + 255) // 256 * 256
+    p.workspace_bytes = nbytes
+    tk.attention_prepare(p)
+    tk.attention(p, stream)
+    ref = sdpa(SDPBackend.MATH, q.float(), k.float(), v.float(), False)
+    err = ((o.float() - ref).norm() / ref.norm()).item()
+    us = lambda f: do_bench(f, warmup=50, rep=300, return_mode="median") * 1e3
+    ours = us(lambda: tk.attention(p, stream)) if err <= 1e-2 else float("nan")
+    peers = []
+    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
+        try:
+            peers.append(us(lambda: sdpa(backend, q, k, v, False)))
+        except RuntimeError:
+            peers.append(float("nan"))
+    kv_bytes = 2 * b * hkv * nkv * d * 2
+    return ours, peers, err, kv_bytes, nbytes
+
+
+def main():
+    tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
+    torch.manual_seed(0)
+    stream = torch.cuda.current_stream().cuda_stream
+    splits = int(os.environ.get("DECODE_SPLITS", "0"))
+    print("| B | Hq/Hkv | Nq | Nkv | TileKittens µs | cuDNN µs | FA2 µs | TK/cuDNN speed | "
+          "TK TB/s | % of copy | rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for b, hq, hkv, nq, nkv in shapes():
+        ours, (cud, fa2), err, kvb, _ = run(tk, stream, b, hq, hkv, nq, nkv, splits=splits)
+        tbs = kvb / (ours * 1e-6) / 1e12
+        print(f"| {b} | {hq}/{hkv} | {nq} | {nkv} | {ours:.1f} | {cud:.1f} | {fa2:.1f} | "
+              f"{cud / ours:.2f} | {tbs:.2f} | {100 * tbs / COPY_TBS:.0f} | {err:.1e} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,398 @@
+/* Attention for decoding: few queries against many keys (flash-decoding).
+ * The contract is in tk/tk_kernels.h ("Attention decoding"); the host side
+ * (which split count, which packing, the launches) in attention_decode_run.c.
+ *
+ * Why a kernel of its own. The forward gives each block 128 query rows of
+ * one head. With 1-16 queries that leaves most rows empty, runs one block
+ * per (batch, head) — a handful of blocks on 132 SMs — and reads each kv
+ * head's K and V once per query head of its group. Decoding is bound by
+ * the bytes of K and V, so this kernel arranges for them to be read once,
+ * by as many blocks as the GPU holds:
+ *   - a block owns one kv head and reads its K/V tiles once for every warp;
+ *     each warp owns one 16-row tile of the queries that share that head:
+ *     PACK_QUERIES: the queries (rows) of one query head of the group, a
+ *       tile per head (the layout-independent form; best with many queries);
+ *     PACK_HEADS: the query heads of the group (rows) for one query, a tile
+ *       per query (grouped-query decoding: 4-8 heads share K/V, so a single
+ *       tile holds all of them);
+ *   - the keys are split into S ranges of whole tiles, one block each; a
+ *     block writes its range's normalized O and log-sum-exp L (the
+ *     partials), and a second kernel merges them per row:
+ *       L = log Σ_s exp(L_s),  O = Σ_s exp(L_s - L) · O_s,
+ *     in a fixed order (deterministic). With S = 1 (the GPU is full
+ *     anyway, or no workspace) the DIRECT kernel writes O and L itself.
+ * The compute is mma.sync on 16-row warp tiles (tensor-core work is small
+ * beside the bytes: 16 rows a warp, whatever the arch); K and V go through
+ * an NS-stage ring by the copy engine on sm_90+ (cp.async elsewhere).
+ *
+ * Per key tile j of the block's range (one barrier a trip):
+ *   wait: tile j landed; barrier (every warp left tile j-1's stage)
+ *   copy tile j + NS - 1 into that stage
+ *   S = Q·K_jᵀ, masks, online softmax (lazy rescale, as attention.c),
+ *   O += P·V_j
+ * The masks: keys past Nkv; causal (bottom-right: query i attends keys
+ * <= i + Nkv - Nq), per row for PACK_QUERIES and per warp (its tile's one
+ * query) for PACK_HEADS. Rows without keys end with O = 0, L = -inf, in
+ * each partial too; the merge keeps them so. */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "attention_parts.h"
+#include "tk/tk_kernels.h"
+
+#define ROWS   16 /* rows of a warp's tile */
+#define MAX_ND 16 /* 16-column slices of the widest head (D 256) */
+
+typedef struct dec {
+    tk_kernel *k;
+    tk_dtype dt;
+    int D, ND, causal, pack, W, NS, BKV;
+    /* geometry (i32 scalars): kv heads, group size, queries, tiles per kv
+     * head, tiles per query (PACK_HEADS) */
+    tk_value *Hkv, *G, *Nq, *T, *U;
+    tk_value *b, *hk, *B;
+} dec;
+
+/* Where tile t of kv head hk lives. */
+typedef struct dtile {
+    tk_value *valid; /* t < T                                                 */
+    tk_value *x;     /* Q/O index of dim 1 (past the dim when not valid)      */
+    tk_value *row0;  /* Q/O index of dim 2: the tile's first row              */
+    tk_value *qi;    /* PACK_HEADS: the tile's query; PACK_QUERIES: NULL      */
+    tk_value *l[4];  /* L's indices (the row vector's start)                 */
+    tk_value *p;     /* partials' dim-0 index (i64; past it when not valid)   */
+} dtile;
+
+static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
+static tk_value *i64(tk_kernel *k, tk_value *v) { return tk_cvt(k, v, TK_I64); }
+static tk_value *dim32(tk_kernel *k, tk_value *view, int d) {
+    return tk_cvt(k, tk_dim(k, view, d), TK_I32);
+}
+
+/* Geometry from the decode kernel's Q and K views. */
+static void geometry_qk(dec *a, tk_value *Q, tk_value *K) {
+    tk_kernel *k = a->k;
+    a->Hkv = dim32(k, K, 1);
+    if (a->pack == TK_ATTN_PACK_QUERIES) {
+        a->G = tk_div(k, dim32(k, Q, 1), a->Hkv);
+        a->Nq = dim32(k, Q, 2);
+        a->U = i32c(k, 1);
+        a->T = a->G;
+    } else {
+        a->Nq = tk_div(k, dim32(k, Q, 1), a->Hkv);
+        a->G = dim32(k, Q, 2);
+        a->U = tk_ceil_div(k, a->G, i32c(k, ROWS));
+        a->T = tk_mul(k, a->Nq, a->U);
+    }
+}
+
+/* The same from the merge kernel's L view (its layout names them all). */
+static void geometry_l(dec *a, tk_value *L) {
+    tk_kernel *k = a->k;
+    bool q = a->pack == TK_ATTN_PACK_QUERIES;
+    a->Hkv = dim32(k, L, q ? 1 : 2);
+    a->G = dim32(k, L, q ? 2 : 3);
+    a->Nq = dim32(k, L, q ? 3 : 1);
+    a->U = q ? i32c(k, 1) : tk_ceil_div(k, a->G, i32c(k, ROWS));
+    a->T = q ? a->G : tk_mul(k, a->Nq, a->U);
+}
+
+static dtile tile_at(const dec *a, tk_value *t) {
+    tk_kernel *k = a->k;
+    dtile d;
+    d.valid = tk_lt(k, t, a->T);
+    tk_value *x;
+    if (a->pack == TK_ATTN_PACK_QUERIES) {
+        x = tk_add(k, tk_mul(k, a->hk, a->G), t);
+        d.row0 = i32c(k, 0);
+        d.qi = NULL;
+        d.l[0] = a->b, d.l[1] = a->hk, d.l[2] = t, d.l[3] = i32c(k, 0);
+    } else {
+        tk_value *u = tk_rem(k, t, a->U);
+        d.qi = tk_div(k, t, a->U);
+        x = tk_add(k, tk_mul(k, d.qi, a->Hkv), a->hk);
+        d.row0 = tk_mul(k, u, i32c(k, ROWS));
+        d.l[0] = a->b, d.l[1] = d.qi, d.l[2] = a->hk, d.l[3] = d.row0;
+    }
+    /* an invalid tile reads fill and writes nothing: its indices point past
+     * their dimension (PACK_QUERIES' x would be the next group's head) */
+    d.x = tk_select(k, d.valid, x, tk_mul(k, a->Hkv, a->G));
+    tk_value *T64 = i64(k, a->T);
+    tk_value *pt =
+        tk_add(k, tk_mul(k, tk_add(k, tk_mul(k, i64(k, a->b), i64(k, a->Hkv)), i64(k, a->hk)), T64),
+               i64(k, t));
+    d.p = tk_select(k, d.valid, pt, tk_mul(k, tk_mul(k, i64(k, a->B), i64(k, a->Hkv)), T64));
+    return d;
+}
+
+/* K and V tile j (keys from j·BKV) into stage st of the rings. */
+static void copy_kv(dec *a, tk_value *sK, tk_value *sV, tk_value *K, tk_value *V, tk_value *st,
+                    tk_value *j) {
+    tk_kernel *k = a->k;
+    tk_value *idx[4] = {a->b, a->hk, tk_mul(k, j, i32c(k, a->BKV)), i32c(k, 0)};
+    tk_copy_to_shared(k, tk_stage(k, sK, st), K, idx, 0.0f, TK_COPY_TMA);
+    tk_copy_to_shared(k, tk_stage(k, sV, st), V, idx, 0.0f, TK_COPY_TMA);
+}
+
+/* Scores of the tile at kv0 with the keys the tile's rows may not see at
+ * -inf; only tiles that need it pay. */
+static tk_value *mask(dec *a, tk_value *s, const dtile *d, tk_value *kv0, tk_value *Nkv,
+                      tk_value *diag) {
+    tk_kernel *k = a->k;
+    if (a->pack == TK_ATTN_PACK_QUERIES) /* rows are queries 0..: the forward's masks */
+        return tk_attn_mask(k, s, a->BKV, a->causal, kv0, Nkv, i32c(k, 0), i32c(k, 0), diag);
+    tk_value *lim = Nkv; /* one query per tile: one column limit */
+    if (a->causal) lim = tk_min(k, Nkv, tk_add(k, tk_add(k, d->qi, diag), i32c(k, 1)));
+    tk_if_begin(k, tk_gt(k, tk_add(k, kv0, i32c(k, a->BKV)), lim));
+    tk_value *sm = tk_mask(k, s, TK_MASK_COLS, kv0, lim, -INFINITY);
+    tk_else(k, 1, &sm);
+    tk_value *out;
+    tk_if_end(k, 1, &s, &out);
+    return out;
+}
+
+/* The keys the block's tiles attend end before kend. */
+static tk_value *key_end(dec *a, tk_value *grp, tk_value *Nkv, tk_value *diag) {
+    tk_kernel *k = a->k;
+    if (!a->causal) return Nkv;
+    tk_value *imax; /* the block's last query */
+    if (a->pack == TK_ATTN_PACK_QUERIES) {
+        imax = tk_sub(k, a->Nq, i32c(k, 1));
+    } else {
+        tk_value *tmax = tk_min(k, tk_sub(k, a->T, i32c(k, 1)),
+                                tk_add(k, tk_mul(k, grp, i32c(k, a->W)), i32c(k, a->W - 1)));
+        imax = tk_div(k, tmax, a->U);
+    }
+    tk_value *e = tk_add(k, tk_add(k, imax, diag), i32c(k, 1));
+    return tk_max(k, tk_min(k, e, Nkv), i32c(k, 0));
+}
+
+static void build_decode(dec *a, bool split) {
+    tk_kernel *k = a->k;
+    const int ND = a->ND, BKV = a->BKV, NS = a->NS;
+    tk_dtype dt = a->dt;
+    tk_value *Q = tk_param_tensor(k, "Q", dt, 4), *K = tk_param_tensor(k, "K", dt, 4);
+    tk_value *V = tk_param_tensor(k, "V", dt, 4);
+    tk_value *O = tk_param_tensor(k, split ? "Op" : "O", split ? TK_F32 : dt, 4);
+    tk_value *L = tk_param_tensor(k, split ? "Lp" : "L", TK_F32, split ? 3 : 4);
+    tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_spec(k, "head_dim", a->D);
+    tk_spec(k, "causal", a->causal);
+    tk_spec(k, "pack", a->pack);
+
+    geometry_qk(a, Q, K);
+    tk_value *Nkv = dim32(k, K, 2);
+    a->B = dim32(k, Q, 0);
+    tk_value *S = split ? dim32(k, O, 1) : i32c(k, 1);
+    tk_value *ngroups = tk_ceil_div(k, a->T, i32c(k, a->W));
+    tk_set_grid(k, tk_mul(k, S, ngroups), a->Hkv, a->B);
+    tk_value *bx = tk_block_id(k, 0);
+    tk_value *s = tk_rem(k, bx, S), *grp = tk_div(k, bx, S);
+    a->hk = tk_block_id(k, 1);
+    a->b = tk_block_id(k, 2);
+    dtile d = tile_at(a, tk_add(k, tk_mul(k, grp, i32c(k, a->W)), tk_warp_id(k)));
+    tk_value *diag = tk_sub(k, Nkv, a->Nq);
+
+    /* the split's key tiles [j0, j0 + n): S ranges of c whole tiles */
+    tk_value *nt = tk_ceil_div(k, Nkv, i32c(k, BKV));
+    tk_value *c = tk_ceil_div(k, nt, S), *j0 = tk_mul(k, s, c);
+    tk_value *jend = tk_ceil_div(k, key_end(a, grp, Nkv, diag), i32c(k, BKV));
+    tk_value *n = tk_max(k, tk_sub(k, tk_min(k, tk_add(k, j0, c), jend), j0), i32c(k, 0));
+
+    tk_value *q[MAX_ND];
+    tk_type q_t = tk_tile_type(dt, ROWS, 16, TK_WARP, TK_ROW);
+    for (int i = 0; i < ND; i++) {
+        tk_value *idx[4] = {a->b, d.x, d.row0, i32c(k, 16 * i)};
+        q[i] = tk_load(k, q_t, Q, idx, 0.0f);
+    }
+    tk_value *sK = tk_shared(k, dt, BKV, a->D, TK_SMEM_SWIZZLE, NS);
+    tk_value *sV = tk_shared(k, dt, BKV, a->D, TK_SMEM_SWIZZLE, NS);
+    tk_value *scale2 = tk_attn_scale2(k, scale);
+
+    for (int p = 0; p < NS - 1; p++) {
+        tk_if_begin(k, tk_lt(k, i32c(k, p), n));
+        copy_kv(a, sK, sV, K, V, i32c(k, p), tk_add(k, j0, i32c(k, p)));
+        tk_if_end(k, 0, NULL, NULL);
+        tk_async_commit(k);
+    }
+
+    tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
+    tk_type o_t = tk_tile_type(TK_F32, ROWS, 16, TK_WARP, TK_ROW);
+    tk_value *init[2 + MAX_ND], *cur[2 + MAX_ND], *next[2 + MAX_ND], *fin[2 + MAX_ND];
+    init[0] = tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX));
+    init[1] = tk_zeros(k, vrow);
+    for (int i = 0; i < ND; i++) init[2 + i] = tk_zeros(k, o_t);
+    tk_value *jj = tk_for_begin(k, i32c(k, 0), n, i32c(k, 1), 2 + ND, init, cur);
+    {
+        tk_async_wait(k, NS - 2); /* tile jj landed */
+        tk_barrier(k);            /* and every warp left tile jj - 1's stage */
+        tk_value *ahead = tk_add(k, jj, i32c(k, NS - 1));
+        tk_if_begin(k, tk_lt(k, ahead, n));
+        copy_kv(a, sK, sV, K, V, tk_rem(k, ahead, i32c(k, NS)), tk_add(k, j0, ahead));
+        tk_if_end(k, 0, NULL, NULL);
+        tk_async_commit(k);
+
+        tk_value *st = tk_rem(k, jj, i32c(k, NS));
+        tk_value *kv0 = tk_mul(k, tk_add(k, j0, jj), i32c(k, BKV));
+        tk_value *kst = tk_stage(k, sK, st), *sc = NULL;
+        tk_type kslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_ROW);
+        for (int i = 0; i < ND; i++) {
+            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
+            sc = tk_mma(k, TK_MMA_ABT, q[i], tk_load(k, kslice, kst, idx, 0.0f), sc);
+        }
+        sc = mask(a, sc, &d, kv0, Nkv, diag);
+
+        tk_value *ref[2 + MAX_ND]; /* lazy rescale: attention.c says why */
+        tk_attn_rescale(k, tk_mul(k, tk_row_max(k, sc), scale2), 2 + ND, cur, ref, true);
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, sc, scale2), ref[0]));
+        next[0] = ref[0];
+        next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
+        tk_value *pb = tk_cvt(k, p, dt), *vst = tk_stage(k, sV, st);
+        tk_type vslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_COL);
+        for (int i = 0; i < ND; i++) {
+            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
+            next[2 + i] = tk_mma(k, TK_MMA_AB, pb, tk_load(k, vslice, vst, idx, 0.0f), ref[2 + i]);
+        }
+    }
+    tk_for_end(k, 2 + ND, next, fin);
+    tk_async_wait(k, 0); /* the copies a short range committed empty */
+
+    tk_value *inv_l = tk_attn_inv_l(k, fin[1]), *lse = tk_attn_lse(k, fin[0], fin[1]);
+    for (int i = 0; i < ND; i++) {
+        tk_value *o = tk_mul(k, fin[2 + i], inv_l);
+        if (split) {
+            tk_value *idx[4] = {d.p, s, i32c(k, 0), i32c(k, 16 * i)};
+            tk_store(k, O, idx, o);
+        } else {
+            tk_value *idx[4] = {a->b, d.x, d.row0, i32c(k, 16 * i)};
+            tk_store(k, O, idx, tk_cvt(k, o, dt));
+        }
+    }
+    if (split) {
+        tk_value *idx[3] = {d.p, s, i32c(k, 0)};
+        tk_store(k, L, idx, lse);
+    } else {
+        tk_store(k, L, d.l, lse);
+    }
+}
+
+/* Columns of O the merge holds at once (16 x 128 f32: 64 registers). */
+#define MERGE_COLS 128
+
+/* One warp per tile: the S partials of its rows combined, in split order,
+ * by the online log-sum-exp (natural log, as the partials' L). */
+static void build_merge(dec *a) {
+    tk_kernel *k = a->k;
+    tk_value *Op = tk_param_tensor(k, "Op", TK_F32, 4), *Lp = tk_param_tensor(k, "Lp", TK_F32, 3);
+    tk_value *O = tk_param_tensor(k, "O", a->dt, 4), *L = tk_param_tensor(k, "L", TK_F32, 4);
+    tk_spec(k, "head_dim", a->D);
+    tk_spec(k, "pack", a->pack);
+    geometry_l(a, L);
+    a->B = dim32(k, L, 0);
+    tk_set_grid(k, a->T, a->Hkv, a->B);
+    a->hk = tk_block_id(k, 1);
+    a->b = tk_block_id(k, 2);
+    dtile d = tile_at(a, tk_block_id(k, 0));
+    tk_value *S = dim32(k, Op, 1);
+
+    const int cw = a->D < MERGE_COLS ? a->D : MERGE_COLS;
+    tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
+    tk_type o_t = tk_tile_type(TK_F32, ROWS, cw, TK_WARP, TK_ROW);
+    for (int c0 = 0; c0 < a->D; c0 += cw) {
+        tk_value *init[3] = {tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX)), tk_zeros(k, vrow),
+                             tk_zeros(k, o_t)};
+        tk_value *cur[3], *next[3], *fin[3];
+        tk_value *s = tk_for_begin(k, i32c(k, 0), S, i32c(k, 1), 3, init, cur);
+        {
+            tk_value *il[3] = {d.p, s, i32c(k, 0)};
+            tk_value *io[4] = {d.p, s, i32c(k, 0), i32c(k, c0)};
+            tk_value *ls = tk_load(k, vrow, Lp, il, -INFINITY); /* rows past Rv: weight 0 */
+            tk_value *os = tk_load(k, o_t, Op, io, 0.0f);
+            /* m starts at -FLT_MAX, so an empty partial (L_s = -inf) weighs
+             * exp(-inf) = 0 and nothing computes -inf - (-inf) */
+            next[0] = tk_max(k, cur[0], ls);
+            tk_value *alpha = tk_exp(k, tk_sub(k, cur[0], next[0]));
+            tk_value *w = tk_exp(k, tk_sub(k, ls, next[0]));
+            next[1] = tk_add(k, tk_mul(k, cur[1], alpha), w);
+            next[2] = tk_add(k, tk_mul(k, cur[2], alpha), tk_mul(k, os, w));
+        }
+        tk_for_end(k, 3, next, fin);
+        tk_value *io[4] = {a->b, d.x, d.row0, i32c(k, c0)};
+        tk_store(k, O, io, tk_cvt(k, tk_mul(k, fin[2], tk_attn_inv_l(k, fin[1])), a->dt));
+        if (c0 == 0) tk_store(k, L, d.l, tk_add(k, fin[0], tk_log(k, fin[1]))); /* log 0 = -inf */
+    }
+}
+
+static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_decode_config *c) {
+    tk_status s = tk_attn_check_spec(ctx, fn, c->dtype, c->head_dim, c->causal);
+    if (s) return s;
+    if (c->pack != TK_ATTN_PACK_QUERIES && c->pack != TK_ATTN_PACK_HEADS)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: pack is %d; expected TK_ATTN_PACK_QUERIES or "
+                                "TK_ATTN_PACK_HEADS",
+                                fn, c->pack);
+    if (c->part < TK_ATTN_DECODE_DIRECT || c->part > TK_ATTN_DECODE_MERGE)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: part is %d; expected TK_ATTN_DECODE_DIRECT, _SPLIT or _MERGE",
+                                fn, c->part);
+    if (c->warps != 0 && c->warps != 1 && c->warps != 2 && c->warps != 4 && c->warps != 8)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: warps is %d; expected 0 (1), 1, 2, 4 or 8", fn, c->warps);
+    if (c->stages != 0 && (c->stages < 2 || c->stages > 4))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: stages is %d; expected 0 (the default) or 2..4", fn,
+                                c->stages);
+    return TK_OK;
+}
+
+/* Keys per tile: 64, or 32 at D 256 (the scores beside a 16 x 256 O). */
+static int decode_bkv(int head_dim) { return head_dim == 256 ? 32 : 64; }
+
+int tk_attn_decode_stages(int head_dim) { return head_dim == 256 ? 2 : 3; }
+
+tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_config *cfg,
+                                    tk_kernel **out) {
+    const char *fn = "tk_attention_decode_build";
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!out || !cfg)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, out ? "cfg" : "out");
+    *out = NULL;
+    tk_status s = check_config(ctx, fn, cfg);
+    if (s) return s;
+    bool merge = cfg->part == TK_ATTN_DECODE_MERGE;
+    int warps = merge || !cfg->warps ? 1 : cfg->warps;
+    int stages = cfg->stages ? cfg->stages : tk_attn_decode_stages(cfg->head_dim);
+    static const char *part[3] = {"direct", "split", "merge"};
+    char name[96];
+    if (merge)
+        snprintf(name, sizeof name, "tk_attn_decode_merge_%s_d%d_%s", tk_dtype_name(cfg->dtype),
+                 cfg->head_dim, cfg->pack ? "heads" : "queries");
+    else
+        snprintf(name, sizeof name, "tk_attn_decode_%s_%s_d%d_%s_w%d_s%d%s", part[cfg->part],
+                 tk_dtype_name(cfg->dtype), cfg->head_dim, cfg->pack ? "heads" : "queries", warps,
+                 stages, cfg->causal ? "_causal" : "");
+    tk_kernel *k;
+    if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
+    dec a = {.k = k,
+             .dt = cfg->dtype,
+             .D = cfg->head_dim,
+             .ND = cfg->head_dim / 16,
+             .causal = cfg->causal,
+             .pack = cfg->pack,
+             .W = warps,
+             .NS = stages,
+             .BKV = decode_bkv(cfg->head_dim)};
+    if (merge)
+        build_merge(&a);
+    else
+        build_decode(&a, cfg->part == TK_ATTN_DECODE_SPLIT);
+    if ((s = tk_kernel_finish(k))) {
+        tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(k));
+        tk_kernel_destroy(k);
+        return s;
+    }
+    *out = k;
+    return TK_OK;
+}

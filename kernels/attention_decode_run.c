@@ -1,0 +1,215 @@
+/* The decoding kernels' host side (attention_decode.h): packing, split
+ * count, views, launches. The kernels: attention_decode.c. */
+#include <math.h>
+#include <string.h>
+
+#include "attention_decode.h"
+#include "attention_parts.h"
+#include "jit/registry.h"
+
+bool tk_attn_decode_wanted(const tk_attention_params *p) {
+    return p->kernel == TK_ATTN_DECODE ||
+           (p->kernel == TK_ATTN_AUTO && p->seq_q <= TK_ATTN_DECODE_MAX_Q);
+}
+
+/* Strides as given, or dense over dims when all are zero. */
+static void strides_of(const int64_t *st, int rank, const int64_t *dims, int64_t *out) {
+    bool dense = true;
+    for (int i = 0; i < rank; i++) dense = dense && !st[i];
+    int64_t n = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        out[i] = dense ? n : st[i];
+        n *= dims[i];
+    }
+}
+
+/* PACK_HEADS views Q (or O) as [B, Nq·Hkv, G, D]: dim 1 steps G heads and
+ * reaches query i at i·Hkv, which needs the query stride to be Hq heads'. */
+static bool heads_view_ok(const tk_attention_params *p, const int64_t *st) {
+    int64_t d[4] = {p->batch, p->heads_q, p->seq_q, p->head_dim}, s[4];
+    strides_of(st, 4, d, s);
+    return p->seq_q == 1 || s[2] == p->heads_q * s[1];
+}
+
+static int decode_bkv(int head_dim) { return head_dim == 256 ? 32 : 64; }
+
+/* Blocks of the split kernel the GPU holds at once: its K/V rings bound
+ * the blocks per SM (registers and threads allow more). */
+static int64_t resident(int sm, int head_dim) {
+    int64_t ring = 2LL * tk_attn_decode_stages(head_dim) * decode_bkv(head_dim) * head_dim * 2;
+    int64_t per_sm = (227 * 1024) / (ring + 1024);
+    return (int64_t)sm * (per_sm < 1 ? 1 : per_sm);
+}
+
+/* Workspace for S splits: Op [n, S, D] f32, then 256-aligned Lp [n, S]. */
+static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_plan *pl, int64_t S) {
+    size_t n = (size_t)p->batch * (size_t)p->heads_kv * (size_t)pl->T * (size_t)pl->Rv * (size_t)S;
+    size_t op = (n * (size_t)p->head_dim * sizeof(float) + 255) / 256 * 256;
+    return op + n * sizeof(float);
+}
+
+#define MAX_SPLITS 4096
+
+tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
+                                  bool fit, tk_attn_decode_plan *pl) {
+    memset(pl, 0, sizeof *pl);
+    if (p->seq_q > TK_ATTN_DECODE_MAX_Q)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: seq_q is %lld; TK_ATTN_DECODE takes at most %d queries", fn,
+                                (long long)p->seq_q, TK_ATTN_DECODE_MAX_Q);
+    if (p->num_splits < 0 || p->num_splits > MAX_SPLITS)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: num_splits is %d; expected 0..%d", fn,
+                                p->num_splits, MAX_SPLITS);
+    int64_t G = p->heads_q / p->heads_kv, Nq = p->seq_q;
+    int64_t t_heads = Nq * ((G + 15) / 16);
+    bool heads = heads_view_ok(p, p->q_strides) && heads_view_ok(p, p->o_strides) && t_heads <= G;
+    pl->pack = heads ? TK_ATTN_PACK_HEADS : TK_ATTN_PACK_QUERIES;
+    pl->T = heads ? t_heads : G;
+    pl->Rv = heads ? (G < 16 ? G : 16) : Nq;
+    pl->warps = pl->T >= 4 ? 4 : pl->T >= 2 ? 2 : 1;
+
+    int64_t nt = (p->seq_kv + decode_bkv(p->head_dim) - 1) / decode_bkv(p->head_dim);
+    int64_t base = p->batch * p->heads_kv * ((pl->T + pl->warps - 1) / pl->warps);
+    int64_t want = p->num_splits;
+    if (!want) { /* enough blocks to fill the GPU once, each a range of whole tiles */
+        int64_t r = resident(sm, p->head_dim);
+        want = base >= r ? 1 : (r + base - 1) / base;
+    }
+    int64_t S = want < nt ? want : nt;
+    if (S < 1) S = 1;
+    if (!p->num_splits) { /* as many ranges as the tiles per range need */
+        int64_t c = (nt + S - 1) / S;
+        S = (nt + c - 1) / c;
+    }
+    double n = (double)p->batch * (double)p->heads_kv * (double)pl->T * (double)pl->Rv * (double)S;
+    if (n * (p->head_dim + 1) * 4.0 >= 0x1p62)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: the partials of %lld splits would need 2^62 bytes or more", fn,
+                                (long long)S);
+    if (fit && S > 1 && split_bytes(p, pl, S) > p->workspace_bytes) {
+        if (p->num_splits)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: num_splits %d needs %zu bytes of workspace; "
+                                    "workspace_bytes is %zu",
+                                    fn, p->num_splits, split_bytes(p, pl, S), p->workspace_bytes);
+        while (S > 1 && split_bytes(p, pl, S) > p->workspace_bytes) S--;
+    }
+    if (fit && S > 1 && !p->workspace) S = 1;
+    pl->splits = (int)S;
+    pl->bytes = S > 1 ? split_bytes(p, pl, S) : 0;
+    return TK_OK;
+}
+
+int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan *pl, int part,
+                        tk_arg *args) {
+    const int64_t B = p->batch, Hq = p->heads_q, Hkv = p->heads_kv, Nq = p->seq_q;
+    const int64_t D = p->head_dim, G = Hq / Hkv;
+    int64_t qd[4] = {B, Hq, Nq, D}, kd[4] = {B, Hkv, p->seq_kv, D}, ld[3] = {B, Hq, Nq};
+    int64_t qs[4], os[4], ks[4], vs[4], ls[3];
+    strides_of(p->q_strides, 4, qd, qs);
+    strides_of(p->o_strides, 4, qd, os);
+    strides_of(p->k_strides, 4, kd, ks);
+    strides_of(p->v_strides, 4, kd, vs);
+    strides_of(p->lse_strides, 3, ld, ls);
+    bool heads = pl->pack == TK_ATTN_PACK_HEADS;
+    /* Q and O: [B, Hq, Nq, D], or [B, Nq·Hkv, G, D] (attention_decode.h) */
+    int64_t xd[4] = {B, Hq, Nq, D};
+    int64_t qx[4] = {qs[0], qs[1], qs[2], 1}, ox[4] = {os[0], os[1], os[2], 1};
+    if (heads) {
+        xd[1] = Nq * Hkv, xd[2] = G;
+        qx[1] = G * qs[1], qx[2] = qs[1];
+        ox[1] = G * os[1], ox[2] = os[1];
+    }
+    /* L: [B, Hkv, G, Nq] or [B, Nq, Hkv, G] */
+    int64_t lq[4] = {B, Hkv, G, Nq}, lqs[4] = {ls[0], G * ls[1], ls[1], ls[2]};
+    int64_t lh[4] = {B, Nq, Hkv, G}, lhs[4] = {ls[0], ls[2], G * ls[1], ls[1]};
+    tk_arg O = tk_arg_strided(p->o, p->dtype, 4, xd, ox);
+    tk_arg L = tk_arg_strided(p->lse, TK_F32, 4, heads ? lh : lq, heads ? lhs : lqs);
+    /* the partials: Op [B·Hkv·T, S, Rv, D], Lp [B·Hkv·T, S, Rv] */
+    int64_t n = B * Hkv * pl->T, S = pl->splits;
+    int64_t opd[4] = {n, S, pl->Rv, D}, lpd[3] = {n, S, pl->Rv};
+    size_t op_bytes = ((size_t)(n * S * pl->Rv * D) * sizeof(float) + 255) / 256 * 256;
+    tk_arg Op = tk_arg_tensor(p->workspace, TK_F32, 4, opd);
+    tk_arg Lp =
+        tk_arg_tensor(p->workspace ? (char *)p->workspace + op_bytes : NULL, TK_F32, 3, lpd);
+    if (part == TK_ATTN_DECODE_MERGE) {
+        args[0] = Op, args[1] = Lp, args[2] = O, args[3] = L;
+        return 4;
+    }
+    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)D);
+    args[0] = tk_arg_strided((void *)p->q, p->dtype, 4, xd, qx);
+    args[1] = tk_arg_strided((void *)p->k, p->dtype, 4, kd, ks);
+    args[2] = tk_arg_strided((void *)p->v, p->dtype, 4, kd, vs);
+    args[3] = part == TK_ATTN_DECODE_SPLIT ? Op : O;
+    args[4] = part == TK_ATTN_DECODE_SPLIT ? Lp : L;
+    args[5] = tk_arg_f32(scale);
+    return 6;
+}
+
+/* ---- the registry's decoding kernels ---------------------------------------- */
+typedef struct decode_key {
+    int32_t dtype, head_dim, causal, pack, part, warps;
+} decode_key;
+
+static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
+    const decode_key *a = key;
+    tk_attention_decode_config cfg = {.dtype = (tk_dtype)a->dtype,
+                                      .head_dim = a->head_dim,
+                                      .causal = a->causal,
+                                      .pack = a->pack,
+                                      .part = a->part,
+                                      .warps = a->warps};
+    return tk_attention_decode_build(ctx, &cfg, out);
+}
+
+static const tk_kernel_def decode_def = {"tk_attention_forward (decoding)", sizeof(decode_key),
+                                         build_decode_key};
+
+static tk_status program(tk_ctx *ctx, const tk_attention_params *p, const tk_attn_decode_plan *pl,
+                         int part, tk_program **prog, tk_prepare_info *info) {
+    decode_key key;
+    memset(&key, 0, sizeof key);
+    bool merge = part == TK_ATTN_DECODE_MERGE;
+    key.dtype = p->dtype, key.head_dim = p->head_dim, key.pack = pl->pack, key.part = part;
+    key.causal = merge ? 0 : p->causal, key.warps = merge ? 1 : pl->warps;
+    tk_prepare_info one;
+    tk_status s = tk_registry_program(ctx, &decode_def, &key, prog, info ? &one : NULL);
+    if (!s && info && (info->ms == 0.0 || one.ms > info->ms)) *info = one;
+    return s;
+}
+
+static int sm_count(tk_ctx *ctx) {
+    int sm = 0;
+    if (tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132; /* an H100 / H200 */
+    return sm;
+}
+
+tk_status tk_attn_decode_workspace(tk_ctx *ctx, const tk_attention_params *p, size_t *bytes) {
+    tk_attn_decode_plan pl;
+    tk_status s = tk_attn_decode_plan_for(ctx, "tk_attention_forward_workspace", p, sm_count(ctx),
+                                          false, &pl);
+    if (!s) *bytes = pl.bytes;
+    return s;
+}
+
+tk_status tk_attn_decode_run(tk_ctx *ctx, const tk_attention_params *p, void *stream,
+                             tk_prepare_info *info) {
+    const char *fn = info ? "tk_attention_prepare" : "tk_attention_forward";
+    if (p->workspace && (uintptr_t)p->workspace % 256)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: workspace is not 256-byte aligned",
+                                fn);
+    tk_attn_decode_plan pl;
+    tk_status s = tk_attn_decode_plan_for(ctx, fn, p, sm_count(ctx), true, &pl);
+    if (s) return s;
+    if (info) memset(info, 0, sizeof *info);
+    int first = pl.splits > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
+    tk_program *prog[2];
+    if ((s = program(ctx, p, &pl, first, &prog[0], info))) return s;
+    if (pl.splits > 1 && (s = program(ctx, p, &pl, TK_ATTN_DECODE_MERGE, &prog[1], info))) return s;
+    if (info) return TK_OK;
+    tk_arg args[6];
+    int n = tk_attn_decode_args(p, &pl, first, args);
+    if ((s = tk_launch(prog[0], n, args, stream)) || pl.splits == 1) return s;
+    n = tk_attn_decode_args(p, &pl, TK_ATTN_DECODE_MERGE, args);
+    return tk_launch(prog[1], n, args, stream);
+}
