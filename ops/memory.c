@@ -3,7 +3,8 @@
  * SHARED    want = the shared type; attr[0] = byte offset in the block's
  *           shared memory (assigned here, 128-byte aligned). Top level only.
  * STAGE     smem (count > 1), idx -> one stage (count 1)
- * LOAD_G2R  view, idx[rank]; want = tile (rank >= 2) or vec; fattr = fill.
+ * LOAD_G2R  view, idx[rank]; want = tile (rank >= 2), vec, or scalar (one
+ *           element: i32, i64 or f32, every thread); fattr = fill.
  *           Tiles span the last two dims: idx[rank-2] / idx[rank-1] are the
  *           element row / col of the top-left corner; leading idx pick the
  *           batch/head. A vector spans the last dim from idx[rank-1].
@@ -131,8 +132,22 @@ static tk_status rule_stage(tk_kernel *k, tk_op *op) {
     return TK_OK;
 }
 
+/* One element of a tensor into a scalar of its dtype (every thread reads
+ * it; as uniform as the indices): sizes, offsets, page tables. */
+static tk_status rule_load_scalar(tk_kernel *k, tk_op *op) {
+    const tk_type *w = &op->want;
+    if (w->dtype != TK_I32 && w->dtype != TK_I64 && w->dtype != TK_F32)
+        return tk_opfail(k, op, TK_ERR_TYPE, "a scalar load reads i32, i64 or f32, not %s",
+                         tk_dtype_name(w->dtype));
+    if (expect_view(k, op, 0, op->nopnds - 1, false)) return k->status;
+    if (same_dtype(k, op, op->opnds[0]->type.dtype, w->dtype)) return k->status;
+    op->res[0]->type = tk_scalar_type(w->dtype);
+    return TK_OK;
+}
+
 static tk_status rule_load(tk_kernel *k, tk_op *op) {
     const tk_type *w = &op->want;
+    if (op->opc == TK_OP_LOAD_G2R && w->kind == TK_KIND_SCALAR) return rule_load_scalar(k, op);
     if (tk_check_reg_type(k, op, w)) return k->status;
     if (op->opc == TK_OP_LOAD_S2R) {
         if (expect_smem(k, op, 0) || expect_index(k, op, 1, 2)) return k->status;

@@ -120,8 +120,40 @@ static tk_status race_window(tk_interp *I, const tk_op *op, int agent, const win
 }
 
 /* ---- register <-> global ------------------------------------------------ */
+/* A scalar load: each active thread reads the element at its indices (or
+ * the fill), exactly for integers. */
+static tk_status load_scalar(tk_interp *I, const tk_op *op) {
+    tk_dtype dt = op->res[0]->type.dtype;
+    tk_sv *r = tk_interp_sv(I, op->res[0]);
+    for (int w = 0; w < I->warps; w++) {
+        if (!tk_interp_warp_active(I, w)) continue;
+        for (int th = 32 * w; th < 32 * w + 32; th++) {
+            const tk_arg *a = &I->args[tk_interp_sv(I, op->opnds[0])[th].i];
+            int64_t off = 0;
+            bool in = true;
+            for (int d = 0; d < a->rank; d++) {
+                int64_t x = tk_interp_sv(I, op->opnds[1 + d])[th].i;
+                in = in && x >= 0 && x < a->dims[d];
+                if (in) off += x * a->strides[d];
+            }
+            if (in && I->race) {
+                tk_status s = tk_race_global(I, op, w, (int)(a - I->args), off, false);
+                if (s) return s;
+            }
+            if (dt == TK_F32)
+                r[th].f = in ? ((const float *)a->data)[off] : (float)op->fattr;
+            else if (dt == TK_I32)
+                r[th].i = in ? ((const int32_t *)a->data)[off] : (int32_t)op->fattr;
+            else
+                r[th].i = in ? ((const int64_t *)a->data)[off] : (int64_t)op->fattr;
+        }
+    }
+    return TK_OK;
+}
+
 static tk_status global_reg(tk_interp *I, const tk_op *op) {
     bool load = op->opc == TK_OP_LOAD_G2R;
+    if (load && op->res[0]->type.kind == TK_KIND_SCALAR) return load_scalar(I, op);
     const tk_value *reg = load ? op->res[0] : op->opnds[op->nopnds - 1];
     const tk_type *t = &reg->type;
     bool tile = t->kind == TK_KIND_TILE;

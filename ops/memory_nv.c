@@ -267,8 +267,24 @@ static LLVMValueRef gio_fast(tk_lower *L, gio *g) {
                        : ok;
 }
 
+/* A scalar: every thread loads the element (masked: out of range reads
+ * the fill); uniform indices make it one cached address for the warp. */
+static tk_status lower_load_scalar(tk_lower *L, const tk_op *op) {
+    const tk_type *t = &op->res[0]->type;
+    tk_gwin w;
+    tk_gwin_open(L, &w, op->opnds[0], op->opnds + 1, 1);
+    tk_lv *r = tk_lw_def(L, op->res[0], 1);
+    if (!r || L->dg->st) return L->dg->st;
+    LLVMValueRef zero = tk_lw_i32c(L, 0);
+    r->v[0] = tk_lw_load_masked(
+        L, tk_lw_type(L, t->dtype), tk_gwin_addr(L, &w, zero, zero), tk_gwin_inb(L, &w, zero, zero),
+        tk_lw_constf(L, t->dtype, op->fattr), (unsigned)tk_dtype_size(t->dtype));
+    return L->dg->st;
+}
+
 static tk_status lower_g2r(tk_lower *L, const tk_op *op) {
     const tk_type *t = &op->res[0]->type;
+    if (t->kind == TK_KIND_SCALAR) return lower_load_scalar(L, op);
     gio g = {0};
     gio_open(L, &g, op, t);
     g.fill = tk_lw_constf(L, t->dtype, op->fattr);

@@ -369,6 +369,23 @@ START_TEST(load_dtype) {
 }
 END_TEST
 
+START_TEST(load_scalar_dtype) {
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *T;
+    tk_value *idx[2] = {ci(0), ci(0)}, *ti[1];
+    ck_assert_ptr_null(tk_load(k, tk_scalar_type(TK_BF16), A, idx, 0));
+    EXPECT(TK_ERR_TYPE, "tk_load: a scalar load reads i32, i64 or f32, not bf16");
+    rewarp(4);
+    T = tk_param_tensor(k, "T", TK_I32, 1), ti[0] = ci(3);
+    ck_assert_ptr_null(tk_load(k, tk_scalar_type(TK_I64), T, ti, 0));
+    EXPECT(TK_ERR_TYPE, "tk_load: memory holds i32 but the register value is i64");
+    rewarp(4);
+    idx[0] = ci(0), idx[1] = ci(0);
+    tk_value *S = tk_shared(k, TK_F32, 16, 16, TK_SMEM_PLAIN, 1);
+    ck_assert_ptr_null(tk_load(k, tk_scalar_type(TK_F32), S, idx, 0));
+    EXPECT(TK_ERR_TYPE, "is not a register tile or vector");
+}
+END_TEST
+
 START_TEST(load_tile_rank1) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 1);
     tk_value *idx[1] = {ci(0)};
@@ -555,8 +572,10 @@ END_TEST
 START_TEST(load_bad_type) {
     tk_value *A = tk_param_tensor(k, "A", TK_F32, 2);
     tk_value *idx[2] = {ci(0), ci(0)};
-    ck_assert_ptr_null(tk_load(k, tk_scalar_type(TK_F32), A, idx, 0));
-    EXPECT(TK_ERR_TYPE, "tk_load: the requested type (f32) is not a register tile or vector");
+    tk_type smem = {.kind = TK_KIND_SMEM, .dtype = TK_F32, .rows = 16, .cols = 16, .count = 1};
+    ck_assert_ptr_null(tk_load(k, smem, A, idx, 0));
+    EXPECT(TK_ERR_TYPE, "tk_load: the requested type (16x16 f32 plain shared) is not a register "
+                        "tile or vector");
 }
 END_TEST
 
@@ -669,6 +688,7 @@ static Suite *rules_suite(void) {
         load_missing_index,
         load_index_dtype,
         load_dtype,
+        load_scalar_dtype,
         load_tile_rank1,
         load_s2r_too_big,
         load_multistage,

@@ -110,6 +110,50 @@ START_TEST(memory_views) {
 }
 END_TEST
 
+/* Scalar loads: exact i32 / i64 values, f32, indices before and past every
+ * dim reading the fill, a loaded value as the next load's index. */
+START_TEST(memory_scalar_load) {
+    rng r = rng_for(__func__);
+    tk_kernel *k = kern("scalars", 1);
+    tk_value *T = tk_param_tensor(k, "T", TK_I32, 2), *L = tk_param_tensor(k, "L", TK_I64, 1);
+    tk_value *F = tk_param_tensor(k, "F", TK_F32, 1), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *at[4][2] = {{c32(k, 1), c32(k, 2)},
+                          {c32(k, 2), c32(k, 0)},   /* row past dim 0: fill */
+                          {c32(k, 0), c32(k, -1)},  /* negative column: fill */
+                          {c32(k, -1), c32(k, 0)}}; /* negative row: fill */
+    tk_value *out[8];
+    for (int i = 0; i < 4; i++)
+        out[i] = tk_cvt(k, tk_load(k, tk_scalar_type(TK_I32), T, at[i], -5.0f), TK_F32);
+    tk_value *li[1] = {c32(k, 0)};
+    tk_value *big = tk_load(k, tk_scalar_type(TK_I64), L, li, 0.0f);
+    out[4] = tk_cvt(k, tk_sub(k, big, tk_const_i64(k, (int64_t)1 << 40)), TK_F32); /* exact */
+    tk_value *fi[1] = {tk_load(k, tk_scalar_type(TK_I32), T, at[0], 0.0f)};        /* T[1][2] = 3 */
+    out[5] = tk_load(k, tk_scalar_type(TK_F32), F, fi, 0.0f);
+    tk_value *fo[1] = {c32(k, 9)};
+    out[6] = tk_load(k, tk_scalar_type(TK_F32), F, fo, 0.5f);
+    out[7] = tk_cvt(k, tk_load(k, tk_scalar_type(TK_I32), T, at[0], 0.0f), TK_F32);
+    tk_type row = wtile(TK_F32, 16, 16);
+    for (int i = 0; i < 8; i++) {
+        tk_value *oi[2] = {c32(k, 16 * i), c32(k, 0)};
+        tk_store(k, O, oi, tk_fill(k, row, out[i]));
+    }
+    finish(k);
+    int32_t t[6] = {7, 2147483647, -4, 11, -2147483647 - 1, 3};
+    int64_t l[1] = {((int64_t)1 << 40) + 12345};
+    hbuf hF = hb(TK_F32, 4), hO = hb(TK_F32, 128 * 16);
+    hrand(&hF, &r, -1, 1);
+    int64_t td[2] = {2, 3}, ld[1] = {1}, fd[1] = {4}, od[2] = {128, 16};
+    tk_arg args[4] = {tk_arg_tensor(t, TK_I32, 2, td), tk_arg_tensor(l, TK_I64, 1, ld),
+                      tk_arg_tensor(hF.p, TK_F32, 1, fd), tk_arg_tensor(hO.p, TK_F32, 2, od)};
+    run_ok(k, 4, args);
+    float want[8] = {3.0f, -5.0f, -5.0f, -5.0f, 12345.0f, hget(&hF, 3), 0.5f, 3.0f};
+    for (int i = 0; i < 8; i++)
+        EXPECT_F("scalar load", i, hget(&hO, (size_t)i * 256 + 17), want[i]);
+    hfree(&hF), hfree(&hO);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 /* Sync g2s with fill, s2r by two warps, r2s, s2g with ragged edges. */
 static void check_shared(tk_dtype dt, rng *r) {
     tk_kernel *k = kern("shared", 2);
@@ -615,20 +659,14 @@ END_TEST
 
 /* ---- main ---------------------------------------------------------------- */
 int main(void) {
-    const interp_test tests[] = {{"memory", memory_ragged},
-                                 {"memory", memory_views},
-                                 {"memory", memory_shared},
-                                 {"memory", memory_async_stale},
-                                 {"memory", memory_pipeline},
-                                 {"control", control_for_carried},
-                                 {"control", control_nested_for},
-                                 {"control", control_for_swap},
-                                 {"control", control_if_else},
-                                 {"control", control_warp_roles},
-                                 {"ids", ids_grid},
-                                 {"errors", errors_args_and_grid},
-                                 {"errors", errors_grid_division},
-                                 {"errors", errors_runtime_memory},
-                                 {"errors", errors_runtime_scalar}};
+    const interp_test tests[] = {
+        {"memory", memory_ragged},         {"memory", memory_views},
+        {"memory", memory_scalar_load},    {"memory", memory_shared},
+        {"memory", memory_async_stale},    {"memory", memory_pipeline},
+        {"control", control_for_carried},  {"control", control_nested_for},
+        {"control", control_for_swap},     {"control", control_if_else},
+        {"control", control_warp_roles},   {"ids", ids_grid},
+        {"errors", errors_args_and_grid},  {"errors", errors_grid_division},
+        {"errors", errors_runtime_memory}, {"errors", errors_runtime_scalar}};
     return interp_run("test_interp_memory", "interp_memory", tests, sizeof tests / sizeof tests[0]);
 }

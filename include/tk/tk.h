@@ -363,7 +363,11 @@ TK_API tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
  * not written: this masking covers every index, leading ones included (a
  * leading index past its dimension reads only `fill` and writes nothing),
  * the same on the GPU and in the interpreter. Shared: idx = {row0, col0}
- * inside the shared tile. */
+ * inside the shared tile.
+ * A scalar type (tk_scalar_type(TK_I32 / TK_I64 / TK_F32), the tensor's
+ * dtype) loads one element of a global tensor, idx naming every dim: each
+ * thread reads it (a value as uniform as its indices), out of range it is
+ * `fill`. Sizes, offsets and page tables a kernel reads at run time. */
 TK_API tk_value *tk_load_n(tk_kernel *k, tk_type type, tk_value *src, int nidx,
                            tk_value *const *idx, float fill);
 TK_API void tk_store_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *const *idx, tk_value *val);

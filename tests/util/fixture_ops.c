@@ -555,6 +555,44 @@ tk_kernel *tu_copy_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int
     return finish(k);
 }
 
+/* Scalar loads (tk_load of a scalar type): a table of i32 row numbers
+ * (some before or past X and W: they read the fill) picks, per warp, the
+ * rows of X to copy and an f32 weight from W; the loaded values drive
+ * indices and a loop's bound. */
+tk_kernel *tu_gather(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_gather", 4, &k);
+    tk_value *T = tk_param_tensor(k, "T", TK_I32, 2), *X = tk_param_tensor(k, "X", dt, 2);
+    tk_value *W = tk_param_tensor(k, "W", TK_F32, 1), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *ti[2] = {tk_block_id(k, 0), tk_warp_id(k)};
+    tk_value *row = tk_load(k, tk_scalar_type(TK_I32), T, ti, -7.0f); /* past dim 1: the fill */
+    tk_value *wi[1] = {row};
+    tk_value *w = tk_load(k, tk_scalar_type(TK_F32), W, wi, 0.25f);
+    tk_type t = tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW);
+    tk_value *xi[2] = {i64(k, row), c64(k, 0)};
+    tk_value *x = tk_mul(k, tk_cvt(k, tk_load(k, t, X, xi, 0.0f), TK_F32), w);
+    tk_value *reps = tk_add(k, tk_rem(k, tk_max(k, row, c32(k, 0)), c32(k, 3)), c32(k, 1));
+    tk_value *init[1] = {x}, *cur[1], *next[1], *fin[1];
+    tk_for_begin(k, c32(k, 0), reps, c32(k, 1), 1, init, cur); /* x * (reps + 1) */
+    next[0] = tk_add(k, cur[0], x);
+    tk_for_end(k, 1, next, fin);
+    tk_value *oi[2] = {
+        tk_mul(k, i64(k, tk_add(k, tk_mul(k, tk_block_id(k, 0), c32(k, 4)), tk_warp_id(k))),
+               c64(k, 16)),
+        c64(k, 0)};
+    tk_store(k, O, oi, fin[0]);
+    tk_set_grid(k, tk_dim(k, T, 0), NULL, NULL);
+    int64_t dtab[2] = {5, 3}, dx[2] = {40, 32}, dw[1] = {30}, dout[2] = {5 * 4 * 16, 32};
+    ts[0] = ref_tensor_new(TK_I32, 2, dtab);
+    ref_tensor_random(&ts[0], -3.0, 45.0); /* rows -2 .. 44: some before X, some past it */
+    ts[1] = tensor(dt, 2, dx, 0);
+    ts[2] = tensor(TK_F32, 1, dw, 0);
+    ts[3] = tensor(TK_F32, 2, dout, 1);
+    (void)sc;
+    *n = 4;
+    return finish(k);
+}
+
 const tu_op_fixture tu_op_fixtures[] = {
     {"ids", tu_ids, 1e-6},
     {"elementwise", tu_elementwise, 2e-2},
@@ -569,6 +607,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"epilogue", tu_epilogue, 2e-2},
     {"store_add", tu_store_add, 1e-5}, /* the adds' order differs: f32 rounding */
     {"copy_add", tu_copy_add, 1e-5},
+    {"gather", tu_gather, 1e-6},
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 

@@ -98,6 +98,7 @@ static double raw_get(const ref_tensor *t, int64_t off) {
     case TK_F32: return ((const float *)t->data)[off];
     case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)t->data)[off]);
     case TK_F16: return tk_f16_to_f32(((const uint16_t *)t->data)[off]);
+    case TK_I32: return ((const int32_t *)t->data)[off];
     default: abort();
     }
 }
@@ -107,6 +108,7 @@ static void raw_set(ref_tensor *t, int64_t off, double v) {
     case TK_F32: ((float *)t->data)[off] = (float)v; break;
     case TK_BF16: ((uint16_t *)t->data)[off] = tk_f32_to_bf16((float)v); break;
     case TK_F16: ((uint16_t *)t->data)[off] = tk_f32_to_f16((float)v); break;
+    case TK_I32: ((int32_t *)t->data)[off] = (int32_t)v; break; /* truncates */
     default: abort();
     }
 }
