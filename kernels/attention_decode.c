@@ -49,6 +49,8 @@ typedef struct dec {
     tk_kernel *k;
     tk_dtype dt;
     int D, ND, causal, pack, W, NS, BKV;
+    int cache, CH, NC; /* tk_attention_cache; rows per K/V copy, copies a tile */
+    tk_value *BT;      /* TK_ATTN_CACHE_PAGED: the block table [B, max_pages] */
     /* geometry (i32 scalars): kv heads, group size, queries, tiles per kv
      * head, tiles per query (PACK_HEADS) */
     tk_value *Hkv, *G, *Nq, *T, *U;
@@ -127,13 +129,85 @@ static dtile tile_at(const dec *a, tk_value *t) {
     return d;
 }
 
-/* K and V tile j (keys from j·BKV) into stage st of the rings. */
+/* K and V tile j (keys from j·BKV) into slot st of the rings: one copy
+ * each, or from a paged cache NC copies of CH rows (stages st·NC + c),
+ * each inside one page: CH divides the page size. A table entry past the
+ * table reads -1, and a page outside the pool reads zeros. */
 static void copy_kv(dec *a, tk_value *sK, tk_value *sV, tk_value *K, tk_value *V, tk_value *st,
                     tk_value *j) {
     tk_kernel *k = a->k;
-    tk_value *idx[4] = {a->b, a->hk, tk_mul(k, j, i32c(k, a->BKV)), i32c(k, 0)};
-    tk_copy_to_shared(k, tk_stage(k, sK, st), K, idx, 0.0f, TK_COPY_TMA);
-    tk_copy_to_shared(k, tk_stage(k, sV, st), V, idx, 0.0f, TK_COPY_TMA);
+    if (a->cache != TK_ATTN_CACHE_PAGED) {
+        tk_value *idx[4] = {a->b, a->hk, tk_mul(k, j, i32c(k, a->BKV)), i32c(k, 0)};
+        tk_copy_to_shared(k, tk_stage(k, sK, st), K, idx, 0.0f, TK_COPY_TMA);
+        tk_copy_to_shared(k, tk_stage(k, sV, st), V, idx, 0.0f, TK_COPY_TMA);
+        return;
+    }
+    tk_value *P = dim32(k, K, 2);
+    for (int c = 0; c < a->NC; c++) {
+        tk_value *tok = tk_add(k, tk_mul(k, j, i32c(k, a->BKV)), i32c(k, c * a->CH));
+        tk_value *ti[2] = {a->b, tk_div(k, tok, P)};
+        tk_value *page = tk_load(k, tk_scalar_type(TK_I32), a->BT, ti, -1.0f);
+        tk_value *idx[4] = {page, a->hk, tk_rem(k, tok, P), i32c(k, 0)};
+        tk_value *slot = tk_add(k, tk_mul(k, st, i32c(k, a->NC)), i32c(k, c));
+        tk_copy_to_shared(k, tk_stage(k, sK, slot), K, idx, 0.0f, TK_COPY_TMA);
+        tk_copy_to_shared(k, tk_stage(k, sV, slot), V, idx, 0.0f, TK_COPY_TMA);
+    }
+}
+
+/* S = Q·K_stᵀ (16 x BKV), by chunks of CH keys for a paged ring. */
+static tk_value *scores(dec *a, tk_value *const *q, tk_value *sK, tk_value *st) {
+    tk_kernel *k = a->k;
+    tk_type kslice = tk_tile_type(a->dt, a->CH, 16, TK_WARP, TK_ROW);
+    tk_value *out = NULL;
+    for (int c = 0; c < a->NC; c++) {
+        tk_value *slot = a->NC == 1 ? st : tk_add(k, tk_mul(k, st, i32c(k, a->NC)), i32c(k, c));
+        tk_value *kst = tk_stage(k, sK, slot), *sc = NULL;
+        for (int i = 0; i < a->ND; i++) {
+            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
+            sc = tk_mma(k, TK_MMA_ABT, q[i], tk_load(k, kslice, kst, idx, 0.0f), sc);
+        }
+        out = out ? tk_concat(k, 1, out, sc) : sc;
+    }
+    return out;
+}
+
+/* next[i] = o[i] + P·V_st for every 16-column slice i of O; with nkv,
+ * the V rows of keys >= nkv (kv0: the tile's first key) read as 0. */
+static void pv(dec *a, tk_value *pb, tk_value *sV, tk_value *st, tk_value *const *o,
+               tk_value **next, tk_value *kv0, tk_value *nkv) {
+    tk_kernel *k = a->k;
+    tk_type vslice = tk_tile_type(a->dt, a->CH, 16, TK_WARP, TK_COL);
+    for (int i = 0; i < a->ND; i++) next[i] = o[i];
+    for (int c = 0; c < a->NC; c++) {
+        tk_value *slot = a->NC == 1 ? st : tk_add(k, tk_mul(k, st, i32c(k, a->NC)), i32c(k, c));
+        tk_value *vst = tk_stage(k, sV, slot);
+        tk_value *pc = a->NC == 1 ? pb : tk_slice(k, pb, 0, c * a->CH, ROWS, a->CH);
+        for (int i = 0; i < a->ND; i++) {
+            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
+            tk_value *v = tk_load(k, vslice, vst, idx, 0.0f);
+            if (nkv) v = tk_mask(k, v, TK_MASK_ROWS, tk_add(k, kv0, i32c(k, c * a->CH)), nkv, 0.0f);
+            next[i] = tk_mma(k, TK_MMA_AB, pc, v, next[i]);
+        }
+    }
+}
+
+/* O += P·V_st. The masked scores make P 0 past the sequence's keys, but
+ * a cache holds what it holds there (a stale row, NaN: 0·NaN is NaN), so
+ * the tile that crosses the end reads those V rows as 0. Without a cache
+ * they lie past the view, and the copy already filled 0s. */
+static void add_pv(dec *a, tk_value *pb, tk_value *sV, tk_value *st, tk_value *const *o,
+                   tk_value **next, tk_value *kv0, tk_value *nkv) {
+    tk_kernel *k = a->k;
+    if (!a->cache) {
+        pv(a, pb, sV, st, o, next, NULL, NULL);
+        return;
+    }
+    tk_value *m[MAX_ND], *u[MAX_ND];
+    tk_if_begin(k, tk_gt(k, tk_add(k, kv0, i32c(k, a->BKV)), nkv));
+    pv(a, pb, sV, st, o, m, kv0, nkv);
+    tk_else(k, a->ND, m);
+    pv(a, pb, sV, st, o, u, NULL, NULL);
+    tk_if_end(k, a->ND, u, next);
 }
 
 /* Scores of the tile at kv0 with the keys the tile's rows may not see at
@@ -178,20 +252,35 @@ static void build_decode(dec *a, bool split) {
     tk_value *O = tk_param_tensor(k, split ? "Op" : "O", split ? TK_F32 : dt, 4);
     tk_value *L = tk_param_tensor(k, split ? "Lp" : "L", TK_F32, split ? 3 : 4);
     tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_value *SL = NULL, *app = NULL;
+    if (a->cache) {
+        SL = tk_param_tensor(k, "seqlens", TK_I32, 1);
+        app = tk_param_scalar(k, "appended", TK_I32);
+    }
+    if (a->cache == TK_ATTN_CACHE_PAGED) a->BT = tk_param_tensor(k, "block_table", TK_I32, 2);
     tk_spec(k, "head_dim", a->D);
     tk_spec(k, "causal", a->causal);
     tk_spec(k, "pack", a->pack);
+    if (a->cache) tk_spec(k, "cache", a->cache);
 
     geometry_qk(a, Q, K);
     tk_value *Nkv = dim32(k, K, 2);
     a->B = dim32(k, Q, 0);
+    if (a->cache) { /* this sequence's keys, within what the cache holds */
+        a->b = tk_block_id(k, 2);
+        tk_value *cap = Nkv;
+        if (a->BT) cap = tk_mul(k, dim32(k, a->BT, 1), Nkv); /* pages x page size */
+        tk_value *li[1] = {a->b};
+        tk_value *len = tk_add(k, tk_load(k, tk_scalar_type(TK_I32), SL, li, 0.0f), app);
+        Nkv = tk_max(k, tk_min(k, len, cap), i32c(k, 0));
+    }
     tk_value *S = split ? dim32(k, O, 1) : i32c(k, 1);
     tk_value *ngroups = tk_ceil_div(k, a->T, i32c(k, a->W));
     tk_set_grid(k, tk_mul(k, S, ngroups), a->Hkv, a->B);
     tk_value *bx = tk_block_id(k, 0);
     tk_value *s = tk_rem(k, bx, S), *grp = tk_div(k, bx, S);
     a->hk = tk_block_id(k, 1);
-    a->b = tk_block_id(k, 2);
+    if (!a->b) a->b = tk_block_id(k, 2);
     dtile d = tile_at(a, tk_add(k, tk_mul(k, grp, i32c(k, a->W)), tk_warp_id(k)));
     tk_value *diag = tk_sub(k, Nkv, a->Nq);
 
@@ -207,8 +296,8 @@ static void build_decode(dec *a, bool split) {
         tk_value *idx[4] = {a->b, d.x, d.row0, i32c(k, 16 * i)};
         q[i] = tk_load(k, q_t, Q, idx, 0.0f);
     }
-    tk_value *sK = tk_shared(k, dt, BKV, a->D, TK_SMEM_SWIZZLE, NS);
-    tk_value *sV = tk_shared(k, dt, BKV, a->D, TK_SMEM_SWIZZLE, NS);
+    tk_value *sK = tk_shared(k, dt, a->CH, a->D, TK_SMEM_SWIZZLE, NS * a->NC);
+    tk_value *sV = tk_shared(k, dt, a->CH, a->D, TK_SMEM_SWIZZLE, NS * a->NC);
     tk_value *scale2 = tk_attn_scale2(k, scale);
 
     for (int p = 0; p < NS - 1; p++) {
@@ -236,25 +325,14 @@ static void build_decode(dec *a, bool split) {
 
         tk_value *st = tk_rem(k, jj, i32c(k, NS));
         tk_value *kv0 = tk_mul(k, tk_add(k, j0, jj), i32c(k, BKV));
-        tk_value *kst = tk_stage(k, sK, st), *sc = NULL;
-        tk_type kslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_ROW);
-        for (int i = 0; i < ND; i++) {
-            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
-            sc = tk_mma(k, TK_MMA_ABT, q[i], tk_load(k, kslice, kst, idx, 0.0f), sc);
-        }
-        sc = mask(a, sc, &d, kv0, Nkv, diag);
+        tk_value *sc = mask(a, scores(a, q, sK, st), &d, kv0, Nkv, diag);
 
         tk_value *ref[2 + MAX_ND]; /* lazy rescale: attention.c says why */
         tk_attn_rescale(k, tk_mul(k, tk_row_max(k, sc), scale2), 2 + ND, cur, ref, true);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, sc, scale2), ref[0]));
         next[0] = ref[0];
         next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
-        tk_value *pb = tk_cvt(k, p, dt), *vst = tk_stage(k, sV, st);
-        tk_type vslice = tk_tile_type(dt, BKV, 16, TK_WARP, TK_COL);
-        for (int i = 0; i < ND; i++) {
-            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
-            next[2 + i] = tk_mma(k, TK_MMA_AB, pb, tk_load(k, vslice, vst, idx, 0.0f), ref[2 + i]);
-        }
+        add_pv(a, tk_cvt(k, p, dt), sV, st, ref + 2, next + 2, kv0, Nkv);
     }
     tk_for_end(k, 2 + ND, next, fin);
     tk_async_wait(k, 0); /* the copies a short range committed empty */
@@ -325,6 +403,36 @@ static void build_merge(dec *a) {
     }
 }
 
+/* The new rows into the cache: block (i, hk, b), one warp, writes row i
+ * of kv head hk of sequence b, of K and of V, at position seqlens[b] + i
+ * (a page's row, or the sequence's). A position outside the cache (past
+ * the table, a page outside the pool, a negative length) is not written. */
+static void build_append(dec *a) {
+    tk_kernel *k = a->k;
+    tk_value *Kn = tk_param_tensor(k, "K_new", a->dt, 4),
+             *Vn = tk_param_tensor(k, "V_new", a->dt, 4);
+    tk_value *K = tk_param_tensor(k, "K", a->dt, 4), *V = tk_param_tensor(k, "V", a->dt, 4);
+    tk_value *SL = tk_param_tensor(k, "seqlens", TK_I32, 1);
+    if (a->cache == TK_ATTN_CACHE_PAGED) a->BT = tk_param_tensor(k, "block_table", TK_I32, 2);
+    tk_spec(k, "head_dim", a->D);
+    tk_spec(k, "cache", a->cache);
+    tk_set_grid(k, tk_dim(k, Kn, 2), tk_dim(k, Kn, 1), tk_dim(k, Kn, 0));
+    tk_value *i = tk_block_id(k, 0), *hk = tk_block_id(k, 1), *b = tk_block_id(k, 2);
+    tk_value *li[1] = {b};
+    tk_value *pos = tk_add(k, tk_load(k, tk_scalar_type(TK_I32), SL, li, -1.0f), i);
+    tk_value *at[4] = {b, hk, pos, i32c(k, 0)};
+    if (a->BT) {
+        tk_value *P = dim32(k, K, 2);
+        tk_value *ti[2] = {b, tk_div(k, pos, P)}; /* a negative pos: a negative entry, -1 */
+        at[0] = tk_load(k, tk_scalar_type(TK_I32), a->BT, ti, -1.0f);
+        at[2] = tk_rem(k, pos, P);
+    }
+    tk_value *from[4] = {b, hk, i, i32c(k, 0)};
+    tk_type row = tk_vec_type(a->dt, a->D, TK_PER_COL, TK_WARP, TK_ROW);
+    tk_store(k, K, at, tk_load(k, row, Kn, from, 0.0f));
+    tk_store(k, V, at, tk_load(k, row, Vn, from, 0.0f));
+}
+
 static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_decode_config *c) {
     tk_status s = tk_attn_check_spec(ctx, fn, c->dtype, c->head_dim, c->causal);
     if (s) return s;
@@ -333,10 +441,28 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_de
                                 "%s: pack is %d; expected TK_ATTN_PACK_QUERIES or "
                                 "TK_ATTN_PACK_HEADS",
                                 fn, c->pack);
-    if (c->part < TK_ATTN_DECODE_DIRECT || c->part > TK_ATTN_DECODE_MERGE)
+    if (c->part < TK_ATTN_DECODE_DIRECT || c->part > TK_ATTN_DECODE_APPEND)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: part is %d; expected TK_ATTN_DECODE_DIRECT, _SPLIT or _MERGE",
+                                "%s: part is %d; expected TK_ATTN_DECODE_DIRECT, _SPLIT, _MERGE "
+                                "or _APPEND",
                                 fn, c->part);
+    if (c->cache < TK_ATTN_CACHE_NONE || c->cache > TK_ATTN_CACHE_PAGED)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: cache is %d; expected TK_ATTN_CACHE_NONE, _LENGTHS or _PAGED",
+                                fn, c->cache);
+    if (c->part == TK_ATTN_DECODE_APPEND && !c->cache)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: TK_ATTN_DECODE_APPEND writes into a cache: cache is "
+                                "TK_ATTN_CACHE_NONE",
+                                fn);
+    int bkv = c->head_dim == 256 ? 32 : 64;
+    bool chunk_ok = c->chunk == 0 || ((c->chunk == 16 || c->chunk == 32 || c->chunk == 64) &&
+                                      c->chunk <= bkv && c->cache == TK_ATTN_CACHE_PAGED);
+    if (!chunk_ok)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: chunk is %d; expected 0, or 16, 32 or 64 (at most the %d-key "
+                                "tile) with TK_ATTN_CACHE_PAGED",
+                                fn, c->chunk, bkv);
     if (c->warps != 0 && c->warps != 1 && c->warps != 2 && c->warps != 4 && c->warps != 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: warps is %d; expected 0 (1), 1, 2, 4 or 8", fn, c->warps);
@@ -361,18 +487,24 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
     *out = NULL;
     tk_status s = check_config(ctx, fn, cfg);
     if (s) return s;
-    bool merge = cfg->part == TK_ATTN_DECODE_MERGE;
-    int warps = merge || !cfg->warps ? 1 : cfg->warps;
+    bool merge = cfg->part == TK_ATTN_DECODE_MERGE, append = cfg->part == TK_ATTN_DECODE_APPEND;
+    int warps = merge || append || !cfg->warps ? 1 : cfg->warps;
     int stages = cfg->stages ? cfg->stages : tk_attn_decode_stages(cfg->head_dim);
+    int bkv = decode_bkv(cfg->head_dim), chunk = cfg->chunk ? cfg->chunk : bkv;
     static const char *part[3] = {"direct", "split", "merge"};
-    char name[96];
+    static const char *cache[3] = {"", "_lens", "_paged"};
+    char name[112], ch[16] = "";
+    if (chunk != bkv) snprintf(ch, sizeof ch, "%d", chunk);
     if (merge)
         snprintf(name, sizeof name, "tk_attn_decode_merge_%s_d%d_%s", tk_dtype_name(cfg->dtype),
                  cfg->head_dim, cfg->pack ? "heads" : "queries");
+    else if (append)
+        snprintf(name, sizeof name, "tk_attn_kv_append_%s_d%d%s", tk_dtype_name(cfg->dtype),
+                 cfg->head_dim, cache[cfg->cache]);
     else
-        snprintf(name, sizeof name, "tk_attn_decode_%s_%s_d%d_%s_w%d_s%d%s", part[cfg->part],
+        snprintf(name, sizeof name, "tk_attn_decode_%s_%s_d%d_%s_w%d_s%d%s%s%s", part[cfg->part],
                  tk_dtype_name(cfg->dtype), cfg->head_dim, cfg->pack ? "heads" : "queries", warps,
-                 stages, cfg->causal ? "_causal" : "");
+                 stages, cfg->causal ? "_causal" : "", cache[cfg->cache], ch);
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
     dec a = {.k = k,
@@ -383,9 +515,14 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
              .pack = cfg->pack,
              .W = warps,
              .NS = stages,
-             .BKV = decode_bkv(cfg->head_dim)};
+             .BKV = bkv,
+             .cache = cfg->cache,
+             .CH = chunk,
+             .NC = bkv / chunk};
     if (merge)
         build_merge(&a);
+    else if (append)
+        build_append(&a);
     else
         build_decode(&a, cfg->part == TK_ATTN_DECODE_SPLIT);
     if ((s = tk_kernel_finish(k))) {

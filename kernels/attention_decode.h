@@ -13,14 +13,21 @@
 /* The most queries the decoding kernels take (a tile's rows). */
 #define TK_ATTN_DECODE_MAX_Q 16
 
+/* The most arguments a decoding kernel takes. */
+#define TK_ATTN_DECODE_MAX_ARGS 9
+
 /* How one call runs. */
 typedef struct tk_attn_decode_plan {
     int pack;      /* tk_attention_pack                                     */
+    int chunk;     /* paged K/V: rows per copy (0: the key tile)            */
     int warps;     /* of the direct / split kernel                          */
     int splits;    /* S: 1 runs the direct kernel alone                     */
     int64_t T, Rv; /* tiles per kv head, rows per tile                      */
     size_t bytes;  /* workspace the splits take (0 when S is 1)             */
 } tk_attn_decode_plan;
+
+/* The tk_attention_cache of p: paged, lengths only, or none. */
+int tk_attn_decode_cache(const tk_attention_params *p);
 
 /* Whether checked parameters p go to the decoding kernels. */
 bool tk_attn_decode_wanted(const tk_attention_params *p);

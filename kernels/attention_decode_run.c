@@ -67,6 +67,11 @@ tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attentio
     pl->T = heads ? t_heads : G;
     pl->Rv = heads ? (G < 16 ? G : 16) : Nq;
     pl->warps = pl->T >= 4 ? 4 : pl->T >= 2 ? 2 : 1;
+    int bkv = decode_bkv(p->head_dim);
+    /* a paged tile: copies of the most rows (up to the tile: 0) a page divides */
+    int rows = bkv;
+    while (p->block_table && rows > 16 && p->page_size % rows) rows /= 2;
+    pl->chunk = rows == bkv ? 0 : rows;
 
     int64_t nt = (p->seq_kv + decode_bkv(p->head_dim) - 1) / decode_bkv(p->head_dim);
     int64_t base = p->batch * p->heads_kv * ((pl->T + pl->warps - 1) / pl->warps);
@@ -100,16 +105,56 @@ tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attentio
     return TK_OK;
 }
 
+int tk_attn_decode_cache(const tk_attention_params *p) {
+    return p->block_table  ? TK_ATTN_CACHE_PAGED
+           : p->seqlens_kv ? TK_ATTN_CACHE_LENGTHS
+                           : TK_ATTN_CACHE_NONE;
+}
+
+/* K or V as the kernels view it, strides st (all zero: dense): [B, Hkv,
+ * Nkv, D], or a paged pool [num_pages, Hkv, page_size, D] whose dense form
+ * is [num_pages, page_size, Hkv, D]. */
+static tk_arg kv_view(const tk_attention_params *p, const void *data, const int64_t *st) {
+    int64_t d[4] = {p->batch, p->heads_kv, p->seq_kv, p->head_dim}, s[4];
+    if (p->block_table) {
+        d[0] = p->num_pages, d[2] = p->page_size;
+        bool dense = !st[0] && !st[1] && !st[2] && !st[3];
+        int64_t ds[4] = {p->page_size * p->heads_kv * p->head_dim, p->head_dim,
+                         p->heads_kv * p->head_dim, 1};
+        for (int i = 0; i < 4; i++) s[i] = dense ? ds[i] : st[i];
+    } else {
+        strides_of(st, 4, d, s);
+    }
+    return tk_arg_strided((void *)data, p->dtype, 4, d, s);
+}
+
+/* The cache's own parameters (seqlens, appended, block table) after n. */
+static int cache_args(const tk_attention_params *p, bool appended, tk_arg *args, int n) {
+    int64_t ld[1] = {p->batch}, td[2] = {p->batch, p->max_pages};
+    args[n++] = tk_arg_tensor((void *)p->seqlens_kv, TK_I32, 1, ld);
+    if (appended) args[n++] = tk_arg_i32(p->k_new ? (int32_t)p->seq_q : 0);
+    if (p->block_table) args[n++] = tk_arg_tensor((void *)p->block_table, TK_I32, 2, td);
+    return n;
+}
+
 int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan *pl, int part,
                         tk_arg *args) {
     const int64_t B = p->batch, Hq = p->heads_q, Hkv = p->heads_kv, Nq = p->seq_q;
     const int64_t D = p->head_dim, G = Hq / Hkv;
-    int64_t qd[4] = {B, Hq, Nq, D}, kd[4] = {B, Hkv, p->seq_kv, D}, ld[3] = {B, Hq, Nq};
-    int64_t qs[4], os[4], ks[4], vs[4], ls[3];
+    if (part == TK_ATTN_DECODE_APPEND) {
+        int64_t nd[4] = {B, Hkv, Nq, D}, ks[4], vs[4];
+        strides_of(p->k_new_strides, 4, nd, ks);
+        strides_of(p->v_new_strides, 4, nd, vs);
+        args[0] = tk_arg_strided((void *)p->k_new, p->dtype, 4, nd, ks);
+        args[1] = tk_arg_strided((void *)p->v_new, p->dtype, 4, nd, vs);
+        args[2] = kv_view(p, p->k, p->k_strides);
+        args[3] = kv_view(p, p->v, p->v_strides);
+        return cache_args(p, false, args, 4);
+    }
+    int64_t qd[4] = {B, Hq, Nq, D}, ld[3] = {B, Hq, Nq};
+    int64_t qs[4], os[4], ls[3];
     strides_of(p->q_strides, 4, qd, qs);
     strides_of(p->o_strides, 4, qd, os);
-    strides_of(p->k_strides, 4, kd, ks);
-    strides_of(p->v_strides, 4, kd, vs);
     strides_of(p->lse_strides, 3, ld, ls);
     bool heads = pl->pack == TK_ATTN_PACK_HEADS;
     /* Q and O: [B, Hq, Nq, D], or [B, Nq·Hkv, G, D] (attention_decode.h) */
@@ -138,17 +183,17 @@ int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan 
     }
     float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)D);
     args[0] = tk_arg_strided((void *)p->q, p->dtype, 4, xd, qx);
-    args[1] = tk_arg_strided((void *)p->k, p->dtype, 4, kd, ks);
-    args[2] = tk_arg_strided((void *)p->v, p->dtype, 4, kd, vs);
+    args[1] = kv_view(p, p->k, p->k_strides);
+    args[2] = kv_view(p, p->v, p->v_strides);
     args[3] = part == TK_ATTN_DECODE_SPLIT ? Op : O;
     args[4] = part == TK_ATTN_DECODE_SPLIT ? Lp : L;
     args[5] = tk_arg_f32(scale);
-    return 6;
+    return p->seqlens_kv ? cache_args(p, true, args, 6) : 6;
 }
 
 /* ---- the registry's decoding kernels ---------------------------------------- */
 typedef struct decode_key {
-    int32_t dtype, head_dim, causal, pack, part, warps;
+    int32_t dtype, head_dim, causal, pack, part, warps, cache, chunk;
 } decode_key;
 
 static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -158,7 +203,9 @@ static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out)
                                       .causal = a->causal,
                                       .pack = a->pack,
                                       .part = a->part,
-                                      .warps = a->warps};
+                                      .warps = a->warps,
+                                      .cache = a->cache,
+                                      .chunk = a->chunk};
     return tk_attention_decode_build(ctx, &cfg, out);
 }
 
@@ -169,9 +216,12 @@ static tk_status program(tk_ctx *ctx, const tk_attention_params *p, const tk_att
                          int part, tk_program **prog, tk_prepare_info *info) {
     decode_key key;
     memset(&key, 0, sizeof key);
-    bool merge = part == TK_ATTN_DECODE_MERGE;
-    key.dtype = p->dtype, key.head_dim = p->head_dim, key.pack = pl->pack, key.part = part;
-    key.causal = merge ? 0 : p->causal, key.warps = merge ? 1 : pl->warps;
+    bool merge = part == TK_ATTN_DECODE_MERGE, append = part == TK_ATTN_DECODE_APPEND;
+    key.dtype = p->dtype, key.head_dim = p->head_dim, key.part = part;
+    key.pack = append ? 0 : pl->pack;
+    key.causal = merge || append ? 0 : p->causal, key.warps = merge || append ? 1 : pl->warps;
+    key.cache = merge ? 0 : tk_attn_decode_cache(p);
+    key.chunk = merge || append ? 0 : pl->chunk;
     tk_prepare_info one;
     tk_status s = tk_registry_program(ctx, &decode_def, &key, prog, info ? &one : NULL);
     if (!s && info && (info->ms == 0.0 || one.ms > info->ms)) *info = one;
@@ -202,14 +252,19 @@ tk_status tk_attn_decode_run(tk_ctx *ctx, const tk_attention_params *p, void *st
     tk_status s = tk_attn_decode_plan_for(ctx, fn, p, sm_count(ctx), true, &pl);
     if (s) return s;
     if (info) memset(info, 0, sizeof *info);
-    int first = pl.splits > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
-    tk_program *prog[2];
-    if ((s = program(ctx, p, &pl, first, &prog[0], info))) return s;
-    if (pl.splits > 1 && (s = program(ctx, p, &pl, TK_ATTN_DECODE_MERGE, &prog[1], info))) return s;
+    /* the parts in launch order: [append,] direct or split [, merge] */
+    int parts[3], np = 0;
+    if (p->k_new) parts[np++] = TK_ATTN_DECODE_APPEND;
+    parts[np++] = pl.splits > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
+    if (pl.splits > 1) parts[np++] = TK_ATTN_DECODE_MERGE;
+    tk_program *prog[3];
+    for (int i = 0; i < np; i++)
+        if ((s = program(ctx, p, &pl, parts[i], &prog[i], info))) return s;
     if (info) return TK_OK;
-    tk_arg args[6];
-    int n = tk_attn_decode_args(p, &pl, first, args);
-    if ((s = tk_launch(prog[0], n, args, stream)) || pl.splits == 1) return s;
-    n = tk_attn_decode_args(p, &pl, TK_ATTN_DECODE_MERGE, args);
-    return tk_launch(prog[1], n, args, stream);
+    for (int i = 0; i < np && !s; i++) {
+        tk_arg args[TK_ATTN_DECODE_MAX_ARGS];
+        int n = tk_attn_decode_args(p, &pl, parts[i], args);
+        s = tk_launch(prog[i], n, args, stream);
+    }
+    return s;
 }

@@ -83,6 +83,57 @@ static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_pa
     return TK_OK;
 }
 
+/* The KV-cache fields (tk_run.h): decoding only, sizes in the kernels'
+ * i32 range, pages of whole 16-row copies, appended rows in pairs. */
+static tk_status check_cache(tk_ctx *ctx, const char *fn, const tk_attention_params *p) {
+    bool any = p->seqlens_kv || p->block_table || p->k_new || p->v_new;
+    if (!any) return TK_OK;
+    if (!p->seqlens_kv)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: %s is set but seqlens_kv is NULL; a cache needs the "
+                                "length of each sequence",
+                                fn,
+                                p->block_table ? "block_table"
+                                : p->k_new     ? "k_new"
+                                               : "v_new");
+    if (p->seq_q > TK_ATTN_DECODE_MAX_Q ||
+        (p->kernel != TK_ATTN_AUTO && p->kernel != TK_ATTN_DECODE))
+        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                "%s: a KV cache (seqlens_kv) runs on the decoding kernels: "
+                                "seq_q must be at most %d (it is %lld) and kernel TK_ATTN_AUTO "
+                                "or TK_ATTN_DECODE (it is %d)",
+                                fn, TK_ATTN_DECODE_MAX_Q, (long long)p->seq_q, p->kernel);
+    if (!p->k_new != !p->v_new)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is set but %s is NULL", fn,
+                                p->k_new ? "k_new" : "v_new", p->k_new ? "v_new" : "k_new");
+    const int64_t *st[2] = {p->k_new_strides, p->v_new_strides};
+    static const char *sn[2] = {"k_new_strides", "v_new_strides"};
+    for (int i = 0; i < 2; i++) {
+        bool dense = !st[i][0] && !st[i][1] && !st[i][2] && !st[i][3];
+        if (!dense && (st[i][3] != 1 || st[i][0] < 0 || st[i][1] < 0 || st[i][2] < 0))
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s are (%lld, %lld, %lld, %lld); they must be >= 0 "
+                                    "with the last 1",
+                                    fn, sn[i], (long long)st[i][0], (long long)st[i][1],
+                                    (long long)st[i][2], (long long)st[i][3]);
+    }
+    if (!p->block_table) return TK_OK;
+    if (p->page_size < 16 || p->page_size % 16 || p->page_size > ATTN_MAX_SEQ)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: page_size is %lld; expected a multiple of 16 from 16 to %lld",
+                                fn, (long long)p->page_size, (long long)ATTN_MAX_SEQ);
+    if (p->num_pages < 1 || p->num_pages > INT32_MAX)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: num_pages is %lld; expected 1 to %d",
+                                fn, (long long)p->num_pages, INT32_MAX);
+    if (p->max_pages < 1 || p->max_pages > ATTN_MAX_SEQ / p->page_size)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: max_pages is %lld; expected 1 to %lld (max_pages x "
+                                "page_size at most %lld keys)",
+                                fn, (long long)p->max_pages,
+                                (long long)(ATTN_MAX_SEQ / p->page_size), (long long)ATTN_MAX_SEQ);
+    return TK_OK;
+}
+
 tk_status tk_attn_pick_kernel(tk_ctx *ctx, const char *fn, int kernel, bool *wgmma) {
     *wgmma = false;
     if (kernel < TK_ATTN_AUTO || kernel > TK_ATTN_WGMMA)
@@ -123,7 +174,7 @@ static tk_status check_attention(tk_ctx *ctx, const char *fn, const tk_attention
                                 "%s: scale %g is not a finite value "
                                 ">= 0",
                                 fn, (double)p->scale);
-    if ((s = check_layout(ctx, fn, p))) return s;
+    if ((s = check_layout(ctx, fn, p)) || (s = check_cache(ctx, fn, p))) return s;
     if (p->kernel == TK_ATTN_DECODE && p->seq_q > TK_ATTN_DECODE_MAX_Q)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: seq_q is %lld; TK_ATTN_DECODE takes at most %d queries", fn,

@@ -166,6 +166,32 @@ static int make_variants(variant *v) {
             snprintf(x->name, sizeof x->name, "attn_decode_split_%s_d128_queries_causal%s",
                      i ? "bf16" : "f16", i ? "_w4" : "");
         }
+        /* from a cache: lengths, pages of whole tiles and of 16-row copies,
+         * and the append kernels */
+        static const struct {
+            int cache, chunk, part, pack, causal;
+            const char *name;
+        } cached[] = {
+            {TK_ATTN_CACHE_LENGTHS, 0, TK_ATTN_DECODE_DIRECT, 1, 0, "direct_lens_heads"},
+            {TK_ATTN_CACHE_PAGED, 0, TK_ATTN_DECODE_SPLIT, 1, 0, "split_paged_heads"},
+            {TK_ATTN_CACHE_PAGED, 16, TK_ATTN_DECODE_SPLIT, 1, 0, "split_paged16_heads"},
+            {TK_ATTN_CACHE_PAGED, 32, TK_ATTN_DECODE_SPLIT, 0, 1, "split_paged32_queries_causal"},
+            {TK_ATTN_CACHE_LENGTHS, 0, TK_ATTN_DECODE_APPEND, 0, 0, "append_lens"},
+            {TK_ATTN_CACHE_PAGED, 0, TK_ATTN_DECODE_APPEND, 0, 0, "append_paged"},
+        };
+        for (size_t i = 0; i < sizeof cached / sizeof cached[0]; i++) {
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_dec = 1;
+            x->dc = (tk_attention_decode_config){.dtype = TK_BF16,
+                                                 .head_dim = 128,
+                                                 .causal = cached[i].causal,
+                                                 .pack = cached[i].pack,
+                                                 .part = cached[i].part,
+                                                 .cache = cached[i].cache,
+                                                 .chunk = cached[i].chunk};
+            snprintf(x->name, sizeof x->name, "attn_decode_%s_bf16_d128", cached[i].name);
+        }
     }
     return n;
 }

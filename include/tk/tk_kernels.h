@@ -156,8 +156,31 @@ TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *
 typedef enum tk_attention_decode_part {
     TK_ATTN_DECODE_DIRECT = 0, /* O and L from all the keys                     */
     TK_ATTN_DECODE_SPLIT = 1,  /* partials per key range                        */
-    TK_ATTN_DECODE_MERGE = 2   /* the partials merged into O and L              */
+    TK_ATTN_DECODE_MERGE = 2,  /* the partials merged into O and L              */
+    TK_ATTN_DECODE_APPEND = 3  /* new K/V rows written into a cache             */
 } tk_attention_decode_part;
+
+/* Where DIRECT and SPLIT find the keys (cache; tk_attention_params says
+ * what the caller passes, tk_run.h):
+ *   TK_ATTN_CACHE_NONE: K, V [B, Hkv, Nkv, D], every sequence Nkv keys;
+ *   TK_ATTN_CACHE_LENGTHS: the same buffers, sequence b's keys the first
+ *     min(seqlens[b] + appended, Nkv); extra parameters 6 seqlens (i32
+ *     [B]), 7 appended (i32 scalar);
+ *   TK_ATTN_CACHE_PAGED: K, V [num_pages, Hkv, page_size, D] pools, key t
+ *     of sequence b at row t % page_size of page block_table[b][t /
+ *     page_size]; length min(seqlens[b] + appended, max_pages·page_size);
+ *     parameters 6 and 7 as above, 8 block_table (i32 [B, max_pages]).
+ *     Each K/V tile arrives in copies of `chunk` rows (16, 32 or 64, at
+ *     most the key tile, dividing the page size; 0: the key tile).
+ * TK_ATTN_DECODE_APPEND (one warp; LENGTHS or PAGED): 0 K_new, 1 V_new
+ *   [B, Hkv, Nnew, D] (read), 2 K, 3 V (written), 4 seqlens, 5
+ *   block_table (PAGED); grid (Nnew, Hkv, B): row i of sequence b goes to
+ *   position seqlens[b] + i, where the cache has one (else nowhere). */
+typedef enum tk_attention_cache {
+    TK_ATTN_CACHE_NONE = 0,
+    TK_ATTN_CACHE_LENGTHS = 1,
+    TK_ATTN_CACHE_PAGED = 2
+} tk_attention_cache;
 
 typedef enum tk_attention_pack {
     TK_ATTN_PACK_QUERIES = 0, /* a warp's rows: queries of one query head       */
@@ -172,6 +195,8 @@ typedef struct tk_attention_decode_config {
     int part;       /* a tk_attention_decode_part                              */
     int warps;      /* 1, 2, 4, 8 (0: 1); MERGE has 1                          */
     int stages;     /* 2..4; 0: the default                                    */
+    int cache;      /* a tk_attention_cache (MERGE ignores it)                 */
+    int chunk;      /* TK_ATTN_CACHE_PAGED: rows per K/V copy; 0: the tile     */
 } tk_attention_decode_config;
 
 TK_API tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_config *cfg,

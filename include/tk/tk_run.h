@@ -78,6 +78,32 @@ typedef struct tk_attention_params {
     int32_t num_splits; /* 0: chosen per call from the sizes and the SM count;
                            n >= 1: n ranges (at most one per key tile; 1: no
                            split); the workspace must hold them         */
+    /* A KV cache (decoding only, seq_q <= 16; grown fields: NULL / 0 when a
+     * struct_size ends before them). seqlens_kv (device, int32 [batch]):
+     * the keys sequence b has in the cache; seq_kv then bounds them (it
+     * sizes the split count: the longest length is best). Without a block
+     * table, k and v hold each sequence's keys contiguously, [batch,
+     * heads_kv, seq_kv, D] as above. With block_table (device, int32
+     * [batch, max_pages], row stride max_pages), k and v are pools of
+     * num_pages pages of page_size tokens (a multiple of 16): key t of
+     * sequence b is row t % page_size of page block_table[b][t / page_size];
+     * dense they are [num_pages, page_size, heads_kv, D] (vLLM's and
+     * FlashAttention's layout); k_strides / v_strides, in (page, head, token,
+     * D) order, name others. With k_new and v_new (seq_q new rows per
+     * sequence, [batch, heads_kv, seq_q, D] in k_new_strides order, as q),
+     * the call first writes them into the cache at positions seqlens_kv[b]
+     * .. + seq_q - 1 (a kernel of its own, on the same stream), then attends
+     * seqlens_kv[b] + seq_q keys; seqlens_kv itself is not updated.
+     * Checked here: sizes, pointers, strides. Not checked (it would need a
+     * device read): the contents of seqlens_kv and block_table. Their
+     * bounds hold anyway: a length is clamped to 0 .. max_pages·page_size
+     * (seq_kv without a table), a table entry outside 0 .. num_pages - 1
+     * reads zeros and receives no appended row. */
+    const int32_t *seqlens_kv;
+    const int32_t *block_table;
+    int64_t max_pages, num_pages, page_size;
+    const void *k_new, *v_new;
+    int64_t k_new_strides[4], v_new_strides[4];
 } tk_attention_params;
 
 /* designated in C, as TK_GEMM_PARAMS_INIT below */
