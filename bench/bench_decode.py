@@ -5,7 +5,10 @@ backends, same run, median of triton do_bench (which flushes L2 before each run,
 come from DRAM for everyone). Bandwidth: the K/V bytes over our time, against the
 4.27 TB/s copy line (bench/RESULTS.md). Each shape is checked against SDPA first.
 Environment: DECODE_SPLITS forces num_splits (default: the library's choice);
-DECODE_SHAPES=B:Hq:Hkv:Nq:Nkv,... replaces the shape list.
+DECODE_SHAPES=B:Hq:Hkv:Nq:Nkv,... replaces the shape list; DECODE_SWEEP=1 times each
+shape at 1, 2, 4, ... 256 splits instead (what the split heuristic is tuned on);
+DECODE_PAGE=n runs ours on a paged cache of n-token pages in a shuffled order (the same
+keys; seqlens_kv all Nkv) beside the same peers on the dense tensors.
 Usage (GPU machine): python3 bench/bench_decode.py build-device"""
 import ctypes
 import os
@@ -32,13 +35,32 @@ def shapes():
     return [tuple(int(x) for x in s.split(":")) for s in env.split(",")]
 
 
-def run(tk, stream, b, hq, hkv, nq, nkv, d=128, splits=0):
+def run(tk, stream, b, hq, hkv, nq, nkv, d=128, splits=0, peers=True):
     q = torch.randn(b, hq, nq, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, hkv, nkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     o = torch.full_like(q, float("nan"))
     lse = torch.full((b, hq, nq), float("nan"), device="cuda", dtype=torch.float32)
     p = tk.attention_params(q, k, v, o, lse, False)
     p.num_splits = splits
+    page = int(os.environ.get("DECODE_PAGE", "0"))
+    if page:  # the pool [pages, page, Hkv, D], each sequence's pages shuffled in it
+        per = (nkv + page - 1) // page
+        order = torch.randperm(b * per, device="cuda", dtype=torch.int32)
+        table = order.view(b, per).contiguous()
+        pools = []
+        for t in (k, v):
+            pad = torch.zeros(b, hkv, per * page, d, device="cuda", dtype=t.dtype)
+            pad[:, :, :nkv] = t
+            pool = torch.empty(b * per, page, hkv, d, device="cuda", dtype=t.dtype)
+            pool[order.long()] = pad.view(b, hkv, per, page, d).permute(0, 2, 3, 1, 4) \
+                .reshape(b * per, page, hkv, d)
+            pools.append(pool)
+        lens = torch.full((b,), nkv, device="cuda", dtype=torch.int32)
+        p.k, p.v = pools[0].data_ptr(), pools[1].data_ptr()
+        p.k_strides = p.v_strides = (ctypes.c_int64 * 4)()
+        p.seqlens_kv, p.block_table = lens.data_ptr(), table.data_ptr()
+        p.max_pages, p.num_pages, p.page_size = per, b * per, page
+        keep = (pools, lens, table)  # alive while p is used
     nbytes = tk.attention_workspace(p)
     ws = torch.empty(max(nbytes, 1) + 256, device="cuda", dtype=torch.uint8)
     p.workspace = (ws.data_ptr() + 255) // 256 * 256
@@ -49,20 +71,37 @@ def run(tk, stream, b, hq, hkv, nq, nkv, d=128, splits=0):
     err = ((o.float() - ref).norm() / ref.norm()).item()
     us = lambda f: do_bench(f, warmup=50, rep=300, return_mode="median") * 1e3
     ours = us(lambda: tk.attention(p, stream)) if err <= 1e-2 else float("nan")
-    peers = []
-    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
+    peer_us = []
+    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION) if peers else ():
         try:
-            peers.append(us(lambda: sdpa(backend, q, k, v, False)))
+            peer_us.append(us(lambda: sdpa(backend, q, k, v, False)))
         except RuntimeError:
-            peers.append(float("nan"))
+            peer_us.append(float("nan"))
     kv_bytes = 2 * b * hkv * nkv * d * 2
-    return ours, peers, err, kv_bytes, nbytes
+    return ours, peer_us, err, kv_bytes, nbytes
+
+
+def sweep(tk, stream):
+    print("| B | Hq/Hkv | Nq | Nkv | " + " | ".join(f"S{s} µs" for s in SWEEP) + " | chosen µs |")
+    print("|---|---|---|---|" + "---|" * (len(SWEEP) + 1))
+    for b, hq, hkv, nq, nkv in shapes():
+        row = []
+        for s in SWEEP + [0]:
+            row.append(run(tk, stream, b, hq, hkv, nq, nkv, splits=s, peers=False)[0]
+                       if s <= (nkv + 63) // 64 else float("nan"))
+        print(f"| {b} | {hq}/{hkv} | {nq} | {nkv} | " + " | ".join(f"{t:.1f}" for t in row) +
+              " |", flush=True)
+
+
+SWEEP = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 
 def main():
     tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
     torch.manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
+    if os.environ.get("DECODE_SWEEP"):
+        return sweep(tk, stream)
     splits = int(os.environ.get("DECODE_SPLITS", "0"))
     print("| B | Hq/Hkv | Nq | Nkv | TileKittens µs | cuDNN µs | FA2 µs | TK/cuDNN speed | "
           "TK TB/s | % of copy | rel err |")

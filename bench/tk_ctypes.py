@@ -30,6 +30,10 @@ class AttentionParams(ctypes.Structure):
         ("lse_strides", ctypes.c_int64 * 3), ("kernel", ctypes.c_int32),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
         ("num_splits", ctypes.c_int32),
+        ("seqlens_kv", ctypes.c_void_p), ("block_table", ctypes.c_void_p),
+        ("max_pages", ctypes.c_int64), ("num_pages", ctypes.c_int64),
+        ("page_size", ctypes.c_int64), ("k_new", ctypes.c_void_p), ("v_new", ctypes.c_void_p),
+        ("k_new_strides", ctypes.c_int64 * 4), ("v_new_strides", ctypes.c_int64 * 4),
     ]
 
 

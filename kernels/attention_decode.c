@@ -356,11 +356,15 @@ static void build_decode(dec *a, bool split) {
     }
 }
 
-/* Columns of O the merge holds at once (16 x 128 f32: 64 registers). */
-#define MERGE_COLS 128
+/* The merge: a block (one warp) per tile and 32-column slice of O, so a
+ * small batch still spreads over many SMs; the partials of MERGE_UNROLL
+ * splits are loaded before any is combined, so their latencies overlap
+ * (a split past S reads L = -inf, O = 0: weight 0, the sum unchanged). */
+#define MERGE_COLS   32
+#define MERGE_UNROLL 8
 
-/* One warp per tile: the S partials of its rows combined, in split order,
- * by the online log-sum-exp (natural log, as the partials' L). */
+/* The S partials of the block's rows combined in split order by the
+ * online log-sum-exp (natural log, as the partials' L). */
 static void build_merge(dec *a) {
     tk_kernel *k = a->k;
     tk_value *Op = tk_param_tensor(k, "Op", TK_F32, 4), *Lp = tk_param_tensor(k, "Lp", TK_F32, 3);
@@ -369,38 +373,47 @@ static void build_merge(dec *a) {
     tk_spec(k, "pack", a->pack);
     geometry_l(a, L);
     a->B = dim32(k, L, 0);
-    tk_set_grid(k, a->T, a->Hkv, a->B);
+    const int NCOL = a->D / MERGE_COLS;
+    tk_set_grid(k, tk_mul(k, a->T, i32c(k, NCOL)), a->Hkv, a->B);
     a->hk = tk_block_id(k, 1);
     a->b = tk_block_id(k, 2);
-    dtile d = tile_at(a, tk_block_id(k, 0));
+    tk_value *bx = tk_block_id(k, 0), *slice = tk_rem(k, bx, i32c(k, NCOL));
+    tk_value *c0 = tk_mul(k, slice, i32c(k, MERGE_COLS));
+    dtile d = tile_at(a, tk_div(k, bx, i32c(k, NCOL)));
     tk_value *S = dim32(k, Op, 1);
 
-    const int cw = a->D < MERGE_COLS ? a->D : MERGE_COLS;
     tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
-    tk_type o_t = tk_tile_type(TK_F32, ROWS, cw, TK_WARP, TK_ROW);
-    for (int c0 = 0; c0 < a->D; c0 += cw) {
-        tk_value *init[3] = {tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX)), tk_zeros(k, vrow),
-                             tk_zeros(k, o_t)};
-        tk_value *cur[3], *next[3], *fin[3];
-        tk_value *s = tk_for_begin(k, i32c(k, 0), S, i32c(k, 1), 3, init, cur);
-        {
-            tk_value *il[3] = {d.p, s, i32c(k, 0)};
-            tk_value *io[4] = {d.p, s, i32c(k, 0), i32c(k, c0)};
-            tk_value *ls = tk_load(k, vrow, Lp, il, -INFINITY); /* rows past Rv: weight 0 */
-            tk_value *os = tk_load(k, o_t, Op, io, 0.0f);
+    tk_type o_t = tk_tile_type(TK_F32, ROWS, MERGE_COLS, TK_WARP, TK_ROW);
+    tk_value *init[3] = {tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX)), tk_zeros(k, vrow),
+                         tk_zeros(k, o_t)};
+    tk_value *cur[3], *fin[3];
+    tk_value *s0 = tk_for_begin(k, i32c(k, 0), S, i32c(k, MERGE_UNROLL), 3, init, cur);
+    {
+        tk_value *ls[MERGE_UNROLL], *os[MERGE_UNROLL];
+        for (int u = 0; u < MERGE_UNROLL; u++) {
+            tk_value *s = tk_add(k, s0, i32c(k, u));
+            tk_value *il[3] = {d.p, s, i32c(k, 0)}, *io[4] = {d.p, s, i32c(k, 0), c0};
+            ls[u] = tk_load(k, vrow, Lp, il, -INFINITY); /* rows past Rv: weight 0 */
+            os[u] = tk_load(k, o_t, Op, io, 0.0f);
+        }
+        tk_value *m = cur[0], *l = cur[1], *o = cur[2];
+        for (int u = 0; u < MERGE_UNROLL; u++) {
             /* m starts at -FLT_MAX, so an empty partial (L_s = -inf) weighs
              * exp(-inf) = 0 and nothing computes -inf - (-inf) */
-            next[0] = tk_max(k, cur[0], ls);
-            tk_value *alpha = tk_exp(k, tk_sub(k, cur[0], next[0]));
-            tk_value *w = tk_exp(k, tk_sub(k, ls, next[0]));
-            next[1] = tk_add(k, tk_mul(k, cur[1], alpha), w);
-            next[2] = tk_add(k, tk_mul(k, cur[2], alpha), tk_mul(k, os, w));
+            tk_value *mn = tk_max(k, m, ls[u]);
+            tk_value *alpha = tk_exp(k, tk_sub(k, m, mn)), *w = tk_exp(k, tk_sub(k, ls[u], mn));
+            l = tk_add(k, tk_mul(k, l, alpha), w);
+            o = tk_add(k, tk_mul(k, o, alpha), tk_mul(k, os[u], w));
+            m = mn;
         }
+        tk_value *next[3] = {m, l, o};
         tk_for_end(k, 3, next, fin);
-        tk_value *io[4] = {a->b, d.x, d.row0, i32c(k, c0)};
-        tk_store(k, O, io, tk_cvt(k, tk_mul(k, fin[2], tk_attn_inv_l(k, fin[1])), a->dt));
-        if (c0 == 0) tk_store(k, L, d.l, tk_add(k, fin[0], tk_log(k, fin[1]))); /* log 0 = -inf */
     }
+    tk_value *io[4] = {a->b, d.x, d.row0, c0};
+    tk_store(k, O, io, tk_cvt(k, tk_mul(k, fin[2], tk_attn_inv_l(k, fin[1])), a->dt));
+    tk_if_begin(k, tk_eq(k, slice, i32c(k, 0))); /* one slice writes L */
+    tk_store(k, L, d.l, tk_add(k, fin[0], tk_log(k, fin[1]))); /* log 0 = -inf */
+    tk_if_end(k, 0, NULL, NULL);
 }
 
 /* The new rows into the cache: block (i, hk, b), one warp, writes row i

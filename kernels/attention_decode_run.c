@@ -49,6 +49,9 @@ static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_pla
 }
 
 #define MAX_SPLITS 4096
+/* The fewest key tiles a chosen split gets (measured: bench/bench_decode.py
+ * DECODE_SWEEP=1, bench/RESULTS.md). */
+#define MIN_SPLIT_TILES 4
 
 tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
                                   bool fit, tk_attn_decode_plan *pl) {
@@ -79,6 +82,10 @@ tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attentio
     if (!want) { /* enough blocks to fill the GPU once, each a range of whole tiles */
         int64_t r = resident(sm, p->head_dim);
         want = base >= r ? 1 : (r + base - 1) / base;
+        /* but ranges long enough to fill the ring and pay for the block's
+         * start and the merge's share */
+        int64_t most = nt / MIN_SPLIT_TILES;
+        if (want > most) want = most > 1 ? most : 1;
     }
     int64_t S = want < nt ? want : nt;
     if (S < 1) S = 1;

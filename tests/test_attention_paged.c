@@ -536,6 +536,10 @@ static Suite *paged_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_cache_on_gpu, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gpu_small"); /* quick enough for compute-sanitizer */
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_cache_small_on_gpu, 0, N_CASES);
     suite_add_tcase(s, tc);
     return s;

@@ -148,8 +148,8 @@ TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *
  *     (S·ceil(T/warps), Hkv, B). Tile t of kv head hk of batch b is index
  *     (b·Hkv + hk)·T + t of the partials' dim 0;
  *   TK_ATTN_DECODE_MERGE (after SPLIT; one warp): 0 Op, 1 Lp (read), 2 O,
- *     3 L (written); grid (T, Hkv, B). Summed in split order: bit-identical
- *     from run to run.
+ *     3 L (written); grid (T·D/32, Hkv, B): a block per tile and 32-column
+ *     slice. Summed in split order: bit-identical from run to run.
  * Key tiles of 64 keys (32 at D 256) through a `stages`-deep ring (2..4;
  * 0: 3, and 2 at D 256), by the copy engine on sm_90+ (cp.async
  * elsewhere); the multiplies are mma.sync on every target. */
