@@ -411,7 +411,7 @@ static void build_merge(dec *a) {
     }
     tk_value *io[4] = {a->b, d.x, d.row0, c0};
     tk_store(k, O, io, tk_cvt(k, tk_mul(k, fin[2], tk_attn_inv_l(k, fin[1])), a->dt));
-    tk_if_begin(k, tk_eq(k, slice, i32c(k, 0))); /* one slice writes L */
+    tk_if_begin(k, tk_eq(k, slice, i32c(k, 0)));               /* one slice writes L */
     tk_store(k, L, d.l, tk_add(k, fin[0], tk_log(k, fin[1]))); /* log 0 = -inf */
     tk_if_end(k, 0, NULL, NULL);
 }
@@ -468,7 +468,10 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_de
                                 "%s: TK_ATTN_DECODE_APPEND writes into a cache: cache is "
                                 "TK_ATTN_CACHE_NONE",
                                 fn);
-    int bkv = c->head_dim == 256 ? 32 : 64;
+    if (c->keys != 0 && c->keys != 32 && c->keys != 64)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: keys is %d; expected 0, 32 or 64", fn,
+                                c->keys);
+    int bkv = c->keys ? c->keys : tk_attn_decode_keys(c->head_dim);
     bool chunk_ok = c->chunk == 0 || ((c->chunk == 16 || c->chunk == 32 || c->chunk == 64) &&
                                       c->chunk <= bkv && c->cache == TK_ATTN_CACHE_PAGED);
     if (!chunk_ok)
@@ -486,8 +489,12 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_de
     return TK_OK;
 }
 
-/* Keys per tile: 64, or 32 at D 256 (the scores beside a 16 x 256 O). */
-static int decode_bkv(int head_dim) { return head_dim == 256 ? 32 : 64; }
+/* Keys per tile: 32 (a small ring: more blocks per SM, each warp's tile
+ * sooner done; bench/RESULTS.md, 2026-12-03). */
+int tk_attn_decode_keys(int head_dim) {
+    (void)head_dim;
+    return 32;
+}
 
 int tk_attn_decode_stages(int head_dim) { return head_dim == 256 ? 2 : 3; }
 
@@ -503,7 +510,8 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
     bool merge = cfg->part == TK_ATTN_DECODE_MERGE, append = cfg->part == TK_ATTN_DECODE_APPEND;
     int warps = merge || append || !cfg->warps ? 1 : cfg->warps;
     int stages = cfg->stages ? cfg->stages : tk_attn_decode_stages(cfg->head_dim);
-    int bkv = decode_bkv(cfg->head_dim), chunk = cfg->chunk ? cfg->chunk : bkv;
+    int bkv = cfg->keys ? cfg->keys : tk_attn_decode_keys(cfg->head_dim);
+    int chunk = cfg->chunk ? cfg->chunk : bkv;
     static const char *part[3] = {"direct", "split", "merge"};
     static const char *cache[3] = {"", "_lens", "_paged"};
     char name[112], ch[16] = "";

@@ -31,12 +31,11 @@ static bool heads_view_ok(const tk_attention_params *p, const int64_t *st) {
     return p->seq_q == 1 || s[2] == p->heads_q * s[1];
 }
 
-static int decode_bkv(int head_dim) { return head_dim == 256 ? 32 : 64; }
-
 /* Blocks of the split kernel the GPU holds at once: its K/V rings bound
  * the blocks per SM (registers and threads allow more). */
 static int64_t resident(int sm, int head_dim) {
-    int64_t ring = 2LL * tk_attn_decode_stages(head_dim) * decode_bkv(head_dim) * head_dim * 2;
+    int64_t ring =
+        2LL * tk_attn_decode_stages(head_dim) * tk_attn_decode_keys(head_dim) * head_dim * 2;
     int64_t per_sm = (227 * 1024) / (ring + 1024);
     return (int64_t)sm * (per_sm < 1 ? 1 : per_sm);
 }
@@ -49,9 +48,9 @@ static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_pla
 }
 
 #define MAX_SPLITS 4096
-/* The fewest key tiles a chosen split gets (measured: bench/bench_decode.py
+/* The fewest keys a chosen split gets (measured: bench/bench_decode.py
  * DECODE_SWEEP=1, bench/RESULTS.md). */
-#define MIN_SPLIT_TILES 4
+#define MIN_SPLIT_KEYS 512
 
 tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
                                   bool fit, tk_attn_decode_plan *pl) {
@@ -70,21 +69,23 @@ tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attentio
     pl->T = heads ? t_heads : G;
     pl->Rv = heads ? (G < 16 ? G : 16) : Nq;
     pl->warps = pl->T >= 4 ? 4 : pl->T >= 2 ? 2 : 1;
-    int bkv = decode_bkv(p->head_dim);
+    int bkv = tk_attn_decode_keys(p->head_dim);
     /* a paged tile: copies of the most rows (up to the tile: 0) a page divides */
     int rows = bkv;
     while (p->block_table && rows > 16 && p->page_size % rows) rows /= 2;
     pl->chunk = rows == bkv ? 0 : rows;
 
-    int64_t nt = (p->seq_kv + decode_bkv(p->head_dim) - 1) / decode_bkv(p->head_dim);
+    int64_t nt =
+        (p->seq_kv + tk_attn_decode_keys(p->head_dim) - 1) / tk_attn_decode_keys(p->head_dim);
     int64_t base = p->batch * p->heads_kv * ((pl->T + pl->warps - 1) / pl->warps);
     int64_t want = p->num_splits;
     if (!want) { /* enough blocks to fill the GPU once, each a range of whole tiles */
         int64_t r = resident(sm, p->head_dim);
-        want = base >= r ? 1 : (r + base - 1) / base;
+        want = (r + base / 2) / base; /* the nearest whole number of waves */
+        if (want < 1) want = 1;
         /* but ranges long enough to fill the ring and pay for the block's
          * start and the merge's share */
-        int64_t most = nt / MIN_SPLIT_TILES;
+        int64_t most = nt / (MIN_SPLIT_KEYS / tk_attn_decode_keys(p->head_dim));
         if (want > most) want = most > 1 ? most : 1;
     }
     int64_t S = want < nt ? want : nt;

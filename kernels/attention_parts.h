@@ -53,5 +53,7 @@ tk_status tk_attn_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_
 
 /* The decoding kernels' default ring depth (attention_decode.c). */
 int tk_attn_decode_stages(int head_dim);
+/* ... and its key tile's rows. */
+int tk_attn_decode_keys(int head_dim);
 
 #endif

@@ -150,8 +150,8 @@ TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *
  *   TK_ATTN_DECODE_MERGE (after SPLIT; one warp): 0 Op, 1 Lp (read), 2 O,
  *     3 L (written); grid (T·D/32, Hkv, B): a block per tile and 32-column
  *     slice. Summed in split order: bit-identical from run to run.
- * Key tiles of 64 keys (32 at D 256) through a `stages`-deep ring (2..4;
- * 0: 3, and 2 at D 256), by the copy engine on sm_90+ (cp.async
+ * Key tiles of `keys` keys (32 or 64; 0: 32) through a `stages`-deep ring
+ * (2..4; 0: 3, and 2 at D 256), by the copy engine on sm_90+ (cp.async
  * elsewhere); the multiplies are mma.sync on every target. */
 typedef enum tk_attention_decode_part {
     TK_ATTN_DECODE_DIRECT = 0, /* O and L from all the keys                     */
@@ -197,6 +197,7 @@ typedef struct tk_attention_decode_config {
     int stages;     /* 2..4; 0: the default                                    */
     int cache;      /* a tk_attention_cache (MERGE ignores it)                 */
     int chunk;      /* TK_ATTN_CACHE_PAGED: rows per K/V copy; 0: the tile     */
+    int keys;       /* keys per tile: 32 or 64; 0: the default (32)            */
 } tk_attention_decode_config;
 
 TK_API tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_config *cfg,
