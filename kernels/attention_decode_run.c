@@ -31,12 +31,16 @@ static bool heads_view_ok(const tk_attention_params *p, const int64_t *st) {
     return p->seq_q == 1 || s[2] == p->heads_q * s[1];
 }
 
-/* Blocks of the split kernel the GPU holds at once: its K/V rings bound
- * the blocks per SM (registers and threads allow more). */
+/* Blocks of the split kernel one wave should hold: as many as its K/V
+ * rings let an SM hold, but at most two an SM. Measured (bench/RESULTS.md,
+ * 2026-12-03): four 32-key blocks an SM read no faster than two, and the
+ * twice as many splits cost their merge (1 x 131072 keys: 186 µs at 32
+ * splits, 227 at 66). */
 static int64_t resident(int sm, int head_dim) {
     int64_t ring =
         2LL * tk_attn_decode_stages(head_dim) * tk_attn_decode_keys(head_dim) * head_dim * 2;
     int64_t per_sm = (227 * 1024) / (ring + 1024);
+    if (per_sm > 2) per_sm = 2;
     return (int64_t)sm * (per_sm < 1 ? 1 : per_sm);
 }
 
