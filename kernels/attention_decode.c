@@ -49,7 +49,9 @@ typedef struct dec {
     tk_kernel *k;
     tk_dtype dt;
     int D, ND, causal, pack, W, NS, BKV;
-    int cache, CH, NC; /* tk_attention_cache; rows per K/V copy, copies a tile */
+    int KW, BR;        /* warps sharing a tile's keys; keys a trip copies: KW·BKV */
+    int cache, CH, NC; /* tk_attention_cache; rows per K/V copy, copies a trip    */
+    tk_value *kw;      /* KW > 1: this warp's BKV keys of the trip's BR          */
     tk_value *BT;      /* TK_ATTN_CACHE_PAGED: the block table [B, max_pages] */
     /* geometry (i32 scalars): kv heads, group size, queries, tiles per kv
      * head, tiles per query (PACK_HEADS) */
@@ -129,7 +131,7 @@ static dtile tile_at(const dec *a, tk_value *t) {
     return d;
 }
 
-/* K and V tile j (keys from j·BKV) into slot st of the rings: one copy
+/* K and V of trip j (keys from j·BR) into slot st of the rings: one copy
  * each, or from a paged cache NC copies of CH rows (stages st·NC + c),
  * each inside one page: CH divides the page size. A table entry past the
  * table reads -1, and a page outside the pool reads zeros. */
@@ -137,14 +139,14 @@ static void copy_kv(dec *a, tk_value *sK, tk_value *sV, tk_value *K, tk_value *V
                     tk_value *j) {
     tk_kernel *k = a->k;
     if (a->cache != TK_ATTN_CACHE_PAGED) {
-        tk_value *idx[4] = {a->b, a->hk, tk_mul(k, j, i32c(k, a->BKV)), i32c(k, 0)};
+        tk_value *idx[4] = {a->b, a->hk, tk_mul(k, j, i32c(k, a->BR)), i32c(k, 0)};
         tk_copy_to_shared(k, tk_stage(k, sK, st), K, idx, 0.0f, TK_COPY_TMA);
         tk_copy_to_shared(k, tk_stage(k, sV, st), V, idx, 0.0f, TK_COPY_TMA);
         return;
     }
     tk_value *P = dim32(k, K, 2);
     for (int c = 0; c < a->NC; c++) {
-        tk_value *tok = tk_add(k, tk_mul(k, j, i32c(k, a->BKV)), i32c(k, c * a->CH));
+        tk_value *tok = tk_add(k, tk_mul(k, j, i32c(k, a->BR)), i32c(k, c * a->CH));
         tk_value *ti[2] = {a->b, tk_div(k, tok, P)};
         tk_value *page = tk_load(k, tk_scalar_type(TK_I32), a->BT, ti, -1.0f);
         tk_value *idx[4] = {page, a->hk, tk_rem(k, tok, P), i32c(k, 0)};
@@ -154,16 +156,36 @@ static void copy_kv(dec *a, tk_value *sK, tk_value *sV, tk_value *K, tk_value *V
     }
 }
 
-/* S = Q·K_stᵀ (16 x BKV), by chunks of CH keys for a paged ring. */
+/* The warp's keys of slot st: chunk c of cw, its stage and first row.
+ * A paged ring holds CH-row copies (CH <= BKV: the warp's BKV keys are
+ * cw = BKV/CH of them), else one BR-row stage the KW warps split by rows. */
+static int warp_chunks(const dec *a) {
+    return a->cache == TK_ATTN_CACHE_PAGED ? a->BKV / a->CH : 1;
+}
+
+static tk_value *chunk_at(dec *a, tk_value *ring, tk_value *st, int c, tk_value **row0) {
+    tk_kernel *k = a->k;
+    *row0 = i32c(k, 0);
+    if (a->cache != TK_ATTN_CACHE_PAGED) {
+        if (a->KW > 1) *row0 = tk_mul(k, a->kw, i32c(k, a->BKV));
+        return tk_stage(k, ring, st);
+    }
+    if (a->NC == 1) return tk_stage(k, ring, st);
+    tk_value *c0 = i32c(k, c);
+    if (a->KW > 1) c0 = tk_add(k, tk_mul(k, a->kw, i32c(k, warp_chunks(a))), c0);
+    return tk_stage(k, ring, tk_add(k, tk_mul(k, st, i32c(k, a->NC)), c0));
+}
+
+/* S = Q·K_stᵀ (16 x BKV): the warp's keys, by chunks of CH for a paged ring. */
 static tk_value *scores(dec *a, tk_value *const *q, tk_value *sK, tk_value *st) {
     tk_kernel *k = a->k;
-    tk_type kslice = tk_tile_type(a->dt, a->CH, 16, TK_WARP, TK_ROW);
+    const int cw = warp_chunks(a), rows = a->BKV / cw;
+    tk_type kslice = tk_tile_type(a->dt, rows, 16, TK_WARP, TK_ROW);
     tk_value *out = NULL;
-    for (int c = 0; c < a->NC; c++) {
-        tk_value *slot = a->NC == 1 ? st : tk_add(k, tk_mul(k, st, i32c(k, a->NC)), i32c(k, c));
-        tk_value *kst = tk_stage(k, sK, slot), *sc = NULL;
+    for (int c = 0; c < cw; c++) {
+        tk_value *row0, *kst = chunk_at(a, sK, st, c, &row0), *sc = NULL;
         for (int i = 0; i < a->ND; i++) {
-            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
+            tk_value *idx[2] = {row0, i32c(k, 16 * i)};
             sc = tk_mma(k, TK_MMA_ABT, q[i], tk_load(k, kslice, kst, idx, 0.0f), sc);
         }
         out = out ? tk_concat(k, 1, out, sc) : sc;
@@ -176,16 +198,16 @@ static tk_value *scores(dec *a, tk_value *const *q, tk_value *sK, tk_value *st) 
 static void pv(dec *a, tk_value *pb, tk_value *sV, tk_value *st, tk_value *const *o,
                tk_value **next, tk_value *kv0, tk_value *nkv) {
     tk_kernel *k = a->k;
-    tk_type vslice = tk_tile_type(a->dt, a->CH, 16, TK_WARP, TK_COL);
+    const int cw = warp_chunks(a), rows = a->BKV / cw;
+    tk_type vslice = tk_tile_type(a->dt, rows, 16, TK_WARP, TK_COL);
     for (int i = 0; i < a->ND; i++) next[i] = o[i];
-    for (int c = 0; c < a->NC; c++) {
-        tk_value *slot = a->NC == 1 ? st : tk_add(k, tk_mul(k, st, i32c(k, a->NC)), i32c(k, c));
-        tk_value *vst = tk_stage(k, sV, slot);
-        tk_value *pc = a->NC == 1 ? pb : tk_slice(k, pb, 0, c * a->CH, ROWS, a->CH);
+    for (int c = 0; c < cw; c++) {
+        tk_value *row0, *vst = chunk_at(a, sV, st, c, &row0);
+        tk_value *pc = cw == 1 ? pb : tk_slice(k, pb, 0, c * rows, ROWS, rows);
         for (int i = 0; i < a->ND; i++) {
-            tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
+            tk_value *idx[2] = {row0, i32c(k, 16 * i)};
             tk_value *v = tk_load(k, vslice, vst, idx, 0.0f);
-            if (nkv) v = tk_mask(k, v, TK_MASK_ROWS, tk_add(k, kv0, i32c(k, c * a->CH)), nkv, 0.0f);
+            if (nkv) v = tk_mask(k, v, TK_MASK_ROWS, tk_add(k, kv0, i32c(k, c * rows)), nkv, 0.0f);
             next[i] = tk_mma(k, TK_MMA_AB, pc, v, next[i]);
         }
     }
@@ -274,20 +296,26 @@ static void build_decode(dec *a, bool split) {
         tk_value *len = tk_add(k, tk_load(k, tk_scalar_type(TK_I32), SL, li, 0.0f), app);
         Nkv = tk_max(k, tk_min(k, len, cap), i32c(k, 0));
     }
-    tk_value *S = split ? dim32(k, O, 1) : i32c(k, 1);
+    tk_value *S = split ? dim32(k, O, 1) : i32c(k, 1); /* KW partials a range */
+    if (a->KW > 1) S = tk_div(k, S, i32c(k, a->KW));
     tk_value *ngroups = tk_ceil_div(k, a->T, i32c(k, a->W));
     tk_set_grid(k, tk_mul(k, S, ngroups), a->Hkv, a->B);
     tk_value *bx = tk_block_id(k, 0);
     tk_value *s = tk_rem(k, bx, S), *grp = tk_div(k, bx, S);
     a->hk = tk_block_id(k, 1);
     if (!a->b) a->b = tk_block_id(k, 2);
-    dtile d = tile_at(a, tk_add(k, tk_mul(k, grp, i32c(k, a->W)), tk_warp_id(k)));
+    tk_value *tw = tk_warp_id(k); /* the warp's tile of the group, and its keys */
+    if (a->KW > 1) {
+        a->kw = tk_rem(k, tw, i32c(k, a->KW));
+        tw = tk_div(k, tw, i32c(k, a->KW));
+    }
+    dtile d = tile_at(a, tk_add(k, tk_mul(k, grp, i32c(k, a->W)), tw));
     tk_value *diag = tk_sub(k, Nkv, a->Nq);
 
-    /* the split's key tiles [j0, j0 + n): S ranges of c whole tiles */
-    tk_value *nt = tk_ceil_div(k, Nkv, i32c(k, BKV));
+    /* the split's trips [j0, j0 + n): S ranges of c whole trips of BR keys */
+    tk_value *nt = tk_ceil_div(k, Nkv, i32c(k, a->BR));
     tk_value *c = tk_ceil_div(k, nt, S), *j0 = tk_mul(k, s, c);
-    tk_value *jend = tk_ceil_div(k, key_end(a, grp, Nkv, diag), i32c(k, BKV));
+    tk_value *jend = tk_ceil_div(k, key_end(a, grp, Nkv, diag), i32c(k, a->BR));
     tk_value *n = tk_max(k, tk_sub(k, tk_min(k, tk_add(k, j0, c), jend), j0), i32c(k, 0));
 
     tk_value *q[MAX_ND];
@@ -324,7 +352,8 @@ static void build_decode(dec *a, bool split) {
         tk_async_commit(k);
 
         tk_value *st = tk_rem(k, jj, i32c(k, NS));
-        tk_value *kv0 = tk_mul(k, tk_add(k, j0, jj), i32c(k, BKV));
+        tk_value *kv0 = tk_mul(k, tk_add(k, j0, jj), i32c(k, a->BR)); /* the warp's first key */
+        if (a->KW > 1) kv0 = tk_add(k, kv0, tk_mul(k, a->kw, i32c(k, BKV)));
         tk_value *sc = mask(a, scores(a, q, sK, st), &d, kv0, Nkv, diag);
 
         tk_value *ref[2 + MAX_ND]; /* lazy rescale: attention.c says why */
@@ -338,6 +367,7 @@ static void build_decode(dec *a, bool split) {
     tk_async_wait(k, 0); /* the copies a short range committed empty */
 
     tk_value *inv_l = tk_attn_inv_l(k, fin[1]), *lse = tk_attn_lse(k, fin[0], fin[1]);
+    if (a->KW > 1) s = tk_add(k, tk_mul(k, s, i32c(k, a->KW)), a->kw); /* the warp's partial */
     for (int i = 0; i < ND; i++) {
         tk_value *o = tk_mul(k, fin[2 + i], inv_l);
         if (split) {
@@ -482,10 +512,28 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_de
     if (c->warps != 0 && c->warps != 1 && c->warps != 2 && c->warps != 4 && c->warps != 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: warps is %d; expected 0 (1), 1, 2, 4 or 8", fn, c->warps);
+    int kw = c->key_warps ? c->key_warps : 1, w = c->warps ? c->warps : 1;
+    if ((kw != 1 && kw != 2 && kw != 4) || w * kw > 8)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: key_warps is %d with %d warps; expected 0 (1), 1, 2 or 4, "
+                                "at most 8 warps in all",
+                                fn, c->key_warps, w);
+    if (kw > 1 && c->part != TK_ATTN_DECODE_SPLIT)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: key_warps is %d: each warp writes a partial, so only "
+                                "TK_ATTN_DECODE_SPLIT shares a range's keys among warps",
+                                fn, kw);
     if (c->stages != 0 && (c->stages < 2 || c->stages > 4))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: stages is %d; expected 0 (the default) or 2..4", fn,
                                 c->stages);
+    int stages = c->stages ? c->stages : tk_attn_decode_stages(c->head_dim);
+    int copies = c->cache == TK_ATTN_CACHE_PAGED ? bkv * kw / (c->chunk ? c->chunk : bkv) : 1;
+    if (stages * copies > 16)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: %d stages of %d page copies each: a ring holds at most 16 "
+                                "(fewer key_warps or a larger chunk)",
+                                fn, stages, copies);
     return TK_OK;
 }
 
@@ -509,13 +557,16 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
     if (s) return s;
     bool merge = cfg->part == TK_ATTN_DECODE_MERGE, append = cfg->part == TK_ATTN_DECODE_APPEND;
     int warps = merge || append || !cfg->warps ? 1 : cfg->warps;
+    int kw = merge || append || !cfg->key_warps ? 1 : cfg->key_warps;
     int stages = cfg->stages ? cfg->stages : tk_attn_decode_stages(cfg->head_dim);
     int bkv = cfg->keys ? cfg->keys : tk_attn_decode_keys(cfg->head_dim);
-    int chunk = cfg->chunk ? cfg->chunk : bkv;
+    bool paged = cfg->cache == TK_ATTN_CACHE_PAGED;
+    int chunk = cfg->chunk ? cfg->chunk : paged ? bkv : bkv * kw; /* rows a copy moves */
     static const char *part[3] = {"direct", "split", "merge"};
     static const char *cache[3] = {"", "_lens", "_paged"};
-    char name[112], ch[16] = "";
-    if (chunk != bkv) snprintf(ch, sizeof ch, "%d", chunk);
+    char name[128], ch[16] = "", kws[16] = "";
+    if (paged && chunk != bkv) snprintf(ch, sizeof ch, "%d", chunk);
+    if (kw > 1) snprintf(kws, sizeof kws, "_k%d", kw);
     if (merge)
         snprintf(name, sizeof name, "tk_attn_decode_merge_%s_d%d_%s", tk_dtype_name(cfg->dtype),
                  cfg->head_dim, cfg->pack ? "heads" : "queries");
@@ -523,11 +574,11 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
         snprintf(name, sizeof name, "tk_attn_kv_append_%s_d%d%s", tk_dtype_name(cfg->dtype),
                  cfg->head_dim, cache[cfg->cache]);
     else
-        snprintf(name, sizeof name, "tk_attn_decode_%s_%s_d%d_%s_w%d_s%d%s%s%s", part[cfg->part],
+        snprintf(name, sizeof name, "tk_attn_decode_%s_%s_d%d_%s_w%d%s_s%d%s%s%s", part[cfg->part],
                  tk_dtype_name(cfg->dtype), cfg->head_dim, cfg->pack ? "heads" : "queries", warps,
-                 stages, cfg->causal ? "_causal" : "", cache[cfg->cache], ch);
+                 kws, stages, cfg->causal ? "_causal" : "", cache[cfg->cache], ch);
     tk_kernel *k;
-    if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
+    if ((s = tk_kernel_create(ctx, name, warps * kw, &k))) return s;
     dec a = {.k = k,
              .dt = cfg->dtype,
              .D = cfg->head_dim,
@@ -537,9 +588,11 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
              .W = warps,
              .NS = stages,
              .BKV = bkv,
+             .KW = kw,
+             .BR = bkv * kw,
              .cache = cfg->cache,
              .CH = chunk,
-             .NC = bkv / chunk};
+             .NC = bkv * kw / chunk};
     if (merge)
         build_merge(&a);
     else if (append)

@@ -21,7 +21,9 @@ typedef struct tk_attn_decode_plan {
     int pack;      /* tk_attention_pack                                     */
     int chunk;     /* paged K/V: rows per copy (0: the key tile)            */
     int warps;     /* of the direct / split kernel                          */
-    int splits;    /* S: 1 runs the direct kernel alone                     */
+    int splits;    /* S key ranges                                          */
+    int kw;        /* warps sharing each tile's keys (key_warps)            */
+    int partials;  /* S·kw per tile; 1 runs the direct kernel alone        */
     int64_t T, Rv; /* tiles per kv head, rows per tile                      */
     size_t bytes;  /* workspace the splits take (0 when S is 1)             */
 } tk_attn_decode_plan;

@@ -32,29 +32,56 @@ static bool heads_view_ok(const tk_attention_params *p, const int64_t *st) {
 }
 
 /* Blocks of the split kernel one wave should hold: as many as its K/V
- * rings let an SM hold, but at most two an SM. Measured (bench/RESULTS.md,
- * 2026-12-03): four 32-key blocks an SM read no faster than two, and the
- * twice as many splits cost their merge (1 x 131072 keys: 186 µs at 32
- * splits, 227 at 66). */
-static int64_t resident(int sm, int head_dim) {
-    int64_t ring =
-        2LL * tk_attn_decode_stages(head_dim) * tk_attn_decode_keys(head_dim) * head_dim * 2;
+ * rings (`rows` keys a stage) let an SM hold, but at most two an SM.
+ * Measured (bench/RESULTS.md, 2026-12-03): four 32-key blocks an SM read
+ * no faster than two, and the twice as many splits cost their merge (1 x
+ * 131072 keys: 186 µs at 32 splits, 227 at 66). */
+static int64_t resident(int sm, int head_dim, int rows) {
+    int64_t ring = 2LL * tk_attn_decode_stages(head_dim) * rows * head_dim * 2;
     int64_t per_sm = (227 * 1024) / (ring + 1024);
     if (per_sm > 2) per_sm = 2;
     return (int64_t)sm * (per_sm < 1 ? 1 : per_sm);
 }
 
-/* Workspace for S splits: Op [n, S, D] f32, then 256-aligned Lp [n, S]. */
-static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_plan *pl, int64_t S) {
-    size_t n = (size_t)p->batch * (size_t)p->heads_kv * (size_t)pl->T * (size_t)pl->Rv * (size_t)S;
-    size_t op = (n * (size_t)p->head_dim * sizeof(float) + 255) / 256 * 256;
-    return op + n * sizeof(float);
+/* Workspace for n partials a tile: Op [.., n, Rv, D] f32, then 256-aligned
+ * Lp [.., n, Rv]. */
+static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_plan *pl, int64_t n) {
+    size_t rows = (size_t)p->batch * (size_t)p->heads_kv * (size_t)pl->T * (size_t)pl->Rv;
+    rows *= (size_t)n;
+    size_t op = (rows * (size_t)p->head_dim * sizeof(float) + 255) / 256 * 256;
+    return op + rows * sizeof(float);
 }
 
 #define MAX_SPLITS 4096
 /* The fewest keys a chosen split gets (measured: bench/bench_decode.py
  * DECODE_SWEEP=1, bench/RESULTS.md). */
 #define MIN_SPLIT_KEYS 512
+
+/* Warps that share a tile's keys when the keys are split: the block then
+ * runs 4 warps whatever its tiles (a one-warp block waits on each tile in
+ * turn), as far as a paged ring's 16 stages allow. */
+static int key_warps(const tk_attn_decode_plan *pl, int head_dim, int64_t nt, int bkv, int stages) {
+    int kw = 4 / pl->warps;
+    int rows = pl->chunk ? pl->chunk : bkv;
+    while (kw > 1 && pl->chunk && stages * (bkv * kw / rows) > 16) kw /= 2;
+    while (kw > 1 && 4LL * stages * bkv * kw * head_dim > 200 * 1024) kw /= 2; /* the ring */
+    while (kw > 1 && kw > nt) kw /= 2; /* no warp without a tile */
+    return kw < 1 ? 1 : kw;
+}
+
+/* The ranges S for kw warps a tile: enough blocks to fill a wave, each a
+ * range of at least MIN_SPLIT_KEYS keys and one trip (kw tiles). */
+static int64_t chosen_splits(const tk_attention_params *p, int64_t nt, int64_t base, int sm,
+                             int bkv, int kw) {
+    int64_t r = resident(sm, p->head_dim, bkv * kw);
+    int64_t want = (r + base / 2) / base; /* the nearest whole number of waves */
+    int64_t most = nt / (MIN_SPLIT_KEYS / bkv), trips = (nt + kw - 1) / kw;
+    if (want > most) want = most;
+    if (want > trips) want = trips;
+    if (want < 1) return 1;
+    int64_t c = (trips + want - 1) / want; /* as many ranges as the trips a range need */
+    return (trips + c - 1) / c;
+}
 
 tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
                                   bool fit, tk_attn_decode_plan *pl) {
@@ -73,47 +100,47 @@ tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attentio
     pl->T = heads ? t_heads : G;
     pl->Rv = heads ? (G < 16 ? G : 16) : Nq;
     pl->warps = pl->T >= 4 ? 4 : pl->T >= 2 ? 2 : 1;
-    int bkv = tk_attn_decode_keys(p->head_dim);
+    int bkv = tk_attn_decode_keys(p->head_dim), stages = tk_attn_decode_stages(p->head_dim);
     /* a paged tile: copies of the most rows (up to the tile: 0) a page divides */
     int rows = bkv;
     while (p->block_table && rows > 16 && p->page_size % rows) rows /= 2;
     pl->chunk = rows == bkv ? 0 : rows;
 
-    int64_t nt =
-        (p->seq_kv + tk_attn_decode_keys(p->head_dim) - 1) / tk_attn_decode_keys(p->head_dim);
+    int64_t nt = (p->seq_kv + bkv - 1) / bkv;
     int64_t base = p->batch * p->heads_kv * ((pl->T + pl->warps - 1) / pl->warps);
-    int64_t want = p->num_splits;
-    if (!want) { /* enough blocks to fill the GPU once, each a range of whole tiles */
-        int64_t r = resident(sm, p->head_dim);
-        want = (r + base / 2) / base; /* the nearest whole number of waves */
-        if (want < 1) want = 1;
-        /* but ranges long enough to fill the ring and pay for the block's
-         * start and the merge's share */
-        int64_t most = nt / (MIN_SPLIT_KEYS / tk_attn_decode_keys(p->head_dim));
-        if (want > most) want = most > 1 ? most : 1;
+    int kw = key_warps(pl, (int)p->head_dim, nt, bkv, stages);
+    int64_t S = p->num_splits;
+    if (!S) { /* a full GPU without splits: the direct kernel, a warp a tile */
+        bool full = chosen_splits(p, nt, base, sm, bkv, 1) == 1 &&
+                    2 * base >= resident(sm, p->head_dim, bkv);
+        if (full) kw = 1;
+        S = full ? 1 : chosen_splits(p, nt, base, sm, bkv, kw);
+    } else if (S == 1) {
+        kw = 1; /* asked for no split */
     }
-    int64_t S = want < nt ? want : nt;
-    if (S < 1) S = 1;
-    if (!p->num_splits) { /* as many ranges as the tiles per range need */
-        int64_t c = (nt + S - 1) / S;
-        S = (nt + c - 1) / c;
-    }
-    double n = (double)p->batch * (double)p->heads_kv * (double)pl->T * (double)pl->Rv * (double)S;
+    int64_t trips = (nt + kw - 1) / kw;
+    if (S > trips) S = trips > 0 ? trips : 1;
+    double n =
+        (double)p->batch * (double)p->heads_kv * (double)pl->T * (double)pl->Rv * (double)S * kw;
     if (n * (p->head_dim + 1) * 4.0 >= 0x1p62)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: the partials of %lld splits would need 2^62 bytes or more", fn,
                                 (long long)S);
-    if (fit && S > 1 && split_bytes(p, pl, S) > p->workspace_bytes) {
+    if (fit && S * kw > 1 && split_bytes(p, pl, S * kw) > p->workspace_bytes) {
         if (p->num_splits)
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                     "%s: num_splits %d needs %zu bytes of workspace; "
                                     "workspace_bytes is %zu",
-                                    fn, p->num_splits, split_bytes(p, pl, S), p->workspace_bytes);
-        while (S > 1 && split_bytes(p, pl, S) > p->workspace_bytes) S--;
+                                    fn, p->num_splits, split_bytes(p, pl, S * kw),
+                                    p->workspace_bytes);
+        while (S > 1 && split_bytes(p, pl, S * kw) > p->workspace_bytes) S--;
+        if (split_bytes(p, pl, S * kw) > p->workspace_bytes) kw = 1; /* S is 1: direct */
     }
-    if (fit && S > 1 && !p->workspace) S = 1;
+    if (fit && !p->workspace) S = 1, kw = 1;
     pl->splits = (int)S;
-    pl->bytes = S > 1 ? split_bytes(p, pl, S) : 0;
+    pl->kw = kw;
+    pl->partials = (int)S * kw;
+    pl->bytes = pl->partials > 1 ? split_bytes(p, pl, pl->partials) : 0;
     return TK_OK;
 }
 
@@ -182,8 +209,8 @@ int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan 
     int64_t lh[4] = {B, Nq, Hkv, G}, lhs[4] = {ls[0], ls[2], G * ls[1], ls[1]};
     tk_arg O = tk_arg_strided(p->o, p->dtype, 4, xd, ox);
     tk_arg L = tk_arg_strided(p->lse, TK_F32, 4, heads ? lh : lq, heads ? lhs : lqs);
-    /* the partials: Op [B·Hkv·T, S, Rv, D], Lp [B·Hkv·T, S, Rv] */
-    int64_t n = B * Hkv * pl->T, S = pl->splits;
+    /* the partials: Op [B·Hkv·T, S·kw, Rv, D], Lp [B·Hkv·T, S·kw, Rv] */
+    int64_t n = B * Hkv * pl->T, S = pl->partials;
     int64_t opd[4] = {n, S, pl->Rv, D}, lpd[3] = {n, S, pl->Rv};
     size_t op_bytes = ((size_t)(n * S * pl->Rv * D) * sizeof(float) + 255) / 256 * 256;
     tk_arg Op = tk_arg_tensor(p->workspace, TK_F32, 4, opd);
@@ -205,7 +232,7 @@ int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan 
 
 /* ---- the registry's decoding kernels ---------------------------------------- */
 typedef struct decode_key {
-    int32_t dtype, head_dim, causal, pack, part, warps, cache, chunk;
+    int32_t dtype, head_dim, causal, pack, part, warps, cache, chunk, key_warps;
 } decode_key;
 
 static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -217,7 +244,8 @@ static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out)
                                       .part = a->part,
                                       .warps = a->warps,
                                       .cache = a->cache,
-                                      .chunk = a->chunk};
+                                      .chunk = a->chunk,
+                                      .key_warps = a->key_warps};
     return tk_attention_decode_build(ctx, &cfg, out);
 }
 
@@ -234,6 +262,7 @@ static tk_status program(tk_ctx *ctx, const tk_attention_params *p, const tk_att
     key.causal = merge || append ? 0 : p->causal, key.warps = merge || append ? 1 : pl->warps;
     key.cache = merge ? 0 : tk_attn_decode_cache(p);
     key.chunk = merge || append ? 0 : pl->chunk;
+    key.key_warps = part == TK_ATTN_DECODE_SPLIT ? pl->kw : 1;
     tk_prepare_info one;
     tk_status s = tk_registry_program(ctx, &decode_def, &key, prog, info ? &one : NULL);
     if (!s && info && (info->ms == 0.0 || one.ms > info->ms)) *info = one;
@@ -267,8 +296,8 @@ tk_status tk_attn_decode_run(tk_ctx *ctx, const tk_attention_params *p, void *st
     /* the parts in launch order: [append,] direct or split [, merge] */
     int parts[3], np = 0;
     if (p->k_new) parts[np++] = TK_ATTN_DECODE_APPEND;
-    parts[np++] = pl.splits > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
-    if (pl.splits > 1) parts[np++] = TK_ATTN_DECODE_MERGE;
+    parts[np++] = pl.partials > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
+    if (pl.partials > 1) parts[np++] = TK_ATTN_DECODE_MERGE;
     tk_program *prog[3];
     for (int i = 0; i < np; i++)
         if ((s = program(ctx, p, &pl, parts[i], &prog[i], info))) return s;

@@ -106,11 +106,11 @@ static void problem_check(const problem *p, const char *where, const tk_attn_dec
     int64_t stray = ref_tensor_stray_writes(&p->t[T_O], p->before[T_O]) +
                     ref_tensor_stray_writes(&p->t[T_L], p->before[T_L]);
     printf("decode %-6s B%lld Hq%-2lld Hkv%-2lld Nq%-2lld Nkv%-6lld D%-3d %s %s%s: %s S%-3d "
-           "w%d: rel err O %.2e L %.2e\n",
+           "w%d k%d: rel err O %.2e L %.2e\n",
            where, (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Nq,
            (long long)c->Nkv, c->D, tk_dtype_name(c->dt), c->causal ? "causal" : "full  ",
            c->bnhd ? " bnhd" : "     ", pl ? (pl->pack ? "heads  " : "queries") : "?",
-           pl ? pl->splits : 0, pl ? pl->warps : 0, eo, el);
+           pl ? pl->splits : 0, pl ? pl->warps : 0, pl ? pl->kw : 0, eo, el);
     ck_assert_msg(nan == 0, "%lld elements of O and L not written (or NaN)", (long long)nan);
     ck_assert_msg(stray == 0, "%lld writes outside O / L", (long long)stray);
     ck_assert_msg(eo <= 1e-2, "O rel err %g > 1e-2", eo);
@@ -179,15 +179,17 @@ static void interp_case(const dcase *c) {
     tk_attn_decode_plan fit;
     ck_assert_int_eq(tk_attn_decode_plan_for(ctx, "test", &a, sm, true, &fit), TK_OK);
     ck_assert_int_eq(fit.splits, pl.splits); /* the workspace holds what it asked for */
-    int parts[2] = {pl.splits > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT,
+    int parts[2] = {pl.partials > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT,
                     TK_ATTN_DECODE_MERGE};
-    for (int i = 0; i < (pl.splits > 1 ? 2 : 1); i++) {
+    for (int i = 0; i < (pl.partials > 1 ? 2 : 1); i++) {
         tk_attention_decode_config cfg = {.dtype = c->dt,
                                           .head_dim = c->D,
                                           .causal = c->causal,
                                           .pack = pl.pack,
                                           .part = parts[i],
-                                          .warps = pl.warps};
+                                          .warps = pl.warps,
+                                          .key_warps =
+                                              parts[i] == TK_ATTN_DECODE_SPLIT ? pl.kw : 0};
         tk_kernel *k = NULL;
         tk_status s = tk_attention_decode_build(ctx, &cfg, &k);
         ck_assert_msg(s == TK_OK, "build: %s", tk_ctx_error(ctx));

@@ -222,11 +222,11 @@ static void problem_check(const problem *p, const char *where, const tk_attn_dec
     int64_t nan = ref_count_nan(o, no) + ref_count_nan(l, nl);
     int64_t kv = differing(&p->t[T_K], p->before[T_K]) + differing(&p->t[T_V], p->before[T_V]);
     printf("cache %-6s B%lld Hq%-2lld Hkv%-2lld Nq%-2lld lmax %-6lld D%-3d %s %s page %-3lld%s: "
-           "%s S%-3d w%d: rel err O %.2e L %.2e\n",
+           "%s S%-3d w%d k%d: rel err O %.2e L %.2e\n",
            where, (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Nq,
            (long long)p->lmax, c->D, tk_dtype_name(c->dt), c->causal ? "causal" : "full  ",
            (long long)c->page, c->append ? " +new" : "     ", pl->pack ? "heads  " : "queries",
-           pl->splits, pl->warps, eo, el);
+           pl->splits, pl->warps, pl->kw, eo, el);
     ck_assert_msg(nan == 0, "%lld elements of O and L not written (or NaN)", (long long)nan);
     ck_assert_msg(kv == 0, "%lld elements of the K/V cache differ from what it must hold",
                   (long long)kv);
@@ -287,8 +287,8 @@ static void interp_case(const pcase *c) {
     a.workspace = ws, a.workspace_bytes = pl.bytes;
     int parts[3], np = 0;
     if (c->append) parts[np++] = TK_ATTN_DECODE_APPEND;
-    parts[np++] = pl.splits > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
-    if (pl.splits > 1) parts[np++] = TK_ATTN_DECODE_MERGE;
+    parts[np++] = pl.partials > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
+    if (pl.partials > 1) parts[np++] = TK_ATTN_DECODE_MERGE;
     for (int i = 0; i < np; i++) {
         tk_attention_decode_config cfg = {.dtype = c->dt,
                                           .head_dim = c->D,
@@ -296,6 +296,7 @@ static void interp_case(const pcase *c) {
                                           .pack = pl.pack,
                                           .part = parts[i],
                                           .warps = pl.warps,
+                                          .key_warps = parts[i] == TK_ATTN_DECODE_SPLIT ? pl.kw : 0,
                                           .cache = tk_attn_decode_cache(&a),
                                           .chunk =
                                               parts[i] == TK_ATTN_DECODE_APPEND ? 0 : pl.chunk};
@@ -386,6 +387,19 @@ START_TEST(test_cache_errors) {
     ck_assert_int_eq(tk_attention_decode_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
     cfg.head_dim = 256, cfg.chunk = 64; /* more than D 256's 32-key tile */
     ck_assert_int_eq(tk_attention_decode_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
+    cfg.head_dim = 64, cfg.chunk = 16, cfg.key_warps = 4; /* 3 stages x 8 copies of 16 rows */
+    cfg.part = TK_ATTN_DECODE_SPLIT;
+    ck_assert_int_eq(tk_attention_decode_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "a ring holds at most 16"));
+    cfg.chunk = 0, cfg.cache = TK_ATTN_CACHE_NONE, cfg.part = TK_ATTN_DECODE_DIRECT;
+    ck_assert_int_eq(tk_attention_decode_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "only TK_ATTN_DECODE_SPLIT shares"));
+    cfg.part = TK_ATTN_DECODE_SPLIT, cfg.key_warps = 3;
+    ck_assert_int_eq(tk_attention_decode_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
+    cfg.key_warps = 4, cfg.warps = 4; /* 16 warps */
+    ck_assert_int_eq(tk_attention_decode_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "at most 8 warps"));
+    cfg.key_warps = 0, cfg.warps = 0;
     cfg.chunk = 0, cfg.cache = TK_ATTN_CACHE_NONE, cfg.part = TK_ATTN_DECODE_APPEND;
     ck_assert_int_eq(tk_attention_decode_build(ctx, &cfg, &k), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "writes into a cache"));

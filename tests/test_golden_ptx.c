@@ -169,15 +169,20 @@ static int make_variants(variant *v) {
         /* from a cache: lengths, pages of whole tiles and of 16-row copies,
          * and the append kernels */
         static const struct {
-            int cache, chunk, part, pack, causal;
+            int cache, chunk, part, pack, causal, kw;
             const char *name;
         } cached[] = {
-            {TK_ATTN_CACHE_LENGTHS, 0, TK_ATTN_DECODE_DIRECT, 1, 0, "direct_lens_heads"},
-            {TK_ATTN_CACHE_PAGED, 0, TK_ATTN_DECODE_SPLIT, 1, 0, "split_paged_heads"},
-            {TK_ATTN_CACHE_PAGED, 16, TK_ATTN_DECODE_SPLIT, 1, 0, "split_paged16_heads"},
-            {TK_ATTN_CACHE_PAGED, 32, TK_ATTN_DECODE_SPLIT, 0, 1, "split_paged32_queries_causal"},
-            {TK_ATTN_CACHE_LENGTHS, 0, TK_ATTN_DECODE_APPEND, 0, 0, "append_lens"},
-            {TK_ATTN_CACHE_PAGED, 0, TK_ATTN_DECODE_APPEND, 0, 0, "append_paged"},
+            {TK_ATTN_CACHE_LENGTHS, 0, TK_ATTN_DECODE_DIRECT, 1, 0, 0, "direct_lens_heads"},
+            {TK_ATTN_CACHE_PAGED, 0, TK_ATTN_DECODE_SPLIT, 1, 0, 0, "split_paged_heads"},
+            {TK_ATTN_CACHE_PAGED, 16, TK_ATTN_DECODE_SPLIT, 1, 0, 0, "split_paged16_heads"},
+            {TK_ATTN_CACHE_PAGED, 32, TK_ATTN_DECODE_SPLIT, 0, 1, 0,
+             "split_paged32_queries_causal"},
+            {TK_ATTN_CACHE_LENGTHS, 0, TK_ATTN_DECODE_APPEND, 0, 0, 0, "append_lens"},
+            {TK_ATTN_CACHE_PAGED, 0, TK_ATTN_DECODE_APPEND, 0, 0, 0, "append_paged"},
+            /* warps sharing a tile's keys */
+            {TK_ATTN_CACHE_NONE, 0, TK_ATTN_DECODE_SPLIT, 1, 0, 4, "split_heads_k4"},
+            {TK_ATTN_CACHE_NONE, 0, TK_ATTN_DECODE_SPLIT, 0, 1, 2, "split_queries_causal_k2"},
+            {TK_ATTN_CACHE_PAGED, 16, TK_ATTN_DECODE_SPLIT, 1, 0, 2, "split_paged16_heads_k2"},
         };
         for (size_t i = 0; i < sizeof cached / sizeof cached[0]; i++) {
             variant *x = &v[n++];
@@ -189,7 +194,8 @@ static int make_variants(variant *v) {
                                                  .pack = cached[i].pack,
                                                  .part = cached[i].part,
                                                  .cache = cached[i].cache,
-                                                 .chunk = cached[i].chunk};
+                                                 .chunk = cached[i].chunk,
+                                                 .key_warps = cached[i].kw};
             snprintf(x->name, sizeof x->name, "attn_decode_%s_bf16_d128", cached[i].name);
         }
     }

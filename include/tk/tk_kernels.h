@@ -198,6 +198,11 @@ typedef struct tk_attention_decode_config {
     int cache;      /* a tk_attention_cache (MERGE ignores it)                 */
     int chunk;      /* TK_ATTN_CACHE_PAGED: rows per K/V copy; 0: the tile     */
     int keys;       /* keys per tile: 32 or 64; 0: the default (32)            */
+    int key_warps;  /* SPLIT: warps that share each tile's rows, each taking
+                       its own `keys` keys of a trip of key_warps·keys (and
+                       writing its own partial: Op's dim 1 is S·key_warps,
+                       warp kw of range s at index s·key_warps + kw); 1, 2
+                       or 4 (0: 1), warps·key_warps <= 8                   */
 } tk_attention_decode_config;
 
 TK_API tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_config *cfg,
