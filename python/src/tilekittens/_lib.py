@@ -63,6 +63,16 @@ class AttentionParams(_Params):
         ("workspace", ctypes.c_void_p),  # the decoding kernels' split partials
         ("workspace_bytes", ctypes.c_size_t),
         ("num_splits", ctypes.c_int32),  # 0: the library's choice
+        # a KV cache (tk_run.h): per-sequence lengths, a paged pool, new rows appended
+        ("seqlens_kv", ctypes.c_void_p),
+        ("block_table", ctypes.c_void_p),
+        ("max_pages", ctypes.c_int64),
+        ("num_pages", ctypes.c_int64),
+        ("page_size", ctypes.c_int64),
+        ("k_new", ctypes.c_void_p),
+        ("v_new", ctypes.c_void_p),
+        ("k_new_strides", _I64x4),
+        ("v_new_strides", _I64x4),
     ]
 
 
