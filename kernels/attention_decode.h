@@ -42,6 +42,11 @@ bool tk_attn_decode_wanted(const tk_attention_params *p);
 tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
                                   bool fit, tk_attn_decode_plan *out);
 
+/* The same with up to want_kw warps sharing each tile's keys where the
+ * keys are split (key_warps; the plan's own choice is 1). */
+tk_status tk_attn_decode_plan_kw(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
+                                 bool fit, int want_kw, tk_attn_decode_plan *out);
+
 /* The arguments of `part` (a tk_attention_decode_part) for p and plan, on
  * p's pointers (device or, for the interpreter, host); returns their count. */
 int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan *plan, int part,

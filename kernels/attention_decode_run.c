@@ -57,11 +57,17 @@ static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_pla
  * DECODE_SWEEP=1, bench/RESULTS.md). */
 #define MIN_SPLIT_KEYS 512
 
-/* Warps that share a tile's keys when the keys are split: the block then
- * runs 4 warps whatever its tiles (a one-warp block waits on each tile in
- * turn), as far as a paged ring's 16 stages allow. */
-static int key_warps(const tk_attn_decode_plan *pl, int head_dim, int64_t nt, int bkv, int stages) {
-    int kw = 4 / pl->warps;
+/* Warps that share a tile's keys when the keys are split (up to `want`,
+ * 8 warps in all), as far as the ring (200 KB; a paged one's 16 stages)
+ * and the tiles there are allow. Not the plan's choice: measured
+ * (bench/RESULTS.md, 2026-12-03), blocks of 4 warps sharing a 128-key trip
+ * ran a one-query call at 0.5-0.9x the speed of one-warp blocks (1 x 8192
+ * keys: 105 against 56 µs), faster only at 1024 keys;
+ * tk_attn_decode_plan_kw asks for them (the tests, tuning). */
+static int key_warps(const tk_attn_decode_plan *pl, int head_dim, int64_t nt, int bkv, int stages,
+                     int want) {
+    int kw = want;
+    while (kw > 1 && kw * pl->warps > 8) kw /= 2;
     int rows = pl->chunk ? pl->chunk : bkv;
     while (kw > 1 && pl->chunk && stages * (bkv * kw / rows) > 16) kw /= 2;
     while (kw > 1 && 4LL * stages * bkv * kw * head_dim > 200 * 1024) kw /= 2; /* the ring */
@@ -85,6 +91,11 @@ static int64_t chosen_splits(const tk_attention_params *p, int64_t nt, int64_t b
 
 tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
                                   bool fit, tk_attn_decode_plan *pl) {
+    return tk_attn_decode_plan_kw(ctx, fn, p, sm, fit, 1, pl);
+}
+
+tk_status tk_attn_decode_plan_kw(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
+                                 bool fit, int want_kw, tk_attn_decode_plan *pl) {
     memset(pl, 0, sizeof *pl);
     if (p->seq_q > TK_ATTN_DECODE_MAX_Q)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -108,7 +119,7 @@ tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attentio
 
     int64_t nt = (p->seq_kv + bkv - 1) / bkv;
     int64_t base = p->batch * p->heads_kv * ((pl->T + pl->warps - 1) / pl->warps);
-    int kw = key_warps(pl, (int)p->head_dim, nt, bkv, stages);
+    int kw = key_warps(pl, (int)p->head_dim, nt, bkv, stages, want_kw);
     int64_t S = p->num_splits;
     if (!S) { /* a full GPU without splits: the direct kernel, a warp a tile */
         bool full = chosen_splits(p, nt, base, sm, bkv, 1) == 1 &&

@@ -270,14 +270,15 @@ static const pcase cases[] = {
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
-static void interp_case(const pcase *c) {
+/* want_kw: as in test_attention_decode.c. */
+static void interp_case(const pcase *c, int want_kw) {
     problem p;
     problem_init(&p, c);
     void *host[NT];
     for (int i = 0; i < NT; i++) host[i] = p.t[i].data;
     tk_attention_params a = params_of(&p, host);
     tk_attn_decode_plan pl;
-    ck_assert_int_eq(tk_attn_decode_plan_for(ctx, "test", &a, 132, false, &pl), TK_OK);
+    ck_assert_int_eq(tk_attn_decode_plan_kw(ctx, "test", &a, 132, false, want_kw, &pl), TK_OK);
     float *ws = NULL;
     if (pl.bytes) {
         ws = malloc(pl.bytes);
@@ -314,7 +315,7 @@ static void interp_case(const pcase *c) {
     problem_free(&p);
 }
 
-START_TEST(test_cache) { interp_case(&cases[_i]); }
+START_TEST(test_cache) { interp_case(&cases[_i], 1 << (_i % 3)); }
 END_TEST
 
 START_TEST(test_cache_random) {
@@ -330,7 +331,7 @@ START_TEST(test_cache_random) {
                .splits = (int)ref_randint(0, 4)};
     c.Hq = c.Hkv * ref_randint(1, 8);
     for (int64_t b = 0; b < c.B; b++) c.lens[b] = ref_randint(c.append ? c.Nq : 0, 300);
-    interp_case(&c);
+    interp_case(&c, 1 << ref_randint(0, 2));
 }
 END_TEST
 
