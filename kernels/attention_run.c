@@ -33,6 +33,22 @@ static const tk_kernel_def attn_def = {"tk_attention_forward", sizeof(attn_key),
 
 #define ATTN_MAX_SEQ ((int64_t)INT32_MAX - 65535)
 
+/* A 4-D tensor's strides (name_strides): all zero (dense), or the head
+ * dimension contiguous and the others >= 0. */
+static tk_status check_strides(tk_ctx *ctx, const char *fn, const char *name, const int64_t *st) {
+    if (!st[0] && !st[1] && !st[2] && !st[3]) return TK_OK;
+    if (st[3] != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: %s_strides[3] is %lld; the head dimension must be contiguous "
+                                "(stride 1)",
+                                fn, name, (long long)st[3]);
+    for (int d = 0; d < 3; d++)
+        if (st[d] < 0)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is negative", fn,
+                                    name, d);
+    return TK_OK;
+}
+
 /* Sizes, pointers and strides (after the specialization). */
 static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_params *p) {
     const int64_t sz[5] = {p->batch, p->heads_q, p->heads_kv, p->seq_q, p->seq_kv};
@@ -63,18 +79,8 @@ static tk_status check_layout(tk_ctx *ctx, const char *fn, const tk_attention_pa
         if (!ptr[i]) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, pn[i]);
     const int64_t *st[4] = {p->q_strides, p->k_strides, p->v_strides, p->o_strides};
     for (int i = 0; i < 4; i++) {
-        bool dense = !st[i][0] && !st[i][1] && !st[i][2] && !st[i][3];
-        if (!dense && st[i][3] != 1)
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s_strides[3] is %lld; the "
-                                    "head dimension must be contiguous (stride 1)",
-                                    fn, pn[i], (long long)st[i][3]);
-        for (int d = 0; d < 3 && !dense; d++)
-            if (st[i][d] < 0)
-                return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                        "%s: %s_strides[%d] is "
-                                        "negative",
-                                        fn, pn[i], d);
+        tk_status s = check_strides(ctx, fn, pn[i], st[i]);
+        if (s) return s;
     }
     for (int d = 0; d < 3; d++)
         if (p->lse_strides[d] < 0)
@@ -106,17 +112,8 @@ static tk_status check_cache(tk_ctx *ctx, const char *fn, const tk_attention_par
     if (!p->k_new != !p->v_new)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is set but %s is NULL", fn,
                                 p->k_new ? "k_new" : "v_new", p->k_new ? "v_new" : "k_new");
-    const int64_t *st[2] = {p->k_new_strides, p->v_new_strides};
-    static const char *sn[2] = {"k_new_strides", "v_new_strides"};
-    for (int i = 0; i < 2; i++) {
-        bool dense = !st[i][0] && !st[i][1] && !st[i][2] && !st[i][3];
-        if (!dense && (st[i][3] != 1 || st[i][0] < 0 || st[i][1] < 0 || st[i][2] < 0))
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s are (%lld, %lld, %lld, %lld); they must be >= 0 "
-                                    "with the last 1",
-                                    fn, sn[i], (long long)st[i][0], (long long)st[i][1],
-                                    (long long)st[i][2], (long long)st[i][3]);
-    }
+    tk_status s = check_strides(ctx, fn, "k_new", p->k_new_strides);
+    if (s || (s = check_strides(ctx, fn, "v_new", p->v_new_strides))) return s;
     if (!p->block_table) return TK_OK;
     if (p->page_size < 16 || p->page_size % 16 || p->page_size > ATTN_MAX_SEQ)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,

@@ -367,9 +367,9 @@ START_TEST(test_cache_errors) {
     a = g, a.k_new = dummy;
     expect(a, TK_ERR_INVALID_ARG, "k_new is set but v_new is NULL");
     a = g, a.k_new = a.v_new = dummy, a.k_new_strides[3] = 2;
-    expect(a, TK_ERR_INVALID_ARG, "k_new_strides are (0, 0, 0, 2)");
+    expect(a, TK_ERR_INVALID_ARG, "k_new_strides[3] is 2");
     a = g, a.k_new = a.v_new = dummy, a.v_new_strides[0] = -64, a.v_new_strides[3] = 1;
-    expect(a, TK_ERR_INVALID_ARG, "v_new_strides are (-64, 0, 0, 1)");
+    expect(a, TK_ERR_INVALID_ARG, "v_new_strides[0] is negative");
     a = g, a.seq_q = 17;
     expect(a, TK_ERR_UNSUPPORTED, "runs on the decoding kernels: seq_q must be at most 16");
     a = g, a.kernel = TK_ATTN_MMA_SYNC;
