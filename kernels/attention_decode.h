@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
 /* The most queries the decoding kernels take (a tile's rows). */
@@ -46,6 +47,14 @@ tk_status tk_attn_decode_plan_for(tk_ctx *ctx, const char *fn, const tk_attentio
  * keys are split (key_warps; the plan's own choice is 1). */
 tk_status tk_attn_decode_plan_kw(tk_ctx *ctx, const char *fn, const tk_attention_params *p, int sm,
                                  bool fit, int want_kw, tk_attn_decode_plan *out);
+
+/* The parts a call of p under plan pl runs, in launch order: [APPEND,]
+ * DIRECT or SPLIT [, MERGE]; returns their count. */
+int tk_attn_decode_parts(const tk_attention_params *p, const tk_attn_decode_plan *pl, int parts[3]);
+
+/* The kernel config of `part` for p and pl (also its registry key). */
+tk_attention_decode_config tk_attn_decode_config(const tk_attention_params *p,
+                                                 const tk_attn_decode_plan *pl, int part);
 
 /* The arguments of `part` (a tk_attention_decode_part) for p and plan, on
  * p's pointers (device or, for the interpreter, host); returns their count. */

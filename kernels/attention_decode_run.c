@@ -241,39 +241,42 @@ int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan 
     return p->seqlens_kv ? cache_args(p, true, args, 6) : 6;
 }
 
-/* ---- the registry's decoding kernels ---------------------------------------- */
-typedef struct decode_key {
-    int32_t dtype, head_dim, causal, pack, part, warps, cache, chunk, key_warps;
-} decode_key;
-
-static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
-    const decode_key *a = key;
-    tk_attention_decode_config cfg = {.dtype = (tk_dtype)a->dtype,
-                                      .head_dim = a->head_dim,
-                                      .causal = a->causal,
-                                      .pack = a->pack,
-                                      .part = a->part,
-                                      .warps = a->warps,
-                                      .cache = a->cache,
-                                      .chunk = a->chunk,
-                                      .key_warps = a->key_warps};
-    return tk_attention_decode_build(ctx, &cfg, out);
+/* ---- which kernels a call runs ----------------------------------------------- */
+tk_attention_decode_config tk_attn_decode_config(const tk_attention_params *p,
+                                                 const tk_attn_decode_plan *pl, int part) {
+    tk_attention_decode_config c;
+    memset(&c, 0, sizeof c); /* a registry key: compared byte by byte */
+    bool merge = part == TK_ATTN_DECODE_MERGE, append = part == TK_ATTN_DECODE_APPEND;
+    c.dtype = p->dtype, c.head_dim = (int)p->head_dim, c.part = part;
+    c.pack = append ? 0 : pl->pack;
+    c.causal = merge || append ? 0 : p->causal;
+    c.warps = merge || append ? 1 : pl->warps;
+    c.cache = merge ? 0 : tk_attn_decode_cache(p);
+    c.chunk = merge || append ? 0 : pl->chunk;
+    c.key_warps = part == TK_ATTN_DECODE_SPLIT ? pl->kw : 1;
+    return c;
 }
 
-static const tk_kernel_def decode_def = {"tk_attention_forward (decoding)", sizeof(decode_key),
-                                         build_decode_key};
+int tk_attn_decode_parts(const tk_attention_params *p, const tk_attn_decode_plan *pl,
+                         int parts[3]) {
+    int n = 0;
+    if (p->k_new) parts[n++] = TK_ATTN_DECODE_APPEND;
+    parts[n++] = pl->partials > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
+    if (pl->partials > 1) parts[n++] = TK_ATTN_DECODE_MERGE;
+    return n;
+}
+
+/* ---- the registry's decoding kernels: the key is the kernel's config ------ */
+static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
+    return tk_attention_decode_build(ctx, key, out);
+}
+
+static const tk_kernel_def decode_def = {"tk_attention_forward (decoding)",
+                                         sizeof(tk_attention_decode_config), build_decode_key};
 
 static tk_status program(tk_ctx *ctx, const tk_attention_params *p, const tk_attn_decode_plan *pl,
                          int part, tk_program **prog, tk_prepare_info *info) {
-    decode_key key;
-    memset(&key, 0, sizeof key);
-    bool merge = part == TK_ATTN_DECODE_MERGE, append = part == TK_ATTN_DECODE_APPEND;
-    key.dtype = p->dtype, key.head_dim = p->head_dim, key.part = part;
-    key.pack = append ? 0 : pl->pack;
-    key.causal = merge || append ? 0 : p->causal, key.warps = merge || append ? 1 : pl->warps;
-    key.cache = merge ? 0 : tk_attn_decode_cache(p);
-    key.chunk = merge || append ? 0 : pl->chunk;
-    key.key_warps = part == TK_ATTN_DECODE_SPLIT ? pl->kw : 1;
+    tk_attention_decode_config key = tk_attn_decode_config(p, pl, part);
     tk_prepare_info one;
     tk_status s = tk_registry_program(ctx, &decode_def, &key, prog, info ? &one : NULL);
     if (!s && info && (info->ms == 0.0 || one.ms > info->ms)) *info = one;
@@ -304,11 +307,7 @@ tk_status tk_attn_decode_run(tk_ctx *ctx, const tk_attention_params *p, void *st
     tk_status s = tk_attn_decode_plan_for(ctx, fn, p, sm_count(ctx), true, &pl);
     if (s) return s;
     if (info) memset(info, 0, sizeof *info);
-    /* the parts in launch order: [append,] direct or split [, merge] */
-    int parts[3], np = 0;
-    if (p->k_new) parts[np++] = TK_ATTN_DECODE_APPEND;
-    parts[np++] = pl.partials > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
-    if (pl.partials > 1) parts[np++] = TK_ATTN_DECODE_MERGE;
+    int parts[3], np = tk_attn_decode_parts(p, &pl, parts);
     tk_program *prog[3];
     for (int i = 0; i < np; i++)
         if ((s = program(ctx, p, &pl, parts[i], &prog[i], info))) return s;

@@ -17,6 +17,7 @@
 #include "kernels/attention_decode.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/decode.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
@@ -181,26 +182,7 @@ static void interp_case(const dcase *c, int want_kw) {
     tk_attn_decode_plan fit;
     ck_assert_int_eq(tk_attn_decode_plan_kw(ctx, "test", &a, sm, true, want_kw, &fit), TK_OK);
     ck_assert_int_eq(fit.splits, pl.splits); /* the workspace holds what it asked for */
-    int parts[2] = {pl.partials > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT,
-                    TK_ATTN_DECODE_MERGE};
-    for (int i = 0; i < (pl.partials > 1 ? 2 : 1); i++) {
-        tk_attention_decode_config cfg = {.dtype = c->dt,
-                                          .head_dim = c->D,
-                                          .causal = c->causal,
-                                          .pack = pl.pack,
-                                          .part = parts[i],
-                                          .warps = pl.warps,
-                                          .key_warps =
-                                              parts[i] == TK_ATTN_DECODE_SPLIT ? pl.kw : 0};
-        tk_kernel *k = NULL;
-        tk_status s = tk_attention_decode_build(ctx, &cfg, &k);
-        ck_assert_msg(s == TK_OK, "build: %s", tk_ctx_error(ctx));
-        tk_arg args[6];
-        int n = tk_attn_decode_args(&a, &pl, parts[i], args);
-        s = tk_interp_run(k, n, args);
-        ck_assert_msg(s == TK_OK, "run %s: %s", tk_kernel_name(k), tk_ctx_error(ctx));
-        tk_kernel_destroy(k);
-    }
+    tu_decode_on_interp(ctx, &a, &pl);
     problem_check(&p, "interp", &pl);
     free(ws);
     problem_free(&p);

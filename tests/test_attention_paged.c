@@ -21,6 +21,7 @@
 #include "kernels/attention_decode.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/decode.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
@@ -286,30 +287,7 @@ static void interp_case(const pcase *c, int want_kw) {
         for (size_t i = 0; i < pl.bytes / sizeof(float); i++) ws[i] = NAN;
     }
     a.workspace = ws, a.workspace_bytes = pl.bytes;
-    int parts[3], np = 0;
-    if (c->append) parts[np++] = TK_ATTN_DECODE_APPEND;
-    parts[np++] = pl.partials > 1 ? TK_ATTN_DECODE_SPLIT : TK_ATTN_DECODE_DIRECT;
-    if (pl.partials > 1) parts[np++] = TK_ATTN_DECODE_MERGE;
-    for (int i = 0; i < np; i++) {
-        tk_attention_decode_config cfg = {.dtype = c->dt,
-                                          .head_dim = c->D,
-                                          .causal = c->causal,
-                                          .pack = pl.pack,
-                                          .part = parts[i],
-                                          .warps = pl.warps,
-                                          .key_warps = parts[i] == TK_ATTN_DECODE_SPLIT ? pl.kw : 0,
-                                          .cache = tk_attn_decode_cache(&a),
-                                          .chunk =
-                                              parts[i] == TK_ATTN_DECODE_APPEND ? 0 : pl.chunk};
-        tk_kernel *k = NULL;
-        tk_status s = tk_attention_decode_build(ctx, &cfg, &k);
-        ck_assert_msg(s == TK_OK, "build: %s", tk_ctx_error(ctx));
-        tk_arg args[TK_ATTN_DECODE_MAX_ARGS];
-        int n = tk_attn_decode_args(&a, &pl, parts[i], args);
-        s = tk_interp_run(k, n, args);
-        ck_assert_msg(s == TK_OK, "run %s: %s", tk_kernel_name(k), tk_ctx_error(ctx));
-        tk_kernel_destroy(k);
-    }
+    tu_decode_on_interp(ctx, &a, &pl);
     problem_check(&p, "interp", &pl);
     free(ws);
     problem_free(&p);

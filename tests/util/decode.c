@@ -1,0 +1,18 @@
+#include "util/decode.h"
+
+#include <check.h>
+
+void tu_decode_on_interp(tk_ctx *ctx, const tk_attention_params *p, const tk_attn_decode_plan *pl) {
+    int parts[3], np = tk_attn_decode_parts(p, pl, parts);
+    for (int i = 0; i < np; i++) {
+        tk_attention_decode_config cfg = tk_attn_decode_config(p, pl, parts[i]);
+        tk_kernel *k = NULL;
+        tk_status s = tk_attention_decode_build(ctx, &cfg, &k);
+        ck_assert_msg(s == TK_OK, "build: %s", tk_ctx_error(ctx));
+        tk_arg args[TK_ATTN_DECODE_MAX_ARGS];
+        int n = tk_attn_decode_args(p, pl, parts[i], args);
+        s = tk_interp_run(k, n, args);
+        ck_assert_msg(s == TK_OK, "run %s: %s", tk_kernel_name(k), tk_ctx_error(ctx));
+        tk_kernel_destroy(k);
+    }
+}
