@@ -164,9 +164,7 @@ static void build(attn *a) {
     tk_type vrow = tk_vec_type(TK_F32, WROWS, TK_PER_ROW, TK_WARP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, WROWS, 16, TK_WARP, TK_ROW);
     tk_value *init[2 + MAX_ND], *cur[2 + MAX_ND], *next[2 + MAX_ND], *fin[2 + MAX_ND];
-    init[0] = tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX));
-    init[1] = tk_zeros(k, vrow);
-    for (int d = 0; d < ND; d++) init[2 + d] = tk_zeros(k, o_t);
+    tk_attn_state_init(k, vrow, o_t, ND, init);
     tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), 2 + ND, init, cur);
     {
         tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, BKV));
@@ -270,6 +268,12 @@ tk_value *tk_attn_mask(tk_kernel *k, tk_value *s, int bkv, int causal, tk_value 
     tk_value *unmasked = s, *out;
     tk_if_end(k, 1, &unmasked, &out);
     return out;
+}
+
+void tk_attn_state_init(tk_kernel *k, tk_type vrow, tk_type o_t, int n, tk_value **init) {
+    init[0] = tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX));
+    init[1] = tk_zeros(k, vrow);
+    for (int i = 0; i < n; i++) init[2 + i] = tk_zeros(k, o_t);
 }
 
 /* A row without keys has l = O = 0: dividing by a tiny number gives 0. */

@@ -338,9 +338,7 @@ static void build_decode(dec *a, bool split) {
     tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, ROWS, 16, TK_WARP, TK_ROW);
     tk_value *init[2 + MAX_ND], *cur[2 + MAX_ND], *next[2 + MAX_ND], *fin[2 + MAX_ND];
-    init[0] = tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX));
-    init[1] = tk_zeros(k, vrow);
-    for (int i = 0; i < ND; i++) init[2 + i] = tk_zeros(k, o_t);
+    tk_attn_state_init(k, vrow, o_t, ND, init);
     tk_value *jj = tk_for_begin(k, i32c(k, 0), n, i32c(k, 1), 2 + ND, init, cur);
     {
         tk_async_wait(k, NS - 2); /* tile jj landed */
@@ -414,9 +412,8 @@ static void build_merge(dec *a) {
 
     tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, ROWS, MERGE_COLS, TK_WARP, TK_ROW);
-    tk_value *init[3] = {tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX)), tk_zeros(k, vrow),
-                         tk_zeros(k, o_t)};
-    tk_value *cur[3], *fin[3];
+    tk_value *init[3], *cur[3], *fin[3];
+    tk_attn_state_init(k, vrow, o_t, 1, init);
     tk_value *s0 = tk_for_begin(k, i32c(k, 0), S, i32c(k, MERGE_UNROLL), 3, init, cur);
     {
         tk_value *ls[MERGE_UNROLL], *os[MERGE_UNROLL];

@@ -117,9 +117,8 @@ static void build(hattn *a) {
     tk_type vrow = tk_vec_type(TK_F32, 64, TK_PER_ROW, TK_WARPGROUP, TK_ROW);
     tk_type s_t = tk_tile_type(TK_F32, 64, BKV, TK_WARPGROUP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, 64, D, TK_WARPGROUP, TK_ROW);
-    tk_value *init[3] = {tk_fill(k, vrow, tk_const_f32(k, -FLT_MAX)), tk_zeros(k, vrow),
-                         tk_zeros(k, o_t)};
-    tk_value *cur[3], *next[3], *fin[3];
+    tk_value *init[3], *cur[3], *next[3], *fin[3];
+    tk_attn_state_init(k, vrow, o_t, 1, init);
     tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), 3, init, cur);
     {
         tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, BKV));

@@ -30,6 +30,10 @@ tk_value *tk_attn_mask(tk_kernel *k, tk_value *s, int bkv, int causal, tk_value 
  * n <= 18 (m, l and up to 16 slices of O). */
 void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk_value **ref,
                      bool lazy);
+/* The online softmax's starting state: init[0] = m = -FLT_MAX (finite, so
+ * a row whose first tiles are all masked never computes -inf - -inf),
+ * init[1] = l = 0 (vectors of vrow), init[2..2+n) = n zero O tiles of o_t. */
+void tk_attn_state_init(tk_kernel *k, tk_type vrow, tk_type o_t, int n, tk_value **init);
 /* 1 / l, with l = 0 (a row without keys) giving 0 in O = O / l. */
 tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l);
 /* L = ln Σ exp(s) = (m + log2 l) · ln 2 from the log2-unit reference m. */
