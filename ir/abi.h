@@ -38,4 +38,11 @@ static inline const tk_op *tk_smem_alloc_of(const tk_value *v) {
     return d && d->opc == TK_OP_SHARED ? d : NULL;
 }
 
+/* The tensor parameter a view is, or that a chain of NARROWs cuts it from
+ * (views cannot be carried or yielded, so every view has one). */
+static inline const tk_value *tk_view_root(const tk_value *v) {
+    while (v && v->def && v->def->opc == TK_OP_NARROW) v = v->def->opnds[0];
+    return v;
+}
+
 #endif

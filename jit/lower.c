@@ -100,7 +100,7 @@ static tk_status bind_params(tk_lower *L) {
         const tk_value *p = L->k->params[i];
         if (p->type.kind == TK_KIND_GVIEW) {
             int r = p->type.rank;
-            tk_lv *lv = tk_lw_def(L, p, 1 + 2 * r);
+            tk_lv *lv = tk_lw_def(L, p, 1 + 3 * r);
             if (!lv) return L->dg->st;
             lv->v[0] = LLVMGetParam(L->fn, a++);
             name_param(lv->v[0], p->name, NULL, 0);
@@ -108,6 +108,7 @@ static tk_status bind_params(tk_lower *L) {
                 lv->v[1 + d] = LLVMGetParam(L->fn, a++);
                 name_param(lv->v[1 + d], p->name, d < r ? "dim" : "stride", d % r);
             }
+            for (int d = 0; d < r; d++) lv->v[1 + 2 * r + d] = tk_lw_i64c(L, 0); /* origin */
         } else {
             tk_lv *lv = tk_lw_def(L, p, 1);
             if (!lv) return L->dg->st;

@@ -3,7 +3,9 @@
  *
  * Copies on the engine (targets with the copy engine, tk_target.tma). A
  * COPY_G2S qualifies when it asks for the engine (TK_COPY_TMA: the kernel
- * author's choice) and reads a kernel tensor parameter that the kernel
+ * author's choice) and reads a kernel tensor parameter, or a narrowing of
+ * one (tk_narrow: the parameter's map, the tiles inside the view; others
+ * take cp.async at run time, ops/nv/tma.c), that the kernel
  * never writes (the engine reads through the async proxy); a COPY_S2G
  * (always synchronous in the IR) when it writes a kernel tensor parameter
  * that the kernel never reads and writes only with such copies: the
@@ -45,7 +47,8 @@
  * producer stays as far ahead as the program allows and no further.
  * A kernel is split when every async COPY_G2S has a map, everything the
  * slice needs is block-uniform scalar work (ids, constants, dims, scalar
- * arithmetic, shared tiles and stages, FOR / IF): the producer has no
+ * arithmetic, scalar loads from tensors the kernel does not write, views
+ * narrowed, shared tiles and stages, FOR / IF): the producer has no
  * tiles; the kernel has whole warpgroups, at least MIN_WARPS; its op and
  * value ids are below TK_WS_MAX_IDS; and the release rings fit. */
 #include "jit/plan.h"
@@ -75,8 +78,9 @@
 #define PRODUCER_REGS 48
 
 /* ---- Copies on the engine -------------------------------------------------- */
-/* The kernel parameter a view is, or -1. */
+/* The kernel parameter a view is or is narrowed from, or -1. */
 static int param_of(const tk_kernel *k, const tk_value *v) {
+    v = tk_view_root(v);
     for (int i = 0; i < k->nparams; i++)
         if (k->params[i] == v) return i;
     return -1;
@@ -317,7 +321,8 @@ static bool uniform_scalar(const tk_value *v) {
 
 /* Whether the producer can run op: block-uniform scalar work, shared tiles,
  * control flow (carrying scalars only), and the roots. */
-static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op) {
+static bool runnable(const tk_kernel *k, const tk_plan *plan, const tk_ws_slice *s,
+                     const tk_op *op) {
     switch (op->opc) {
     case TK_OP_WARP_ID:
     case TK_OP_WARPGROUP_ID:
@@ -328,6 +333,15 @@ static bool runnable(const tk_plan *plan, const tk_ws_slice *s, const tk_op *op)
     case TK_OP_ASYNC_COMMIT:
     case TK_OP_BARRIER: return true;
     case TK_OP_COPY_G2S: return is_root(plan, op);
+    case TK_OP_NARROW: return uniform_scalar(op->opnds[1]) && uniform_scalar(op->opnds[2]);
+    case TK_OP_LOAD_G2R: { /* one element (a sequence's offset) of a tensor nobody writes */
+        int p = param_of(k, op->opnds[0]);
+        if (op->res[0]->type.kind != TK_KIND_SCALAR || p < 0 || (plan->written >> p & 1))
+            return false;
+        for (int i = 1; i < op->nopnds; i++)
+            if (!uniform_scalar(op->opnds[i])) return false;
+        return true;
+    }
     default: break;
     }
     const char *fam = tk_op_infos[op->opc].family;
@@ -367,7 +381,7 @@ static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, t
                 : sync_copy               ? param_of(k, op->opnds[1])
                                           : -1;
         if (p >= 0) cm->read |= (uint64_t)1 << p;
-        if (has(s->op, op->id) && !runnable(plan, s, op)) return false;
+        if (has(s->op, op->id) && !runnable(k, plan, s, op)) return false;
         for (int i = 0; i < 2; i++)
             if (op->regions[i] && !check(k, plan, op->regions[i], s, cm)) return false;
     }

@@ -29,7 +29,7 @@ static tk_sv id_value(const tk_interp *I, const tk_op *op, const tk_sv *opnd, in
     case TK_OP_WARPGROUP_ID: v.i = t / 128; break;
     case TK_OP_LANE_ID: v.i = t % 32; break;
     case TK_OP_CONST: v = tk_interp_const((tk_dtype)op->attr[1], op->attr[0], op->fattr); break;
-    case TK_OP_DIM: v.i = I->args[opnd[t].i].dims[op->attr[0]]; break;
+    case TK_OP_DIM: v.i = tk_interp_view(I, opnd[t].i)->a.dims[op->attr[0]]; break;
     default: break;
     }
     return v;

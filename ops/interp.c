@@ -204,6 +204,41 @@ static tk_status run_block(tk_interp *I) {
     return s;
 }
 
+/* NARROW ops anywhere in region r. */
+static size_t count_narrows(const tk_region *r) {
+    size_t n = 0;
+    for (const tk_op *op = r ? r->first : NULL; op; op = op->next)
+        n += (op->opc == TK_OP_NARROW) + count_narrows(op->regions[0]) +
+             count_narrows(op->regions[1]);
+    return n;
+}
+
+/* Gives each NARROW result nthreads views after the parameters'. */
+static void place_narrows(tk_interp *I, const tk_region *r, int64_t *next) {
+    for (const tk_op *op = r ? r->first : NULL; op; op = op->next) {
+        if (op->opc == TK_OP_NARROW) {
+            I->view_base[op->res[0]->id] = *next;
+            *next += I->nthreads;
+        }
+        place_narrows(I, op->regions[0], next);
+        place_narrows(I, op->regions[1], next);
+    }
+}
+
+/* The views table: every parameter's (a scalar's entry is unused), then
+ * the narrowed ones'. */
+static tk_status make_views(tk_interp *I) {
+    const tk_kernel *k = I->k;
+    size_t n = (size_t)k->nparams + count_narrows(k->body) * (size_t)I->nthreads;
+    I->views = calloc(n ? n : 1, sizeof *I->views);
+    I->view_base = calloc((size_t)k->nvalues + 1, sizeof *I->view_base);
+    if (!I->views || !I->view_base) return TK_ERR_NO_MEMORY;
+    for (int p = 0; p < k->nparams; p++) I->views[p] = (tk_iview){.a = I->args[p], .param = p};
+    int64_t next = k->nparams;
+    place_narrows(I, k->body, &next);
+    return TK_OK;
+}
+
 /* Parameters never change during a run: their per-thread copies are set once. */
 static tk_status bind_params(tk_interp *I) {
     for (int p = 0; p < I->k->nparams; p++) {
@@ -394,13 +429,15 @@ tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args) {
     I.smem_n = smem_floats(k);
     I.slots = calloc((size_t)k->nvalues + 1, sizeof *I.slots);
     I.smem = calloc(I.smem_n ? I.smem_n : 1, sizeof(float));
-    if (!I.slots || !I.smem)
+    if (!I.slots || !I.smem || make_views(&I))
         tk_diag_fail(&I.diag, TK_ERR_NO_MEMORY, "tk_interp_run: out of memory");
     else if ((s = apply_options(&I)) || (s = run_grid(&I)))
         tk_diag_fail(&I.diag, s, "tk_interp_run: failed"); /* kept: a failure recorded */
     free_slots(&I);
     tk_race_free(&I);
     free(I.blockwide);
+    free(I.views);
+    free(I.view_base);
     free(I.smem);
     free(I.pend);
     return tk_ctx_report(k->ctx, "", &I.diag); /* the run's one report */

@@ -30,11 +30,22 @@
 /* One thread's copy of a scalar-like value. Integers (and bool, 0/1) are
  * kept sign-extended in `i` (i32 already wrapped to 32 bits); f32 in `f`;
  * a shared handle is the float offset of its stage 0 in the block's shared
- * array; a tensor handle is its parameter index. */
+ * array; a view handle indexes tk_interp.views (a parameter's is its index). */
 typedef union tk_sv {
     int64_t i;
     float f;
 } tk_sv;
+
+/* A global view as the interpreter addresses it: for a parameter, its
+ * argument; for a NARROW result, a copy of its parent's with the data
+ * pointer on its first element and the axis cut. `param` is the tensor it
+ * lies in and `shift` the element offset of its first element there (what
+ * the race checker, which tracks tensor elements, adds). */
+typedef struct tk_iview {
+    tk_arg a;
+    int param;
+    int64_t shift;
+} tk_iview;
 
 typedef struct tk_slot {
     tk_sv *s; /* SCALAR, SMEM, GVIEW: warps*32 entries                  */
@@ -65,6 +76,9 @@ typedef struct tk_interp {
     int64_t groups_applied;   /* groups applied by ASYNC_WAIT so far       */
     struct tk_race *race;     /* the race checker (ops/race.h), NULL: off   */
     uint64_t shuffle;         /* xorshift state of the warp shuffle, 0: off */
+    tk_iview *views;          /* the parameters', then each NARROW result's
+                                 (nthreads apiece, reused by later trips)  */
+    int64_t *view_base;       /* by value id: a NARROW result's first view */
     uint8_t *blockwide;       /* by op id: the op runs for the whole block  */
     tk_diag diag;             /* the run's failure; tk_interp_run reports it */
 } tk_interp;
@@ -92,6 +106,9 @@ void tk_interp_copy(tk_interp *I, const tk_value *dst, const tk_value *src, uint
 /* The same between slots holding values of type t. */
 void tk_interp_copy_slot(tk_interp *I, const tk_type *t, tk_slot *dst, const tk_slot *src,
                          uint32_t mask);
+
+/* The view a handle names (handles are made by parameters and NARROW). */
+static inline const tk_iview *tk_interp_view(const tk_interp *I, int64_t h) { return &I->views[h]; }
 
 /* ---- owner instances ---------------------------------------------------- */
 static inline int tk_interp_ninst(const tk_interp *I, tk_owner o) {

@@ -3,6 +3,8 @@
  * SHARED    want = the shared type; attr[0] = byte offset in the block's
  *           shared memory (assigned here, 128-byte aligned). Top level only.
  * STAGE     smem (count > 1), idx -> one stage (count 1)
+ * NARROW    view, start, len; attr[0] = axis -> a view of the same type,
+ *           [start, start + len) of the axis, both clamped to the view
  * LOAD_G2R  view, idx[rank]; want = tile (rank >= 2), vec, or scalar (one
  *           element: i32, i64 or f32, every thread); fattr = fill.
  *           Tiles span the last two dims: idx[rank-2] / idx[rank-1] are the
@@ -132,6 +134,25 @@ static tk_status rule_stage(tk_kernel *k, tk_op *op) {
     return TK_OK;
 }
 
+static tk_status rule_narrow(tk_kernel *k, tk_op *op) {
+    if (expect_kind(k, op, 0, TK_KIND_GVIEW, "the narrowed operand")) return k->status;
+    int rank = op->opnds[0]->type.rank;
+    if (op->attr[0] < 0 || op->attr[0] >= rank)
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG, "axis is %lld; a rank-%d view has axes 0..%d",
+                         (long long)op->attr[0], rank, rank - 1);
+    for (int i = 1; i < 3; i++) {
+        const tk_type *t = &op->opnds[i]->type;
+        if (t->kind != TK_KIND_SCALAR || !tk_dtype_is_int(t->dtype)) {
+            char b[64];
+            tk_type_str(t, b, sizeof b);
+            return tk_opfail(k, op, TK_ERR_TYPE, "%s is a %s; expected an i32/i64 scalar",
+                             i == 1 ? "start" : "len", b);
+        }
+    }
+    op->res[0]->type = op->opnds[0]->type;
+    return TK_OK;
+}
+
 /* One element of a tensor into a scalar of its dtype (every thread reads
  * it; as uniform as the indices): sizes, offsets, page tables. */
 static tk_status rule_load_scalar(tk_kernel *k, tk_op *op) {
@@ -207,6 +228,7 @@ tk_status tk_rule_memory(tk_kernel *k, tk_op *op) {
     switch (op->opc) {
     case TK_OP_SHARED: return rule_shared(k, op);
     case TK_OP_STAGE: return rule_stage(k, op);
+    case TK_OP_NARROW: return rule_narrow(k, op);
     case TK_OP_LOAD_G2R:
     case TK_OP_LOAD_S2R: return rule_load(k, op);
     case TK_OP_STORE_R2G:
@@ -243,6 +265,12 @@ tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx) {
     return op ? op->res[0] : NULL;
 }
 
+tk_value *tk_narrow(tk_kernel *k, tk_value *view, int axis, tk_value *start, tk_value *len) {
+    tk_value *v[3] = {view, start, len};
+    tk_op *op = tk_build_op_attr(k, TK_OP_NARROW, 3, v, axis, 0, 0.0);
+    return op ? op->res[0] : NULL;
+}
+
 /* Checks the `nidx` indices given for the memory operand `m` (a tensor of
  * rank r takes r, a shared tile 2); returns that count, or -1 after
  * reporting why the call cannot be made. `fn` is the public call's name. */
@@ -263,9 +291,11 @@ static int index_count(tk_kernel *k, const char *fn, tk_value *m, int nidx, tk_v
                  fn, b);
         return -1;
     }
-    if (m->type.kind == TK_KIND_GVIEW)
-        snprintf(b, sizeof b, "the rank-%d tensor '%s'", n, m->name ? m->name : "?");
-    else
+    if (m->type.kind == TK_KIND_GVIEW) {
+        const tk_value *root = tk_view_root(m);
+        snprintf(b, sizeof b, "the rank-%d tensor '%s'%s", n, root->name ? root->name : "?",
+                 root != m ? " (narrowed)" : "");
+    } else
         snprintf(b, sizeof b, "a shared tile (row, col)");
     if (nidx == TK_IDX_NOT_ARRAY)
         tk_kfail(k, TK_ERR_INVALID_ARG,

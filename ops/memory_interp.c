@@ -22,8 +22,10 @@
 /* A rows×cols window of a view (a vector is one row of the last dim). */
 typedef struct window {
     const tk_arg *a;
-    bool none;    /* a leading index is out of range            */
-    int64_t base; /* offset of the leading indices              */
+    int param;     /* the tensor it lies in (the race checker's)  */
+    int64_t shift; /* a's first element's offset in that tensor   */
+    bool none;     /* a leading index is out of range             */
+    int64_t base;  /* offset of the leading indices              */
     int64_t r0, c0, rdim, cdim, rs, cs;
     int rows, cols;
 } window;
@@ -35,9 +37,15 @@ static bool in_range(int64_t start, int i, int64_t dim) {
 /* View operand `vi`, its indices following it, as seen by thread th. */
 static window window_at(tk_interp *I, const tk_op *op, int vi, int th, bool tile, int rows,
                         int cols) {
-    const tk_arg *a = &I->args[tk_interp_sv(I, op->opnds[vi])[th].i];
+    const tk_iview *v = tk_interp_view(I, tk_interp_sv(I, op->opnds[vi])[th].i);
+    const tk_arg *a = &v->a;
     int rank = a->rank, lead = tile ? rank - 2 : rank - 1;
-    window w = {.a = a, .rows = tile ? rows : 1, .cols = cols, .rdim = 1};
+    window w = {.a = a,
+                .param = v->param,
+                .shift = v->shift,
+                .rows = tile ? rows : 1,
+                .cols = cols,
+                .rdim = 1};
     for (int d = 0; d < rank; d++) {
         int64_t x = tk_interp_sv(I, op->opnds[vi + 1 + d])[th].i;
         if (d < lead) {
@@ -109,11 +117,11 @@ static void scatter(const window *w, const float *src, uint32_t mask, const tk_t
 /* The race checker's view of a window's in-range elements (ops/race.h). */
 static tk_status race_window(tk_interp *I, const tk_op *op, int agent, const window *w,
                              bool write) {
-    int param = (int)(w->a - I->args);
     for (int i = 0; i < w->rows; i++)
         for (int j = 0; j < w->cols; j++) {
             int64_t off = window_off(w, i, j);
-            tk_status s = off < 0 ? TK_OK : tk_race_global(I, op, agent, param, off, write);
+            tk_status s =
+                off < 0 ? TK_OK : tk_race_global(I, op, agent, w->param, w->shift + off, write);
             if (s) return s;
         }
     return TK_OK;
@@ -128,7 +136,8 @@ static tk_status load_scalar(tk_interp *I, const tk_op *op) {
     for (int w = 0; w < I->warps; w++) {
         if (!tk_interp_warp_active(I, w)) continue;
         for (int th = 32 * w; th < 32 * w + 32; th++) {
-            const tk_arg *a = &I->args[tk_interp_sv(I, op->opnds[0])[th].i];
+            const tk_iview *v = tk_interp_view(I, tk_interp_sv(I, op->opnds[0])[th].i);
+            const tk_arg *a = &v->a;
             int64_t off = 0;
             bool in = true;
             for (int d = 0; d < a->rank; d++) {
@@ -137,7 +146,7 @@ static tk_status load_scalar(tk_interp *I, const tk_op *op) {
                 if (in) off += x * a->strides[d];
             }
             if (in && I->race) {
-                tk_status s = tk_race_global(I, op, w, (int)(a - I->args), off, false);
+                tk_status s = tk_race_global(I, op, w, v->param, v->shift + off, false);
                 if (s) return s;
             }
             if (dt == TK_F32)
@@ -235,6 +244,30 @@ static tk_status stage(tk_interp *I, const tk_op *op) {
     return TK_OK;
 }
 
+/* NARROW: each active thread's view, cut from its parent's (clamped: the
+ * result never reaches outside it), into the thread's entry of the table. */
+static tk_status narrow(tk_interp *I, const tk_op *op) {
+    const tk_sv *parent = tk_interp_sv(I, op->opnds[0]);
+    const tk_sv *start = tk_interp_sv(I, op->opnds[1]), *len = tk_interp_sv(I, op->opnds[2]);
+    tk_sv *r = tk_interp_sv(I, op->res[0]);
+    int ax = (int)op->attr[0];
+    int64_t base = I->view_base[op->res[0]->id];
+    for (int th = 0; th < I->nthreads; th++) {
+        if (!tk_interp_warp_active(I, th / 32)) continue;
+        tk_iview v = *tk_interp_view(I, parent[th].i);
+        int64_t size = v.a.dims[ax];
+        int64_t s0 = start[th].i < 0 ? 0 : start[th].i > size ? size : start[th].i;
+        int64_t n = len[th].i < 0 ? 0 : len[th].i > size - s0 ? size - s0 : len[th].i;
+        int64_t step = s0 * v.a.strides[ax];
+        v.a.data = (char *)v.a.data + step * (int64_t)tk_dtype_size(v.a.dtype);
+        v.a.dims[ax] = n;
+        v.shift += step;
+        I->views[base + th] = v;
+        r[th].i = base + th;
+    }
+    return TK_OK;
+}
+
 static tk_status shared_alloc(tk_interp *I, const tk_op *op) {
     const tk_type *t = &op->res[0]->type;
     size_t n = (size_t)t->rows * (size_t)t->cols * (size_t)t->count;
@@ -326,6 +359,7 @@ tk_status tk_interp_memory(tk_interp *I, const tk_op *op) {
     switch (op->opc) {
     case TK_OP_SHARED: return shared_alloc(I, op);
     case TK_OP_STAGE: return stage(I, op);
+    case TK_OP_NARROW: return narrow(I, op);
     case TK_OP_LOAD_G2R:
     case TK_OP_STORE_R2G: return global_reg(I, op);
     case TK_OP_LOAD_S2R:

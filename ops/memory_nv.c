@@ -38,6 +38,35 @@ static tk_status lower_stage(tk_lower *L, const tk_op *op) {
     return def1(L, op, tk_lw_gep(L, s->v[0], off));
 }
 
+/* NARROW: the parent's lowered view (ops/nv/lower.h) with the pointer on
+ * element s of the axis, s = start clamped to [0, size], the axis' size
+ * len clamped to [0, size - s], and its origin in the root tensor moved by
+ * s (the copy engine addresses the root's map, ops/nv/tma.c). */
+static LLVMValueRef clamp(tk_lower *L, LLVMValueRef x, LLVMValueRef hi) {
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef zero = tk_lw_i64c(L, 0);
+    x = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, zero, ""), zero, x, "");
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, hi, ""), hi, x, "");
+}
+
+static tk_status lower_narrow(tk_lower *L, const tk_op *op) {
+    tk_lv *p = tk_lw_get(L, op->opnds[0]), *start = tk_lw_get(L, op->opnds[1]),
+          *len = tk_lw_get(L, op->opnds[2]);
+    int r = op->opnds[0]->type.rank, ax = (int)op->attr[0];
+    tk_lv *v = p && start && len ? tk_lw_def(L, op->res[0], 1 + 3 * r) : NULL;
+    if (!v) return L->dg->st;
+    for (int i = 0; i < 1 + 3 * r; i++) v->v[i] = p->v[i];
+    LLVMBuilderRef b = L->b;
+    LLVMValueRef size = p->v[1 + ax];
+    LLVMValueRef s0 = clamp(L, tk_lw_to_i64(L, start->v[0]), size);
+    v->v[1 + ax] = clamp(L, tk_lw_to_i64(L, len->v[0]), LLVMBuildSub(b, size, s0, ""));
+    LLVMValueRef step = LLVMBuildMul(b, s0, p->v[1 + r + ax], "");
+    int64_t esz = (int64_t)tk_dtype_size(op->opnds[0]->type.dtype);
+    v->v[0] = tk_lw_gep(L, p->v[0], LLVMBuildMul(b, step, tk_lw_i64c(L, esz), ""));
+    v->v[1 + 2 * r + ax] = LLVMBuildAdd(b, p->v[1 + 2 * r + ax], s0, "");
+    return TK_OK;
+}
+
 /* What the sync ops mean depends on the code being emitted (lockstep, the
  * copy engine's ring, or one side of a warp-specialized kernel): the sync
  * strategy the driver picked (ops/nv/sync.c). */
@@ -516,6 +545,7 @@ tk_status tk_lower_memory(tk_lower *L, const tk_op *op) {
     switch (op->opc) {
     case TK_OP_SHARED: return lower_shared(L, op);
     case TK_OP_STAGE: return lower_stage(L, op);
+    case TK_OP_NARROW: return lower_narrow(L, op);
     case TK_OP_LOAD_G2R: return lower_g2r(L, op);
     case TK_OP_STORE_R2G: return lower_r2g(L, op);
     case TK_OP_LOAD_S2R: return lower_s2r(L, op);

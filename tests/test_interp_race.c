@@ -5,6 +5,7 @@
  * results. */
 #include "util/interp.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The messages below name the first access in lockstep order: no shuffle
@@ -266,6 +267,69 @@ START_TEST(race_store_add) {
 }
 END_TEST
 
+/* ---- narrowed views of one tensor ---------------------------------------------- */
+/* What warp 1 does through the second view. */
+enum { NV_STORE, NV_TILE_LOAD, NV_SCALAR_LOAD };
+
+/* T narrowed twice along `ax` to 32 rows (columns): from 0 and from the
+ * run-time `s1`; warp 0 stores a tile through the first view, then warp 1
+ * stores one through the second, or loads a tile or (scalar) its element
+ * (0, 0) through it, no barrier between. The checker tracks T's elements,
+ * whichever view reaches them: s1 = 16 overlaps the views and races on T's
+ * element (16, 0) (or (0, 16)), s1 = 32 makes them disjoint. */
+static tk_kernel *narrowed_writers(int ax, int what) {
+    tk_kernel *k = kern("race_narrow", 2);
+    tk_value *T = tk_param_tensor(k, "T", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *s1 = tk_param_scalar(k, "s1", TK_I32), *z = c32(k, 0), *w = tk_warp_id(k);
+    tk_value *V0 = tk_narrow(k, T, ax, z, c32(k, 32)), *V1 = tk_narrow(k, T, ax, s1, c32(k, 32));
+    tk_type t = ax ? wtile(TK_F32, 16, 32) : wtile(TK_F32, 32, 16);
+    tk_if_begin(k, tk_eq(k, w, z));
+    st2(k, V0, z, z, tk_fill(k, t, tk_const_f32(k, 1)));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_if_begin(k, tk_eq(k, w, c32(k, 1)));
+    tk_value *zz[2] = {z, z};
+    if (what == NV_TILE_LOAD) st2(k, O, z, z, ld2(k, t, V1, z, z, 0));
+    if (what == NV_SCALAR_LOAD)
+        st2(k, O, z, z, tk_fill(k, t, tk_load(k, tk_scalar_type(TK_F32), V1, zz, 0)));
+    if (what == NV_STORE) st2(k, V1, z, z, tk_fill(k, t, tk_const_f32(k, 2)));
+    tk_if_end(k, 0, NULL, NULL);
+    finish(k);
+    return k;
+}
+
+START_TEST(race_narrowed_views) {
+    lockstep();
+    for (int ax = 0; ax < 2; ax++)
+        for (int what = NV_STORE; what <= NV_SCALAR_LOAD; what++) {
+            tk_kernel *k = narrowed_writers(ax, what);
+            hbuf t = hb(TK_F32, 64 * 64), o = hb(TK_F32, 64 * 64);
+            hfill(&t, -1);
+            tk_arg a[3] = {ax ? targ(&t, 2, 16, 64, 0, 0) : targ(&t, 2, 64, 16, 0, 0),
+                           targ(&o, 2, 64, 64, 0, 0), tk_arg_i32(16)};
+            char want[128];
+            snprintf(want, sizeof want, /* T(16, 0) of 16 columns, or T(0, 16) */
+                     "race: warp 1 %s tensor 'T' (argument 0) element offset %d (op #",
+                     what == NV_STORE ? "writes" : "reads", ax ? 16 : 256);
+            run_fails(k, 3, a, TK_ERR_RUNTIME, want);
+            ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "after warp 0 wrote it"));
+            a[2] = tk_arg_i32(32); /* disjoint views: no race, each view's own elements */
+            hfill(&t, -1);
+            run_ok(k, 3, a);
+            for (int i = 0; i < 1024; i++) {
+                int along = ax ? i % 64 : i / 16; /* the narrowed coordinate */
+                float want_t = along < 32 ? 1.0f : what == NV_STORE ? 2.0f : -1.0f;
+                EXPECT_F("T", i, hget(&t, (size_t)i), want_t);
+            }
+            if (what != NV_STORE)
+                for (int i = 0; i < (ax ? 16 : 32); i++)
+                    for (int j = 0; j < (ax ? 32 : 16); j++)
+                        EXPECT_F("O", i * 64 + j, hget(&o, (size_t)(i * 64 + j)), -1.0f);
+            hfree(&t), hfree(&o);
+            tk_kernel_destroy(k);
+        }
+}
+END_TEST
+
 /* ---- the warpgroup multiply's asynchronous reads ------------------------------ */
 /* One warpgroup: C = A·B, then B's tile is refilled with B2 and C += A·B2.
  * The first multiply reads sB until a wait retires it: `wait_first` does so
@@ -358,6 +422,7 @@ int main(void) {
                                  {"shared", race_shared_exchange},
                                  {"global", race_global},
                                  {"global", race_store_add},
+                                 {"global", race_narrowed_views},
                                  {"wgmma", race_wgmma_reads_until_retired},
                                  {"options", race_options}};
     return interp_run("test_interp_race", "interp_race", tests, sizeof tests / sizeof tests[0]);

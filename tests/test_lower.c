@@ -605,7 +605,8 @@ START_TEST(tma_plan) {
      * (before the next trip's dSᵀ is written), beside the ones after dSᵀ's
      * and dQᵀ's stores and the one after the engine's add of dQᵀ: 4 (3
      * without the rule) */
-    tk_attention_bwd_config bc = {TK_BF16, 128, 0, TK_ATTN_BWD_FUSED, 1};
+    tk_attention_bwd_config bc = {
+        .dtype = TK_BF16, .head_dim = 128, .part = TK_ATTN_BWD_FUSED, .wgmma = 1};
     ck_assert_int_eq(tk_attention_bwd_build(ctx, &bc, &k), TK_OK);
     tk_plan_make(k, tk_target_find("sm_90a"), &pl);
     ck_assert_int_eq(pl.producer_warps, 4);
@@ -617,6 +618,85 @@ START_TEST(tma_plan) {
     ck_assert_int_eq(tk_attention_bwd_build(ctx, &bc, &k), TK_OK);
     tk_plan_make(k, tk_target_find("sm_90a"), &pl);
     ck_assert_int_eq(synced_barriers(&pl), 0);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A copy-engine copy of rows [s, s + 32) of A into shared memory, s a
+ * scalar parameter or (NARROW_OFFSET*) read from the table T (8 warps:
+ * the producer's slice loads it); `extra` adds what changes the plan. */
+enum { NARROW_STORE_OUT, NARROW_WRITES_A, NARROW_OFFSET, NARROW_OFFSET_WRITTEN };
+static tk_kernel *narrow_copy(tk_ctx *ctx, int extra) {
+    tk_kernel *k;
+    bool table = extra == NARROW_OFFSET || extra == NARROW_OFFSET_WRITTEN;
+    tk_kernel_create(ctx, "t_narrow_copy", table ? 8 : 4, &k);
+    tk_value *sm = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *O = tk_param_tensor(k, "O", TK_BF16, 2);
+    tk_value *T = tk_param_tensor(k, "T", TK_F32, 1), *s = tk_param_scalar(k, "s", TK_I64);
+    tk_value *n32 = c64(k, 32), *z = c64(k, 0), *g[2] = {z, z}, *ti[1] = {z};
+    if (table) s = tk_cvt(k, tk_load(k, tk_scalar_type(TK_F32), T, ti, 0.0f), TK_I64);
+    tk_copy_to_shared(k, sm, tk_narrow(k, A, 0, s, n32), g, 0.0f, TK_COPY_TMA);
+    tk_async_commit(k);
+    tk_async_wait(k, 0);
+    tk_barrier(k);
+    tk_type row = tk_tile_type(TK_BF16, 16, 64, TK_WARP, TK_ROW);
+    if (extra == NARROW_STORE_OUT) tk_copy_to_global(k, tk_narrow(k, O, 0, s, n32), g, sm);
+    if (extra == NARROW_WRITES_A)
+        tk_store(k, tk_narrow(k, A, 1, s, n32), g, tk_load(k, row, sm, g, 0));
+    if (table) tk_store(k, O, g, tk_load(k, row, sm, g, 0));
+    if (extra == NARROW_OFFSET_WRITTEN)
+        tk_store(k, T, ti, tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_COL, TK_WARP, TK_ROW)));
+    return finish(k);
+}
+
+/* tk_narrow and the copy engine (jit/plan.c, ops/nv/tma.c): a narrowed
+ * view's copies use its root parameter's map, stores through a narrowing
+ * too; a tensor written through a narrowing is written; the packed
+ * sequences' fixture splits off a producer that loads the offsets and
+ * narrows (not when the offsets' tensor is written). The PTX has the
+ * engine's copies on sm_90a beside the cp.async they fall back to, and
+ * plain cp.async on sm_80. */
+START_TEST(narrow_on_the_engine) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_plan pl;
+    static const struct {
+        int extra, maps, producer;
+    } cases[] = {
+        {NARROW_STORE_OUT, 2, 0},      /* A's map, and O's for the store; 4 warps: lockstep */
+        {NARROW_WRITES_A, 0, 0},       /* A written through another narrowing */
+        {NARROW_OFFSET, 1, 4},         /* the producer loads the offset and narrows */
+        {NARROW_OFFSET_WRITTEN, 1, 0}, /* ... not from a tensor the kernel writes */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tk_kernel *k = narrow_copy(ctx, cases[i].extra);
+        ck_assert_msg(tk_kernel_status(k) == TK_OK, "case %zu: %s", i, tk_kernel_error(k));
+        tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+        ck_assert_msg(pl.nmaps == cases[i].maps, "case %zu: %d maps", i, pl.nmaps);
+        for (int m = 0; m < pl.nmaps; m++) ck_assert_int_eq(pl.maps[m].param, m); /* A, O */
+        ck_assert_int_eq(pl.stores, cases[i].extra == NARROW_STORE_OUT);
+        ck_assert_msg(pl.producer_warps == cases[i].producer, "case %zu: %d producer warps", i,
+                      pl.producer_warps);
+        check_lowers(k);
+        tk_kernel_destroy(k);
+    }
+    tk_kernel *k = tu_op_kernel(ctx, tu_narrow, TK_BF16);
+    tk_plan_make(k, tk_target_find("sm_90a"), &pl); /* X's map; O stored from registers */
+    ck_assert(pl.nmaps == 1 && pl.maps[0].param == 0 && pl.maps[0].box_rows == 128 && !pl.stores);
+    ck_assert_int_eq(pl.producer_warps, 4);
+    tk_diag dg = {0};
+    char *ptx = NULL;
+    ck_assert_msg(tk_lower_ptx(k, "sm_90a", &ptx, &dg) == TK_OK, "%s", dg.msg);
+    const char *want90a[] = {"cp.async.bulk.tensor.2d.shared::cluster.global.tile",
+                             "mbarrier.expect_tx", "cp.async.cg.shared", "setmaxnreg"};
+    for (size_t i = 0; i < sizeof want90a / sizeof *want90a; i++)
+        ck_assert_msg(strstr(ptx, want90a[i]), "narrow sm_90a PTX lacks %s", want90a[i]);
+    free(ptx);
+    ck_assert_msg(tk_lower_ptx(k, "sm_80", &ptx, &dg) == TK_OK, "%s", dg.msg);
+    ck_assert_ptr_nonnull(strstr(ptx, "cp.async.cg.shared.global"));
+    ck_assert(!strstr(ptx, "cp.async.bulk") && !strstr(ptx, "mbarrier"));
+    free(ptx);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }
@@ -712,6 +792,7 @@ int main(void) {
     tcase_add_test(tc, trig_polynomial_error);
     tcase_add_test(tc, erf_polynomial_error);
     tcase_add_test(tc, tma_plan);
+    tcase_add_test(tc, narrow_on_the_engine);
     tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 8);
     tcase_add_loop_test(tc, attention_lowers, 0, 16);
     tcase_add_loop_test(tc, attention_wgmma_lowers, 0, 6);

@@ -241,6 +241,24 @@ static tk_kernel *build_mma(void) {
     return k;
 }
 
+/* A view narrowed twice (the second time on `axis2`), loaded from and
+ * stored to, and its dim. */
+static tk_kernel *build_narrow(int axis2) {
+    tk_kernel *k = new_kernel("narrow", 1);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 3), *s = tk_param_scalar(k, "s", TK_I64);
+    tk_value *n = tk_param_scalar(k, "n", TK_I32);
+    tk_value *n64 = tk_cvt(k, n, TK_I64);
+    tk_value *B = tk_narrow(k, A, 1, s, n64);
+    tk_value *c16 = tk_const_i32(k, 16);
+    tk_value *C = tk_narrow(k, B, axis2, n, c16);
+    tk_value *z = tk_const_i32(k, 0), *idx[3] = {z, z, z};
+    tk_value *t = tk_load(k, wtile(TK_F32, 16, 16, TK_ROW), C, idx, 1.0f);
+    tk_store(k, C, idx, t);
+    tk_dim(k, C, 1);
+    finish(k);
+    return k;
+}
+
 /* ---- golden tests ------------------------------------------------------------------ */
 START_TEST(golden_gemm) {
     tk_kernel *k = build_gemm(64);
@@ -299,6 +317,24 @@ START_TEST(attr_changes_text) {
     compare(build_softmax(-INFINITY), build_softmax(INFINITY), 0, "mask fill -inf vs +inf");
     compare(build_memory(0), build_memory(1), 0, "sync vs async copy");
     compare(build_memory(1), build_memory(TK_COPY_TMA), 0, "cp.async vs copy-engine copy");
+}
+END_TEST
+
+/* tk_narrow prints its operands and axis; narrowing another axis is
+ * another kernel (the text is the cache key). */
+START_TEST(narrow_prints) {
+    char *t = print(build_narrow(2));
+    static const char *const lines[] = {
+        "  %5 = narrow A, s, %4 axis=1 : rank-3 f32 tensor\n",
+        "  %7 = narrow %5, n, %6 axis=2 : rank-3 f32 tensor\n",
+        "  %9 = load_g2r %7, %8, %8, %8 fill=1 : 16x16 f32 row tile (warp)\n",
+        "  store_r2g %7, %8, %8, %8, %9\n",
+        "  %10 = dim %7 axis=1 : i64\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+        ck_assert_msg(strstr(t, lines[i]) != NULL, "missing '%s' in\n%s", lines[i], t);
+    compare(build_narrow(2), build_narrow(2), 1, "two narrow builds");
+    compare(build_narrow(2), build_narrow(1), 0, "narrow axis 2 vs 1");
 }
 END_TEST
 
@@ -408,11 +444,11 @@ static Suite *printer_suite(void) {
     Suite *s = suite_create("printer");
     TCase *tc = tcase_create("printer");
     tcase_add_checked_fixture(tc, setup, teardown);
-    const TTest *tests[] = {golden_gemm,          golden_softmax,     golden_memory,
-                            golden_control,       golden_mma,         deterministic,
-                            spec_changes_text,    attr_changes_text,  header_changes_text,
-                            float_forms,          locale_independent, unused_attrs_shown,
-                            partial_kernels_print};
+    const TTest *tests[] = {golden_gemm,           golden_softmax,     golden_memory,
+                            golden_control,        golden_mma,         deterministic,
+                            spec_changes_text,     attr_changes_text,  header_changes_text,
+                            float_forms,           locale_independent, unused_attrs_shown,
+                            partial_kernels_print, narrow_prints};
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++) tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
     return s;

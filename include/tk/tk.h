@@ -346,6 +346,15 @@ TK_API tk_value *tk_shared(tk_kernel *k, tk_dtype dt, int rows, int cols, tk_sme
                            int count);
 /* Stage `idx` (run-time, block-uniform) of a multi-stage shared tile. */
 TK_API tk_value *tk_stage(tk_kernel *k, tk_value *smem, tk_value *idx);
+/* The part [start, start + len) of a global view along `axis` (torch's
+ * narrow): a view whose element i on that axis is element start + i of
+ * `view`, of size len there, the other axes unchanged. start and len are
+ * i32/i64 scalars, clamped to the view (start to [0, size], len to
+ * [0, size - start]), so a narrowed view never reaches outside its parent:
+ * a bad offset (a corrupt prefix sum read at run time) makes an empty or
+ * shorter view, whose out-of-range elements load `fill` and store nothing,
+ * as for any view. It is the way to one sequence of a packed batch. */
+TK_API tk_value *tk_narrow(tk_kernel *k, tk_value *view, int axis, tk_value *start, tk_value *len);
 
 /* Index arrays carry their count: each call below is a macro that takes an
  * ARRAY of indices (`tk_value *idx[2]`, or a one-element compound literal;
@@ -383,7 +392,8 @@ TK_API void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *cons
 /* Block-wide copies between global and shared memory (scope: block).
  * async: TK_COPY_SYNC, or TK_COPY_ASYNC (cp.async; fill must be 0), or
  * TK_COPY_TMA: like TK_COPY_ASYNC, but on sm_90+ the tile comes through the
- * copy engine (TMA) when it can (a kernel tensor parameter of rank >= 2, a
+ * copy engine (TMA) when it can (a kernel tensor parameter of rank >= 2, or
+ * a tk_narrow of one, for the tiles lying wholly inside the narrowed axes, a
  * SWIZZLE tile of 32, 64, 128 or 128·n-byte rows and at most 256 rows, at a
  * 1024-byte aligned offset with 1024-byte stages (offsets follow allocation
  * order: allocate such tiles first); a tensor the kernel does not write,

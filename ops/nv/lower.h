@@ -11,7 +11,9 @@
  *      tile / vec   one scalar per element the thread holds, in fragment
  *                   order (tk_frag_* below): bfloat / half / float / i32
  *      smem         1 value: `ptr addrspace(3)` to stage 0 (or to the stage)
- *      gview        1 + 2*rank values: ptr addrspace(1), dims (i64), strides (i64)
+ *      gview        1 + 3*rank values: ptr addrspace(1), dims (i64), strides (i64),
+ *                   origin (i64: the coordinates of its first element in the
+ *                   root tensor parameter; 0 for the parameter, moved by NARROW)
  *  - loop-carried and if-yielded values get one phi per slot. */
 #ifndef TK_OPS_NV_LOWER_H
 #define TK_OPS_NV_LOWER_H

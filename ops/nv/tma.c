@@ -190,15 +190,44 @@ typedef struct tma_copy {
     void *cp_ctx;
 } tma_copy;
 
-/* The coordinates of the tile (innermost first), and whether they all fit
- * i32 with room for the boxes (else the cp.async path handles the copy). */
+/* The axes a chain of NARROWs cut from the map's tensor (bit per axis). */
+static unsigned narrowed_axes(const tk_value *view) {
+    unsigned m = 0;
+    for (; view && view->def && view->def->opc == TK_OP_NARROW; view = view->def->opnds[0])
+        m |= 1u << view->def->attr[0];
+    return m;
+}
+
+/* Whether the tile's extent from x along narrowed axis d lies inside the
+ * view (the engine clips at the tensor's bounds, not the view's: a tile
+ * crossing a narrowed edge takes the threads' masked copy). */
+static LLVMValueRef inside(tk_lower *L, tma_copy *t, int d, LLVMValueRef x, LLVMValueRef dim) {
+    LLVMBuilderRef b = L->b;
+    const tk_value *sm = t->op->opnds[t->first == 2 ? 0 : t->op->nopnds - 1];
+    int r = t->m->rank;
+    int64_t ext = d == r - 1 ? sm->type.cols : d == r - 2 ? sm->type.rows : 1;
+    LLVMValueRef end = LLVMBuildAdd(b, x, tk_lw_i64c(L, ext), "");
+    return LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, x, tk_lw_i64c(L, 0), ""),
+                        LLVMBuildICmp(b, LLVMIntSLE, end, dim, ""), "");
+}
+
+/* The coordinates of the tile (innermost first) in the map's tensor, and
+ * whether they all fit i32 with room for the boxes and, on narrowed axes,
+ * the tile lies inside the view (else the cp.async path handles the copy). */
 static LLVMValueRef coords(tk_lower *L, tma_copy *t) {
     LLVMBuilderRef b = L->b;
     int r = t->m->rank;
+    const tk_value *view = t->op->opnds[t->first - 1];
+    unsigned cut = narrowed_axes(view);
+    tk_lv *vl = cut ? tk_lw_get(L, view) : NULL;
     LLVMValueRef ok = LLVMConstInt(L->i1, 1, 0);
     for (int d = 0; d < r; d++) {
         tk_lv *iv = tk_lw_get(L, t->op->opnds[t->first + d]);
         LLVMValueRef x = iv ? tk_lw_to_i64(L, iv->v[0]) : tk_lw_i64c(L, 0);
+        if (vl && (cut >> d & 1)) {
+            ok = LLVMBuildAnd(b, ok, inside(L, t, d, x, vl->v[1 + d]), "");
+            x = LLVMBuildAdd(b, x, vl->v[1 + 2 * r + d], "");
+        }
         LLVMValueRef sh = LLVMBuildAdd(b, x, tk_lw_i64c(L, (int64_t)1 << 31), "");
         ok = LLVMBuildAnd(
             b, ok, LLVMBuildICmp(b, LLVMIntULT, sh, tk_lw_i64c(L, ((int64_t)1 << 32) - 1024), ""),

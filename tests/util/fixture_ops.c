@@ -593,6 +593,62 @@ tk_kernel *tu_gather(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *
     return finish(k);
 }
 
+/* tk_narrow on packed sequences: sequence b is X's rows [OFF[b], OFF[b+1])
+ * (scalar loads of a table whose last offset runs past X: clamped). Block
+ * (b, t, c) narrows X to it, then to the columns [16, 116), copies that
+ * view's 128x64 tile (t, c) with TK_COPY_TMA, and each warp stores 16 rows
+ * of it through the same narrowing of O (what lies outside: NaN stays) and
+ * into the block's own tile of S (what the view does not cover: the fill).
+ * The copy engine reads X's map at coordinates moved by the view's origin;
+ * a tile crossing the sequence's end or column 116 (every c = 1, each
+ * sequence's last) takes cp.async at run time. Eight warps: on sm_90a a
+ * producer warpgroup runs the table's loads, the narrows and the copies
+ * (jit/plan.c). */
+tk_kernel *tu_narrow(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_narrow", 8, &k);
+    tk_value *sm = tk_shared(k, dt, 128, 64, TK_SMEM_SWIZZLE, 1); /* first: 1024-byte aligned */
+    tk_value *X = tk_param_tensor(k, "X", dt, 2), *OFF = tk_param_tensor(k, "OFF", TK_I32, 1);
+    tk_value *O = tk_param_tensor(k, "O", dt, 2), *S = tk_param_tensor(k, "S", dt, 3);
+    tk_value *b = tk_block_id(k, 0), *gy = tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 128));
+    tk_value *i0[1] = {b}, *i1[1] = {tk_add(k, b, c32(k, 1))};
+    tk_value *s = tk_load(k, tk_scalar_type(TK_I32), OFF, i0, 0.0f);
+    tk_value *len = tk_sub(k, tk_load(k, tk_scalar_type(TK_I32), OFF, i1, 0.0f), s);
+    tk_value *xs = tk_narrow(k, X, 0, s, len), *os = tk_narrow(k, O, 0, s, len);
+    tk_value *xc = tk_narrow(k, xs, 1, c64(k, 16), c64(k, 100));
+    tk_value *oc = tk_narrow(k, os, 1, c64(k, 16), c64(k, 100));
+    tk_value *t = i64(k, tk_block_id(k, 1)), *c = i64(k, tk_block_id(k, 2));
+    tk_value *g[2] = {tk_mul(k, t, c64(k, 128)), tk_mul(k, c, c64(k, 64))};
+    tk_copy_to_shared(k, sm, xc, g, 0.0f, TK_COPY_TMA);
+    tk_async_commit(k);
+    tk_async_wait(k, 0);
+    tk_barrier(k);
+    tk_value *wr = tk_mul(k, i64(k, tk_warp_id(k)), c64(k, 16));
+    tk_value *si[2] = {wr, c64(k, 0)}, *oi[2] = {tk_add(k, g[0], wr), g[1]};
+    tk_value *x = tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW), sm, si, 0);
+    tk_store(k, oc, oi, x);
+    tk_value *lin = tk_add(k, tk_mul(k, tk_add(k, tk_mul(k, i64(k, b), gy), t), c64(k, 2)), c);
+    tk_value *at[3] = {lin, wr, c64(k, 0)};
+    tk_store(k, S, at, x);
+    tk_set_grid(k, tk_sub(k, tk_dim(k, OFF, 0), c64(k, 1)), gy, c64(k, 2));
+    /* five sequences after a gap: short, empty, long (a whole tile on the
+     * engine and a ragged one), short, and one past X's last row */
+    int64_t lens[4] = {ref_randint(1, 40), 0, ref_randint(130, 200), ref_randint(1, 60)};
+    int64_t doff[1] = {6}, offs[6] = {ref_randint(0, 5)};
+    for (int i = 0; i < 4; i++) offs[i + 1] = offs[i] + lens[i];
+    int64_t dx[2] = {offs[4] + ref_randint(0, 20), 128}, nblk = 5 * ((dx[0] + 127) / 128) * 2;
+    offs[5] = dx[0] + ref_randint(1, 40);
+    ts[1] = ref_tensor_new(TK_I32, 1, doff);
+    for (int i = 0; i < 6; i++) ref_tensor_set(&ts[1], i, (double)offs[i]);
+    int64_t ds[3] = {nblk, 128, 64};
+    ts[0] = tensor(dt, 2, dx, 0);
+    ts[2] = tensor(dt, 2, dx, 1);
+    ts[3] = tensor(dt, 3, ds, 1);
+    (void)sc;
+    *n = 4;
+    return finish(k);
+}
+
 const tu_op_fixture tu_op_fixtures[] = {
     {"ids", tu_ids, 1e-6},
     {"elementwise", tu_elementwise, 2e-2},
@@ -608,6 +664,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"store_add", tu_store_add, 1e-5}, /* the adds' order differs: f32 rounding */
     {"copy_add", tu_copy_add, 1e-5},
     {"gather", tu_gather, 1e-6},
+    {"narrow", tu_narrow, 1e-6}, /* copies: exact */
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 
