@@ -34,6 +34,8 @@ class AttentionParams(ctypes.Structure):
         ("max_pages", ctypes.c_int64), ("num_pages", ctypes.c_int64),
         ("page_size", ctypes.c_int64), ("k_new", ctypes.c_void_p), ("v_new", ctypes.c_void_p),
         ("k_new_strides", ctypes.c_int64 * 4), ("v_new_strides", ctypes.c_int64 * 4),
+        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_kv", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64),
     ]
 
 
@@ -48,6 +50,8 @@ class AttentionBwdParams(ctypes.Structure):
         ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
         ("lse_strides", ctypes.c_int64 * 3), ("kernel", ctypes.c_int32),
         ("mode", ctypes.c_int32),
+        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_kv", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64),
     ]
 
 

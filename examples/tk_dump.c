@@ -51,8 +51,8 @@ int main(int argc, char **argv) {
     } else {
         tk_attention_config c = {
             dtype(opt(argc, argv, "dtype", "bf16")), atoi(opt(argc, argv, "d", "128")),
-            atoi(opt(argc, argv, "causal", "0")), atoi(opt(argc, argv, "warps", "0")),
-            atoi(opt(argc, argv, "wgmma", "0"))};
+            atoi(opt(argc, argv, "causal", "0")),    atoi(opt(argc, argv, "warps", "0")),
+            atoi(opt(argc, argv, "wgmma", "0")),     atoi(opt(argc, argv, "varlen", "0"))};
         s = tk_attention_fwd_build(ctx, &c, &k);
     }
     char *text = NULL;

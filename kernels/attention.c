@@ -82,6 +82,7 @@ typedef struct attn {
     int bq;       /* query rows per block                             */
     int wrows;    /* query rows per warp                              */
     int q_shared; /* Q re-read from shared memory, not in registers  */
+    int varlen;   /* packed sequences (attention_parts.h, tk_attn_io)  */
     tk_value *Q, *K, *V, *O, *L;
     tk_value *b, *h, *hk; /* batch, query head, kv head                      */
     tk_value *sK, *sV;    /* 2-stage shared rings                              */
@@ -104,25 +105,17 @@ static void build(attn *a) {
     tk_kernel *k = a->k;
     const int D = a->D, ND = a->D / 16, WROWS = a->wrows;
     tk_dtype dt = a->dt;
-    tk_value *Q = a->Q = tk_param_tensor(k, "Q", dt, 4);
-    tk_value *K = a->K = tk_param_tensor(k, "K", dt, 4);
-    tk_value *V = a->V = tk_param_tensor(k, "V", dt, 4);
-    tk_value *O = a->O = tk_param_tensor(k, "O", dt, 4);
-    tk_value *L = a->L = tk_param_tensor(k, "L", TK_F32, 3);
-    tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_attn_io io;
+    tk_attn_fwd_params(k, dt, a->varlen, &io);
     tk_spec(k, "head_dim", D);
     tk_spec(k, "causal", a->causal);
-
-    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
-    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, a->bq));
-    tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
-
-    /* Causal blocks near the end of the sequence do the most work: run them
-     * first so the short ones fill the tail of the grid. */
-    tk_value *qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
-    a->h = tk_block_id(k, 1);
-    a->b = tk_block_id(k, 2);
+    if (a->varlen) tk_spec(k, "varlen", 1);
+    tk_attn_fwd_grid(k, &io, a->bq);
+    tk_value *Q = a->Q = io.Q, *K = a->K = io.K, *V = a->V = io.V, *O = a->O = io.O;
+    tk_value *L = a->L = io.L, *scale = io.scale, *qt = io.qt;
+    tk_value *Hq = io.Hq, *Hkv = io.Hkv, *Nq = io.Nq, *Nkv = io.Nkv;
+    a->h = io.h;
+    a->b = io.b;
     tk_value *group = tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1));
     a->hk = tk_div(k, a->h, group);
     tk_value *q0 = tk_mul(k, qt, i32c(k, a->bq));
@@ -153,6 +146,7 @@ static void build(attn *a) {
     a->sV = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
 
     tk_value *ntiles = tk_attn_key_tiles(k, Nq, Nkv, q0, a->bq, BKV, diag, a->causal);
+    ntiles = tk_attn_live_tiles(k, &io, ntiles);
     tk_value *scale2 = tk_attn_scale2(k, scale);
 
     tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
@@ -235,6 +229,64 @@ static void build(attn *a) {
 }
 
 /* ---- the pieces both forward kernels use (attention_parts.h) ---------------- */
+void tk_attn_fwd_params(tk_kernel *k, tk_dtype dt, bool varlen, tk_attn_io *io) {
+    *io = (tk_attn_io){.varlen = varlen};
+    io->Q = tk_param_tensor(k, "Q", dt, 4);
+    io->K = tk_param_tensor(k, "K", dt, 4);
+    io->V = tk_param_tensor(k, "V", dt, 4);
+    io->O = tk_param_tensor(k, "O", dt, 4);
+    io->L = tk_param_tensor(k, "L", TK_F32, 3);
+    io->scale = tk_param_scalar(k, "scale", TK_F32);
+    if (!varlen) return;
+    io->cu_q = tk_param_tensor(k, "cu_seqlens_q", TK_I32, 1);
+    io->cu_kv = tk_param_tensor(k, "cu_seqlens_kv", TK_I32, 1);
+    io->max_q = tk_param_scalar(k, "max_seqlen_q", TK_I32);
+}
+
+/* Sequence s's rows [cu[s], cu[s+1]) along axis 2 of the n views v. */
+static void sequence(tk_kernel *k, tk_value *cu, tk_value *s, int n, tk_value **v) {
+    tk_type i32 = tk_scalar_type(TK_I32);
+    tk_value *i0[1] = {s}, *i1[1] = {tk_add(k, s, i32c(k, 1))};
+    tk_value *lo = tk_load(k, i32, cu, i0, 0.0f), *hi = tk_load(k, i32, cu, i1, 0.0f);
+    tk_value *len = tk_sub(k, hi, lo);
+    for (int i = 0; i < n; i++) v[i] = tk_narrow(k, v[i], 2, lo, len);
+}
+
+void tk_attn_fwd_grid(tk_kernel *k, tk_attn_io *io, int bq) {
+    io->Hq = dim32(k, io->Q, 1);
+    if (!io->varlen) {
+        io->Nq = dim32(k, io->Q, 2);
+        io->Hkv = dim32(k, io->K, 1), io->Nkv = dim32(k, io->K, 2);
+        tk_value *nqt = tk_ceil_div(k, io->Nq, i32c(k, bq));
+        tk_set_grid(k, nqt, io->Hq, tk_cvt(k, tk_dim(k, io->Q, 0), TK_I32));
+        /* Causal blocks near the end of the sequence do the most work: run
+         * them first so the short ones fill the tail of the grid. */
+        io->qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
+        io->h = tk_block_id(k, 1);
+        io->b = tk_block_id(k, 2);
+        return;
+    }
+    io->Hkv = dim32(k, io->K, 1);
+    tk_value *seqs = tk_sub(k, dim32(k, io->cu_q, 0), i32c(k, 1));
+    tk_set_grid(k, tk_ceil_div(k, io->max_q, i32c(k, bq)), io->Hq, seqs);
+    tk_value *s = tk_block_id(k, 2);
+    tk_value *q[3] = {io->Q, io->O, io->L}, *kv[2] = {io->K, io->V};
+    sequence(k, io->cu_q, s, 3, q);
+    sequence(k, io->cu_kv, s, 2, kv);
+    io->Q = q[0], io->O = q[1], io->L = q[2], io->K = kv[0], io->V = kv[1];
+    io->Nq = dim32(k, io->Q, 2), io->Nkv = dim32(k, io->K, 2);
+    /* the sequence's last tile first; blocks past its rows get qt < 0 */
+    tk_value *nqt = tk_ceil_div(k, io->Nq, i32c(k, bq));
+    io->qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
+    io->h = tk_block_id(k, 1);
+    io->b = i32c(k, 0);
+}
+
+tk_value *tk_attn_live_tiles(tk_kernel *k, const tk_attn_io *io, tk_value *ntiles) {
+    if (!io->varlen) return ntiles;
+    return tk_select(k, tk_lt(k, io->qt, i32c(k, 0)), i32c(k, 0), ntiles);
+}
+
 tk_value *tk_attn_key_tiles(tk_kernel *k, tk_value *Nq, tk_value *Nkv, tk_value *q0, int bq,
                             int bkv, tk_value *diag, int causal) {
     tk_value *ntiles = tk_ceil_div(k, Nkv, i32c(k, bkv));
@@ -335,6 +387,9 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
                                 cfg->wgmma);
     tk_status s = tk_attn_check_spec(ctx, fn, cfg->dtype, cfg->head_dim, cfg->causal);
     if (s) return s;
+    if (cfg->varlen != 0 && cfg->varlen != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: varlen is %d; expected 0 or 1", fn,
+                                cfg->varlen);
     /* the wgmma kernel: warpgroups of 64 rows (attention_hopper.c says
      * how many); mma.sync: see "Shape" */
     int warps = cfg->warps ? cfg->warps : cfg->wgmma ? tk_attn_hopper_warps(cfg->head_dim) : 4;
@@ -348,8 +403,8 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
                                 "%s: warps is %d; expected 0 (default), 4 or 8", fn, cfg->warps);
     char shape[16], name[64];
     snprintf(shape, sizeof shape, cfg->wgmma ? (warps == 8 ? "wgmma" : "wgmma12") : "w%d", warps);
-    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_%s%s", tk_dtype_name(cfg->dtype), cfg->head_dim,
-             shape, cfg->causal ? "_causal" : "");
+    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_%s%s%s", tk_dtype_name(cfg->dtype),
+             cfg->head_dim, shape, cfg->causal ? "_causal" : "", cfg->varlen ? "_varlen" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
     if (cfg->wgmma) {
@@ -365,7 +420,8 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
                   .causal = cfg->causal,
                   .bq = bq,
                   .wrows = bq / warps,
-                  .q_shared = (bq / warps) * cfg->head_dim > 16 * 128};
+                  .q_shared = (bq / warps) * cfg->head_dim > 16 * 128,
+                  .varlen = cfg->varlen};
         build(&a);
     }
     if ((s = tk_kernel_finish(k))) {

@@ -130,6 +130,17 @@ tk_value *tk_attn_bwd_l2(bwd *w, tk_value *L, tk_type vt, tk_value *idx[3], floa
     return tk_max(k, tk_mul(k, l, tk_const_f32(k, TK_LOG2E)), tk_const_f32(k, -FLT_MAX));
 }
 
+/* varlen's parameters, after the scale: the prefix sums and the longest
+ * sequence's queries and (with_kv: the kernels over Q, K, V) keys. */
+static void varlen_params(bwd *w, bwd_io *io, bool with_kv) {
+    tk_kernel *k = w->k;
+    io->cu_q = tk_param_tensor(k, "cu_seqlens_q", TK_I32, 1);
+    if (with_kv) io->cu_kv = tk_param_tensor(k, "cu_seqlens_kv", TK_I32, 1);
+    io->max_q = tk_param_scalar(k, "max_seqlen_q", TK_I32);
+    if (with_kv) io->max_kv = tk_param_scalar(k, "max_seqlen_kv", TK_I32);
+    tk_spec(k, "varlen", 1);
+}
+
 /* The run-time scalars both kernels share: c = scale·log2 e, clamped to
  * > 0 as the forward does (so masked -inf scores stay -inf). */
 static void common_scalars(bwd *w) {
@@ -153,9 +164,55 @@ bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts, in
     for (int i = 0; i < nouts; i++) io.out[i] = tk_param_tensor(k, outs[i], w->dt, 4);
     if (with_acc) io.acc = tk_param_tensor(k, "dQacc", TK_F32, 4);
     common_scalars(w);
+    if (w->varlen) varlen_params(w, &io, true);
     io.Hq = dim32(k, io.Q, 1), io.Nq = dim32(k, io.Q, 2);
     io.Hkv = dim32(k, io.K, 1), io.Nkv = dim32(k, io.K, 2);
     return io;
+}
+
+/* Sequence s's rows [cu[s], cu[s+1]) along axis `ax` of the n views v. */
+static void cut(tk_kernel *k, tk_value *cu, tk_value *s, int n, tk_value **v, const int *ax) {
+    tk_type i32 = tk_scalar_type(TK_I32);
+    tk_value *i0[1] = {s}, *i1[1] = {tk_add(k, s, i32c(k, 1))};
+    tk_value *lo = tk_load(k, i32, cu, i0, 0.0f), *hi = tk_load(k, i32, cu, i1, 0.0f);
+    tk_value *len = tk_sub(k, hi, lo);
+    for (int i = 0; i < n; i++)
+        if (v[i]) v[i] = tk_narrow(k, v[i], ax ? ax[i] : 2, lo, len);
+}
+
+tk_value *tk_attn_bwd_grid(bwd *w, bwd_io *io, int rows, bool by_keys) {
+    tk_kernel *k = w->k;
+    tk_value *heads = by_keys ? io->Hkv : io->Hq, *n = by_keys ? io->Nkv : io->Nq;
+    if (!w->varlen) {
+        tk_value *tiles = tk_ceil_div(k, n, i32c(k, rows));
+        tk_set_grid(k, tiles, heads, tk_cvt(k, tk_dim(k, io->Q, 0), TK_I32));
+        return tiles;
+    }
+    tk_value *longest = by_keys ? io->max_kv : io->max_q;
+    tk_set_grid(k, tk_ceil_div(k, longest, i32c(k, rows)), heads,
+                tk_sub(k, dim32(k, io->cu_q, 0), i32c(k, 1)));
+    tk_value *s = tk_block_id(k, 2);
+    /* the Hopper kernels keep dQacc transposed, [.., D, Nq'] */
+    int acc_ax = w->tile ? 3 : 2;
+    tk_value *q[7] = {io->Q, io->O, io->dO, io->L, io->Dw, by_keys ? NULL : io->out[0], io->acc};
+    const int qax[7] = {2, 2, 2, 2, 2, 2, acc_ax};
+    cut(k, io->cu_q, s, 7, q, qax);
+    io->Q = q[0], io->O = q[1], io->dO = q[2], io->L = q[3], io->Dw = q[4], io->acc = q[6];
+    if (!by_keys) io->out[0] = q[5];
+    tk_value *kv[4] = {io->K, io->V, by_keys ? io->out[0] : NULL, by_keys ? io->out[1] : NULL};
+    cut(k, io->cu_kv, s, 4, kv, NULL);
+    io->K = kv[0], io->V = kv[1];
+    if (by_keys) io->out[0] = kv[2], io->out[1] = kv[3];
+    io->Nq = dim32(k, io->Q, 2), io->Nkv = dim32(k, io->K, 2);
+    return tk_ceil_div(k, by_keys ? io->Nkv : io->Nq, i32c(k, rows));
+}
+
+tk_value *tk_attn_bwd_batch(bwd *w) { return w->varlen ? i32c(w->k, 0) : tk_block_id(w->k, 2); }
+
+tk_value *tk_attn_bwd_live(bwd *w, tk_value *n, tk_value *t, tk_value *tiles) {
+    if (!w->varlen) return n;
+    tk_kernel *k = w->k;
+    return tk_select(k, tk_lt(k, t, tiles), n, i32c(k, 0));
 }
 
 /* Copies the tile of 64 rows starting at `row` of (b, head) into stage `st`
@@ -188,16 +245,15 @@ static void build_dq(bwd *w) {
     const int ND = w->ND;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1, 0);
+    tk_value *nqt = tk_attn_bwd_grid(w, &io, BQ, false);
     tk_value *Q = io.Q, *K = io.K, *V = io.V, *O = io.O, *dO = io.dO, *L = io.L, *Dw = io.Dw;
     tk_value *dQ = io.out[0];
     tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ));
-    tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
     /* Causal: the blocks near the end of the sequence see the most keys;
      * run them first. */
     tk_value *qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
     tk_value *h = tk_block_id(k, 1);
-    w->b = tk_block_id(k, 2);
+    w->b = tk_attn_bwd_batch(w);
     tk_value *hk = tk_div(k, h, tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1)));
     tk_value *q0 = tk_mul(k, qt, i32c(k, BQ));
     tk_value *qw = tk_add(k, q0, tk_mul(k, tk_warp_id(k), i32c(k, WR)));
@@ -220,6 +276,7 @@ static void build_dq(bwd *w) {
         kend = tk_max(k, kend, i32c(k, 0));
         ntiles = tk_min(k, ntiles, tk_ceil_div(k, kend, i32c(k, BKV)));
     }
+    ntiles = tk_attn_bwd_live(w, ntiles, tk_block_id(k, 0), nqt);
     tk_if_begin(k, tk_lt(k, i32c(k, 0), ntiles));
     copy_tile(w, sK, i32c(k, 0), K, hk, i32c(k, 0));
     copy_tile(w, sV, i32c(k, 0), V, hk, i32c(k, 0));
@@ -300,16 +357,15 @@ static void dkdv(bwd *w, bool fused) {
     const int ND = w->ND;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2, fused);
+    tk_value *nkt = tk_attn_bwd_grid(w, &io, BKV, true);
     tk_value *Q = io.Q, *K = io.K, *V = io.V, *dO = io.dO, *L = io.L, *Dw = io.Dw;
     tk_value *dK = io.out[0], *dV = io.out[1];
     tk_value *Hq = io.Hq, *Nq = io.Nq, *Hkv = io.Hkv, *Nkv = io.Nkv;
-    tk_value *nkt = tk_ceil_div(k, Nkv, i32c(k, BKV));
-    tk_set_grid(k, nkt, Hkv, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
     /* Causal: the first key blocks are seen by the most queries and run
      * first. */
     tk_value *k0 = tk_mul(k, tk_block_id(k, 0), i32c(k, BKV));
     tk_value *hk = tk_block_id(k, 1);
-    w->b = tk_block_id(k, 2);
+    w->b = tk_attn_bwd_batch(w);
     tk_value *group = tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1));
     tk_value *h0 = tk_mul(k, hk, group);
     tk_value *wr = tk_mul(k, tk_warp_id(k), i32c(k, WR));
@@ -319,6 +375,7 @@ static void dkdv(bwd *w, bool fused) {
     tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ)), *qlo = tk_attn_bwd_qlo(w, k0, diag, nqt, BQ);
     tk_value *nvis = tk_sub(k, nqt, qlo);
     tk_value *total = tk_mul(k, group, nvis); /* (query head, query tile) pairs */
+    total = tk_attn_bwd_live(w, total, tk_block_id(k, 0), nkt);
 
     /* K and V rows of the warp: in registers for D = 64; for D = 128 (where
      * they would crowd out dK, dV, Sᵀ and dPᵀ) in shared memory, re-read
@@ -412,12 +469,24 @@ static void build_fused(bwd *w) { dkdv(w, true); }
  * dQacc's rows run to Nq rounded up to 64 (the fused kernels add whole
  * tiles); its strides are the caller's (the Hopper kernels keep it
  * transposed, [B, Hq, D, Nq']). */
-static void rows_grid(bwd *w, tk_value *view, tk_value **h, tk_value **qw) {
+/* The grid over `view`'s rows. varlen: the views v[0..n) (rows on axis 2)
+ * are narrowed to the block's sequence, from the prefix sums and longest
+ * sequence made here (after the kernel's other parameters), and the grid
+ * spans the longest sequence's rows. */
+static void rows_grid(bwd *w, tk_value *view, int n, tk_value **v, tk_value **h, tk_value **qw) {
     tk_kernel *k = w->k;
-    tk_set_grid(k, tk_ceil_div(k, dim32(k, view, 2), i32c(k, BQ)), dim32(k, view, 1),
-                dim32(k, view, 0));
+    if (!w->varlen) {
+        tk_set_grid(k, tk_ceil_div(k, dim32(k, view, 2), i32c(k, BQ)), dim32(k, view, 1),
+                    dim32(k, view, 0));
+    } else {
+        bwd_io io = {0};
+        varlen_params(w, &io, false);
+        tk_set_grid(k, tk_ceil_div(k, io.max_q, i32c(k, BQ)), dim32(k, view, 1),
+                    tk_sub(k, dim32(k, io.cu_q, 0), i32c(k, 1)));
+        cut(k, io.cu_q, tk_block_id(k, 2), n, v, NULL);
+    }
     *h = tk_block_id(k, 1);
-    w->b = tk_block_id(k, 2);
+    w->b = tk_attn_bwd_batch(w);
     *qw =
         tk_add(k, tk_mul(k, tk_block_id(k, 0), i32c(k, BQ)), tk_mul(k, tk_warp_id(k), i32c(k, WR)));
 }
@@ -425,12 +494,12 @@ static void rows_grid(bwd *w, tk_value *view, tk_value **h, tk_value **qw) {
 /* prep: D = rowsum(dO∘O) into Dw, and dQacc's rows zeroed. */
 static void build_prep(bwd *w) {
     tk_kernel *k = w->k;
-    tk_value *O = tk_param_tensor(k, "O", w->dt, 4), *dO = tk_param_tensor(k, "dO", w->dt, 4);
-    tk_value *Dw = tk_param_tensor(k, "Dw", TK_F32, 3);
-    tk_value *acc = tk_param_tensor(k, "dQacc", TK_F32, 4);
+    tk_value *v[4] = {tk_param_tensor(k, "O", w->dt, 4), tk_param_tensor(k, "dO", w->dt, 4),
+                      tk_param_tensor(k, "Dw", TK_F32, 3), tk_param_tensor(k, "dQacc", TK_F32, 4)};
     tk_spec(k, "head_dim", w->D);
     tk_value *h, *qw;
-    rows_grid(w, dO, &h, &qw);
+    rows_grid(w, v[1], 4, v, &h, &qw);
+    tk_value *O = v[0], *dO = v[1], *Dw = v[2], *acc = v[3];
     tk_value *g[8], *il[3] = {w->b, h, qw};
     tk_store(k, Dw, il, row_dots(w, dO, O, h, qw, g));
     tk_value *idx[4] = {w->b, h, qw, i32c(k, 0)};
@@ -444,8 +513,9 @@ static void build_convert(bwd *w) {
     tk_value *dQ = tk_param_tensor(k, "dQ", w->dt, 4);
     w->scale = tk_param_scalar(k, "scale", TK_F32);
     tk_spec(k, "head_dim", w->D);
-    tk_value *h, *qw;
-    rows_grid(w, dQ, &h, &qw);
+    tk_value *h, *qw, *v[2] = {dQ, acc};
+    rows_grid(w, dQ, 2, v, &h, &qw);
+    dQ = v[0], acc = v[1];
     tk_value *idx[4] = {w->b, h, qw, i32c(k, 0)};
     tk_type t = tk_tile_type(TK_F32, WR, w->D, TK_WARP, TK_ROW);
     tk_store(k, dQ, idx, tk_cvt(k, tk_mul(k, tk_load(k, t, acc, idx, 0.0f), w->scale), w->dt));
@@ -481,17 +551,24 @@ tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg
     if (cfg->wgmma != 0 && cfg->wgmma != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: wgmma is %d; expected 0 or 1", fn,
                                 cfg->wgmma);
+    if (cfg->varlen != 0 && cfg->varlen != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: varlen is %d; expected 0 or 1", fn,
+                                cfg->varlen);
     static const char *const parts[] = {"dq", "dkdv", "prep", "fused", "convert"};
     bool any = tk_attn_bwd_any_set(cfg->part);
     int causal = !any && cfg->causal, wgmma = !any && cfg->wgmma;
     char name[64];
-    snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s%s", parts[cfg->part],
+    snprintf(name, sizeof name, "tk_attn_bwd_%s_%s_d%d%s%s%s", parts[cfg->part],
              tk_dtype_name(cfg->dtype), cfg->head_dim, causal ? "_causal" : "",
-             wgmma ? "_wgmma" : "");
+             wgmma ? "_wgmma" : "", cfg->varlen ? "_varlen" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, wgmma ? 8 : NWARPS, &k))) return s;
-    bwd w = {
-        .k = k, .dt = cfg->dtype, .D = cfg->head_dim, .ND = cfg->head_dim / 16, .causal = causal};
+    bwd w = {.k = k,
+             .dt = cfg->dtype,
+             .D = cfg->head_dim,
+             .ND = cfg->head_dim / 16,
+             .causal = causal,
+             .varlen = cfg->varlen};
     void (*body[2][5])(bwd *) = {{build_dq, build_dkdv, build_prep, build_fused, build_convert},
                                  {tk_attn_bwd_hopper_dq, tk_attn_bwd_hopper_dkdv, build_prep,
                                   tk_attn_bwd_hopper_fused, build_convert}};

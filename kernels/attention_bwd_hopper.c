@@ -115,14 +115,13 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
     const int D = w->D, BKV = w->tile;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 1, (const char *const[]){"dQ"}, 1, 0);
+    tk_value *nqt = tk_attn_bwd_grid(w, &io, ROWS, false);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, ROWS));
-    tk_set_grid(k, nqt, io.Hq, tk_cvt(k, tk_dim(k, io.Q, 0), TK_I32));
     /* causal: the blocks that see the most keys first */
     tk_value *q0 =
         tk_mul(k, tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0)), i32c(k, ROWS));
     tk_value *h = tk_block_id(k, 1);
-    w->b = tk_block_id(k, 2);
+    w->b = tk_attn_bwd_batch(w);
     tk_value *hk = tk_div(k, h, tk_max(k, tk_div(k, io.Hq, io.Hkv), i32c(k, 1)));
     tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
     tk_value *qw = tk_add(k, q0, row);
@@ -131,14 +130,16 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
     /* the swizzled tiles wgmma reads first: the engine wants them aligned */
     tk_value *sQ = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
     tk_value *sG = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
-    stream kv = {.w = w,
-                 .n = tk_attn_key_tiles(k, Nq, Nkv, q0, ROWS, BKV, diag, w->causal),
-                 .copy = copy_kv,
-                 .ring = {tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, STAGES),
-                          tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, STAGES)},
-                 .view = {io.K, io.V},
-                 .head = hk,
-                 .per = i32c(k, BKV)};
+    stream kv = {
+        .w = w,
+        .n = tk_attn_bwd_live(w, tk_attn_key_tiles(k, Nq, Nkv, q0, ROWS, BKV, diag, w->causal),
+                              tk_block_id(k, 0), nqt),
+        .copy = copy_kv,
+        .ring = {tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, STAGES),
+                 tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, STAGES)},
+        .view = {io.K, io.V},
+        .head = hk,
+        .per = i32c(k, BKV)};
     copy_rows(w, sQ, io.Q, h, q0);
     copy_rows(w, sG, io.dO, h, q0);
     stream_start(&kv);
@@ -252,13 +253,12 @@ static void dkdv(bwd *w, bool fused) {
     const int D = w->D, BQ = w->tile, NP = D == 64 ? 2 : 1, BN = BQ / NP;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2, fused);
+    tk_value *nkt = tk_attn_bwd_grid(w, &io, ROWS, true);
     tk_value *Nq = io.Nq, *Nkv = io.Nkv;
-    tk_value *nkt = tk_ceil_div(k, Nkv, i32c(k, ROWS));
-    tk_set_grid(k, nkt, io.Hkv, tk_cvt(k, tk_dim(k, io.Q, 0), TK_I32));
     /* causal: the first key blocks are seen by the most queries, run first */
     tk_value *k0 = tk_mul(k, tk_block_id(k, 0), i32c(k, ROWS));
     tk_value *hk = tk_block_id(k, 1);
-    w->b = tk_block_id(k, 2);
+    w->b = tk_attn_bwd_batch(w);
     tk_value *group = tk_max(k, tk_div(k, io.Hq, io.Hkv), i32c(k, 1));
     tk_value *wg = tk_warpgroup_id(k), *row = tk_mul(k, wg, i32c(k, 64));
     tk_value *kw = tk_add(k, k0, row);
@@ -270,7 +270,8 @@ static void dkdv(bwd *w, bool fused) {
     tk_value *sK = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
     tk_value *sV = tk_shared(k, dt, ROWS, D, TK_SMEM_SWIZZLE, 1);
     stream qg = {.w = w,
-                 .n = tk_mul(k, group, nvis), /* (query head, query tile) pairs */
+                 /* (query head, query tile) pairs */
+                 .n = tk_attn_bwd_live(w, tk_mul(k, group, nvis), tk_block_id(k, 0), nkt),
                  .copy = copy_qg,
                  .ring = {tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, STAGES),
                           tk_shared(k, dt, BQ, D, TK_SMEM_SWIZZLE, STAGES)},

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "tk/tk_kernels.h"
+#include "tk/tk_run.h"
 
 #define TK_LOG2E 1.4426950408889634f
 
@@ -20,6 +21,7 @@ typedef struct bwd {
     tk_value *scale;  /* the parameter                                 */
     tk_value *scale2; /* c = scale·log2 e, >= FLT_MIN as in the forward */
     int tile;         /* the Hopper kernels: rows a tile of the loop        */
+    bool varlen;      /* packed sequences (tk_attn_bwd_grid)            */
 } bwd;
 
 /* The parameters of the kernels over Q, K, V, declared in a signature's
@@ -29,9 +31,23 @@ typedef struct bwd {
 typedef struct bwd_io {
     tk_value *Q, *K, *V, *O, *dO, *L, *Dw, *out[2], *acc;
     tk_value *Hq, *Nq, *Hkv, *Nkv;
+    tk_value *cu_q, *cu_kv, *max_q, *max_kv; /* varlen: after the scale */
 } bwd_io;
 
 bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts, int with_acc);
+/* The grid over tiles of `rows` query rows (by_keys: key rows) and, for
+ * varlen, the views of the block's sequence (block_id(2)) cut from the
+ * packed tensors by its prefix sums, as in the forward (tk_attn_fwd_grid:
+ * clamped to the tensors), with Nq and Nkv its lengths. Returns the tiles
+ * of rows the block's sequence has (a varlen block from block_id(0) at or
+ * past that count has no rows). */
+tk_value *tk_attn_bwd_grid(bwd *w, bwd_io *io, int rows, bool by_keys);
+/* The batch index of the views (after the grid): block_id(2), or 0 for
+ * varlen, whose views are the sequence's. */
+tk_value *tk_attn_bwd_batch(bwd *w);
+/* n, or 0 for a varlen block whose tile `t` (of the grid's x) lies past its
+ * sequence's `tiles`. */
+tk_value *tk_attn_bwd_live(bwd *w, tk_value *n, tk_value *t, tk_value *tiles);
 /* The dK/dV kernels' first query tile (of bq rows; nqt of them) that sees
  * a key of the block from key k0: 0, or when causal the tile of query
  * k0 - diag, the first to see key k0 (diag = Nkv - Nq). */
@@ -51,6 +67,16 @@ static inline bool tk_attn_bwd_any_set(int part) {
 /* The specialization, checked alike by every entry point (`fn` names it). */
 tk_status tk_attn_bwd_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_dim,
                                  int causal);
+
+/* The kernels a checked call of tk_attention_backward runs (p->kernel
+ * resolved: TK_ATTN_WGMMA or TK_ATTN_MMA_SYNC), in launch order, each with
+ * its part and arguments; returns how many (2, or 3 in the fast mode). */
+typedef struct tk_attn_bwd_call {
+    int part; /* tk_attention_bwd_part */
+    int nargs;
+    tk_arg args[14];
+} tk_attn_bwd_call;
+int tk_attn_bwd_calls(const tk_attention_bwd_params *p, tk_attn_bwd_call *calls);
 
 /* The wgmma kernels (attention_bwd_hopper.c), 8 warps: the body of the dQ
  * kernel, and of the dK/dV kernel, into w->k. */

@@ -18,7 +18,7 @@
  * dK/dV kernels (deterministic), the fused kernel (fast), and the fast
  * mode's prep and convert kernels, one per (dtype, head_dim). */
 typedef struct bwd_key {
-    int32_t dtype, head_dim, causal, part, wgmma;
+    int32_t dtype, head_dim, causal, part, wgmma, varlen;
 } bwd_key;
 
 static tk_status build_bwd_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -27,7 +27,8 @@ static tk_status build_bwd_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                                    .head_dim = a->head_dim,
                                    .causal = a->causal,
                                    .part = a->part,
-                                   .wgmma = a->wgmma};
+                                   .wgmma = a->wgmma,
+                                   .varlen = a->varlen};
     return tk_attention_bwd_build(ctx, &cfg, out);
 }
 
@@ -62,6 +63,23 @@ static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_attention_bwd
                                 "%s: mode is %d; expected TK_ATTN_BWD_DETERMINISTIC or "
                                 "TK_ATTN_BWD_FAST",
                                 fn, p->mode);
+    if (p->cu_seqlens_q || p->cu_seqlens_kv) {
+        if (!p->cu_seqlens_q || !p->cu_seqlens_kv)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s is set but %s is NULL; packed sequences need both "
+                                    "prefix sums",
+                                    fn, p->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_kv",
+                                    p->cu_seqlens_q ? "cu_seqlens_kv" : "cu_seqlens_q");
+        if (p->max_seqlen_q < 1 || p->max_seqlen_q > p->seq_q)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: max_seqlen_q is %lld; expected 1 to seq_q (%lld)", fn,
+                                    (long long)p->max_seqlen_q, (long long)p->seq_q);
+        if (p->max_seqlen_kv < 0 || p->max_seqlen_kv > p->seq_kv)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: max_seqlen_kv is %lld; expected 0 (seq_kv) to seq_kv "
+                                    "(%lld)",
+                                    fn, (long long)p->max_seqlen_kv, (long long)p->seq_kv);
+    }
     /* the workspace (the accumulator at head_dim <= 256) in 62 bits */
     double ws = (double)p->batch * (double)p->heads_q * (double)(p->seq_q + 63) * 256.0 * 4.0;
     if (ws >= 0x1p62)
@@ -72,22 +90,28 @@ static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_attention_bwd
     return TK_OK;
 }
 
+/* The batch dimension of the kernels' views: packed sequences are one. */
+static int64_t views_batch(const tk_attention_bwd_params *p) {
+    return p->cu_seqlens_q ? 1 : p->batch;
+}
+
 /* Rows of the fast mode's dQ accumulator: whole 64-row tiles. */
 static int64_t acc_rows(const tk_attention_bwd_params *p) { return (p->seq_q + 63) / 64 * 64; }
 
 /* Where the accumulator starts: after D, 256-byte aligned. */
 static size_t acc_offset(const tk_attention_bwd_params *p) {
-    size_t d = (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
+    size_t d = (size_t)views_batch(p) * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
     return (d + 255) / 256 * 256;
 }
 
 /* Bytes of D (f32 [B, Hq, Nq]) and, fast, the accumulator (f32 [B, Hq, Nq',
  * D]); sizes checked (check_sizes: each < 2^31, the total < 2^62). */
 static size_t workspace_bytes(const tk_attention_bwd_params *p) {
+    size_t b = (size_t)views_batch(p);
     if (p->mode != TK_ATTN_BWD_FAST)
-        return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
-    return acc_offset(p) + (size_t)p->batch * (size_t)p->heads_q * (size_t)acc_rows(p) *
-                               (size_t)p->head_dim * sizeof(float);
+        return b * (size_t)p->heads_q * (size_t)p->seq_q * sizeof(float);
+    return acc_offset(p) +
+           b * (size_t)p->heads_q * (size_t)acc_rows(p) * (size_t)p->head_dim * sizeof(float);
 }
 
 static const char *const tensor_names[BWD_TENSORS] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv"};
@@ -152,6 +176,18 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd
     if ((s = check_pointers(ctx, fn, p))) return s;
     bool wgmma;
     if ((s = tk_attn_pick_kernel(ctx, fn, p->kernel, &wgmma))) return s;
+    /* The fast mode's Hopper kernels on packed sequences pass the
+     * interpreter but stopped on an illegal instruction on the H200
+     * (session 15, not yet found): auto takes the mma.sync ones there. */
+    if (wgmma && p->cu_seqlens_q && p->mode == TK_ATTN_BWD_FAST) {
+        if (p->kernel == TK_ATTN_WGMMA)
+            return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                    "%s: packed sequences (cu_seqlens_q) in TK_ATTN_BWD_FAST run "
+                                    "on the mma.sync kernels (TK_ATTN_AUTO or TK_ATTN_MMA_SYNC), "
+                                    "not TK_ATTN_WGMMA yet",
+                                    fn);
+        wgmma = false;
+    }
     p->kernel = wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
     return TK_OK;
 }
@@ -177,6 +213,7 @@ static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_
         memset(&key, 0, sizeof key);
         key.dtype = p->dtype, key.head_dim = p->head_dim, key.part = part[i];
         key.causal = !any && p->causal, key.wgmma = !any && p->kernel == TK_ATTN_WGMMA;
+        key.varlen = p->cu_seqlens_q != NULL;
         tk_prepare_info one;
         tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[i], info ? &one : NULL);
         if (s) return s;
@@ -213,83 +250,119 @@ static tk_arg bwd_tensor(const void *data, tk_dtype dt, int rank, const int64_t 
                  : tk_arg_strided((void *)data, dt, rank, dims, strides);
 }
 
-/* The tensors every kernel of a call reads: Q, K, V, dO, L, D. */
+/* A tensor of the query rows (kv: of the keys) as the kernels see it:
+ * [B, H, N, D] through its strides, or packed sequences' [1, H, T, D]. */
+static tk_arg rows_tensor(const tk_attention_bwd_params *p, const void *data, const int64_t *st,
+                          bool kv) {
+    int64_t h = kv ? p->heads_kv : p->heads_q, n = kv ? p->seq_kv : p->seq_q;
+    if (p->cu_seqlens_q) return tk_attn_packed_arg(data, p->dtype, h, n, p->head_dim, st);
+    int64_t dims[4] = {p->batch, h, n, p->head_dim};
+    return bwd_tensor(data, p->dtype, 4, dims, st);
+}
+
+/* The tensors every kernel of a call reads: Q, K, V, dO, L, D; and varlen's
+ * trailing arguments (the prefix sums, the longest sequence's rows). */
 typedef struct bwd_args {
     tk_arg q, k, v, g, l, dw;
     float scale;
+    tk_arg cu_q, cu_kv, max_q, max_kv;
 } bwd_args;
+
+/* Call c: kernel `part` on args[0..n) and, for packed sequences, its
+ * varlen arguments (the kernels over K and V take all four, prep and
+ * convert the queries' two). */
+static void call(const tk_attention_bwd_params *p, const bwd_args *a, tk_attn_bwd_call *c, int part,
+                 int n, const tk_arg *args) {
+    c->part = part;
+    memcpy(c->args, args, sizeof *args * (size_t)n);
+    if (p->cu_seqlens_q) {
+        bool kv = part != TK_ATTN_BWD_PREP && part != TK_ATTN_BWD_CONVERT;
+        c->args[n++] = a->cu_q;
+        if (kv) c->args[n++] = a->cu_kv;
+        c->args[n++] = a->max_q;
+        if (kv) c->args[n++] = a->max_kv;
+    }
+    c->nargs = n;
+}
 
 /* Fast: prep (D, the accumulator zeroed), fused, convert. The accumulator
  * is [B, Hq, Nq', D] for the mma.sync kernel and [B, Hq, D, Nq'] for the
  * wgmma one (the layout its tiles are added in); prep and convert see
  * either as [B, Hq, Nq', D] through strides. */
-static tk_status launch_fast(const tk_attention_bwd_params *p, tk_program *prog[3],
-                             const bwd_args *a, void *stream) {
-    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, p->head_dim};
-    int64_t nq = acc_rows(p), D = p->head_dim, H = p->heads_q;
+static int fast_calls(const tk_attention_bwd_params *p, const bwd_args *a, tk_attn_bwd_call *c) {
+    int64_t nq = acc_rows(p), D = p->head_dim, H = p->heads_q, B = views_batch(p);
     void *base = (char *)p->workspace + acc_offset(p);
-    int64_t nat[4] = {p->batch, H, nq, D}, tr[4] = {p->batch, H, D, nq};
+    int64_t nat[4] = {B, H, nq, D}, tr[4] = {B, H, D, nq};
     int64_t tr_st[4] = {H * D * nq, D * nq, 1, nq};
     bool t = p->kernel == TK_ATTN_WGMMA;
     tk_arg acc =
         t ? tk_arg_strided(base, TK_F32, 4, nat, tr_st) : tk_arg_tensor(base, TK_F32, 4, nat);
     tk_arg acc_fused = t ? tk_arg_tensor(base, TK_F32, 4, tr) : acc;
-    tk_arg prep[4] = {bwd_tensor(p->o, p->dtype, 4, qd, p->o_strides), a->g, a->dw, acc};
-    tk_status s = tk_launch(prog[0], 4, prep, stream);
-    if (s) return s;
-    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, D};
+    tk_arg prep[4] = {rows_tensor(p, p->o, p->o_strides, false), a->g, a->dw, acc};
     tk_arg fused[10] = {a->q,
                         a->k,
                         a->v,
                         a->g,
                         a->l,
                         a->dw,
-                        bwd_tensor(p->dk, p->dtype, 4, kd, p->dk_strides),
-                        bwd_tensor(p->dv, p->dtype, 4, kd, p->dv_strides),
+                        rows_tensor(p, p->dk, p->dk_strides, true),
+                        rows_tensor(p, p->dv, p->dv_strides, true),
                         acc_fused,
                         tk_arg_f32(a->scale)};
-    if ((s = tk_launch(prog[1], 10, fused, stream))) return s;
-    tk_arg conv[3] = {acc, bwd_tensor(p->dq, p->dtype, 4, qd, p->dq_strides), tk_arg_f32(a->scale)};
-    return tk_launch(prog[2], 3, conv, stream);
+    tk_arg conv[3] = {acc, rows_tensor(p, p->dq, p->dq_strides, false), tk_arg_f32(a->scale)};
+    call(p, a, &c[0], TK_ATTN_BWD_PREP, 4, prep);
+    call(p, a, &c[1], TK_ATTN_BWD_FUSED, 10, fused);
+    call(p, a, &c[2], TK_ATTN_BWD_CONVERT, 3, conv);
+    return 3;
 }
 
-tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *user, void *stream) {
-    tk_attention_bwd_params params;
-    const tk_attention_bwd_params *p = &params;
-    tk_program *prog[3];
-    tk_status s = read_params(ctx, "tk_attention_backward", user, &params, true);
-    if (!s) s = bwd_programs(ctx, p, prog, NULL);
-    if (s) return s;
-    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, p->head_dim};
-    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, p->head_dim};
-    int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
-    tk_dtype dt = p->dtype;
-    bwd_args a = {.q = bwd_tensor(p->q, dt, 4, qd, p->q_strides),
-                  .k = bwd_tensor(p->k, dt, 4, kd, p->k_strides),
-                  .v = bwd_tensor(p->v, dt, 4, kd, p->v_strides),
-                  .g = bwd_tensor(p->dout, dt, 4, qd, p->dout_strides),
-                  .l = bwd_tensor(p->lse, TK_F32, 3, ld, p->lse_strides),
-                  .dw = tk_arg_tensor(p->workspace, TK_F32, 3, ld),
-                  .scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim)};
-    if (p->mode == TK_ATTN_BWD_FAST) return launch_fast(p, prog, &a, stream);
+int tk_attn_bwd_calls(const tk_attention_bwd_params *p, tk_attn_bwd_call *calls) {
+    int64_t ld[3] = {views_batch(p), p->heads_q, p->seq_q}, nseq = p->batch + 1;
+    bool packed = p->cu_seqlens_q != NULL;
+    bwd_args a = {
+        .q = rows_tensor(p, p->q, p->q_strides, false),
+        .k = rows_tensor(p, p->k, p->k_strides, true),
+        .v = rows_tensor(p, p->v, p->v_strides, true),
+        .g = rows_tensor(p, p->dout, p->dout_strides, false),
+        .l = packed ? tk_attn_packed_lse((float *)p->lse, p->heads_q, p->seq_q, p->lse_strides)
+                    : bwd_tensor(p->lse, TK_F32, 3, ld, p->lse_strides),
+        .dw = tk_arg_tensor(p->workspace, TK_F32, 3, ld),
+        .scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim),
+        .cu_q = tk_arg_tensor((void *)p->cu_seqlens_q, TK_I32, 1, &nseq),
+        .cu_kv = tk_arg_tensor((void *)p->cu_seqlens_kv, TK_I32, 1, &nseq),
+        .max_q = tk_arg_i32((int32_t)p->max_seqlen_q),
+        .max_kv = tk_arg_i32((int32_t)(p->max_seqlen_kv ? p->max_seqlen_kv : p->seq_kv))};
+    if (p->mode == TK_ATTN_BWD_FAST) return fast_calls(p, &a, calls);
     tk_arg dq_args[9] = {a.q,
                          a.k,
                          a.v,
-                         bwd_tensor(p->o, dt, 4, qd, p->o_strides),
+                         rows_tensor(p, p->o, p->o_strides, false),
                          a.g,
                          a.l,
                          a.dw,
-                         bwd_tensor(p->dq, dt, 4, qd, p->dq_strides),
+                         rows_tensor(p, p->dq, p->dq_strides, false),
                          tk_arg_f32(a.scale)};
-    if ((s = tk_launch(prog[0], 9, dq_args, stream))) return s;
     tk_arg kv_args[9] = {a.q,
                          a.k,
                          a.v,
                          a.g,
                          a.l,
                          a.dw,
-                         bwd_tensor(p->dk, dt, 4, kd, p->dk_strides),
-                         bwd_tensor(p->dv, dt, 4, kd, p->dv_strides),
+                         rows_tensor(p, p->dk, p->dk_strides, true),
+                         rows_tensor(p, p->dv, p->dv_strides, true),
                          tk_arg_f32(a.scale)};
-    return tk_launch(prog[1], 9, kv_args, stream);
+    call(p, &a, &calls[0], TK_ATTN_BWD_DQ, 9, dq_args);
+    call(p, &a, &calls[1], TK_ATTN_BWD_DKDV, 9, kv_args);
+    return 2;
+}
+
+tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *user, void *stream) {
+    tk_attention_bwd_params p;
+    tk_program *prog[3];
+    tk_status s = read_params(ctx, "tk_attention_backward", user, &p, true);
+    if (!s) s = bwd_programs(ctx, &p, prog, NULL);
+    tk_attn_bwd_call calls[3];
+    int n = s ? 0 : tk_attn_bwd_calls(&p, calls);
+    for (int i = 0; i < n && !s; i++) s = tk_launch(prog[i], calls[i].nargs, calls[i].args, stream);
+    return s;
 }

@@ -52,13 +52,11 @@ typedef struct hattn {
     tk_kernel *k;
     tk_dtype dt;
     int D, BKV, BQ, causal; /* BQ: query rows per block, 64 per warpgroup */
+    int varlen;             /* packed sequences (attention_parts.h)         */
     tk_value *b, *h, *hk;
 } hattn;
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
-static tk_value *dim32(tk_kernel *k, tk_value *view, int d) {
-    return tk_cvt(k, tk_dim(k, view, d), TK_I32);
-}
 
 /* The engine's copy of the key tile at kv0 of K or V into `stage`; keys
  * past Nkv read as zeros. */
@@ -80,22 +78,17 @@ static void build(hattn *a) {
     tk_kernel *k = a->k;
     const int D = a->D, BKV = a->BKV, BQ = a->BQ;
     tk_dtype dt = a->dt;
-    tk_value *Q = tk_param_tensor(k, "Q", dt, 4), *K = tk_param_tensor(k, "K", dt, 4);
-    tk_value *V = tk_param_tensor(k, "V", dt, 4), *O = tk_param_tensor(k, "O", dt, 4);
-    tk_value *L = tk_param_tensor(k, "L", TK_F32, 3);
-    tk_value *scale = tk_param_scalar(k, "scale", TK_F32);
+    tk_attn_io v; /* the longest causal blocks first, as in attention.c */
+    tk_attn_fwd_params(k, dt, a->varlen, &v);
     tk_spec(k, "head_dim", D);
     tk_spec(k, "causal", a->causal);
     tk_spec(k, "wgmma", 1);
-
-    tk_value *Hq = dim32(k, Q, 1), *Nq = dim32(k, Q, 2);
-    tk_value *Hkv = dim32(k, K, 1), *Nkv = dim32(k, K, 2);
-    tk_value *nqt = tk_ceil_div(k, Nq, i32c(k, BQ));
-    tk_set_grid(k, nqt, Hq, tk_cvt(k, tk_dim(k, Q, 0), TK_I32));
-    /* the longest causal blocks first, as in attention.c */
-    tk_value *qt = tk_sub(k, tk_sub(k, nqt, i32c(k, 1)), tk_block_id(k, 0));
-    a->h = tk_block_id(k, 1);
-    a->b = tk_block_id(k, 2);
+    if (a->varlen) tk_spec(k, "varlen", 1);
+    tk_attn_fwd_grid(k, &v, BQ);
+    tk_value *Q = v.Q, *K = v.K, *V = v.V, *O = v.O, *L = v.L, *scale = v.scale;
+    tk_value *Hq = v.Hq, *Hkv = v.Hkv, *Nq = v.Nq, *Nkv = v.Nkv, *qt = v.qt;
+    a->h = v.h;
+    a->b = v.b;
     a->hk = tk_div(k, a->h, tk_max(k, tk_div(k, Hq, Hkv), i32c(k, 1)));
     tk_value *q0 = tk_mul(k, qt, i32c(k, BQ));
     tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64)); /* in the block */
@@ -108,6 +101,7 @@ static void build(hattn *a) {
     tk_value *sV = tk_shared(k, dt, BKV, D, TK_SMEM_SWIZZLE, 2);
 
     tk_value *ntiles = tk_attn_key_tiles(k, Nq, Nkv, q0, BQ, BKV, diag, a->causal);
+    ntiles = tk_attn_live_tiles(k, &v, ntiles);
     tk_value *scale2 = tk_attn_scale2(k, scale);
 
     tk_value *iq[4] = {a->b, a->h, q0, i32c(k, 0)};
@@ -160,7 +154,8 @@ void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg) {
                .D = cfg->head_dim,
                .BKV = cfg->head_dim <= 128 ? 128 : 64,
                .BQ = 16 * tk_kernel_warps(k),
-               .causal = cfg->causal};
+               .causal = cfg->causal,
+               .varlen = cfg->varlen};
     build(&a);
 }
 

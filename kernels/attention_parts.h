@@ -8,6 +8,45 @@
 #include <stdbool.h>
 
 #include "tk/tk_kernels.h"
+#include "tk/tk_run.h"
+
+/* The forward's parameters (tk/tk_kernels.h gives the order), the grid
+ * and what a block of bq query rows starts from. Dense: the views as
+ * passed, batch b = block_id(2). varlen: the tensors hold packed sequences
+ * (batch dimension 1) and the block's sequence, block_id(2), is cut from
+ * them by its prefix sums (tk_narrow, clamped to the tensors: sums that
+ * are not monotone or run past a tensor read and write nothing outside
+ * it); b = 0, Nq and Nkv are the sequence's. */
+typedef struct tk_attn_io {
+    bool varlen;
+    tk_value *Q, *K, *V, *O, *L, *scale; /* views (narrowed: varlen)        */
+    tk_value *cu_q, *cu_kv, *max_q;      /* varlen's parameters              */
+    tk_value *Hq, *Hkv, *Nq, *Nkv;       /* i32                               */
+    tk_value *qt;                        /* the block's query tile: the longest
+                                            causal ones run first; varlen: < 0
+                                            for blocks past the sequence    */
+    tk_value *h, *b;                     /* query head, batch index          */
+} tk_attn_io;
+/* The parameters (first, before any spec). */
+void tk_attn_fwd_params(tk_kernel *k, tk_dtype dt, bool varlen, tk_attn_io *io);
+/* The grid of tiles of bq rows and the block's start (after the specs). */
+void tk_attn_fwd_grid(tk_kernel *k, tk_attn_io *io, int bq);
+/* Key tiles a block visits: ntiles, or 0 for a varlen block past its
+ * sequence (qt < 0). */
+tk_value *tk_attn_live_tiles(tk_kernel *k, const tk_attn_io *io, tk_value *ntiles);
+
+/* A packed [rows, heads, D] tensor (strides in (batch, head, token, D)
+ * order, the batch one ignored; all 0: dense) as the varlen kernels'
+ * [1, heads, rows, D] view, and an L of [heads, rows] (strides: batch,
+ * head, token) as their [1, heads, rows]. */
+tk_arg tk_attn_packed_arg(const void *data, tk_dtype dt, int64_t heads, int64_t rows, int64_t D,
+                          const int64_t *st);
+tk_arg tk_attn_packed_lse(float *lse, int64_t heads, int64_t rows, const int64_t *st);
+
+/* The forward kernel's arguments for checked parameters p (tk_run.h):
+ * dense, or packed sequences (cu_seqlens_q); returns their count. */
+#define TK_ATTN_FWD_MAX_ARGS 9
+int tk_attn_fwd_args(const tk_attention_params *p, tk_arg *args);
 
 /* Key tiles of bkv keys a block of bq query rows from q0 visits: all of
  * Nkv, or when causal up to the tile of the last key its last valid row

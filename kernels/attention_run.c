@@ -17,7 +17,7 @@
  * The registry's attention: one compiled kernel per (dtype, head_dim,
  * causal, kernel), with the default warps. */
 typedef struct attn_key {
-    int32_t dtype, head_dim, causal, wgmma;
+    int32_t dtype, head_dim, causal, wgmma, varlen;
 } attn_key;
 
 static tk_status build_attn_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -25,7 +25,8 @@ static tk_status build_attn_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
     tk_attention_config cfg = {.dtype = (tk_dtype)a->dtype,
                                .head_dim = a->head_dim,
                                .causal = a->causal,
-                               .wgmma = a->wgmma};
+                               .wgmma = a->wgmma,
+                               .varlen = a->varlen};
     return tk_attention_fwd_build(ctx, &cfg, out);
 }
 
@@ -131,6 +132,33 @@ static tk_status check_cache(tk_ctx *ctx, const char *fn, const tk_attention_par
     return TK_OK;
 }
 
+/* Packed variable-length batches (tk_run.h): both prefix sums, maximum
+ * lengths inside the totals, the prefill kernels, no cache. */
+static tk_status check_varlen(tk_ctx *ctx, const char *fn, const tk_attention_params *p) {
+    if (!p->cu_seqlens_q && !p->cu_seqlens_kv) return TK_OK;
+    if (!p->cu_seqlens_q || !p->cu_seqlens_kv)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: %s is set but %s is NULL; packed sequences need both "
+                                "prefix sums",
+                                fn, p->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_kv",
+                                p->cu_seqlens_q ? "cu_seqlens_kv" : "cu_seqlens_q");
+    if (p->max_seqlen_q < 1 || p->max_seqlen_q > p->seq_q)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: max_seqlen_q is %lld; expected 1 to seq_q (%lld), the "
+                                "longest sequence's queries",
+                                fn, (long long)p->max_seqlen_q, (long long)p->seq_q);
+    if (p->max_seqlen_kv < 0 || p->max_seqlen_kv > p->seq_kv)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: max_seqlen_kv is %lld; expected 0 (unknown) to seq_kv (%lld)",
+                                fn, (long long)p->max_seqlen_kv, (long long)p->seq_kv);
+    if (p->kernel == TK_ATTN_DECODE || p->seqlens_kv || p->block_table || p->k_new || p->v_new)
+        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                "%s: packed sequences (cu_seqlens_q) run on the prefill kernels: "
+                                "not with %s",
+                                fn, p->kernel == TK_ATTN_DECODE ? "TK_ATTN_DECODE" : "a KV cache");
+    return TK_OK;
+}
+
 tk_status tk_attn_pick_kernel(tk_ctx *ctx, const char *fn, int kernel, bool *wgmma) {
     *wgmma = false;
     if (kernel < TK_ATTN_AUTO || kernel > TK_ATTN_WGMMA)
@@ -171,7 +199,9 @@ static tk_status check_attention(tk_ctx *ctx, const char *fn, const tk_attention
                                 "%s: scale %g is not a finite value "
                                 ">= 0",
                                 fn, (double)p->scale);
-    if ((s = check_layout(ctx, fn, p)) || (s = check_cache(ctx, fn, p))) return s;
+    if ((s = check_layout(ctx, fn, p)) || (s = check_varlen(ctx, fn, p)) ||
+        (s = check_cache(ctx, fn, p)))
+        return s;
     if (p->kernel == TK_ATTN_DECODE && p->seq_q > TK_ATTN_DECODE_MAX_Q)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: seq_q is %lld; TK_ATTN_DECODE takes at most %d queries", fn,
@@ -179,7 +209,8 @@ static tk_status check_attention(tk_ctx *ctx, const char *fn, const tk_attention
     if (p->num_splits < 0)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: num_splits is %d; expected >= 0", fn,
                                 p->num_splits);
-    *route = tk_attn_decode_wanted(p) ? TK_ATTN_DECODE : wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
+    bool decode = !p->cu_seqlens_q && tk_attn_decode_wanted(p);
+    *route = decode ? TK_ATTN_DECODE : wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
     return TK_OK;
 }
 
@@ -211,6 +242,7 @@ static tk_status attention_program(tk_ctx *ctx, const tk_attention_params *p, bo
     memset(&key, 0, sizeof key);
     key.dtype = p->dtype, key.head_dim = p->head_dim, key.causal = p->causal;
     key.wgmma = wgmma;
+    key.varlen = p->cu_seqlens_q != NULL;
     return tk_registry_program(ctx, &attn_def, &key, prog, info);
 }
 
@@ -250,6 +282,54 @@ tk_status tk_attention_prepare(tk_ctx *ctx, const tk_attention_params *user,
     return attention_program(ctx, &p, route == TK_ATTN_WGMMA, &prog, info);
 }
 
+/* The softmax scale the kernels take: 0 means 1/sqrt(D). */
+static float scale_of(const tk_attention_params *p) {
+    return p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)p->head_dim);
+}
+
+tk_arg tk_attn_packed_arg(const void *data, tk_dtype dt, int64_t heads, int64_t rows, int64_t D,
+                          const int64_t *st) {
+    bool dense = !st[0] && !st[1] && !st[2] && !st[3];
+    int64_t dims[4] = {1, heads, rows, D};
+    /* the batch stride, of a dimension of size 1, is never used: a dense
+     * tensor's extent, as the copy engine's maps take no zero stride */
+    int64_t s[4] = {rows * heads * D, dense ? D : st[1], dense ? heads * D : st[2], 1};
+    return tk_arg_strided((void *)data, dt, 4, dims, s);
+}
+
+tk_arg tk_attn_packed_lse(float *lse, int64_t heads, int64_t rows, const int64_t *st) {
+    bool dense = !st[0] && !st[1] && !st[2];
+    int64_t dims[3] = {1, heads, rows};
+    int64_t s[3] = {heads * rows, dense ? rows : st[1], dense ? 1 : st[2]};
+    return tk_arg_strided(lse, TK_F32, 3, dims, s);
+}
+
+int tk_attn_fwd_args(const tk_attention_params *p, tk_arg *args) {
+    int64_t D = p->head_dim, Tq = p->seq_q;
+    args[5] = tk_arg_f32(scale_of(p));
+    if (!p->cu_seqlens_q) {
+        int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, D};
+        int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, D};
+        int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
+        args[0] = attn_tensor(p->q, p->dtype, 4, qd, p->q_strides);
+        args[1] = attn_tensor(p->k, p->dtype, 4, kd, p->k_strides);
+        args[2] = attn_tensor(p->v, p->dtype, 4, kd, p->v_strides);
+        args[3] = attn_tensor(p->o, p->dtype, 4, qd, p->o_strides);
+        args[4] = attn_tensor(p->lse, TK_F32, 3, ld, p->lse_strides);
+        return 6;
+    }
+    int64_t n = p->batch + 1;
+    args[0] = tk_attn_packed_arg(p->q, p->dtype, p->heads_q, Tq, D, p->q_strides);
+    args[1] = tk_attn_packed_arg(p->k, p->dtype, p->heads_kv, p->seq_kv, D, p->k_strides);
+    args[2] = tk_attn_packed_arg(p->v, p->dtype, p->heads_kv, p->seq_kv, D, p->v_strides);
+    args[3] = tk_attn_packed_arg(p->o, p->dtype, p->heads_q, Tq, D, p->o_strides);
+    args[4] = tk_attn_packed_lse(p->lse, p->heads_q, Tq, p->lse_strides);
+    args[6] = tk_arg_tensor((void *)p->cu_seqlens_q, TK_I32, 1, &n);
+    args[7] = tk_arg_tensor((void *)p->cu_seqlens_kv, TK_I32, 1, &n);
+    args[8] = tk_arg_i32((int32_t)p->max_seqlen_q);
+    return 9;
+}
+
 tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *user, void *stream) {
     tk_program *prog = NULL;
     tk_attention_params params;
@@ -259,18 +339,7 @@ tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *user, voi
     if (s) return s;
     if (route == TK_ATTN_DECODE) return tk_attn_decode_run(ctx, p, stream, NULL);
     if ((s = attention_program(ctx, p, route == TK_ATTN_WGMMA, &prog, NULL))) return s;
-    int64_t D = p->head_dim;
-    int64_t qd[4] = {p->batch, p->heads_q, p->seq_q, D};
-    int64_t kd[4] = {p->batch, p->heads_kv, p->seq_kv, D};
-    int64_t ld[3] = {p->batch, p->heads_q, p->seq_q};
-    float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)D);
-    tk_arg args[6] = {
-        attn_tensor(p->q, p->dtype, 4, qd, p->q_strides),
-        attn_tensor(p->k, p->dtype, 4, kd, p->k_strides),
-        attn_tensor(p->v, p->dtype, 4, kd, p->v_strides),
-        attn_tensor(p->o, p->dtype, 4, qd, p->o_strides),
-        attn_tensor(p->lse, TK_F32, 3, ld, p->lse_strides),
-        tk_arg_f32(scale),
-    };
-    return tk_launch(prog, 6, args, stream);
+    tk_arg args[TK_ATTN_FWD_MAX_ARGS];
+    int n = tk_attn_fwd_args(p, args);
+    return tk_launch(prog, n, args, stream);
 }

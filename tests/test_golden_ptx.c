@@ -130,11 +130,45 @@ static int make_variants(variant *v) {
                             variant *x = &v[n++];
                             x->arch = archs[a];
                             x->is_bwd = 1;
-                            x->b = (tk_attention_bwd_config){dt ? TK_F16 : TK_BF16, d, c, part, wg};
+                            x->b = (tk_attention_bwd_config){.dtype = dt ? TK_F16 : TK_BF16,
+                                                             .head_dim = d,
+                                                             .causal = c,
+                                                             .part = part,
+                                                             .wgmma = wg};
                             snprintf(x->name, sizeof x->name, "attn_bwd_%s_%s_d%d_%s%s",
                                      parts[part], dt ? "f16" : "bf16", d, c ? "causal" : "full",
                                      wg ? "_wgmma" : "");
                         }
+        /* packed sequences (varlen): bf16 D 128 forward and backward, each
+         * kernel set, causal or not; the mma.sync forward at D 64 and 256 */
+        for (int wg = 0; wg < 2; wg++)
+            for (int c = 0; c < 2; c++) {
+                if (wg && strcmp(archs[a], "sm_90a")) continue;
+                for (int d = 64; d <= 256; d *= 2) {
+                    if (d != 128 && (wg || c)) continue;
+                    variant *x = &v[n++];
+                    x->arch = archs[a];
+                    x->a = (tk_attention_config){
+                        .dtype = TK_BF16, .head_dim = d, .causal = c, .wgmma = wg, .varlen = 1};
+                    snprintf(x->name, sizeof x->name, "attn_varlen_%sbf16_d%d_%s",
+                             wg ? "wgmma_" : "", d, c ? "causal" : "full");
+                }
+                for (int part = 0; part < 5; part++) {
+                    bool any = part == TK_ATTN_BWD_PREP || part == TK_ATTN_BWD_CONVERT;
+                    if (any && (wg || c)) continue;
+                    variant *x = &v[n++];
+                    x->arch = archs[a];
+                    x->is_bwd = 1;
+                    x->b = (tk_attention_bwd_config){.dtype = TK_BF16,
+                                                     .head_dim = 128,
+                                                     .causal = c,
+                                                     .part = part,
+                                                     .wgmma = wg,
+                                                     .varlen = 1};
+                    snprintf(x->name, sizeof x->name, "attn_varlen_bwd_%s_bf16_d128_%s%s",
+                             parts[part], c ? "causal" : "full", wg ? "_wgmma" : "");
+                }
+            }
         /* decoding: each D, causal or not, packing, direct and split (one
          * warp, bf16); the merges; f16 and four warps once */
         static const char *const dparts[] = {"direct", "split", "merge"};

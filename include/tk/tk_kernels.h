@@ -102,7 +102,21 @@ TK_API tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel
  * fastest on an H200 for D 64 and 128); at D 256 the mma.sync kernel's
  * warps own 16 rows each (R = 16·warps: 64 by default). The wgmma kernel
  * has R = 16·warps: 128, or 192 with 12 warps (D 64 only). tk_kernel_grid
- * gives the grid of a call. */
+ * gives the grid of a call.
+ * varlen: B sequences of their own lengths packed back to back. Q, O
+ * [1, Hq, Tq, D], K, V [1, Hkv, Tkv, D], L [1, Hq, Tq] hold every
+ * sequence's rows (Tq, Tkv: the totals; a packed [T, H, D] buffer is
+ * passed with strides {any, D, H·D, 1}), and three more parameters say
+ * where each one lies:
+ *   6 cu_seqlens_q  [B + 1] i32   sequence b's queries are rows
+ *                                 cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1
+ *   7 cu_seqlens_kv [B + 1] i32   ... its keys, of K and V
+ *   8 max_seqlen_q  i32 scalar    the longest sequence's queries (the grid)
+ * Each sequence is attended on its own, causal aligned at its own bottom
+ * right; an empty one does nothing. The sums are read in the kernel and
+ * clamped to the tensors: a pair that decreases is an empty sequence, rows
+ * past Tq / Tkv do not exist, and no access leaves the tensors. Grid:
+ * (ceil(max_seqlen_q/R), Hq, B); a block past its sequence's rows exits. */
 typedef struct tk_attention_config {
     tk_dtype dtype; /* Q, K, V, O: TK_BF16 or TK_F16                           */
     int head_dim;   /* D: 64, 128 or 256 (a specialization constant)           */
@@ -114,6 +128,7 @@ typedef struct tk_attention_config {
                        feeding the copy engine; warps 8 (two warpgroups) or,
                        at D 64, 12 (three; D 128 does not fit their registers);
                        0: 12 at D 64 (measured fastest), else 8               */
+    int varlen;     /* 1: packed variable-length sequences (below)            */
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,
@@ -259,6 +274,8 @@ typedef struct tk_attention_bwd_config {
     int causal;     /* 0 or 1                                                  */
     int part;       /* a tk_attention_bwd_part: which kernel                  */
     int wgmma;      /* 1: the Hopper kernels (above), 0: mma.sync             */
+    int varlen;     /* 1: packed variable-length sequences, as the forward's
+                       varlen (its views and prefix sums; below)          */
 } tk_attention_bwd_config;
 
 TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg,

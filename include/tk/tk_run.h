@@ -104,6 +104,28 @@ typedef struct tk_attention_params {
     int64_t max_pages, num_pages, page_size;
     const void *k_new, *v_new;
     int64_t k_new_strides[4], v_new_strides[4];
+    /* Packed variable-length batches, as FlashAttention's varlen calls take
+     * them (grown fields: NULL / 0 when a struct_size ends before them).
+     * With cu_seqlens_q and cu_seqlens_kv (device, int32 [batch + 1],
+     * prefix sums from 0), sequence b's queries are rows cu_seqlens_q[b] ..
+     * cu_seqlens_q[b+1] - 1 of q and o, its keys the same rows of
+     * cu_seqlens_kv in k and v; seq_q and seq_kv are the total rows (the
+     * tensors' first dimension). Dense, q and o are [seq_q, heads_q, D], k
+     * and v [seq_kv, heads_kv, D] and lse [heads_q, seq_q]; strides in the
+     * usual (batch, head, token, D) order (lse: batch, head, token) name
+     * other layouts, the batch stride ignored. max_seqlen_q: the longest
+     * sequence's queries, 1 .. seq_q (it sizes the grid); max_seqlen_kv:
+     * its keys, 0 .. seq_kv (0: unknown). Each sequence is attended on its
+     * own, causal aligned at its own bottom right; empty sequences are
+     * allowed. Runs on the prefill kernels (TK_ATTN_AUTO, _MMA_SYNC or
+     * _WGMMA), not with a KV cache. Checked here: sizes and pointers. Not
+     * checked (a device read): the sums themselves. The kernels clamp them
+     * to the tensors: a pair that decreases is an empty sequence, rows past
+     * seq_q / seq_kv do not exist, nothing outside the tensors is read or
+     * written (a sequence longer than max_seqlen_q gets only the blocks of
+     * rows max_seqlen_q needs: some of its O and L rows are not written). */
+    const int32_t *cu_seqlens_q, *cu_seqlens_kv;
+    int64_t max_seqlen_q, max_seqlen_kv;
 } tk_attention_params;
 
 /* designated in C, as TK_GEMM_PARAMS_INIT below */
@@ -194,6 +216,15 @@ typedef struct tk_attention_bwd_params {
                        struct_size that ends before it reads as auto     */
     int32_t mode;   /* tk_attn_bwd_mode; a struct_size that ends before it
                        reads as TK_ATTN_BWD_DETERMINISTIC                 */
+    /* Packed variable-length batches: as in tk_attention_params (q, o, dout,
+     * dq [seq_q, heads_q, D], k, v, dk, dv [seq_kv, heads_kv, D], lse
+     * [heads_q, seq_q] dense; strides as there; every sequence's rows of dk
+     * and dv written, 0 where no query sees them). max_seqlen_kv sizes the
+     * dK/dV grid: 0 means seq_kv. Workspace: as for one sequence of seq_q
+     * rows (tk_attention_backward_workspace). Grown fields: NULL / 0 when a
+     * struct_size ends before them. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_kv;
+    int64_t max_seqlen_q, max_seqlen_kv;
 } tk_attention_bwd_params;
 
 /* designated in C, as TK_GEMM_PARAMS_INIT below */

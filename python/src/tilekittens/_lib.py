@@ -73,6 +73,11 @@ class AttentionParams(_Params):
         ("v_new", ctypes.c_void_p),
         ("k_new_strides", _I64x4),
         ("v_new_strides", _I64x4),
+        # packed variable-length batches (tk_run.h): prefix sums over [total, H, D]
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_kv", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_kv", ctypes.c_int64),
     ]
 
 
@@ -100,6 +105,11 @@ class AttentionBwdParams(_Params):
         ("lse_strides", _I64x3),
         ("kernel", ctypes.c_int32),
         ("mode", ctypes.c_int32),  # tk_attn_bwd_mode: 0 deterministic, 1 fast
+        # packed variable-length batches (tk_run.h), as in the forward
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_kv", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_kv", ctypes.c_int64),
     ]
 
 

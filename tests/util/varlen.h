@@ -1,0 +1,15 @@
+/* Packed variable-length batches in the tests (test_attention_varlen*.c):
+ * moving one sequence's rows between a packed [T, H, D] float64 array and
+ * the [1, H, n, D] one the float64 references take. */
+#ifndef TK_TEST_VARLEN_H
+#define TK_TEST_VARLEN_H
+
+#include <stdint.h>
+
+/* Rows [r0, r0 + n) of a packed [T, H, D] array as a new [1, H, n, D]
+ * array (malloc'ed; never NULL: a failed allocation fails the test). */
+double *tu_varlen_gather(const double *x, int64_t H, int64_t D, int64_t r0, int64_t n);
+/* The inverse: [1, H, n, D] y into rows [r0, r0 + n) of packed x. */
+void tu_varlen_scatter(double *x, const double *y, int64_t H, int64_t D, int64_t r0, int64_t n);
+
+#endif
