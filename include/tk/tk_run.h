@@ -161,8 +161,8 @@ TK_API tk_status tk_attention_forward_workspace(tk_ctx *ctx, const tk_attention_
 
 /* Which kernel tk_attention_forward runs for p, after the same checks:
  * TK_ATTN_AUTO resolved for this context's GPU (TK_ATTN_DECODE for seq_q <=
- * 16, else TK_ATTN_WGMMA on sm_90a and TK_ATTN_MMA_SYNC elsewhere and
- * without a GPU) into *out. */
+ * 16 without cu_seqlens_q, else TK_ATTN_WGMMA on sm_90a and TK_ATTN_MMA_SYNC
+ * elsewhere and without a GPU) into *out. */
 TK_API tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params *p,
                                          tk_attn_kernel *out);
 
