@@ -176,18 +176,6 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_attention_bwd
     if ((s = check_pointers(ctx, fn, p))) return s;
     bool wgmma;
     if ((s = tk_attn_pick_kernel(ctx, fn, p->kernel, &wgmma))) return s;
-    /* The fast mode's Hopper kernels on packed sequences pass the
-     * interpreter but stopped on an illegal instruction on the H200
-     * (session 15, not yet found): auto takes the mma.sync ones there. */
-    if (wgmma && p->cu_seqlens_q && p->mode == TK_ATTN_BWD_FAST) {
-        if (p->kernel == TK_ATTN_WGMMA)
-            return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
-                                    "%s: packed sequences (cu_seqlens_q) in TK_ATTN_BWD_FAST run "
-                                    "on the mma.sync kernels (TK_ATTN_AUTO or TK_ATTN_MMA_SYNC), "
-                                    "not TK_ATTN_WGMMA yet",
-                                    fn);
-        wgmma = false;
-    }
     p->kernel = wgmma ? TK_ATTN_WGMMA : TK_ATTN_MMA_SYNC;
     return TK_OK;
 }

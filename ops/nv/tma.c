@@ -212,8 +212,12 @@ static LLVMValueRef inside(tk_lower *L, tma_copy *t, int d, LLVMValueRef x, LLVM
 }
 
 /* The coordinates of the tile (innermost first) in the map's tensor, and
- * whether they all fit i32 with room for the boxes and, on narrowed axes,
- * the tile lies inside the view (else the cp.async path handles the copy). */
+ * whether they all fit i32 with room for the boxes, the innermost one
+ * starts on 16 bytes (the engine's rule: an unaligned start stops the
+ * kernel on an illegal instruction, as a dQacc tile narrowed to a sequence
+ * at an odd row did, packed sequences in the fused backward) and, on
+ * narrowed axes, the tile lies inside the view (else the cp.async path
+ * handles the copy). */
 static LLVMValueRef coords(tk_lower *L, tma_copy *t) {
     LLVMBuilderRef b = L->b;
     int r = t->m->rank;
@@ -232,6 +236,12 @@ static LLVMValueRef coords(tk_lower *L, tma_copy *t) {
         ok = LLVMBuildAnd(
             b, ok, LLVMBuildICmp(b, LLVMIntULT, sh, tk_lw_i64c(L, ((int64_t)1 << 32) - 1024), ""),
             "");
+        if (d == r - 1) {
+            int64_t esz = (int64_t)tk_dtype_size(t->m->dtype);
+            LLVMValueRef bytes = LLVMBuildMul(b, x, tk_lw_i64c(L, esz), "");
+            LLVMValueRef low = LLVMBuildAnd(b, bytes, tk_lw_i64c(L, 15), "");
+            ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, low, tk_lw_i64c(L, 0), ""), "");
+        }
         t->coord[r - 1 - d] = LLVMBuildTrunc(b, x, L->i32, "");
     }
     return ok;
