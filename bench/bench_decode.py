@@ -8,7 +8,10 @@ Environment: DECODE_SPLITS forces num_splits (default: the library's choice);
 DECODE_SHAPES=B:Hq:Hkv:Nq:Nkv,... replaces the shape list; DECODE_SWEEP=1 times each
 shape at 1, 2, 4, ... 256 splits instead (what the split heuristic is tuned on);
 DECODE_PAGE=n runs ours on a paged cache of n-token pages in a shuffled order (the same
-keys; seqlens_kv all Nkv) beside the same peers on the dense tensors.
+keys; seqlens_kv all Nkv) beside the same peers on the dense tensors. DECODE_PROFILE=1
+prints, per shape, where a call's GPU time goes: each kernel's median duration and the span
+from the call's first kernel start to its last kernel end (torch.profiler, L2 flushed before
+each call), ours and cuDNN's. DECODE_NCU=1 only makes a few calls of ours (for ncu).
 Usage (GPU machine): python3 bench/bench_decode.py build-device"""
 import ctypes
 import os
@@ -71,6 +74,15 @@ def run(tk, stream, b, hq, hkv, nq, nkv, d=128, splits=0, peers=True):
     ref = sdpa(SDPBackend.MATH, q.float(), k.float(), v.float(), False)
     err = ((o.float() - ref).norm() / ref.norm()).item()
     us = lambda f: do_bench(f, warmup=50, rep=300, return_mode="median") * 1e3
+    if os.environ.get("DECODE_NCU"):  # a few calls for a profiler to catch, nothing timed
+        for _ in range(4):
+            tk.attention(p, stream)
+        torch.cuda.synchronize()
+        return float("nan"), [float("nan")] * 2, err, 0, 0.0
+    if os.environ.get("DECODE_PROFILE") and err <= 1e-2:
+        profile(f"B{b} {hq}/{hkv} Nq{nq} Nkv{nkv} ours", lambda: tk.attention(p, stream))
+        profile(f"B{b} {hq}/{hkv} Nq{nq} Nkv{nkv} cuDNN",
+                lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, False))
     ours = us(lambda: tk.attention(p, stream)) if err <= 1e-2 else float("nan")
     torch.cuda.synchronize()
     t0 = time.perf_counter()  # the host's share: the call's CPU time, launches queued
@@ -86,6 +98,43 @@ def run(tk, stream, b, hq, hkv, nq, nkv, d=128, splits=0, peers=True):
             peer_us.append(float("nan"))
     kv_bytes = 2 * b * hkv * nkv * d * 2
     return ours, peer_us, err, kv_bytes, host
+
+
+def profile(label, fn, calls=30):
+    """Each kernel's median duration (µs) over `calls` calls, and the median span of a
+    call (first kernel start to last kernel end: launch gaps included), from the
+    profiler's GPU timeline; a 256 MB fill flushes L2 before each call."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    flush = torch.empty(64 << 20, device="cuda", dtype=torch.int32)
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.fill_(1)
+            torch.cuda._sleep(100000)  # the host queues the call before the GPU reaches it
+            fn()
+        torch.cuda.synchronize()
+    kern = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                  key=lambda e: e.time_range.start)
+    calls_k, cur = [], None
+    for e in kern:
+        if "FillFunctor" in e.name or "spin" in e.name:  # the flush, the sleep
+            cur = None
+            continue
+        if cur is None:
+            cur = []
+            calls_k.append(cur)
+        cur.append(e)
+    med = lambda v: sorted(v)[len(v) // 2] if v else float("nan")
+    spans = [c[-1].time_range.end - c[0].time_range.start for c in calls_k]
+    names = {}
+    for c in calls_k:
+        for e in c:
+            names.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+    print(f"profile {label}: span {med(spans):.1f} us over {len(spans)} calls;", "; ".join(
+        f"{n[:60]} {med(v):.1f} us" for n, v in names.items()), flush=True)
 
 
 def sweep(tk, stream):
