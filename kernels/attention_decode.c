@@ -384,15 +384,32 @@ static void build_decode(dec *a, bool split) {
     }
 }
 
-/* The merge: a block (one warp) per tile and 32-column slice of O, so a
- * small batch still spreads over many SMs; the partials of MERGE_UNROLL
- * splits are loaded before any is combined, so their latencies overlap
- * (a split past S reads L = -inf, O = 0: weight 0, the sum unchanged). */
-#define MERGE_COLS   32
+/* The merge: a block per tile and 16-column slice of O, so a small batch
+ * still spreads over many SMs, of MERGE_WARPS warps that share the splits:
+ * warp w takes groups of MERGE_UNROLL splits from 8w, every MERGE_WARPS-th
+ * group, the group's partials loaded before any is combined so their
+ * latencies overlap (a split past S reads L = -inf, O = 0: weight 0).
+ * One warp walking all S splits cost ~0.17 µs a split (bench/RESULTS.md,
+ * 2026-12-04: 13 µs at 64 splits). */
+#define MERGE_COLS   16
 #define MERGE_UNROLL 8
+#define MERGE_WARPS  4
 
-/* The S partials of the block's rows combined in split order by the
- * online log-sum-exp (natural log, as the partials' L). */
+/* (m, l, o) combined with (m2, l2, o2), states of the online log-sum-exp
+ * (natural log, as the partials' L): m starts at -FLT_MAX, so an empty
+ * partial (m2 = -inf) weighs exp(-inf) = 0 and nothing computes
+ * -inf - (-inf). l2 NULL: 1 (a partial, its O normalized). */
+static void combine(tk_kernel *k, tk_value **st, tk_value *m2, tk_value *l2, tk_value *o2) {
+    tk_value *mn = tk_max(k, st[0], m2);
+    tk_value *alpha = tk_exp(k, tk_sub(k, st[0], mn)), *w = tk_exp(k, tk_sub(k, m2, mn));
+    st[1] = tk_add(k, tk_mul(k, st[1], alpha), l2 ? tk_mul(k, l2, w) : w);
+    st[2] = tk_add(k, tk_mul(k, st[2], alpha), tk_mul(k, o2, w));
+    st[0] = mn;
+}
+
+/* The block's rows of the S partials: each warp's share in split order,
+ * then the warps' states through shared memory in warp order (fixed:
+ * bit-identical from run to run); warp 0 writes O and L. */
 static void build_merge(dec *a) {
     tk_kernel *k = a->k;
     tk_value *Op = tk_param_tensor(k, "Op", TK_F32, 4), *Lp = tk_param_tensor(k, "Lp", TK_F32, 3);
@@ -408,38 +425,50 @@ static void build_merge(dec *a) {
     tk_value *bx = tk_block_id(k, 0), *slice = tk_rem(k, bx, i32c(k, NCOL));
     tk_value *c0 = tk_mul(k, slice, i32c(k, MERGE_COLS));
     dtile d = tile_at(a, tk_div(k, bx, i32c(k, NCOL)));
-    tk_value *S = dim32(k, Op, 1);
+    tk_value *S = dim32(k, Op, 1), *wid = tk_warp_id(k);
 
     tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, ROWS, MERGE_COLS, TK_WARP, TK_ROW);
     tk_value *init[3], *cur[3], *fin[3];
     tk_attn_state_init(k, vrow, o_t, 1, init);
-    tk_value *s0 = tk_for_begin(k, i32c(k, 0), S, i32c(k, MERGE_UNROLL), 3, init, cur);
+    tk_value *s0 = tk_for_begin(k, tk_mul(k, wid, i32c(k, MERGE_UNROLL)), S,
+                                i32c(k, MERGE_UNROLL * MERGE_WARPS), 3, init, cur);
     {
         tk_value *ls[MERGE_UNROLL], *os[MERGE_UNROLL];
         for (int u = 0; u < MERGE_UNROLL; u++) {
             tk_value *s = tk_add(k, s0, i32c(k, u));
             tk_value *il[3] = {d.p, s, i32c(k, 0)}, *io[4] = {d.p, s, i32c(k, 0), c0};
-            ls[u] = tk_load(k, vrow, Lp, il, -INFINITY); /* rows past Rv: weight 0 */
+            ls[u] = tk_load(k, vrow, Lp, il, -INFINITY);
             os[u] = tk_load(k, o_t, Op, io, 0.0f);
         }
-        tk_value *m = cur[0], *l = cur[1], *o = cur[2];
-        for (int u = 0; u < MERGE_UNROLL; u++) {
-            /* m starts at -FLT_MAX, so an empty partial (L_s = -inf) weighs
-             * exp(-inf) = 0 and nothing computes -inf - (-inf) */
-            tk_value *mn = tk_max(k, m, ls[u]);
-            tk_value *alpha = tk_exp(k, tk_sub(k, m, mn)), *w = tk_exp(k, tk_sub(k, ls[u], mn));
-            l = tk_add(k, tk_mul(k, l, alpha), w);
-            o = tk_add(k, tk_mul(k, o, alpha), tk_mul(k, os[u], w));
-            m = mn;
-        }
-        tk_value *next[3] = {m, l, o};
-        tk_for_end(k, 3, next, fin);
+        tk_value *st[3] = {cur[0], cur[1], cur[2]};
+        for (int u = 0; u < MERGE_UNROLL; u++) combine(k, st, ls[u], NULL, os[u]);
+        tk_for_end(k, 3, st, fin);
     }
+    /* stage 3w + i holds warp w's o, m, l (the vectors broadcast along the
+     * tile's rows; a row max reads them back) */
+    tk_value *sh = tk_shared(k, TK_F32, ROWS, MERGE_COLS, TK_SMEM_PLAIN, 3 * MERGE_WARPS);
+    tk_value *at[2] = {i32c(k, 0), i32c(k, 0)}, *zero = tk_zeros(k, o_t);
+    tk_value *mine[3] = {fin[2], tk_add(k, zero, fin[0]), tk_add(k, zero, fin[1])};
+    for (int i = 0; i < 3; i++) {
+        tk_value *stage = tk_add(k, tk_mul(k, wid, i32c(k, 3)), i32c(k, i));
+        tk_store(k, tk_stage(k, sh, stage), at, mine[i]);
+    }
+    tk_barrier(k);
+    tk_value *st[3];
+    tk_attn_state_init(k, vrow, o_t, 1, st);
+    for (int w = 0; w < MERGE_WARPS; w++) {
+        tk_value *v[3];
+        for (int i = 0; i < 3; i++)
+            v[i] = tk_load(k, o_t, tk_stage(k, sh, i32c(k, 3 * w + i)), at, 0.0f);
+        combine(k, st, tk_row_max(k, v[1]), tk_row_max(k, v[2]), v[0]);
+    }
+    tk_if_begin(k, tk_eq(k, wid, i32c(k, 0)));
     tk_value *io[4] = {a->b, d.x, d.row0, c0};
-    tk_store(k, O, io, tk_cvt(k, tk_mul(k, fin[2], tk_attn_inv_l(k, fin[1])), a->dt));
-    tk_if_begin(k, tk_eq(k, slice, i32c(k, 0)));               /* one slice writes L */
-    tk_store(k, L, d.l, tk_add(k, fin[0], tk_log(k, fin[1]))); /* log 0 = -inf */
+    tk_store(k, O, io, tk_cvt(k, tk_mul(k, st[2], tk_attn_inv_l(k, st[1])), a->dt));
+    tk_if_begin(k, tk_eq(k, slice, i32c(k, 0)));             /* one slice writes L */
+    tk_store(k, L, d.l, tk_add(k, st[0], tk_log(k, st[1]))); /* log 0 = -inf */
+    tk_if_end(k, 0, NULL, NULL);
     tk_if_end(k, 0, NULL, NULL);
 }
 
@@ -520,12 +549,18 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_de
                                 "%s: key_warps is %d: each warp writes a partial, so only "
                                 "TK_ATTN_DECODE_SPLIT shares a range's keys among warps",
                                 fn, kw);
-    if (c->stages != 0 && (c->stages < 2 || c->stages > 4))
+    if (c->stages != 0 && (c->stages < 2 || c->stages > 8))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: stages is %d; expected 0 (the default) or 2..4", fn,
+                                "%s: stages is %d; expected 0 (the default) or 2..8", fn,
                                 c->stages);
     int stages = c->stages ? c->stages : tk_attn_decode_stages(c->head_dim);
     int copies = c->cache == TK_ATTN_CACHE_PAGED ? bkv * kw / (c->chunk ? c->chunk : bkv) : 1;
+    long ring = 2L * stages * bkv * kw * c->head_dim * (long)tk_dtype_size(c->dtype);
+    if (c->part != TK_ATTN_DECODE_MERGE && c->part != TK_ATTN_DECODE_APPEND && ring > 200 * 1024)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: %d stages of %d keys at head_dim %d: a %ld KB K/V ring, "
+                                "more than the 200 KB of shared memory a block may take",
+                                fn, stages, bkv * kw, c->head_dim, ring / 1024);
     if (stages * copies > 16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: %d stages of %d page copies each: a ring holds at most 16 "
@@ -553,7 +588,7 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
     tk_status s = check_config(ctx, fn, cfg);
     if (s) return s;
     bool merge = cfg->part == TK_ATTN_DECODE_MERGE, append = cfg->part == TK_ATTN_DECODE_APPEND;
-    int warps = merge || append || !cfg->warps ? 1 : cfg->warps;
+    int warps = merge ? MERGE_WARPS : append || !cfg->warps ? 1 : cfg->warps;
     int kw = merge || append || !cfg->key_warps ? 1 : cfg->key_warps;
     int stages = cfg->stages ? cfg->stages : tk_attn_decode_stages(cfg->head_dim);
     int bkv = cfg->keys ? cfg->keys : tk_attn_decode_keys(cfg->head_dim);

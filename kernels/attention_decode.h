@@ -14,6 +14,9 @@
 /* The most queries the decoding kernels take (a tile's rows). */
 #define TK_ATTN_DECODE_MAX_Q 16
 
+/* Rows of each partial in the split kernels' workspace (a whole tile). */
+#define TK_ATTN_DECODE_PART_ROWS 16
+
 /* The most arguments a decoding kernel takes. */
 #define TK_ATTN_DECODE_MAX_ARGS 9
 
@@ -24,8 +27,10 @@ typedef struct tk_attn_decode_plan {
     int warps;     /* of the direct / split kernel                          */
     int splits;    /* S key ranges                                          */
     int kw;        /* warps sharing each tile's keys (key_warps)            */
+    int stages;    /* of the K/V ring                                       */
+    int keys;      /* a key tile's                                          */
     int partials;  /* S·kw per tile; 1 runs the direct kernel alone        */
-    int64_t T, Rv; /* tiles per kv head, rows per tile                      */
+    int64_t T, Rv; /* tiles per kv head, rows of a tile that are queries  */
     size_t bytes;  /* workspace the splits take (0 when S is 1)             */
 } tk_attn_decode_plan;
 

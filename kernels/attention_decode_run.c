@@ -36,17 +36,21 @@ static bool heads_view_ok(const tk_attention_params *p, const int64_t *st) {
  * Measured (bench/RESULTS.md, 2026-12-03): four 32-key blocks an SM read
  * no faster than two, and the twice as many splits cost their merge (1 x
  * 131072 keys: 186 µs at 32 splits, 227 at 66). */
-static int64_t resident(int sm, int head_dim, int rows) {
-    int64_t ring = 2LL * tk_attn_decode_stages(head_dim) * rows * head_dim * 2;
+static int64_t resident(int sm, int head_dim, int rows, int stages) {
+    int64_t ring = 2LL * stages * rows * head_dim * 2;
     int64_t per_sm = (227 * 1024) / (ring + 1024);
     if (per_sm > 2) per_sm = 2;
     return (int64_t)sm * (per_sm < 1 ? 1 : per_sm);
 }
 
-/* Workspace for n partials a tile: Op [.., n, Rv, D] f32, then 256-aligned
- * Lp [.., n, Rv]. */
+/* Workspace for n partials a tile: Op [.., n, 16, D] f32, then 256-aligned
+ * Lp [.., n, 16]. A partial holds the whole 16-row tile, not just its Rv
+ * rows: the split kernel's stores and the merge's loads then stay whole
+ * tiles inside their views, vector accesses without masks (measured,
+ * bench/RESULTS.md 2026-12-04: the masked element loads of 4-row partials
+ * were most of the merge's 21 µs at 1 x 8192 keys). */
 static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_plan *pl, int64_t n) {
-    size_t rows = (size_t)p->batch * (size_t)p->heads_kv * (size_t)pl->T * (size_t)pl->Rv;
+    size_t rows = (size_t)p->batch * (size_t)p->heads_kv * (size_t)pl->T * TK_ATTN_DECODE_PART_ROWS;
     rows *= (size_t)n;
     size_t op = (rows * (size_t)p->head_dim * sizeof(float) + 255) / 256 * 256;
     return op + rows * sizeof(float);
@@ -54,8 +58,10 @@ static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_pla
 
 #define MAX_SPLITS 4096
 /* The fewest keys a chosen split gets (measured: bench/bench_decode.py
- * DECODE_SWEEP=1, bench/RESULTS.md). */
-#define MIN_SPLIT_KEYS 512
+ * DECODE_SWEEP=1, bench/RESULTS.md 2026-12-04: with the four-warp merge,
+ * 1 x 8192 keys ran best at 32 ranges of 256 keys, 8/1 heads at 64 of 128;
+ * below that a block's fixed start outweighs its share). */
+#define MIN_SPLIT_KEYS 128
 
 /* Warps that share a tile's keys when the keys are split (up to `want`,
  * 8 warps in all), as far as the ring (200 KB; a paged one's 16 stages)
@@ -78,8 +84,8 @@ static int key_warps(const tk_attn_decode_plan *pl, int head_dim, int64_t nt, in
 /* The ranges S for kw warps a tile: enough blocks to fill a wave, each a
  * range of at least MIN_SPLIT_KEYS keys and one trip (kw tiles). */
 static int64_t chosen_splits(const tk_attention_params *p, int64_t nt, int64_t base, int sm,
-                             int bkv, int kw) {
-    int64_t r = resident(sm, p->head_dim, bkv * kw);
+                             int bkv, int kw, int stages) {
+    int64_t r = resident(sm, p->head_dim, bkv * kw, stages);
     int64_t want = (r + base / 2) / base; /* the nearest whole number of waves */
     int64_t most = nt / (MIN_SPLIT_KEYS / bkv), trips = (nt + kw - 1) / kw;
     if (want > most) want = most;
@@ -122,17 +128,17 @@ tk_status tk_attn_decode_plan_kw(tk_ctx *ctx, const char *fn, const tk_attention
     int kw = key_warps(pl, (int)p->head_dim, nt, bkv, stages, want_kw);
     int64_t S = p->num_splits;
     if (!S) { /* a full GPU without splits: the direct kernel, a warp a tile */
-        bool full = chosen_splits(p, nt, base, sm, bkv, 1) == 1 &&
-                    2 * base >= resident(sm, p->head_dim, bkv);
+        bool full = chosen_splits(p, nt, base, sm, bkv, 1, stages) == 1 &&
+                    2 * base >= resident(sm, p->head_dim, bkv, stages);
         if (full) kw = 1;
-        S = full ? 1 : chosen_splits(p, nt, base, sm, bkv, kw);
+        S = full ? 1 : chosen_splits(p, nt, base, sm, bkv, kw, stages);
     } else if (S == 1) {
         kw = 1; /* asked for no split */
     }
     int64_t trips = (nt + kw - 1) / kw;
     if (S > trips) S = trips > 0 ? trips : 1;
-    double n =
-        (double)p->batch * (double)p->heads_kv * (double)pl->T * (double)pl->Rv * (double)S * kw;
+    double n = (double)p->batch * (double)p->heads_kv * (double)pl->T * TK_ATTN_DECODE_PART_ROWS *
+               (double)S * kw;
     if (n * (p->head_dim + 1) * 4.0 >= 0x1p62)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: the partials of %lld splits would need 2^62 bytes or more", fn,
@@ -150,6 +156,8 @@ tk_status tk_attn_decode_plan_kw(tk_ctx *ctx, const char *fn, const tk_attention
     if (fit && !p->workspace) S = 1, kw = 1;
     pl->splits = (int)S;
     pl->kw = kw;
+    pl->stages = stages;
+    pl->keys = bkv;
     pl->partials = (int)S * kw;
     pl->bytes = pl->partials > 1 ? split_bytes(p, pl, pl->partials) : 0;
     return TK_OK;
@@ -220,10 +228,11 @@ int tk_attn_decode_args(const tk_attention_params *p, const tk_attn_decode_plan 
     int64_t lh[4] = {B, Nq, Hkv, G}, lhs[4] = {ls[0], ls[2], G * ls[1], ls[1]};
     tk_arg O = tk_arg_strided(p->o, p->dtype, 4, xd, ox);
     tk_arg L = tk_arg_strided(p->lse, TK_F32, 4, heads ? lh : lq, heads ? lhs : lqs);
-    /* the partials: Op [B·Hkv·T, S·kw, Rv, D], Lp [B·Hkv·T, S·kw, Rv] */
+    /* the partials: Op [B·Hkv·T, S·kw, 16, D], Lp [B·Hkv·T, S·kw, 16] */
     int64_t n = B * Hkv * pl->T, S = pl->partials;
-    int64_t opd[4] = {n, S, pl->Rv, D}, lpd[3] = {n, S, pl->Rv};
-    size_t op_bytes = ((size_t)(n * S * pl->Rv * D) * sizeof(float) + 255) / 256 * 256;
+    const int64_t R = TK_ATTN_DECODE_PART_ROWS;
+    int64_t opd[4] = {n, S, R, D}, lpd[3] = {n, S, R};
+    size_t op_bytes = ((size_t)(n * S * R * D) * sizeof(float) + 255) / 256 * 256;
     tk_arg Op = tk_arg_tensor(p->workspace, TK_F32, 4, opd);
     tk_arg Lp =
         tk_arg_tensor(p->workspace ? (char *)p->workspace + op_bytes : NULL, TK_F32, 3, lpd);
@@ -254,6 +263,8 @@ tk_attention_decode_config tk_attn_decode_config(const tk_attention_params *p,
     c.cache = merge ? 0 : tk_attn_decode_cache(p);
     c.chunk = merge || append ? 0 : pl->chunk;
     c.key_warps = part == TK_ATTN_DECODE_SPLIT ? pl->kw : 1;
+    c.stages = merge || append ? 0 : pl->stages;
+    c.keys = merge || append ? 0 : pl->keys;
     return c;
 }
 

@@ -154,6 +154,7 @@ static const dcase cases[] = {
     {2, 6, 3, 1, 65, 256, 0, TK_BF16, 1, 0, 0},   /* D 256, direct */
     {1, 16, 2, 2, 260, 128, 1, TK_BF16, 1, 5, 0}, /* bnhd G 8, Nq 2: heads */
     {1, 2, 1, 4, 129, 128, 0, TK_F16, 0, 100, 0}, /* more splits than tiles: one a tile */
+    {1, 4, 1, 1, 1300, 64, 0, TK_BF16, 0, 37, 0}, /* 37 partials (16 empty): 4 merge warps */
     {1, 32, 4, 1, 200, 64, 0, TK_BF16, 0, 0, 1},  /* 1 SM: still a split or two */
     {1, 1, 1, 16, 16, 64, 1, TK_BF16, 0, 0, 0},   /* square causal */
 };
@@ -227,9 +228,9 @@ START_TEST(test_decode_plan) {
     ck_assert_int_eq(pl.T, 1);
     ck_assert_int_eq(pl.Rv, 4);
     ck_assert_int_eq(pl.warps, 1);
-    /* 8 blocks without a split; the GPU would hold more than 33 times as
-     * many, but a range gets at least 512 keys: 16 ranges of 16 tiles */
-    ck_assert_int_eq(pl.splits, 16);
+    /* 8 blocks without a split; the GPU holds 33 times as many (two an SM):
+     * 33 ranges would need 8 tiles each, which 32 ranges take */
+    ck_assert_int_eq(pl.splits, 32);
     ck_assert_uint_gt(pl.bytes, 0);
     /* no workspace: the call does not split */
     ck_assert_int_eq(tk_attn_decode_plan_for(ctx, "t", &a, 132, true, &pl), TK_OK);
@@ -294,8 +295,12 @@ START_TEST(test_decode_errors) {
     ck_assert_int_eq(tk_attention_decode_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     c.part = 0, c.warps = 3;
     ck_assert_int_eq(tk_attention_decode_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
-    c.warps = 0, c.stages = 5;
+    c.warps = 0, c.stages = 9;
     ck_assert_int_eq(tk_attention_decode_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    c.stages = 8, c.head_dim = 256; /* a 256 KB ring */
+    ck_assert_int_eq(tk_attention_decode_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "200 KB"));
+    c.head_dim = 128;
     c.stages = 0, c.head_dim = 96;
     ck_assert_int_eq(tk_attention_decode_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_attention_decode_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);

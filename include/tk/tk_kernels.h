@@ -151,23 +151,25 @@ TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *
  *       Q, O [B, Nq·Hkv, G, D]: with strides (sB, G·sH, sH, 1), which needs
  *       sN = Hq·sH (a [B, N, H, D] buffer) unless Nq = 1;
  *       L [B, Nq, Hkv, G]: strides (lB, lN, G·lH, lH).
- * K, V [B, Hkv, Nkv, D] as in the forward. Rows per tile Rv: Nq
- * (PACK_QUERIES) or min(G, 16) (PACK_HEADS). Parts (part), each its own
+ * K, V [B, Hkv, Nkv, D] as in the forward. Parts (part), each its own
  * kernel of `warps` warps (1, 2, 4 or 8; 0: 1), a tile per warp:
  *   TK_ATTN_DECODE_DIRECT: parameters 0 Q, 1 K, 2 V, 3 O (written), 4 L
  *     (written), 5 scale; grid (ceil(T/warps), Hkv, B);
  *   TK_ATTN_DECODE_SPLIT: the keys in S ranges of whole key tiles, one block
- *     each, writing partials: 0 Q, 1 K, 2 V, 3 Op [B·Hkv·T, S, Rv, D] f32
- *     (written: each range's normalized O), 4 Lp [B·Hkv·T, S, Rv] f32
+ *     each, writing partials: 0 Q, 1 K, 2 V, 3 Op [B·Hkv·T, S, 16, D] f32
+ *     (written: each range's normalized O, the whole tile: rows past the
+ *     queries hold values the merge never writes out), 4 Lp [B·Hkv·T, S, 16] f32
  *     (written: its log-sum-exp), 5 scale; S = Op's dim 1; grid
  *     (S·ceil(T/warps), Hkv, B). Tile t of kv head hk of batch b is index
  *     (b·Hkv + hk)·T + t of the partials' dim 0;
- *   TK_ATTN_DECODE_MERGE (after SPLIT; one warp): 0 Op, 1 Lp (read), 2 O,
- *     3 L (written); grid (T·D/32, Hkv, B): a block per tile and 32-column
- *     slice. Summed in split order: bit-identical from run to run.
+ *   TK_ATTN_DECODE_MERGE (after SPLIT; four warps): 0 Op, 1 Lp (read), 2 O,
+ *     3 L (written); grid (T·D/16, Hkv, B): a block per tile and 16-column
+ *     slice, its warps sharing the splits. Summed in a fixed order:
+ *     bit-identical from run to run.
  * Key tiles of `keys` keys (32 or 64; 0: 32) through a `stages`-deep ring
- * (2..4; 0: 3, and 2 at D 256), by the copy engine on sm_90+ (cp.async
- * elsewhere); the multiplies are mma.sync on every target. */
+ * (2..8, at most a 200 KB ring; 0: 3, and 2 at D 256), by the copy engine
+ * on sm_90+ (cp.async elsewhere); the multiplies are mma.sync on every
+ * target. */
 typedef enum tk_attention_decode_part {
     TK_ATTN_DECODE_DIRECT = 0, /* O and L from all the keys                     */
     TK_ATTN_DECODE_SPLIT = 1,  /* partials per key range                        */
