@@ -243,13 +243,14 @@ void tk_attn_fwd_params(tk_kernel *k, tk_dtype dt, bool varlen, tk_attn_io *io) 
     io->max_q = tk_param_scalar(k, "max_seqlen_q", TK_I32);
 }
 
-/* Sequence s's rows [cu[s], cu[s+1]) along axis 2 of the n views v. */
-static void sequence(tk_kernel *k, tk_value *cu, tk_value *s, int n, tk_value **v) {
+void tk_attn_sequence(tk_kernel *k, tk_value *cu, tk_value *s, int n, tk_value **v,
+                      const int *axes) {
     tk_type i32 = tk_scalar_type(TK_I32);
     tk_value *i0[1] = {s}, *i1[1] = {tk_add(k, s, i32c(k, 1))};
     tk_value *lo = tk_load(k, i32, cu, i0, 0.0f), *hi = tk_load(k, i32, cu, i1, 0.0f);
     tk_value *len = tk_sub(k, hi, lo);
-    for (int i = 0; i < n; i++) v[i] = tk_narrow(k, v[i], 2, lo, len);
+    for (int i = 0; i < n; i++)
+        if (v[i]) v[i] = tk_narrow(k, v[i], axes ? axes[i] : 2, lo, len);
 }
 
 void tk_attn_fwd_grid(tk_kernel *k, tk_attn_io *io, int bq) {
@@ -271,8 +272,8 @@ void tk_attn_fwd_grid(tk_kernel *k, tk_attn_io *io, int bq) {
     tk_set_grid(k, tk_ceil_div(k, io->max_q, i32c(k, bq)), io->Hq, seqs);
     tk_value *s = tk_block_id(k, 2);
     tk_value *q[3] = {io->Q, io->O, io->L}, *kv[2] = {io->K, io->V};
-    sequence(k, io->cu_q, s, 3, q);
-    sequence(k, io->cu_kv, s, 2, kv);
+    tk_attn_sequence(k, io->cu_q, s, 3, q, NULL);
+    tk_attn_sequence(k, io->cu_kv, s, 2, kv, NULL);
     io->Q = q[0], io->O = q[1], io->L = q[2], io->K = kv[0], io->V = kv[1];
     io->Nq = dim32(k, io->Q, 2), io->Nkv = dim32(k, io->K, 2);
     /* the sequence's last tile first; blocks past its rows get qt < 0 */

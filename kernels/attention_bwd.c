@@ -170,16 +170,6 @@ bwd_io tk_attn_bwd_io(bwd *w, int with_o, const char *const *outs, int nouts, in
     return io;
 }
 
-/* Sequence s's rows [cu[s], cu[s+1]) along axis `ax` of the n views v. */
-static void cut(tk_kernel *k, tk_value *cu, tk_value *s, int n, tk_value **v, const int *ax) {
-    tk_type i32 = tk_scalar_type(TK_I32);
-    tk_value *i0[1] = {s}, *i1[1] = {tk_add(k, s, i32c(k, 1))};
-    tk_value *lo = tk_load(k, i32, cu, i0, 0.0f), *hi = tk_load(k, i32, cu, i1, 0.0f);
-    tk_value *len = tk_sub(k, hi, lo);
-    for (int i = 0; i < n; i++)
-        if (v[i]) v[i] = tk_narrow(k, v[i], ax ? ax[i] : 2, lo, len);
-}
-
 tk_value *tk_attn_bwd_grid(bwd *w, bwd_io *io, int rows, bool by_keys) {
     tk_kernel *k = w->k;
     tk_value *heads = by_keys ? io->Hkv : io->Hq, *n = by_keys ? io->Nkv : io->Nq;
@@ -196,11 +186,11 @@ tk_value *tk_attn_bwd_grid(bwd *w, bwd_io *io, int rows, bool by_keys) {
     int acc_ax = w->tile ? 3 : 2;
     tk_value *q[7] = {io->Q, io->O, io->dO, io->L, io->Dw, by_keys ? NULL : io->out[0], io->acc};
     const int qax[7] = {2, 2, 2, 2, 2, 2, acc_ax};
-    cut(k, io->cu_q, s, 7, q, qax);
+    tk_attn_sequence(k, io->cu_q, s, 7, q, qax);
     io->Q = q[0], io->O = q[1], io->dO = q[2], io->L = q[3], io->Dw = q[4], io->acc = q[6];
     if (!by_keys) io->out[0] = q[5];
     tk_value *kv[4] = {io->K, io->V, by_keys ? io->out[0] : NULL, by_keys ? io->out[1] : NULL};
-    cut(k, io->cu_kv, s, 4, kv, NULL);
+    tk_attn_sequence(k, io->cu_kv, s, 4, kv, NULL);
     io->K = kv[0], io->V = kv[1];
     if (by_keys) io->out[0] = kv[2], io->out[1] = kv[3];
     io->Nq = dim32(k, io->Q, 2), io->Nkv = dim32(k, io->K, 2);
@@ -483,7 +473,7 @@ static void rows_grid(bwd *w, tk_value *view, int n, tk_value **v, tk_value **h,
         varlen_params(w, &io, false);
         tk_set_grid(k, tk_ceil_div(k, io.max_q, i32c(k, BQ)), dim32(k, view, 1),
                     tk_sub(k, dim32(k, io.cu_q, 0), i32c(k, 1)));
-        cut(k, io.cu_q, tk_block_id(k, 2), n, v, NULL);
+        tk_attn_sequence(k, io.cu_q, tk_block_id(k, 2), n, v, NULL);
     }
     *h = tk_block_id(k, 1);
     w->b = tk_attn_bwd_batch(w);

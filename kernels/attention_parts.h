@@ -73,6 +73,10 @@ void tk_attn_rescale(tk_kernel *k, tk_value *mx, int n, tk_value *const *cur, tk
  * a row whose first tiles are all masked never computes -inf - -inf),
  * init[1] = l = 0 (vectors of vrow), init[2..2+n) = n zero O tiles of o_t. */
 void tk_attn_state_init(tk_kernel *k, tk_type vrow, tk_type o_t, int n, tk_value **init);
+/* Packed sequences: sequence s's rows [cu[s], cu[s+1]) of the n views v
+ * (NULL entries skipped) by tk_narrow along axes[i] (NULL: axis 2). */
+void tk_attn_sequence(tk_kernel *k, tk_value *cu, tk_value *s, int n, tk_value **v,
+                      const int *axes);
 /* 1 / l, with l = 0 (a row without keys) giving 0 in O = O / l. */
 tk_value *tk_attn_inv_l(tk_kernel *k, tk_value *l);
 /* L = ln Σ exp(s) = (m + log2 l) · ln 2 from the log2-unit reference m. */
