@@ -189,12 +189,6 @@ static void strides4(int64_t *dst, const ref_tensor *t) {
     dst[0] = 0, dst[1] = t->strides[1], dst[2] = t->strides[0], dst[3] = t->strides[2];
 }
 
-static int longest(const int *l, int n) {
-    int m = 1;
-    for (int i = 0; i < n; i++) m = l[i] > m ? l[i] : m;
-    return m;
-}
-
 /* The call on data pointers dev (host ones for the interpreter). */
 static tk_attention_bwd_params params_of(const problem *p, void *const dev[NT], const int32_t *cu_q,
                                          const int32_t *cu_kv, int kernel, int mode) {
@@ -210,7 +204,8 @@ static tk_attention_bwd_params params_of(const problem *p, void *const dev[NT], 
         if (i != T_L) strides4(st[i], &p->t[i]);
     a.lse_strides[1] = p->t[T_L].strides[0], a.lse_strides[2] = p->t[T_L].strides[1];
     a.cu_seqlens_q = cu_q, a.cu_seqlens_kv = cu_kv;
-    a.max_seqlen_q = longest(c->lq, c->B), a.max_seqlen_kv = longest(c->lkv, c->B);
+    a.max_seqlen_q = tu_varlen_longest(c->lq, c->B),
+    a.max_seqlen_kv = tu_varlen_longest(c->lkv, c->B);
     a.kernel = kernel, a.mode = mode;
     return a;
 }
@@ -316,13 +311,6 @@ static const vcase gpu_cases[] = {
     {3, {512, 512, 512}, {512, 512, 512}, 8, 8, 128, 1, TK_BF16},
 };
 
-static void *upload_bytes(const void *src, size_t n) {
-    void *d = NULL;
-    ck_assert_int_eq(tk_gpu_alloc(ctx, n, &d), TK_OK);
-    ck_assert_int_eq(tk_gpu_upload(ctx, d, src, n), TK_OK);
-    return d;
-}
-
 static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
 
 static void run_gpu(problem *p, void *dev[NT], tk_attention_bwd_params *a) {
@@ -424,7 +412,8 @@ static void gpu_run(problem *pp, int kernel) {
         ck_assert_ptr_nonnull(dev[i]);
     }
     size_t cub = sizeof(int32_t) * (size_t)(c->B + 1);
-    int32_t *cu_q = upload_bytes(p.cu_q, cub), *cu_kv = upload_bytes(p.cu_kv, cub);
+    int32_t *cu_q = tu_varlen_upload(ctx, p.cu_q, cub),
+            *cu_kv = tu_varlen_upload(ctx, p.cu_kv, cub);
     void *first[3]; /* the deterministic mode's gradients */
     for (int mode = 0; mode < 2; mode++) {
         tk_attention_bwd_params a = params_of(&p, dev, cu_q, cu_kv, kernel, mode);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tk/tk_jit.h"
+
 double *tu_varlen_gather(const double *x, int64_t H, int64_t D, int64_t r0, int64_t n) {
     double *y = malloc(sizeof(double) * (size_t)(H * (n ? n : 1) * D));
     ck_assert_ptr_nonnull(y);
@@ -18,4 +20,17 @@ void tu_varlen_scatter(double *x, const double *y, int64_t H, int64_t D, int64_t
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < n; i++)
             memcpy(x + ((r0 + i) * H + h) * D, y + (h * n + i) * D, sizeof(double) * (size_t)D);
+}
+
+int tu_varlen_longest(const int *l, int n) {
+    int m = 1;
+    for (int i = 0; i < n; i++) m = l[i] > m ? l[i] : m;
+    return m;
+}
+
+void *tu_varlen_upload(tk_ctx *ctx, const void *src, size_t n) {
+    void *d = NULL;
+    ck_assert_int_eq(tk_gpu_alloc(ctx, n, &d), TK_OK);
+    ck_assert_int_eq(tk_gpu_upload(ctx, d, src, n), TK_OK);
+    return d;
 }

@@ -4,12 +4,19 @@
 #ifndef TK_TEST_VARLEN_H
 #define TK_TEST_VARLEN_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "tk/tk.h"
 
 /* Rows [r0, r0 + n) of a packed [T, H, D] array as a new [1, H, n, D]
  * array (malloc'ed; never NULL: a failed allocation fails the test). */
 double *tu_varlen_gather(const double *x, int64_t H, int64_t D, int64_t r0, int64_t n);
 /* The inverse: [1, H, n, D] y into rows [r0, r0 + n) of packed x. */
 void tu_varlen_scatter(double *x, const double *y, int64_t H, int64_t D, int64_t r0, int64_t n);
+/* The longest of the n lengths l, at least 1 (max_seqlen_*). */
+int tu_varlen_longest(const int *l, int n);
+/* n bytes of src in a new device buffer (a failure fails the test). */
+void *tu_varlen_upload(tk_ctx *ctx, const void *src, size_t n);
 
 #endif
