@@ -555,12 +555,14 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_de
                                 c->stages);
     int stages = c->stages ? c->stages : tk_attn_decode_stages(c->head_dim);
     int copies = c->cache == TK_ATTN_CACHE_PAGED ? bkv * kw / (c->chunk ? c->chunk : bkv) : 1;
-    long ring = 2L * stages * bkv * kw * c->head_dim * (long)tk_dtype_size(c->dtype);
-    if (c->part != TK_ATTN_DECODE_MERGE && c->part != TK_ATTN_DECODE_APPEND && ring > 200 * 1024)
+    long ring = tk_attn_decode_ring_bytes(stages, bkv * kw, c->head_dim);
+    if (c->part != TK_ATTN_DECODE_MERGE && c->part != TK_ATTN_DECODE_APPEND &&
+        ring > TK_ATTN_DECODE_RING_MAX)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: %d stages of %d keys at head_dim %d: a %ld KB K/V ring, "
-                                "more than the 200 KB of shared memory a block may take",
-                                fn, stages, bkv * kw, c->head_dim, ring / 1024);
+                                "more than the %d KB of shared memory a block may take",
+                                fn, stages, bkv * kw, c->head_dim, ring / 1024,
+                                TK_ATTN_DECODE_RING_MAX / 1024);
     if (stages * copies > 16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: %d stages of %d page copies each: a ring holds at most 16 "

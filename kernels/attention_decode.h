@@ -27,8 +27,6 @@ typedef struct tk_attn_decode_plan {
     int warps;     /* of the direct / split kernel                          */
     int splits;    /* S key ranges                                          */
     int kw;        /* warps sharing each tile's keys (key_warps)            */
-    int stages;    /* of the K/V ring                                       */
-    int keys;      /* a key tile's                                          */
     int partials;  /* S·kw per tile; 1 runs the direct kernel alone        */
     int64_t T, Rv; /* tiles per kv head, rows of a tile that are queries  */
     size_t bytes;  /* workspace the splits take (0 when S is 1)             */

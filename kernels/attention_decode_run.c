@@ -36,8 +36,8 @@ static bool heads_view_ok(const tk_attention_params *p, const int64_t *st) {
  * Measured (bench/RESULTS.md, 2026-12-03): four 32-key blocks an SM read
  * no faster than two, and the twice as many splits cost their merge (1 x
  * 131072 keys: 186 µs at 32 splits, 227 at 66). */
-static int64_t resident(int sm, int head_dim, int rows, int stages) {
-    int64_t ring = 2LL * stages * rows * head_dim * 2;
+static int64_t resident(int sm, int head_dim, int rows) {
+    int64_t ring = tk_attn_decode_ring_bytes(tk_attn_decode_stages(head_dim), rows, head_dim);
     int64_t per_sm = (227 * 1024) / (ring + 1024);
     if (per_sm > 2) per_sm = 2;
     return (int64_t)sm * (per_sm < 1 ? 1 : per_sm);
@@ -76,7 +76,9 @@ static int key_warps(const tk_attn_decode_plan *pl, int head_dim, int64_t nt, in
     while (kw > 1 && kw * pl->warps > 8) kw /= 2;
     int rows = pl->chunk ? pl->chunk : bkv;
     while (kw > 1 && pl->chunk && stages * (bkv * kw / rows) > 16) kw /= 2;
-    while (kw > 1 && 4LL * stages * bkv * kw * head_dim > 200 * 1024) kw /= 2; /* the ring */
+    while (kw > 1 &&
+           tk_attn_decode_ring_bytes(stages, bkv * kw, head_dim) > TK_ATTN_DECODE_RING_MAX)
+        kw /= 2;
     while (kw > 1 && kw > nt) kw /= 2; /* no warp without a tile */
     return kw < 1 ? 1 : kw;
 }
@@ -84,8 +86,8 @@ static int key_warps(const tk_attn_decode_plan *pl, int head_dim, int64_t nt, in
 /* The ranges S for kw warps a tile: enough blocks to fill a wave, each a
  * range of at least MIN_SPLIT_KEYS keys and one trip (kw tiles). */
 static int64_t chosen_splits(const tk_attention_params *p, int64_t nt, int64_t base, int sm,
-                             int bkv, int kw, int stages) {
-    int64_t r = resident(sm, p->head_dim, bkv * kw, stages);
+                             int bkv, int kw) {
+    int64_t r = resident(sm, p->head_dim, bkv * kw);
     int64_t want = (r + base / 2) / base; /* the nearest whole number of waves */
     int64_t most = nt / (MIN_SPLIT_KEYS / bkv), trips = (nt + kw - 1) / kw;
     if (want > most) want = most;
@@ -128,10 +130,10 @@ tk_status tk_attn_decode_plan_kw(tk_ctx *ctx, const char *fn, const tk_attention
     int kw = key_warps(pl, (int)p->head_dim, nt, bkv, stages, want_kw);
     int64_t S = p->num_splits;
     if (!S) { /* a full GPU without splits: the direct kernel, a warp a tile */
-        bool full = chosen_splits(p, nt, base, sm, bkv, 1, stages) == 1 &&
-                    2 * base >= resident(sm, p->head_dim, bkv, stages);
+        bool full = chosen_splits(p, nt, base, sm, bkv, 1) == 1 &&
+                    2 * base >= resident(sm, p->head_dim, bkv);
         if (full) kw = 1;
-        S = full ? 1 : chosen_splits(p, nt, base, sm, bkv, kw, stages);
+        S = full ? 1 : chosen_splits(p, nt, base, sm, bkv, kw);
     } else if (S == 1) {
         kw = 1; /* asked for no split */
     }
@@ -156,8 +158,6 @@ tk_status tk_attn_decode_plan_kw(tk_ctx *ctx, const char *fn, const tk_attention
     if (fit && !p->workspace) S = 1, kw = 1;
     pl->splits = (int)S;
     pl->kw = kw;
-    pl->stages = stages;
-    pl->keys = bkv;
     pl->partials = (int)S * kw;
     pl->bytes = pl->partials > 1 ? split_bytes(p, pl, pl->partials) : 0;
     return TK_OK;
@@ -263,8 +263,6 @@ tk_attention_decode_config tk_attn_decode_config(const tk_attention_params *p,
     c.cache = merge ? 0 : tk_attn_decode_cache(p);
     c.chunk = merge || append ? 0 : pl->chunk;
     c.key_warps = part == TK_ATTN_DECODE_SPLIT ? pl->kw : 1;
-    c.stages = merge || append ? 0 : pl->stages;
-    c.keys = merge || append ? 0 : pl->keys;
     return c;
 }
 

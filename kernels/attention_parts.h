@@ -100,6 +100,12 @@ tk_status tk_attn_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_
 
 /* The decoding kernels' default ring depth (attention_decode.c). */
 int tk_attn_decode_stages(int head_dim);
+/* Bytes of a decoding kernel's K/V ring: `stages` stages of `rows` keys of
+ * head_dim 2-byte values, K and V; at most TK_ATTN_DECODE_RING_MAX. */
+#define TK_ATTN_DECODE_RING_MAX (200 * 1024)
+static inline long tk_attn_decode_ring_bytes(int stages, int rows, int head_dim) {
+    return 2L * stages * rows * head_dim * 2;
+}
 /* ... and its key tile's rows. */
 int tk_attn_decode_keys(int head_dim);
 
