@@ -103,6 +103,11 @@ static void geometry_l(dec *a, tk_value *L) {
     a->T = q ? a->G : tk_mul(k, a->Nq, a->U);
 }
 
+/* Stage i of a shared buffer of n stages (a one-stage buffer has none). */
+static tk_value *stage(tk_kernel *k, tk_value *sh, int n, tk_value *i) {
+    return n == 1 ? sh : tk_stage(k, sh, i);
+}
+
 static dtile tile_at(const dec *a, tk_value *t) {
     tk_kernel *k = a->k;
     dtile d;
@@ -265,6 +270,57 @@ static tk_value *key_end(dec *a, tk_value *grp, tk_value *Nkv, tk_value *diag) {
     return tk_max(k, tk_min(k, e, Nkv), i32c(k, 0));
 }
 
+/* Q of each of the block's W query tiles (tile grp·W + u) into stage u of
+ * sQ: the copy engine reads a tile that crosses the view's rows (a group of
+ * 4 heads in a 16-row tile) as one copy, zeros past them, where loads into
+ * registers would take the element-by-element masked path (bench/RESULTS.md,
+ * 2026-12-04: a quarter of the split kernel's time at 1 x 1024 keys). */
+static void copy_q(dec *a, tk_value *sQ, tk_value *Q, tk_value *grp) {
+    tk_kernel *k = a->k;
+    for (int u = 0; u < a->W; u++) {
+        dtile du = tile_at(a, tk_add(k, tk_mul(k, grp, i32c(k, a->W)), i32c(k, u)));
+        tk_value *idx[4] = {a->b, du.x, du.row0, i32c(k, 0)};
+        tk_copy_to_shared(k, stage(k, sQ, a->W, i32c(k, u)), Q, idx, 0.0f, TK_COPY_TMA);
+    }
+    tk_async_commit(k);
+}
+
+/* The warp's O tile (slices o) from registers: partial s of the split
+ * kernel's workspace, or the output's rows. */
+static void store_o(dec *a, tk_value *O, tk_value *const *o, const dtile *d, tk_value *s,
+                    bool split) {
+    tk_kernel *k = a->k;
+    for (int i = 0; i < a->ND; i++) {
+        tk_value *c = i32c(k, 16 * i);
+        tk_value *ip[4] = {d->p, s, i32c(k, 0), c}, *io[4] = {a->b, d->x, d->row0, c};
+        tk_store_n(k, O, 4, split ? ip : io, o[i]);
+    }
+}
+
+/* The same through shared memory: every warp's tile into its stage of sO,
+ * then one copy a warp's tile (by the copy engine on sm_90: the edges of
+ * the view clipped, one instruction). Stores from registers would branch
+ * around two masked paths a slice, cold code that cost the split kernel a
+ * fetch stall per slice (ncu, 2026-12-04). Warp u = t·KW + kw writes the
+ * partial s·KW + kw of tile grp·W + t. */
+static void store_o_staged(dec *a, tk_value *O, tk_value *sO, tk_value *const *o, tk_value *grp,
+                           tk_value *s, bool split) {
+    tk_kernel *k = a->k;
+    tk_barrier(k); /* every warp has left sO, which may be Q's */
+    for (int i = 0; i < a->ND; i++) {
+        tk_value *at[2] = {i32c(k, 0), i32c(k, 16 * i)};
+        tk_store(k, stage(k, sO, a->W * a->KW, tk_warp_id(k)), at, o[i]);
+    }
+    tk_barrier(k);
+    for (int u = 0; u < a->W * a->KW; u++) {
+        dtile du = tile_at(a, tk_add(k, tk_mul(k, grp, i32c(k, a->W)), i32c(k, u / a->KW)));
+        tk_value *su = tk_add(k, tk_mul(k, s, i32c(k, a->KW)), i32c(k, u % a->KW));
+        tk_value *ip[4] = {du.p, su, i32c(k, 0), i32c(k, 0)};
+        tk_value *io[4] = {a->b, du.x, du.row0, i32c(k, 0)};
+        tk_copy_to_global_n(k, O, 4, split ? ip : io, stage(k, sO, a->W * a->KW, i32c(k, u)));
+    }
+}
+
 static void build_decode(dec *a, bool split) {
     tk_kernel *k = a->k;
     const int ND = a->ND, BKV = a->BKV, NS = a->NS;
@@ -318,21 +374,34 @@ static void build_decode(dec *a, bool split) {
     tk_value *jend = tk_ceil_div(k, key_end(a, grp, Nkv, diag), i32c(k, a->BR));
     tk_value *n = tk_max(k, tk_sub(k, tk_min(k, tk_add(k, j0, c), jend), j0), i32c(k, 0));
 
-    tk_value *q[MAX_ND];
-    tk_type q_t = tk_tile_type(dt, ROWS, 16, TK_WARP, TK_ROW);
-    for (int i = 0; i < ND; i++) {
-        tk_value *idx[4] = {a->b, d.x, d.row0, i32c(k, 16 * i)};
-        q[i] = tk_load(k, q_t, Q, idx, 0.0f);
-    }
     tk_value *sK = tk_shared(k, dt, a->CH, a->D, TK_SMEM_SWIZZLE, NS * a->NC);
     tk_value *sV = tk_shared(k, dt, a->CH, a->D, TK_SMEM_SWIZZLE, NS * a->NC);
+    tk_value *sQ = tk_shared(k, dt, ROWS, a->D, TK_SMEM_SWIZZLE, a->W);
+    /* O's tiles: the direct kernel's (its dtype, a warp a tile) take Q's
+     * place, keeping its shared memory (four blocks an SM at D 128); the
+     * partials (f32) get their own where they fit */
+    tk_value *sO = sQ;
+    long ring = tk_attn_decode_ring_bytes(NS, a->BR, a->D);
+    if (split)
+        sO = tk_attn_decode_o_staged(ring, a->W, a->KW, a->D)
+                 ? tk_shared(k, TK_F32, ROWS, a->D, TK_SMEM_SWIZZLE, a->W * a->KW)
+                 : NULL;
     tk_value *scale2 = tk_attn_scale2(k, scale);
 
+    copy_q(a, sQ, Q, grp); /* group 0 */
     for (int p = 0; p < NS - 1; p++) {
         tk_if_begin(k, tk_lt(k, i32c(k, p), n));
         copy_kv(a, sK, sV, K, V, i32c(k, p), tk_add(k, j0, i32c(k, p)));
         tk_if_end(k, 0, NULL, NULL);
         tk_async_commit(k);
+    }
+    tk_async_wait(k, NS - 1); /* Q landed */
+    tk_barrier(k);            /* every thread's share of it, without the engine */
+    tk_value *q[MAX_ND];
+    tk_type q_t = tk_tile_type(dt, ROWS, 16, TK_WARP, TK_ROW);
+    for (int i = 0; i < ND; i++) {
+        tk_value *idx[2] = {i32c(k, 0), i32c(k, 16 * i)};
+        q[i] = tk_load(k, q_t, stage(k, sQ, a->W, tw), idx, 0.0f);
     }
 
     tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
@@ -365,19 +434,19 @@ static void build_decode(dec *a, bool split) {
     tk_async_wait(k, 0); /* the copies a short range committed empty */
 
     tk_value *inv_l = tk_attn_inv_l(k, fin[1]), *lse = tk_attn_lse(k, fin[0], fin[1]);
-    if (a->KW > 1) s = tk_add(k, tk_mul(k, s, i32c(k, a->KW)), a->kw); /* the warp's partial */
+    tk_value *o[MAX_ND];
     for (int i = 0; i < ND; i++) {
-        tk_value *o = tk_mul(k, fin[2 + i], inv_l);
-        if (split) {
-            tk_value *idx[4] = {d.p, s, i32c(k, 0), i32c(k, 16 * i)};
-            tk_store(k, O, idx, o);
-        } else {
-            tk_value *idx[4] = {a->b, d.x, d.row0, i32c(k, 16 * i)};
-            tk_store(k, O, idx, tk_cvt(k, o, dt));
-        }
+        o[i] = tk_mul(k, fin[2 + i], inv_l);
+        if (!split) o[i] = tk_cvt(k, o[i], dt);
     }
+    tk_value *sw = s; /* the warp's partial */
+    if (a->KW > 1) sw = tk_add(k, tk_mul(k, s, i32c(k, a->KW)), a->kw);
+    if (sO)
+        store_o_staged(a, O, sO, o, grp, s, split);
+    else
+        store_o(a, O, o, &d, sw, split);
     if (split) {
-        tk_value *idx[3] = {d.p, s, i32c(k, 0)};
+        tk_value *idx[3] = {d.p, sw, i32c(k, 0)};
         tk_store(k, L, idx, lse);
     } else {
         tk_store(k, L, d.l, lse);
@@ -563,6 +632,14 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_attention_de
                                 "more than the %d KB of shared memory a block may take",
                                 fn, stages, bkv * kw, c->head_dim, ring / 1024,
                                 TK_ATTN_DECODE_RING_MAX / 1024);
+    long q = tk_attn_decode_q_bytes(w, c->head_dim);
+    if (c->part != TK_ATTN_DECODE_MERGE && c->part != TK_ATTN_DECODE_APPEND &&
+        ring + q > TK_ATTN_DECODE_SMEM_MAX)
+        return tk_ctx_set_error(
+            ctx, TK_ERR_INVALID_ARG,
+            "%s: a %ld KB K/V ring and %d warps' %ld KB of queries at "
+            "head_dim %d: more than the %d KB of shared memory a block may take",
+            fn, ring / 1024, w, q / 1024, c->head_dim, TK_ATTN_DECODE_SMEM_MAX / 1024);
     if (stages * copies > 16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: %d stages of %d page copies each: a ring holds at most 16 "

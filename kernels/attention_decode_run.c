@@ -58,10 +58,11 @@ static size_t split_bytes(const tk_attention_params *p, const tk_attn_decode_pla
 
 #define MAX_SPLITS 4096
 /* The fewest keys a chosen split gets (measured: bench/bench_decode.py
- * DECODE_SWEEP=1, bench/RESULTS.md 2026-12-04: with the four-warp merge,
- * 1 x 8192 keys ran best at 32 ranges of 256 keys, 8/1 heads at 64 of 128;
- * below that a block's fixed start outweighs its share). */
-#define MIN_SPLIT_KEYS 128
+ * DECODE_SWEEP=1, bench/RESULTS.md 2026-12-04: with Q and O through shared
+ * memory, 1 x 1024 keys ran best at 16 ranges of 64 keys, 1 x 8192 at 32
+ * of 256, 8/1 heads at 64 of 128; past the wave more ranges only add
+ * blocks' fixed starts and the merge's work). */
+#define MIN_SPLIT_KEYS 64
 
 /* Warps that share a tile's keys when the keys are split (up to `want`,
  * 8 warps in all), as far as the ring (200 KB; a paged one's 16 stages)

@@ -108,5 +108,24 @@ static inline long tk_attn_decode_ring_bytes(int stages, int rows, int head_dim)
 }
 /* ... and its key tile's rows. */
 int tk_attn_decode_keys(int head_dim);
+/* The most shared memory a decoding block takes: its ring, its query tiles'
+ * Q and, where they fit too, its warps' O tiles (227 KB a block, less the
+ * ring's barriers). */
+#define TK_ATTN_DECODE_SMEM_MAX (226 * 1024)
+/* Bytes of a block's Q tiles (16 rows of head_dim 2-byte values each, a
+ * tile a query-tile warp) and of its O tiles (f32, a tile a warp: the
+ * partials' type, at least the output's). */
+static inline long tk_attn_decode_q_bytes(int warps, int head_dim) {
+    return 16L * head_dim * 2 * warps;
+}
+static inline long tk_attn_decode_o_bytes(int warps, int key_warps, int head_dim) {
+    return 16L * head_dim * 4 * warps * key_warps;
+}
+/* Whether a block of that ring stages its O tiles in shared memory. */
+static inline bool tk_attn_decode_o_staged(long ring, int warps, int key_warps, int head_dim) {
+    return ring + tk_attn_decode_q_bytes(warps, head_dim) +
+               tk_attn_decode_o_bytes(warps, key_warps, head_dim) <=
+           TK_ATTN_DECODE_SMEM_MAX;
+}
 
 #endif
