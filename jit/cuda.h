@@ -40,6 +40,7 @@ typedef CUresult (*tk_cuOccupancyMaxActiveBlocksPerMultiprocessor_fn)(int *, CUf
                                                                       size_t);
 typedef CUresult (*tk_cuLaunchKernel_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                          unsigned, unsigned, unsigned, CUstream, void **, void **);
+typedef CUresult (*tk_cuLaunchKernelEx_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
 typedef CUresult (*tk_cuGetErrorString_fn)(CUresult, const char **);
 typedef CUresult (*tk_cuTensorMapEncodeTiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t,
                                                  void *, const cuuint64_t *, const cuuint64_t *,
@@ -85,6 +86,7 @@ typedef struct tk_cuda {
     tk_cuFuncSetAttribute_fn cuFuncSetAttribute;
     tk_cuOccupancyMaxActiveBlocksPerMultiprocessor_fn cuOccupancyMaxActiveBlocksPerMultiprocessor;
     tk_cuLaunchKernel_fn cuLaunchKernel;
+    tk_cuLaunchKernelEx_fn cuLaunchKernelEx;
     tk_cuGetErrorString_fn cuGetErrorString;
     tk_cuTensorMapEncodeTiled_fn cuTensorMapEncodeTiled;
 } tk_cuda;

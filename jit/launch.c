@@ -142,6 +142,33 @@ static int tk_pack_maps(tk_program *p, const tk_arg *args, CUtensorMap *maps, ui
     return n;
 }
 
+/* The launch itself. A kernel that waits on the grids before it
+ * (tk_grid_wait) may start before they end: programmatic stream
+ * serialization, which only such a kernel may be given. */
+static tk_status tk_launch_grid(tk_program *p, const int64_t g[3], CUstream stream, void **ptrs,
+                                tk_diag *dg) {
+    const tk_cuda *cu = p->cu;
+    if (!p->plan.griddep)
+        return tk_cuda_check(cu,
+                             cu->cuLaunchKernel(p->fn, (unsigned)g[0], (unsigned)g[1],
+                                                (unsigned)g[2], (unsigned)p->plan.threads, 1, 1,
+                                                (unsigned)p->plan.smem, stream, ptrs, NULL),
+                             "cuLaunchKernel", dg);
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = (unsigned)g[0], cfg.gridDimY = (unsigned)g[1], cfg.gridDimZ = (unsigned)g[2];
+    cfg.blockDimX = (unsigned)p->plan.threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = (unsigned)p->plan.smem;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return tk_cuda_check(cu, cu->cuLaunchKernelEx(&cfg, p->fn, ptrs, NULL), "cuLaunchKernelEx", dg);
+}
+
 tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream) {
     tk_diag dg = {0};
     int64_t g[3];
@@ -158,13 +185,7 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream) 
     CUtensorMap maps[TK_TMA_MAX_MAPS];
     uint32_t flags;
     tk_pack_maps(p, args, maps, &flags, ptrs, tk_pack(p, args, slot, ptrs));
-    const tk_cuda *cu = p->cu;
-    s = tk_cuda_enter(cu, &dg);
-    if (s == TK_OK)
-        s = tk_cuda_check(cu,
-                          cu->cuLaunchKernel(p->fn, (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
-                                             (unsigned)p->plan.threads, 1, 1,
-                                             (unsigned)p->plan.smem, (CUstream)stream, ptrs, NULL),
-                          "cuLaunchKernel", &dg);
+    s = tk_cuda_enter(p->cu, &dg);
+    if (s == TK_OK) s = tk_launch_grid(p, g, (CUstream)stream, ptrs, &dg);
     return s == TK_OK ? TK_OK : tk_ctx_report(p->ctx, "tk_launch: ", &dg);
 }

@@ -268,6 +268,7 @@ static bool is_async_copy(const tk_op *op) {
 /* The ops the producer must run no matter what they compute. */
 static bool is_root(const tk_plan *plan, const tk_op *op) {
     return op->opc == TK_OP_ASYNC_COMMIT || op->opc == TK_OP_BARRIER ||
+           op->opc == TK_OP_GRID_WAIT || op->opc == TK_OP_GRID_RELEASE ||
            (is_async_copy(op) && tk_plan_copy_map(plan, op) >= 0);
 }
 
@@ -331,7 +332,9 @@ static bool runnable(const tk_kernel *k, const tk_plan *plan, const tk_ws_slice 
     case TK_OP_STAGE:
     case TK_OP_DIM:
     case TK_OP_ASYNC_COMMIT:
-    case TK_OP_BARRIER: return true;
+    case TK_OP_BARRIER:
+    case TK_OP_GRID_WAIT:
+    case TK_OP_GRID_RELEASE: return true;
     case TK_OP_COPY_G2S: return is_root(plan, op);
     case TK_OP_NARROW: return uniform_scalar(op->opnds[1]) && uniform_scalar(op->opnds[2]);
     case TK_OP_LOAD_G2R: { /* one element (a sequence's offset) of a tensor nobody writes */
@@ -503,6 +506,16 @@ static void plan_producer(const tk_kernel *k, tk_plan *plan) {
     plan->consumer_regs = consumer_regs(k->warps);
 }
 
+/* Whether region r (or one nested in it) holds an op `opc`. */
+static bool has_op(const tk_region *r, tk_opcode opc) {
+    TK_FOREACH_OP(r, op) {
+        if (op->opc == opc) return true;
+        for (int i = 0; i < 2; i++)
+            if (op->regions[i] && has_op(op->regions[i], opc)) return true;
+    }
+    return false;
+}
+
 /* ---- The plan ------------------------------------------------------------------ */
 void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     memset(plan, 0, sizeof *plan);
@@ -523,6 +536,7 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     plan->smem_extra = smem_extra(plan);
     plan->smem = k->smem_bytes + plan->smem_extra;
     plan->ring_offset = (k->smem_bytes + 7) & ~(size_t)7;
+    plan->griddep = tgt && tgt->griddep && has_op(k->body, TK_OP_GRID_WAIT);
 }
 
 /* ---- The public query ------------------------------------------------------------ */

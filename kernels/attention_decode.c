@@ -395,8 +395,9 @@ static void build_decode(dec *a, bool split) {
         tk_if_end(k, 0, NULL, NULL);
         tk_async_commit(k);
     }
-    tk_async_wait(k, NS - 1); /* Q landed */
-    tk_barrier(k);            /* every thread's share of it, without the engine */
+    if (split) tk_grid_release(k); /* the merge may take free SMs from here */
+    tk_async_wait(k, NS - 1);      /* Q landed */
+    tk_barrier(k);                 /* every thread's share of it, without the engine */
     tk_value *q[MAX_ND];
     tk_type q_t = tk_tile_type(dt, ROWS, 16, TK_WARP, TK_ROW);
     for (int i = 0; i < ND; i++) {
@@ -495,6 +496,7 @@ static void build_merge(dec *a) {
     tk_value *c0 = tk_mul(k, slice, i32c(k, MERGE_COLS));
     dtile d = tile_at(a, tk_div(k, bx, i32c(k, NCOL)));
     tk_value *S = dim32(k, Op, 1), *wid = tk_warp_id(k);
+    tk_grid_wait(k); /* the split kernel wrote the partials */
 
     tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, ROWS, MERGE_COLS, TK_WARP, TK_ROW);

@@ -241,7 +241,9 @@ tk_status tk_rule_memory(tk_kernel *k, tk_op *op) {
                              (long long)op->attr[0]);
         return TK_OK;
     case TK_OP_ASYNC_COMMIT:
-    case TK_OP_BARRIER: return TK_OK;
+    case TK_OP_BARRIER:
+    case TK_OP_GRID_WAIT:
+    case TK_OP_GRID_RELEASE: return TK_OK;
     default: return tk_opfail(k, op, TK_ERR_INVALID_ARG, "not a memory op");
     }
 }
@@ -386,3 +388,5 @@ void tk_async_wait(tk_kernel *k, int pending) {
     tk_build_op_attr(k, TK_OP_ASYNC_WAIT, 0, NULL, pending, 0, 0.0);
 }
 void tk_barrier(tk_kernel *k) { tk_build_op(k, TK_OP_BARRIER, 0, NULL); }
+void tk_grid_wait(tk_kernel *k) { tk_build_op(k, TK_OP_GRID_WAIT, 0, NULL); }
+void tk_grid_release(tk_kernel *k) { tk_build_op(k, TK_OP_GRID_RELEASE, 0, NULL); }

@@ -371,6 +371,8 @@ tk_status tk_interp_memory(tk_interp *I, const tk_op *op) {
     case TK_OP_BARRIER: /* lockstep execution (ops/interp.c): only the race checker cares */
         if (I->race) tk_race_barrier(I);
         return TK_OK;
+    case TK_OP_GRID_WAIT: /* one kernel at a time: the ones before have ended */
+    case TK_OP_GRID_RELEASE: return TK_OK;
     default: return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME, "not a memory op");
     }
 }

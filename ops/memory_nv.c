@@ -541,6 +541,17 @@ static tk_status lower_r2s(tk_lower *L, const tk_op *op) {
     return L->dg->st;
 }
 
+/* griddepcontrol (sm_90+). Elsewhere a kernel starts after the one before
+ * it has ended (tk_launch launches it so), and both are no-ops. */
+static tk_status lower_grid(tk_lower *L, const tk_op *op) {
+    if (L->tgt->griddep)
+        tk_lw_intrin(L,
+                     op->opc == TK_OP_GRID_WAIT ? "llvm.nvvm.griddepcontrol.wait"
+                                                : "llvm.nvvm.griddepcontrol.launch.dependents",
+                     NULL, 0, NULL, 0);
+    return L->dg->st;
+}
+
 tk_status tk_lower_memory(tk_lower *L, const tk_op *op) {
     switch (op->opc) {
     case TK_OP_SHARED: return lower_shared(L, op);
@@ -555,6 +566,8 @@ tk_status tk_lower_memory(tk_lower *L, const tk_op *op) {
     case TK_OP_ASYNC_COMMIT:
     case TK_OP_ASYNC_WAIT:
     case TK_OP_BARRIER: return lower_sync(L, op);
+    case TK_OP_GRID_WAIT:
+    case TK_OP_GRID_RELEASE: return lower_grid(L, op);
     default: return tk_lw_fail(L, TK_ERR_LLVM, "not a memory op");
     }
 }

@@ -1,6 +1,7 @@
 /* CUDA graphs (issue 15): once prepared, tk_gemm and tk_attention_forward
- * can be captured into a graph, and the graph replayed on new inputs gives
- * the bits a direct call gives. Capture runs in the driver's global mode, in
+ * (also a split decoding call, whose merge kernel is launched to start early:
+ * a programmatic edge in the graph) can be captured into a graph, and the
+ * graph replayed on new inputs gives the bits a direct call gives. Capture runs in the driver's global mode, in
  * which a synchronization, allocation or module load made by any thread
  * during the capture fails the call: the library's launch path must make
  * none. The graph calls come from the driver itself (dlopen, as the
@@ -9,6 +10,7 @@
 #include <check.h>
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,12 +60,14 @@ static void upload_random(tk_ctx *ctx, void *dst, int64_t n) {
     free(h);
 }
 
-/* The outputs of one round: C of the GEMM, O and L of the attention. */
-enum { OUT_C, OUT_O, OUT_L, NOUT };
+/* The outputs of one round: C of the GEMM, O and L of the attention and of
+ * the decoding call. */
+enum { OUT_C, OUT_O, OUT_L, OUT_DO, OUT_DL, NOUT };
 
 typedef struct problem {
     tk_gemm_params g;
-    tk_attention_params a;
+    tk_attention_params a, dec;
+    void *ws;           /* the decoding call's partials */
     void *in[5];        /* A, B, Q, K, V */
     int64_t in_n[5];    /* elements */
     void *out[2][NOUT]; /* [graph, direct] */
@@ -88,7 +92,8 @@ static void problem_make(tk_ctx *ctx, problem *p, const tk_gemm_config *cfg) {
         p->in_n[i] = ins[i];
         p->in[i] = gpu_buf(ctx, (size_t)ins[i] * 2);
     }
-    size_t outs[NOUT] = {(size_t)(m * n * 2), (size_t)qn * 2, (size_t)(B * H * N * 4)};
+    size_t outs[NOUT] = {(size_t)(m * n * 2), (size_t)qn * 2, (size_t)(B * H * N * 4),
+                         (size_t)(32 * D * 2), 32 * 4};
     for (int r = 0; r < 2; r++)
         for (int o = 0; o < NOUT; o++) {
             p->out_bytes[o] = outs[o];
@@ -111,10 +116,19 @@ static void problem_make(tk_ctx *ctx, problem *p, const tk_gemm_config *cfg) {
                                  .q = p->in[2],
                                  .k = p->in[3],
                                  .v = p->in[4]};
+    /* decoding: one query of 32 heads against the same K and V seen as 8 kv
+     * heads of 333 keys, in 4 key ranges (split kernel, then the merge) */
+    p->dec = p->a;
+    p->dec.batch = 1, p->dec.heads_q = 32, p->dec.heads_kv = 8, p->dec.seq_q = 1;
+    p->dec.causal = 0, p->dec.num_splits = 4;
+    p->dec.o = p->out[0][OUT_DO], p->dec.lse = p->out[0][OUT_DL];
+    ck_assert_int_eq(tk_attention_forward_workspace(ctx, &p->dec, &p->dec.workspace_bytes), TK_OK);
+    p->ws = p->dec.workspace = gpu_buf(ctx, p->dec.workspace_bytes);
 }
 
 static void problem_free(tk_ctx *ctx, problem *p) {
     for (int i = 0; i < 5; i++) tk_gpu_free(ctx, p->in[i]);
+    tk_gpu_free(ctx, p->ws);
     for (int r = 0; r < 2; r++)
         for (int o = 0; o < NOUT; o++) tk_gpu_free(ctx, p->out[r][o]);
 }
@@ -126,6 +140,8 @@ static void aim(tk_ctx *ctx, problem *p, int r) {
     p->g.c = p->out[r][OUT_C];
     p->a.o = p->out[r][OUT_O];
     p->a.lse = p->out[r][OUT_L];
+    p->dec.o = p->out[r][OUT_DO];
+    p->dec.lse = p->out[r][OUT_DL];
 }
 
 /* Elements of `size` bytes still all 0xFF (the poison). */
@@ -141,7 +157,8 @@ static size_t poisoned(const unsigned char *h, size_t bytes, size_t size) {
 
 static tk_status calls(tk_ctx *ctx, problem *p, CUstream s) {
     tk_status st = tk_gemm(ctx, &p->g, s);
-    return st ? st : tk_attention_forward(ctx, &p->a, s);
+    if (!st) st = tk_attention_forward(ctx, &p->a, s);
+    return st ? st : tk_attention_forward(ctx, &p->dec, s);
 }
 
 START_TEST(graph_replays_on_new_inputs) {
@@ -166,6 +183,7 @@ START_TEST(graph_replays_on_new_inputs) {
     /* prepare: compile and load outside the capture */
     ck_assert_msg(tk_gemm_prepare(ctx, &p.g, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_msg(tk_attention_prepare(ctx, &p.a, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(tk_attention_prepare(ctx, &p.dec, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
     for (int i = 0; i < 5; i++) upload_random(ctx, p.in[i], p.in_n[i]);
     CUgraph graph;
     ck_assert_int_eq(d.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
@@ -192,12 +210,14 @@ START_TEST(graph_replays_on_new_inputs) {
             ck_assert_msg(memcmp(h[0], h[1], p.out_bytes[o]) == 0,
                           "round %d: output %d of the graph differs from the direct call", round,
                           o);
-            ck_assert_msg(poisoned(h[0], p.out_bytes[o], o == OUT_L ? 4 : 2) == 0,
+            bool f32 = o == OUT_L || o == OUT_DL;
+            ck_assert_msg(poisoned(h[0], p.out_bytes[o], f32 ? 4 : 2) == 0,
                           "round %d: output %d has elements nobody wrote", round, o);
             free(h[0]);
             free(h[1]);
         }
-        printf("graph round %d: C, O and L bit-identical to direct calls\n", round);
+        printf("graph round %d: C, O and L, decoding O and L bit-identical to direct calls\n",
+               round);
     }
     d.exec_destroy(exec);
     d.graph_destroy(graph);

@@ -71,6 +71,76 @@ START_TEST(target_caps_and_plans) {
 }
 END_TEST
 
+/* The launch order (tk_grid_wait, tk_grid_release): griddepcontrol where
+ * the target has it, nothing elsewhere; the plan asks for the early launch
+ * only of a kernel that waits, also when the wait is in a branch or a
+ * loop, and a producer warpgroup waits as its consumers do. */
+static tk_kernel *grid_kernel(tk_ctx *ctx, int warps, bool wait, bool nested, bool release) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_grid", warps, &k);
+    tk_value *A = tk_param_tensor(k, "A", TK_BF16, 2), *O = tk_param_tensor(k, "O", TK_BF16, 2);
+    tk_value *at[2] = {c32(k, 0), c32(k, 0)};
+    if (release) tk_grid_release(k);
+    if (nested) tk_if_begin(k, tk_lt(k, tk_dim(k, A, 0), c64(k, 100)));
+    if (wait) tk_grid_wait(k);
+    if (nested) tk_if_end(k, 0, NULL, NULL);
+    tk_value *sm = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_copy_to_shared(k, sm, A, at, 0.0f, TK_COPY_TMA);
+    tk_async_commit(k);
+    tk_async_wait(k, 0);
+    tk_barrier(k);
+    tk_type t = tk_tile_type(TK_BF16, 16, 16, TK_WARP, TK_ROW);
+    tk_store(k, O, at, tk_load(k, t, sm, at, 0.0f));
+    return finish(k);
+}
+
+/* How often `text` occurs in k's PTX for arch. */
+static int ptx_count(tk_kernel *k, const char *arch, const char *text) {
+    char *ptx = NULL;
+    tk_diag dg = {0};
+    ck_assert_msg(tk_lower_ptx(k, arch, &ptx, &dg) == TK_OK, "%s", dg.msg);
+    int n = 0;
+    for (const char *p = ptx; (p = strstr(p, text)); p++) n++;
+    free(ptx);
+    return n;
+}
+
+START_TEST(launch_order) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    static const struct {
+        int warps;
+        bool wait, nested, release;
+    } cases[] = {
+        {4, true, false, false}, {4, true, true, false},  {4, false, false, true},
+        {4, true, false, true},  {8, true, false, false}, /* a producer on sm_90a */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tk_kernel *k =
+            grid_kernel(ctx, cases[i].warps, cases[i].wait, cases[i].nested, cases[i].release);
+        ck_assert_msg(tk_kernel_error(k)[0] == 0, "%s", tk_kernel_error(k));
+        static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+        for (int a = 0; a < 3; a++) {
+            tk_plan pl;
+            tk_plan_make(k, tk_target_find(archs[a]), &pl);
+            bool hopper = a > 0;
+            ck_assert_msg(pl.griddep == (hopper && cases[i].wait), "case %zu %s", i, archs[a]);
+            int waits = ptx_count(k, archs[a], "griddepcontrol.wait;");
+            ck_assert_int_eq(waits > 0, hopper && cases[i].wait);
+            ck_assert_int_eq(ptx_count(k, archs[a], "griddepcontrol.launch_dependents;") > 0,
+                             hopper && cases[i].release);
+            if (a == 2 && cases[i].warps == 8) { /* the producer's code waits too */
+                ck_assert_int_gt(pl.producer_warps, 0);
+                ck_assert_int_eq(waits, 2);
+            }
+        }
+        tu_check_lowers(k);
+        tk_kernel_destroy(k);
+    }
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* What one_copy adds beside its copy. */
 enum {
     PLAIN_COPY,
@@ -368,6 +438,7 @@ int main(void) {
     tcase_add_test(tc, target_caps_and_plans);
     tcase_add_test(tc, tma_plan);
     tcase_add_test(tc, narrow_on_the_engine);
+    tcase_add_test(tc, launch_order);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -448,6 +448,25 @@ TK_API void tk_async_commit(tk_kernel *k);
 TK_API void tk_async_wait(tk_kernel *k, int pending);
 TK_API void tk_barrier(tk_kernel *k);
 
+/* ---- Launch order ------------------------------------------------------- */
+/* A kernel that calls tk_grid_wait may start before the kernels launched
+ * before it in the stream have ended (on sm_90+: programmatic dependent
+ * launch; tk_launch asks for it), and each thread that reaches the wait
+ * waits there until they have ended and their writes are visible. So what
+ * comes before the wait (index arithmetic, zeroing, loads of tensors nobody
+ * before it writes) overlaps the previous kernel's end and the launch gap;
+ * it must not read what those kernels write, nor write what they read: the
+ * interpreter, one kernel at a time, cannot tell. Reach it in every thread
+ * that touches such memory. Elsewhere a kernel starts after the one before
+ * it has ended and the wait does nothing. */
+TK_API void tk_grid_wait(tk_kernel *k);
+/* Lets the kernel launched after this one (if it waits with tk_grid_wait)
+ * start once every block of this grid has called it or ended: its blocks
+ * then take free SMs while this grid's run. Its wait still waits for this
+ * grid's end; calling it early costs only the resources the next grid
+ * takes. A no-op where tk_grid_wait is one. */
+TK_API void tk_grid_release(tk_kernel *k);
+
 /* ---- Control flow ------------------------------------------------------- */
 /* for (iv = lo; iv < hi; iv += step) with `n` loop-carried values.
  * Returns iv; carried[i] receives the in-loop handle of init[i]. */

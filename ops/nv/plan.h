@@ -87,6 +87,10 @@ typedef struct tk_plan {
     size_t smem;               /* all of it: tiles + extra                       */
     size_t ring_offset;        /* of the group ring from the aligned base; the
                               release rings of a producer follow it          */
+    /* The launch. */
+    bool griddep; /* the kernel waits on the grids before it (GRID_WAIT, on a
+                     target with griddepcontrol): tk_launch lets it start
+                     before they end (programmatic stream serialization) */
 } tk_plan;
 
 /* The map COPY_G2S `copy` is issued through, -1 if it takes cp.async. */

@@ -21,6 +21,7 @@ typedef struct tk_target {
     bool tma;             /* the copy engine: cp.async.bulk.tensor, mbarrier tx    */
     bool wgmma;           /* wgmma.mma_async (arch-specific sm_90a)                */
     bool setmaxnreg;      /* setmaxnreg.inc/dec (arch-specific sm_90a)             */
+    bool griddep;         /* griddepcontrol: programmatic dependent launch (sm_90+) */
     int32_t smem_max;     /* dynamic shared memory per block, opt-in maximum (bytes) */
 } tk_target;
 
