@@ -19,8 +19,9 @@
  * tile is SWIZZLE with rows of 32, 64 or 128 bytes or a multiple of 128
  * bytes (ops/nv/mem.c: those layouts are the engine's 32/64/128-byte
  * swizzles, wide rows cut into 128-byte column blocks), at most 256 rows, at
- * a 1024-byte aligned offset with 1024-byte stages (offsets follow
- * allocation order, 128-byte aligned: allocate such tiles first, or pad).
+ * a 1024-byte aligned offset and, in a ring, with 1024-byte stages (offsets
+ * follow allocation order, 128-byte aligned: allocate such tiles first, or
+ * pad).
  * Each (parameter, box) pair is one map, at most TK_TMA_MAX_MAPS, used by
  * at most TK_TMA_MAX_COPIES copy ops (further copies take cp.async; the
  * plan lists the copies so that nobody applies these rules again): the box
@@ -120,7 +121,7 @@ static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, t
         return false;
     size_t esz = tk_dtype_size(st->dtype);
     if (st->rows > 256 || tk_smem_offset(sh) % TK_TMA_ALIGN ||
-        tk_smem_stage_bytes(st) % TK_TMA_ALIGN)
+        (sh->res[0]->type.count > 1 && tk_smem_stage_bytes(st) % TK_TMA_ALIGN))
         return false;
     int sw = tk_smem_swizzle_bytes(st);
     if (!sw) return false;

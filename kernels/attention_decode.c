@@ -496,6 +496,10 @@ static void build_merge(dec *a) {
     tk_value *c0 = tk_mul(k, slice, i32c(k, MERGE_COLS));
     dtile d = tile_at(a, tk_div(k, bx, i32c(k, NCOL)));
     tk_value *S = dim32(k, Op, 1), *wid = tk_warp_id(k);
+    /* O's slice leaves through shared memory: its rows cross the view where
+     * a group has fewer than 16 heads (store_o_staged says why); first, for
+     * the engine's alignment */
+    tk_value *sO = tk_shared(k, a->dt, ROWS, MERGE_COLS, TK_SMEM_SWIZZLE, 1);
     tk_grid_wait(k); /* the split kernel wrote the partials */
 
     tk_type vrow = tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW);
@@ -535,12 +539,14 @@ static void build_merge(dec *a) {
         combine(k, st, tk_row_max(k, v[1]), tk_row_max(k, v[2]), v[0]);
     }
     tk_if_begin(k, tk_eq(k, wid, i32c(k, 0)));
-    tk_value *io[4] = {a->b, d.x, d.row0, c0};
-    tk_store(k, O, io, tk_cvt(k, tk_mul(k, st[2], tk_attn_inv_l(k, st[1])), a->dt));
+    tk_store(k, sO, at, tk_cvt(k, tk_mul(k, st[2], tk_attn_inv_l(k, st[1])), a->dt));
     tk_if_begin(k, tk_eq(k, slice, i32c(k, 0)));             /* one slice writes L */
     tk_store(k, L, d.l, tk_add(k, st[0], tk_log(k, st[1]))); /* log 0 = -inf */
     tk_if_end(k, 0, NULL, NULL);
     tk_if_end(k, 0, NULL, NULL);
+    tk_barrier(k);
+    tk_value *io[4] = {a->b, d.x, d.row0, c0};
+    tk_copy_to_global(k, O, io, sO);
 }
 
 /* The new rows into the cache: block (i, hk, b), one warp, writes row i

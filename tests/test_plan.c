@@ -141,6 +141,36 @@ START_TEST(launch_order) {
 }
 END_TEST
 
+/* A tile smaller than the 1024-byte alignment (16 x 16 bf16, 32-byte
+ * rows: the decoding merge's O slice) takes the engine as a single stage at
+ * an aligned offset; in a ring its second stage would not be aligned. */
+START_TEST(small_tile_on_the_engine) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    for (int count = 1; count <= 2; count++) {
+        tk_kernel *k;
+        tk_kernel_create(ctx, "t_small", 4, &k);
+        tk_value *O = tk_param_tensor(k, "O", TK_BF16, 4);
+        tk_value *sm = tk_shared(k, TK_BF16, 16, 16, TK_SMEM_SWIZZLE, count);
+        tk_value *one = count > 1 ? tk_stage(k, sm, c32(k, 1)) : sm;
+        tk_value *at[2] = {c32(k, 0), c32(k, 0)},
+                 *io[4] = {c32(k, 0), c32(k, 0), c32(k, 0), c32(k, 0)};
+        tk_store(k, one, at, tk_zeros(k, tk_tile_type(TK_BF16, 16, 16, TK_WARP, TK_ROW)));
+        tk_barrier(k);
+        tk_copy_to_global(k, O, io, one);
+        finish(k);
+        ck_assert_msg(tk_kernel_error(k)[0] == 0, "%s", tk_kernel_error(k));
+        tk_plan pl;
+        tk_plan_make(k, tk_target_find("sm_90a"), &pl);
+        ck_assert_int_eq(pl.ncopies, count == 1);
+        ck_assert_int_eq(pl.stores, count == 1);
+        tu_check_lowers(k);
+        tk_kernel_destroy(k);
+    }
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* What one_copy adds beside its copy. */
 enum {
     PLAIN_COPY,
@@ -439,6 +469,7 @@ int main(void) {
     tcase_add_test(tc, tma_plan);
     tcase_add_test(tc, narrow_on_the_engine);
     tcase_add_test(tc, launch_order);
+    tcase_add_test(tc, small_tile_on_the_engine);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

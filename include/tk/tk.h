@@ -395,8 +395,8 @@ TK_API void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *cons
  * copy engine (TMA) when it can (a kernel tensor parameter of rank >= 2, or
  * a tk_narrow of one, for the tiles lying wholly inside the narrowed axes, a
  * SWIZZLE tile of 32, 64, 128 or 128·n-byte rows and at most 256 rows, at a
- * 1024-byte aligned offset with 1024-byte stages (offsets follow allocation
- * order: allocate such tiles first); a tensor the kernel does not write,
+ * 1024-byte aligned offset, with 1024-byte stages in a ring (offsets follow
+ * allocation order: allocate such tiles first); a tensor the kernel does not write,
  * aligned at launch; commits and waits reached by every warp alike), else
  * by cp.async. Either way copies complete with tk_async_commit/wait. On
  * sm_90a a kernel of 8 or more warps (whole warpgroups) whose async copies
