@@ -455,15 +455,19 @@ static void build_decode(dec *a, bool split) {
 }
 
 /* The merge: a block per tile and 16-column slice of O, so a small batch
- * still spreads over many SMs, of MERGE_WARPS warps that share the splits:
- * warp w takes groups of MERGE_UNROLL splits from 8w, every MERGE_WARPS-th
- * group, the group's partials loaded before any is combined so their
- * latencies overlap (a split past S reads L = -inf, O = 0: weight 0).
- * One warp walking all S splits cost ~0.17 µs a split (bench/RESULTS.md,
- * 2026-12-04: 13 µs at 64 splits). */
+ * still spreads over many SMs, of W warps that share the splits: warp w
+ * takes groups of MERGE_UNROLL splits from 8w, every W-th group, the
+ * group's partials loaded before any is combined so their latencies
+ * overlap (a split past S reads L = -inf, O = 0: weight 0). One warp
+ * walking all S splits cost ~0.17 µs a split (bench/RESULTS.md,
+ * 2026-12-04: 13 µs at 64 splits), so more than one group takes
+ * MERGE_WARPS warps; one group (tk_attn_decode_merge_warps) one warp,
+ * without the warps' combine through shared memory. */
 #define MERGE_COLS   16
 #define MERGE_UNROLL 8
 #define MERGE_WARPS  4
+
+int tk_attn_decode_merge_warps(int partials) { return partials <= MERGE_UNROLL ? 1 : MERGE_WARPS; }
 
 /* (m, l, o) combined with (m2, l2, o2), states of the online log-sum-exp
  * (natural log, as the partials' L): m starts at -FLT_MAX, so an empty
@@ -507,7 +511,7 @@ static void build_merge(dec *a) {
     tk_value *init[3], *cur[3], *fin[3];
     tk_attn_state_init(k, vrow, o_t, 1, init);
     tk_value *s0 = tk_for_begin(k, tk_mul(k, wid, i32c(k, MERGE_UNROLL)), S,
-                                i32c(k, MERGE_UNROLL * MERGE_WARPS), 3, init, cur);
+                                i32c(k, MERGE_UNROLL * a->W), 3, init, cur);
     {
         tk_value *ls[MERGE_UNROLL], *os[MERGE_UNROLL];
         for (int u = 0; u < MERGE_UNROLL; u++) {
@@ -520,25 +524,29 @@ static void build_merge(dec *a) {
         for (int u = 0; u < MERGE_UNROLL; u++) combine(k, st, ls[u], NULL, os[u]);
         tk_for_end(k, 3, st, fin);
     }
-    /* stage 3w + i holds warp w's o, m, l (the vectors broadcast along the
-     * tile's rows; a row max reads them back) */
-    tk_value *sh = tk_shared(k, TK_F32, ROWS, MERGE_COLS, TK_SMEM_PLAIN, 3 * MERGE_WARPS);
-    tk_value *at[2] = {i32c(k, 0), i32c(k, 0)}, *zero = tk_zeros(k, o_t);
-    tk_value *mine[3] = {fin[2], tk_add(k, zero, fin[0]), tk_add(k, zero, fin[1])};
-    for (int i = 0; i < 3; i++) {
-        tk_value *stage = tk_add(k, tk_mul(k, wid, i32c(k, 3)), i32c(k, i));
-        tk_store(k, tk_stage(k, sh, stage), at, mine[i]);
+    tk_value *at[2] = {i32c(k, 0), i32c(k, 0)}, *st[3] = {fin[0], fin[1], fin[2]};
+    if (a->W > 1) {
+        /* stage 3w + i holds warp w's o, m, l (the vectors broadcast along
+         * the tile's rows; a row max reads them back) */
+        tk_value *sh = tk_shared(k, TK_F32, ROWS, MERGE_COLS, TK_SMEM_PLAIN, 3 * a->W);
+        tk_value *zero = tk_zeros(k, o_t);
+        tk_value *mine[3] = {fin[2], tk_add(k, zero, fin[0]), tk_add(k, zero, fin[1])};
+        for (int i = 0; i < 3; i++) {
+            tk_value *stage = tk_add(k, tk_mul(k, wid, i32c(k, 3)), i32c(k, i));
+            tk_store(k, tk_stage(k, sh, stage), at, mine[i]);
+        }
+        tk_barrier(k);
+        tk_if_begin(k, tk_eq(k, wid, i32c(k, 0))); /* warp 0 combines and writes */
+        tk_attn_state_init(k, vrow, o_t, 1, st);
+        for (int w = 0; w < a->W; w++) {
+            tk_value *v[3];
+            for (int i = 0; i < 3; i++)
+                v[i] = tk_load(k, o_t, tk_stage(k, sh, i32c(k, 3 * w + i)), at, 0.0f);
+            combine(k, st, tk_row_max(k, v[1]), tk_row_max(k, v[2]), v[0]);
+        }
+    } else {
+        tk_if_begin(k, tk_eq(k, wid, i32c(k, 0)));
     }
-    tk_barrier(k);
-    tk_value *st[3];
-    tk_attn_state_init(k, vrow, o_t, 1, st);
-    for (int w = 0; w < MERGE_WARPS; w++) {
-        tk_value *v[3];
-        for (int i = 0; i < 3; i++)
-            v[i] = tk_load(k, o_t, tk_stage(k, sh, i32c(k, 3 * w + i)), at, 0.0f);
-        combine(k, st, tk_row_max(k, v[1]), tk_row_max(k, v[2]), v[0]);
-    }
-    tk_if_begin(k, tk_eq(k, wid, i32c(k, 0)));
     tk_store(k, sO, at, tk_cvt(k, tk_mul(k, st[2], tk_attn_inv_l(k, st[1])), a->dt));
     tk_if_begin(k, tk_eq(k, slice, i32c(k, 0)));             /* one slice writes L */
     tk_store(k, L, d.l, tk_add(k, st[0], tk_log(k, st[1]))); /* log 0 = -inf */
@@ -675,7 +683,9 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
     tk_status s = check_config(ctx, fn, cfg);
     if (s) return s;
     bool merge = cfg->part == TK_ATTN_DECODE_MERGE, append = cfg->part == TK_ATTN_DECODE_APPEND;
-    int warps = merge ? MERGE_WARPS : append || !cfg->warps ? 1 : cfg->warps;
+    int warps = merge                   ? (cfg->warps ? cfg->warps : MERGE_WARPS)
+                : append || !cfg->warps ? 1
+                                        : cfg->warps;
     int kw = merge || append || !cfg->key_warps ? 1 : cfg->key_warps;
     int stages = cfg->stages ? cfg->stages : tk_attn_decode_stages(cfg->head_dim);
     int bkv = cfg->keys ? cfg->keys : tk_attn_decode_keys(cfg->head_dim);
@@ -687,8 +697,8 @@ tk_status tk_attention_decode_build(tk_ctx *ctx, const tk_attention_decode_confi
     if (paged && chunk != bkv) snprintf(ch, sizeof ch, "%d", chunk);
     if (kw > 1) snprintf(kws, sizeof kws, "_k%d", kw);
     if (merge)
-        snprintf(name, sizeof name, "tk_attn_decode_merge_%s_d%d_%s", tk_dtype_name(cfg->dtype),
-                 cfg->head_dim, cfg->pack ? "heads" : "queries");
+        snprintf(name, sizeof name, "tk_attn_decode_merge_%s_d%d_%s_w%d", tk_dtype_name(cfg->dtype),
+                 cfg->head_dim, cfg->pack ? "heads" : "queries", warps);
     else if (append)
         snprintf(name, sizeof name, "tk_attn_kv_append_%s_d%d%s", tk_dtype_name(cfg->dtype),
                  cfg->head_dim, cache[cfg->cache]);

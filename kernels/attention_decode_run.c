@@ -260,7 +260,7 @@ tk_attention_decode_config tk_attn_decode_config(const tk_attention_params *p,
     c.dtype = p->dtype, c.head_dim = (int)p->head_dim, c.part = part;
     c.pack = append ? 0 : pl->pack;
     c.causal = merge || append ? 0 : p->causal;
-    c.warps = merge || append ? 1 : pl->warps;
+    c.warps = merge ? tk_attn_decode_merge_warps(pl->partials) : append ? 1 : pl->warps;
     c.cache = merge ? 0 : tk_attn_decode_cache(p);
     c.chunk = merge || append ? 0 : pl->chunk;
     c.key_warps = part == TK_ATTN_DECODE_SPLIT ? pl->kw : 1;

@@ -100,6 +100,8 @@ tk_status tk_attn_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_
 
 /* The decoding kernels' default ring depth (attention_decode.c). */
 int tk_attn_decode_stages(int head_dim);
+/* The merge's warps for `partials` partials a tile. */
+int tk_attn_decode_merge_warps(int partials);
 /* Bytes of a decoding kernel's K/V ring: `stages` stages of `rows` keys of
  * head_dim 2-byte values, K and V; at most TK_ATTN_DECODE_RING_MAX. */
 #define TK_ATTN_DECODE_RING_MAX (200 * 1024)

@@ -200,6 +200,17 @@ static int make_variants(variant *v) {
             snprintf(x->name, sizeof x->name, "attn_decode_split_%s_d128_queries_causal%s",
                      i ? "bf16" : "f16", i ? "_w4" : "");
         }
+        { /* the one-warp merge (at most one group of partials) */
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_dec = 1;
+            x->dc = (tk_attention_decode_config){.dtype = TK_BF16,
+                                                 .head_dim = 128,
+                                                 .pack = 1,
+                                                 .part = TK_ATTN_DECODE_MERGE,
+                                                 .warps = 1};
+            snprintf(x->name, sizeof x->name, "attn_decode_merge_bf16_d128_heads_w1");
+        }
         /* from a cache: lengths, pages of whole tiles and of 16-row copies,
          * and the append kernels */
         static const struct {
