@@ -37,6 +37,8 @@ typedef struct variant {
     tk_attention_config a;
     tk_attention_bwd_config b;
     tk_attention_decode_config dc;
+    int is_norm;
+    tk_norm_config nc;
 } variant;
 
 enum { MAX_VARIANTS = 512 };
@@ -200,6 +202,30 @@ static int make_variants(variant *v) {
             snprintf(x->name, sizeof x->name, "attn_decode_split_%s_d128_queries_causal%s",
                      i ? "bf16" : "f16", i ? "_w4" : "");
         }
+        /* LayerNorm / RMSNorm: forward and backward with every option, the
+         * reduction of the partials */
+        static const struct {
+            int kind, part, bias;
+            const char *name;
+        } norms[] = {
+            {TK_NORM_LAYER, TK_NORM_FWD, 1, "layernorm_fwd_res_w_b"},
+            {TK_NORM_LAYER, TK_NORM_BWD, 1, "layernorm_bwd_res_w_b"},
+            {TK_NORM_RMS, TK_NORM_FWD, 0, "rmsnorm_fwd_res_w"},
+            {TK_NORM_RMS, TK_NORM_BWD, 0, "rmsnorm_bwd_res_w"},
+            {TK_NORM_LAYER, TK_NORM_BWD_REDUCE, 0, "norm_bwd_reduce"},
+        };
+        for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++) {
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_norm = 1;
+            x->nc = (tk_norm_config){.dtype = TK_BF16,
+                                     .kind = norms[i].kind,
+                                     .part = norms[i].part,
+                                     .residual = 1,
+                                     .weight = 1,
+                                     .bias = norms[i].bias};
+            snprintf(x->name, sizeof x->name, "%s_bf16", norms[i].name);
+        }
         { /* the one-warp merge (at most one group of partials) */
             variant *x = &v[n++];
             x->arch = archs[a];
@@ -266,10 +292,11 @@ static void lower_one(const variant *v, result *r) {
     tk_kernel *k = NULL;
     r->st = tk_ctx_create(&ctx);
     if (!r->st)
-        r->st = v->is_gemm  ? tk_gemm_build(ctx, &v->g, &k)
-                : v->is_bwd ? tk_attention_bwd_build(ctx, &v->b, &k)
-                : v->is_dec ? tk_attention_decode_build(ctx, &v->dc, &k)
-                            : tk_attention_fwd_build(ctx, &v->a, &k);
+        r->st = v->is_gemm   ? tk_gemm_build(ctx, &v->g, &k)
+                : v->is_bwd  ? tk_attention_bwd_build(ctx, &v->b, &k)
+                : v->is_dec  ? tk_attention_decode_build(ctx, &v->dc, &k)
+                : v->is_norm ? tk_norm_build(ctx, &v->nc, &k)
+                             : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));
     tk_kernel_destroy(k);

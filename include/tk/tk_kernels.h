@@ -210,8 +210,10 @@ typedef struct tk_attention_decode_config {
     int causal;     /* 0 or 1 (MERGE ignores it)                               */
     int pack;       /* a tk_attention_pack                                     */
     int part;       /* a tk_attention_decode_part                              */
-    int warps;      /* 1, 2, 4, 8 (0: 1); MERGE has 1                          */
-    int stages;     /* 2..4; 0: the default                                    */
+    int warps;      /* 1, 2, 4, 8 (0: 1); MERGE: the warps sharing a tile's
+                       partials (0: 4; tk_attention_forward takes 1 where
+                       they are one group of 8)                               */
+    int stages;     /* 2..8 (the ring within 200 KB); 0: the default           */
     int cache;      /* a tk_attention_cache (MERGE ignores it)                 */
     int chunk;      /* TK_ATTN_CACHE_PAGED: rows per K/V copy; 0: the tile     */
     int keys;       /* keys per tile: 32 or 64; 0: the default (32)            */
@@ -282,6 +284,49 @@ typedef struct tk_attention_bwd_config {
 
 TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_config *cfg,
                                         tk_kernel **out);
+
+/* ---- Normalization: LayerNorm and RMSNorm, fused with the residual add ---
+ * Rows of X [R, C] (any R and C, row-major in the strides given) are
+ * normalized one by one, statistics in f32 (kernels/norm.c):
+ *   h    = X (+ Res, rounded to the dtype: the new residual stream)
+ *   LAYER  mean = avg(h), rstd = 1/sqrt(avg((h - mean)²) + eps)
+ *          Y = (h - mean)·rstd (·W) (+ B)
+ *   RMS    rstd = 1/sqrt(avg(h²) + eps),  Y = h·rstd (·W)
+ * The optional parts are specializations (residual, weight, bias); a
+ * parameter that is off is absent from the list. Parameters in order:
+ *   TK_NORM_FWD, grid (ceil(R/64)), 4 warps:
+ *     X [R, C] dtype, [Res [R, C] dtype], [W [C] dtype], [B [C] dtype],
+ *     [H [R, C] dtype, written: h], Y [R, C] dtype (written),
+ *     [Mean [R] f32 (LAYER), written], Rstd [R] f32 (written), eps f32.
+ *   TK_NORM_BWD, grid (ceil(R/64)), 4 warps: the gradients from dY, given
+ *     h (H; X without a residual) and the forward's Mean and Rstd:
+ *     H [R, C], dY [R, C], [dH [R, C] (residual: the residual stream's own
+ *     gradient, added to dX)], [W [C]], [Mean [R] f32 (LAYER)], Rstd [R]
+ *     f32, dX [R, C] (written: also the residual's gradient), [dWp [P, C]
+ *     f32 (weight), written], [dBp [P, C] f32 (bias), written], where
+ *     P = ceil(R/16): warp p's column sums of dY·xhat and dY over its 16
+ *     rows (xhat = (h - mean)·rstd, RMS h·rstd).
+ *   TK_NORM_BWD_REDUCE, grid (ceil(C/32)), 1 warp: Part [P, C] f32, Out [C]
+ *     f32 (written): Out[c] = the sum over p of Part[p, c], in order of p
+ *     (dW from dWp, dB from dBp: deterministic, no atomics). */
+typedef enum tk_norm_kind { TK_NORM_LAYER = 0, TK_NORM_RMS = 1 } tk_norm_kind;
+
+typedef enum tk_norm_part {
+    TK_NORM_FWD = 0,
+    TK_NORM_BWD = 1,
+    TK_NORM_BWD_REDUCE = 2 /* f32 only; ignores the other fields but part */
+} tk_norm_part;
+
+typedef struct tk_norm_config {
+    tk_dtype dtype; /* TK_BF16 or TK_F16 (X, Res, W, B, H, Y, dY, dH, dX)   */
+    int kind;       /* a tk_norm_kind                                        */
+    int part;       /* a tk_norm_part: which kernel                          */
+    int residual;   /* 0 or 1: h = X + Res (FWD), dH added to dX (BWD)       */
+    int weight;     /* 0 or 1: the W scale (FWD, BWD: dWp)                    */
+    int bias;       /* 0 or 1: the B shift (LAYER only; BWD: dBp)            */
+} tk_norm_config;
+
+TK_API tk_status tk_norm_build(tk_ctx *ctx, const tk_norm_config *cfg, tk_kernel **out);
 
 #ifdef __cplusplus
 }
