@@ -186,14 +186,11 @@ static size_t smem_extra(const tk_plan *plan) {
     return TK_TMA_ALIGN + 8 + 8 * TK_TMA_RING * rings;
 }
 
-/* Whether any op reads shared memory through wgmma's matrix descriptors,
- * whose swizzle patterns start at TK_TMA_ALIGN boundaries like the copy
- * engine's: the shared base must then be aligned as for maps. */
-static bool uses_descriptors(const tk_region *r) {
+/* Whether region r (or one nested in it) holds an op `opc`. */
+static bool has_op(const tk_region *r, tk_opcode opc) {
     if (!r) return false;
     TK_FOREACH_OP(r, op) {
-        if (op->opc == TK_OP_WGMMA || uses_descriptors(op->regions[0]) ||
-            uses_descriptors(op->regions[1]))
+        if (op->opc == opc || has_op(op->regions[0], opc) || has_op(op->regions[1], opc))
             return true;
     }
     return false;
@@ -507,16 +504,6 @@ static void plan_producer(const tk_kernel *k, tk_plan *plan) {
     plan->consumer_regs = consumer_regs(k->warps);
 }
 
-/* Whether region r (or one nested in it) holds an op `opc`. */
-static bool has_op(const tk_region *r, tk_opcode opc) {
-    TK_FOREACH_OP(r, op) {
-        if (op->opc == opc) return true;
-        for (int i = 0; i < 2; i++)
-            if (op->regions[i] && has_op(op->regions[i], opc)) return true;
-    }
-    return false;
-}
-
 /* ---- The plan ------------------------------------------------------------------ */
 void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     memset(plan, 0, sizeof *plan);
@@ -528,7 +515,10 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
             drop_maps(plan); /* the ring and the alignment slack must fit beside the tiles */
         plan_producer(k, plan);
     }
-    plan->descriptors = uses_descriptors(k->body);
+    /* wgmma reads shared memory through matrix descriptors, whose swizzle
+     * patterns start at TK_TMA_ALIGN boundaries like the copy engine's: the
+     * shared base must then be aligned as for maps */
+    plan->descriptors = has_op(k->body, TK_OP_WGMMA);
     uint64_t set[TK_WS_MAX_IDS / 64] = {0};
     engine_tiles(plan, k->body, set);
     plan->generic_engine_tiles = generic_access(plan, k->body, set);

@@ -524,11 +524,11 @@ static void build_merge(dec *a) {
         for (int u = 0; u < MERGE_UNROLL; u++) combine(k, st, ls[u], NULL, os[u]);
         tk_for_end(k, 3, st, fin);
     }
-    tk_value *at[2] = {i32c(k, 0), i32c(k, 0)}, *st[3] = {fin[0], fin[1], fin[2]};
+    tk_value *at[2] = {i32c(k, 0), i32c(k, 0)}, *st[3] = {fin[0], fin[1], fin[2]}, *sh = NULL;
     if (a->W > 1) {
         /* stage 3w + i holds warp w's o, m, l (the vectors broadcast along
          * the tile's rows; a row max reads them back) */
-        tk_value *sh = tk_shared(k, TK_F32, ROWS, MERGE_COLS, TK_SMEM_PLAIN, 3 * a->W);
+        sh = tk_shared(k, TK_F32, ROWS, MERGE_COLS, TK_SMEM_PLAIN, 3 * a->W);
         tk_value *zero = tk_zeros(k, o_t);
         tk_value *mine[3] = {fin[2], tk_add(k, zero, fin[0]), tk_add(k, zero, fin[1])};
         for (int i = 0; i < 3; i++) {
@@ -536,7 +536,9 @@ static void build_merge(dec *a) {
             tk_store(k, tk_stage(k, sh, stage), at, mine[i]);
         }
         tk_barrier(k);
-        tk_if_begin(k, tk_eq(k, wid, i32c(k, 0))); /* warp 0 combines and writes */
+    }
+    tk_if_begin(k, tk_eq(k, wid, i32c(k, 0))); /* warp 0 combines and writes */
+    if (sh) {
         tk_attn_state_init(k, vrow, o_t, 1, st);
         for (int w = 0; w < a->W; w++) {
             tk_value *v[3];
@@ -544,8 +546,6 @@ static void build_merge(dec *a) {
                 v[i] = tk_load(k, o_t, tk_stage(k, sh, i32c(k, 3 * w + i)), at, 0.0f);
             combine(k, st, tk_row_max(k, v[1]), tk_row_max(k, v[2]), v[0]);
         }
-    } else {
-        tk_if_begin(k, tk_eq(k, wid, i32c(k, 0)));
     }
     tk_store(k, sO, at, tk_cvt(k, tk_mul(k, st[2], tk_attn_inv_l(k, st[1])), a->dt));
     tk_if_begin(k, tk_eq(k, slice, i32c(k, 0)));             /* one slice writes L */

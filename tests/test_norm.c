@@ -141,6 +141,18 @@ static tk_kernel *build(tk_ctx *ctx, const ncase *c, int part) {
     return k;
 }
 
+/* The three kernels of case c: forward, backward, reduction. */
+enum { FWD, BWD, RED };
+static void build_all(tk_ctx *ctx, const ncase *c, tk_kernel *ks[3]) {
+    ks[FWD] = build(ctx, c, TK_NORM_FWD);
+    ks[BWD] = build(ctx, c, TK_NORM_BWD);
+    ks[RED] = build(ctx, c, TK_NORM_BWD_REDUCE);
+}
+
+static void destroy_all(tk_kernel *ks[3]) {
+    for (int i = 0; i < 3; i++) tk_kernel_destroy(ks[i]);
+}
+
 static tk_status run(tk_kernel *k, int n, const ref_tensor *t, const tk_arg *s) {
     tk_arg a[16];
     for (int i = 0; i < n; i++) a[i] = t[i].rank ? ref_tensor_arg(&t[i]) : s[i];
@@ -228,15 +240,15 @@ START_TEST(interp_against_f64) {
     bufs_make(&b, c);
     ref_tensor t[16];
     tk_arg s[16];
-    tk_kernel *f = build(ctx, c, TK_NORM_FWD), *g = build(ctx, c, TK_NORM_BWD);
-    tk_kernel *red = build(ctx, c, TK_NORM_BWD_REDUCE);
+    tk_kernel *ks[3];
+    build_all(ctx, c, ks);
     int n = fwd_args(c, &b, t, s);
-    ck_assert_msg(run(f, n, t, s) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(run(ks[FWD], n, t, s) == TK_OK, "%s", tk_ctx_error(ctx));
     n = bwd_args(c, &b, t);
-    ck_assert_msg(run(g, n, t, s) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(run(ks[BWD], n, t, s) == TK_OK, "%s", tk_ctx_error(ctx));
     ref_tensor rw[2] = {b.dwp, b.dw}, rb[2] = {b.dbp, b.db};
-    if (c->weight) ck_assert_msg(run(red, 2, rw, s) == TK_OK, "%s", tk_ctx_error(ctx));
-    if (c->bias) ck_assert_msg(run(red, 2, rb, s) == TK_OK, "%s", tk_ctx_error(ctx));
+    if (c->weight) ck_assert_msg(run(ks[RED], 2, rw, s) == TK_OK, "%s", tk_ctx_error(ctx));
+    if (c->bias) ck_assert_msg(run(ks[RED], 2, rb, s) == TK_OK, "%s", tk_ctx_error(ctx));
 
     nref o;
     reference(c, &b, &o);
@@ -255,7 +267,7 @@ START_TEST(interp_against_f64) {
     ck_assert_msg(em <= 1e-5 && er <= 1e-4, "%s: mean %g rstd %g", name, em, er);
     ck_assert_msg(ew <= 1e-4 && eb <= 1e-5, "%s: dW %g dB %g", name, ew, eb);
     ref_free(&o);
-    tk_kernel_destroy(f), tk_kernel_destroy(g), tk_kernel_destroy(red);
+    destroy_all(ks);
     bufs_free(&b);
     tk_ctx_destroy(ctx);
 }
@@ -274,23 +286,23 @@ START_TEST(gpu_against_interp) {
     bufs_make(&b, c);
     ref_tensor t[16];
     tk_arg s[16];
-    tk_kernel *f = build(ctx, c, TK_NORM_FWD), *g = build(ctx, c, TK_NORM_BWD);
-    tk_kernel *red = build(ctx, c, TK_NORM_BWD_REDUCE);
+    tk_kernel *ks[3];
+    build_all(ctx, c, ks);
     double ef = 0, eg = 0, er = 0;
     int n = fwd_args(c, &b, t, s);
-    ck_assert_msg(th_compare(ctx, f, n, t, s, &ef) == TK_OK, "%s", tk_ctx_error(ctx));
-    ck_assert_msg(run(f, n, t, s) == TK_OK, "%s", tk_ctx_error(ctx)); /* H, stats for bwd */
+    ck_assert_msg(th_compare(ctx, ks[FWD], n, t, s, &ef) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(run(ks[FWD], n, t, s) == TK_OK, "%s", tk_ctx_error(ctx)); /* H, stats for bwd */
     n = bwd_args(c, &b, t);
-    ck_assert_msg(th_compare(ctx, g, n, t, s, &eg) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(th_compare(ctx, ks[BWD], n, t, s, &eg) == TK_OK, "%s", tk_ctx_error(ctx));
     ref_tensor rw[2] = {b.dwp, b.dw};
     ref_tensor_random(&b.dwp, -1.0, 1.0);
-    ck_assert_msg(th_compare(ctx, red, 2, rw, s, &er) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(th_compare(ctx, ks[RED], 2, rw, s, &er) == TK_OK, "%s", tk_ctx_error(ctx));
     char name[96];
     label(c, name, sizeof name);
     printf("norm gpu %s: rel err against the interpreter fwd %.2e bwd %.2e reduce %.2e\n", name, ef,
            eg, er);
     ck_assert_msg(ef <= 1e-2 && eg <= 1e-2 && er <= 1e-5, "%s", name);
-    tk_kernel_destroy(f), tk_kernel_destroy(g), tk_kernel_destroy(red);
+    destroy_all(ks);
     bufs_free(&b);
     tk_ctx_destroy(ctx);
 }

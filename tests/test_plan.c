@@ -94,14 +94,10 @@ static tk_kernel *grid_kernel(tk_ctx *ctx, int warps, bool wait, bool nested, bo
     return finish(k);
 }
 
-/* How often `text` occurs in k's PTX for arch. */
-static int ptx_count(tk_kernel *k, const char *arch, const char *text) {
-    char *ptx = NULL;
-    tk_diag dg = {0};
-    ck_assert_msg(tk_lower_ptx(k, arch, &ptx, &dg) == TK_OK, "%s", dg.msg);
+/* How often `text` occurs in ptx. */
+static int count_of(const char *ptx, const char *text) {
     int n = 0;
     for (const char *p = ptx; (p = strstr(p, text)); p++) n++;
-    free(ptx);
     return n;
 }
 
@@ -125,14 +121,18 @@ START_TEST(launch_order) {
             tk_plan_make(k, tk_target_find(archs[a]), &pl);
             bool hopper = a > 0;
             ck_assert_msg(pl.griddep == (hopper && cases[i].wait), "case %zu %s", i, archs[a]);
-            int waits = ptx_count(k, archs[a], "griddepcontrol.wait;");
+            char *ptx = NULL;
+            tk_diag dg = {0};
+            ck_assert_msg(tk_lower_ptx(k, archs[a], &ptx, &dg) == TK_OK, "%s", dg.msg);
+            int waits = count_of(ptx, "griddepcontrol.wait;");
             ck_assert_int_eq(waits > 0, hopper && cases[i].wait);
-            ck_assert_int_eq(ptx_count(k, archs[a], "griddepcontrol.launch_dependents;") > 0,
+            ck_assert_int_eq(count_of(ptx, "griddepcontrol.launch_dependents;") > 0,
                              hopper && cases[i].release);
             if (a == 2 && cases[i].warps == 8) { /* the producer's code waits too */
                 ck_assert_int_gt(pl.producer_warps, 0);
                 ck_assert_int_eq(waits, 2);
             }
+            free(ptx);
         }
         tu_check_lowers(k);
         tk_kernel_destroy(k);
