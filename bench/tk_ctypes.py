@@ -75,6 +75,33 @@ class GemmParams(ctypes.Structure):
     ]
 
 
+class NormParams(ctypes.Structure):  # tk_norm_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("kind", ctypes.c_int32),
+        ("eps", ctypes.c_float), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
+        ("x", ctypes.c_void_p), ("residual", ctypes.c_void_p),
+        ("weight", ctypes.c_void_p), ("bias", ctypes.c_void_p),
+        ("h", ctypes.c_void_p), ("y", ctypes.c_void_p),
+        ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
+        ("x_stride", ctypes.c_int64), ("residual_stride", ctypes.c_int64),
+        ("h_stride", ctypes.c_int64), ("y_stride", ctypes.c_int64),
+    ]
+
+
+class NormBwdParams(ctypes.Structure):  # tk_norm_bwd_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("kind", ctypes.c_int32),
+        ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
+        ("h", ctypes.c_void_p), ("dy", ctypes.c_void_p), ("dh", ctypes.c_void_p),
+        ("weight", ctypes.c_void_p), ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
+        ("dx", ctypes.c_void_p), ("dweight", ctypes.c_void_p), ("dbias", ctypes.c_void_p),
+        ("grad_dtype", ctypes.c_int),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("h_stride", ctypes.c_int64), ("dy_stride", ctypes.c_int64),
+        ("dh_stride", ctypes.c_int64), ("dx_stride", ctypes.c_int64),
+    ]
+
+
 class PrepareInfo(ctypes.Structure):
     _fields_ = [("origin", ctypes.c_int), ("ms", ctypes.c_double), ("arch", ctypes.c_char * 16)]
 
@@ -104,6 +131,10 @@ class TK:
         L.tk_gpu_arch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         L.tk_gemm_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams),
                                       ctypes.POINTER(PrepareInfo)]
+        for fn, st in (("tk_norm_forward", NormParams), ("tk_norm_backward", NormBwdParams)):
+            getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(st), ctypes.c_void_p]
+        L.tk_norm_backward_workspace.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(NormBwdParams), ctypes.POINTER(ctypes.c_size_t)]
         self.ctx = ctypes.c_void_p()
         self._check(L.tk_ctx_create(ctypes.byref(self.ctx)), "tk_ctx_create")
 
@@ -220,3 +251,52 @@ class TK:
 
     def gemm(self, p, stream):
         self._check(self.lib.tk_gemm(self.ctx, ctypes.byref(p), stream), "tk_gemm")
+
+    @staticmethod
+    def _ptr(t):
+        return t.data_ptr() if t is not None else None
+
+    def norm_params(self, kind, x, y, residual=None, h=None, weight=None, bias=None,
+                    mean=None, rstd=None, eps=1e-5):
+        """kind: 0 LayerNorm, 1 RMSNorm; 2-D torch tensors [rows, cols], any row pitch."""
+        p = NormParams(struct_size=ctypes.sizeof(NormParams), kind=kind, eps=eps)
+        p.dtype = TK_BF16 if str(x.dtype) == "torch.bfloat16" else TK_F16
+        p.rows, p.cols = x.shape
+        for name, t in (("x", x), ("residual", residual), ("weight", weight), ("bias", bias),
+                        ("h", h), ("y", y), ("mean", mean), ("rstd", rstd)):
+            setattr(p, name, self._ptr(t))
+        for name, t in (("x", x), ("residual", residual), ("h", h), ("y", y)):
+            if t is not None:
+                setattr(p, name + "_stride", t.stride(0))
+        return p
+
+    def norm_forward(self, p, stream):
+        self._check(self.lib.tk_norm_forward(self.ctx, ctypes.byref(p), stream), "tk_norm_forward")
+
+    def norm_bwd_params(self, kind, h, dy, dx, mean, rstd, dh=None, weight=None, dweight=None,
+                        dbias=None):
+        """The workspace is allocated here with torch and kept on p (p.keep)."""
+        import torch
+        p = NormBwdParams(struct_size=ctypes.sizeof(NormBwdParams), kind=kind)
+        p.dtype = TK_BF16 if str(h.dtype) == "torch.bfloat16" else TK_F16
+        p.rows, p.cols = h.shape
+        for name, t in (("h", h), ("dy", dy), ("dh", dh), ("weight", weight), ("mean", mean),
+                        ("rstd", rstd), ("dx", dx), ("dweight", dweight), ("dbias", dbias)):
+            setattr(p, name, self._ptr(t))
+        for name, t in (("h", h), ("dy", dy), ("dh", dh), ("dx", dx)):
+            if t is not None:
+                setattr(p, name + "_stride", t.stride(0))
+        g = dweight if dweight is not None else dbias
+        if g is not None:
+            p.grad_dtype = _DT[{"torch.bfloat16": "bf16", "torch.float16": "f16",
+                                "torch.float32": "f32"}[str(g.dtype)]]
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_norm_backward_workspace(self.ctx, ctypes.byref(p), ctypes.byref(n)),
+                    "tk_norm_backward_workspace")
+        ws = torch.empty(max(n.value // 4, 1), device=h.device, dtype=torch.float32)
+        p.workspace, p.workspace_bytes, p.keep = ws.data_ptr(), n.value, ws
+        return p
+
+    def norm_backward(self, p, stream):
+        self._check(self.lib.tk_norm_backward(self.ctx, ctypes.byref(p), stream),
+                    "tk_norm_backward")

@@ -1,10 +1,12 @@
 /* tk_dump: print a built-in kernel at any stage, to read what the compiler
  * makes of it (the brief's "compile it in your head", checked).
  *
- *   tk_dump gemm|attention [ir|llvm|ptx] [arch] [options]
+ *   tk_dump gemm|attention|norm [ir|llvm|ptx] [arch] [options]
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
  *                        stages= tma= wgmma= to override the default block shape
  *     attention options: dtype=bf16|f16 d=64|128 causal=0|1 warps=4|8
+ *     norm options:      dtype=bf16|f16 kind=layer|rms part=fwd|bwd|reduce res=0|1
+ *                        w=0|1 b=0|1 stats=0|1
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +28,12 @@ static tk_dtype dtype(const char *s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || (strcmp(argv[1], "gemm") && strcmp(argv[1], "attention"))) {
-        fprintf(stderr, "usage: tk_dump gemm|attention [ir|llvm|ptx] [arch] [key=value...]\n");
+    static const char *kinds[] = {"gemm", "attention", "norm"};
+    int kind = -1;
+    for (int i = 0; argc >= 2 && i < 3; i++)
+        if (!strcmp(argv[1], kinds[i])) kind = i;
+    if (kind < 0) {
+        fprintf(stderr, "usage: tk_dump gemm|attention|norm [ir|llvm|ptx] [arch] [key=value...]\n");
         return 2;
     }
     const char *stage = argc > 2 && !strchr(argv[2], '=') ? argv[2] : "ir";
@@ -36,7 +42,7 @@ int main(int argc, char **argv) {
     tk_kernel *k = NULL;
     if (tk_ctx_create(&ctx)) return 1;
     tk_status s;
-    if (!strcmp(argv[1], "gemm")) {
+    if (kind == 0) {
         tk_gemm_config c = tk_gemm_default_config(dtype(opt(argc, argv, "in", "bf16")),
                                                   dtype(opt(argc, argv, "out", "bf16")),
                                                   atoi(opt(argc, argv, "tb", "0")));
@@ -48,6 +54,18 @@ int main(int argc, char **argv) {
         c.tma = atoi(opt(argc, argv, "tma", "0"));
         c.wgmma = atoi(opt(argc, argv, "wgmma", "0"));
         s = tk_gemm_build(ctx, &c, &k);
+    } else if (kind == 2) {
+        const char *part = opt(argc, argv, "part", "fwd");
+        tk_norm_config c = {.dtype = dtype(opt(argc, argv, "dtype", "bf16")),
+                            .kind = !strcmp(opt(argc, argv, "kind", "layer"), "rms"),
+                            .part = !strcmp(part, "bwd")      ? TK_NORM_BWD
+                                    : !strcmp(part, "reduce") ? TK_NORM_BWD_REDUCE
+                                                              : TK_NORM_FWD,
+                            .residual = atoi(opt(argc, argv, "res", "1")),
+                            .weight = atoi(opt(argc, argv, "w", "1")),
+                            .bias = atoi(opt(argc, argv, "b", "0")),
+                            .stats = atoi(opt(argc, argv, "stats", "1"))};
+        s = tk_norm_build(ctx, &c, &k);
     } else {
         tk_attention_config c = {
             dtype(opt(argc, argv, "dtype", "bf16")), atoi(opt(argc, argv, "d", "128")),

@@ -112,8 +112,8 @@ static void build_fwd(nrm *a) {
     tk_value *B = c->bias ? tk_param_tensor(k, "B", dt, 1) : NULL;
     tk_value *H = c->residual ? tk_param_tensor(k, "H", dt, 2) : NULL;
     tk_value *Y = tk_param_tensor(k, "Y", dt, 2);
-    tk_value *Mean = a->layer ? tk_param_tensor(k, "Mean", TK_F32, 1) : NULL;
-    tk_value *Rstd = tk_param_tensor(k, "Rstd", TK_F32, 1);
+    tk_value *Mean = a->layer && c->stats ? tk_param_tensor(k, "Mean", TK_F32, 1) : NULL;
+    tk_value *Rstd = c->stats ? tk_param_tensor(k, "Rstd", TK_F32, 1) : NULL;
     tk_value *eps = tk_param_scalar(k, "eps", TK_F32);
     rows_of(a, X);
 
@@ -122,7 +122,7 @@ static void build_fwd(nrm *a) {
     tk_value *rstd = tk_rsqrt(k, tk_add(k, tk_div(k, m2, f32(k, a->C)), eps));
     tk_value *ir[1] = {a->row0};
     if (Mean) tk_store(k, Mean, ir, mean); /* rows past R are not written */
-    tk_store(k, Rstd, ir, rstd);
+    if (Rstd) tk_store(k, Rstd, ir, rstd);
 
     tk_value *src = H ? H : X; /* pass 2 reads h once, as stored */
     tk_value *ch = tk_for_begin(k, i64c(k, 0), chunks(a), i64c(k, 1), 0, NULL, NULL);
@@ -195,10 +195,10 @@ static void build_bwd(nrm *a) {
 }
 
 /* Out[c] = Σ_p Part[p, c] in order of p, a warp a chunk of CW columns. */
-static void build_reduce(nrm *a) {
+static void build_reduce(nrm *a, tk_dtype out) {
     tk_kernel *k = a->k;
     tk_value *Part = tk_param_tensor(k, "Part", TK_F32, 2);
-    tk_value *Out = tk_param_tensor(k, "Out", TK_F32, 1);
+    tk_value *Out = tk_param_tensor(k, "Out", out, 1);
     tk_value *P = tk_dim(k, Part, 0), *C = tk_dim(k, Part, 1);
     tk_set_grid(k, tk_ceil_div(k, C, i64c(k, CW)), NULL, NULL);
     tk_value *c0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, CW));
@@ -213,10 +213,22 @@ static void build_reduce(nrm *a) {
     }
     tk_for_end(k, 1, next, fin);
     tk_value *ic[1] = {c0};
-    tk_store(k, Out, ic, fin[0]);
+    tk_store(k, Out, ic, out == TK_F32 ? fin[0] : tk_cvt(k, fin[0], out));
 }
 
+/* Out's dtype of the reduction (0: f32). */
+static tk_dtype reduce_dtype(const tk_norm_config *c) { return c->dtype ? c->dtype : TK_F32; }
+
 static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_norm_config *c) {
+    if (c->part == TK_NORM_BWD_REDUCE) {
+        tk_dtype o = reduce_dtype(c);
+        if (o != TK_F32 && o != TK_BF16 && o != TK_F16)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: dtype is %s; the reduction writes TK_F32, TK_BF16 or "
+                                    "TK_F16",
+                                    fn, tk_dtype_name(o));
+        return TK_OK;
+    }
     if (c->dtype != TK_BF16 && c->dtype != TK_F16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
@@ -229,9 +241,9 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_norm_config 
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: part is %d; expected TK_NORM_FWD, _BWD or _BWD_REDUCE", fn,
                                 c->part);
-    const int *flags[3] = {&c->residual, &c->weight, &c->bias};
-    static const char *names[3] = {"residual", "weight", "bias"};
-    for (int i = 0; i < 3; i++)
+    const int *flags[4] = {&c->residual, &c->weight, &c->bias, &c->stats};
+    static const char *names[4] = {"residual", "weight", "bias", "stats"};
+    for (int i = 0; i < 4; i++)
         if (*flags[i] != 0 && *flags[i] != 1)
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %d; expected 0 or 1", fn,
                                     names[i], *flags[i]);
@@ -253,12 +265,12 @@ tk_status tk_norm_build(tk_ctx *ctx, const tk_norm_config *cfg, tk_kernel **out)
     static const char *parts[3] = {"fwd", "bwd", "bwd_reduce"};
     char name[96];
     if (reduce)
-        snprintf(name, sizeof name, "tk_norm_bwd_reduce_f32");
+        snprintf(name, sizeof name, "tk_norm_bwd_reduce_%s", tk_dtype_name(reduce_dtype(cfg)));
     else
-        snprintf(name, sizeof name, "tk_%snorm_%s_%s%s%s%s",
+        snprintf(name, sizeof name, "tk_%snorm_%s_%s%s%s%s%s",
                  cfg->kind == TK_NORM_RMS ? "rms" : "layer", parts[cfg->part],
                  tk_dtype_name(cfg->dtype), cfg->residual ? "_res" : "", cfg->weight ? "_w" : "",
-                 cfg->bias ? "_b" : "");
+                 cfg->bias ? "_b" : "", cfg->part == TK_NORM_FWD && !cfg->stats ? "_nostats" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, reduce ? 1 : WARPS, &k))) return s;
     nrm a = {.k = k, .c = cfg, .layer = cfg->kind == TK_NORM_LAYER};
@@ -267,7 +279,7 @@ tk_status tk_norm_build(tk_ctx *ctx, const tk_norm_config *cfg, tk_kernel **out)
     else if (cfg->part == TK_NORM_BWD)
         build_bwd(&a);
     else
-        build_reduce(&a);
+        build_reduce(&a, reduce_dtype(cfg));
     if ((s = tk_kernel_finish(k))) {
         tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(k));
         tk_kernel_destroy(k);

@@ -218,12 +218,14 @@ static int make_variants(variant *v) {
             variant *x = &v[n++];
             x->arch = archs[a];
             x->is_norm = 1;
-            x->nc = (tk_norm_config){.dtype = TK_BF16,
+            bool red = norms[i].part == TK_NORM_BWD_REDUCE; /* f32 out */
+            x->nc = (tk_norm_config){.dtype = red ? TK_DT_NONE : TK_BF16,
                                      .kind = norms[i].kind,
                                      .part = norms[i].part,
                                      .residual = 1,
                                      .weight = 1,
-                                     .bias = norms[i].bias};
+                                     .bias = norms[i].bias,
+                                     .stats = 1};
             snprintf(x->name, sizeof x->name, "%s_bf16", norms[i].name);
         }
         { /* the one-warp merge (at most one group of partials) */

@@ -297,7 +297,8 @@ TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_conf
  *   TK_NORM_FWD, grid (ceil(R/64)), 4 warps:
  *     X [R, C] dtype, [Res [R, C] dtype], [W [C] dtype], [B [C] dtype],
  *     [H [R, C] dtype, written: h], Y [R, C] dtype (written),
- *     [Mean [R] f32 (LAYER), written], Rstd [R] f32 (written), eps f32.
+ *     [Mean [R] f32 (LAYER, stats), written], [Rstd [R] f32 (stats),
+ *     written], eps f32.
  *   TK_NORM_BWD, grid (ceil(R/64)), 4 warps: the gradients from dY, given
  *     h (H; X without a residual) and the forward's Mean and Rstd:
  *     H [R, C], dY [R, C], [dH [R, C] (residual: the residual stream's own
@@ -307,23 +308,25 @@ TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_conf
  *     P = ceil(R/16): warp p's column sums of dY·xhat and dY over its 16
  *     rows (xhat = (h - mean)·rstd, RMS h·rstd).
  *   TK_NORM_BWD_REDUCE, grid (ceil(C/32)), 1 warp: Part [P, C] f32, Out [C]
- *     f32 (written): Out[c] = the sum over p of Part[p, c], in order of p
- *     (dW from dWp, dB from dBp: deterministic, no atomics). */
+ *     dtype (written): Out[c] = the sum over p of Part[p, c] in f32, in
+ *     order of p (dW from dWp, dB from dBp: deterministic, no atomics). */
 typedef enum tk_norm_kind { TK_NORM_LAYER = 0, TK_NORM_RMS = 1 } tk_norm_kind;
 
 typedef enum tk_norm_part {
     TK_NORM_FWD = 0,
     TK_NORM_BWD = 1,
-    TK_NORM_BWD_REDUCE = 2 /* f32 only; ignores the other fields but part */
+    TK_NORM_BWD_REDUCE = 2 /* reads dtype (Out's) and part only             */
 } tk_norm_part;
 
 typedef struct tk_norm_config {
-    tk_dtype dtype; /* TK_BF16 or TK_F16 (X, Res, W, B, H, Y, dY, dH, dX)   */
+    tk_dtype dtype; /* TK_BF16 or TK_F16 (X, Res, W, B, H, Y, dY, dH, dX);
+                       BWD_REDUCE: Out's, TK_F32 (or 0), TK_BF16, TK_F16  */
     int kind;       /* a tk_norm_kind                                        */
     int part;       /* a tk_norm_part: which kernel                          */
     int residual;   /* 0 or 1: h = X + Res (FWD), dH added to dX (BWD)       */
     int weight;     /* 0 or 1: the W scale (FWD, BWD: dWp)                    */
     int bias;       /* 0 or 1: the B shift (LAYER only; BWD: dBp)            */
+    int stats;      /* FWD: 1 writes Mean (LAYER) and Rstd, 0 neither         */
 } tk_norm_config;
 
 TK_API tk_status tk_norm_build(tk_ctx *ctx, const tk_norm_config *cfg, tk_kernel **out);

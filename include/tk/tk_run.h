@@ -248,6 +248,83 @@ TK_API tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_b
  * kernel then the dK/dV kernel; fast: prep, fused, convert). Asynchronous. */
 TK_API tk_status tk_attention_backward(tk_ctx *ctx, const tk_attention_bwd_params *p, void *stream);
 
+/* ---- Normalization: LayerNorm and RMSNorm, fused with the residual add ----
+ * Forward over rows [rows, cols] (row pitch *_stride in elements, 0: dense;
+ * unit column stride), bf16 or f16, statistics in f32:
+ *   h = x (+ residual, rounded to the dtype and written to h: the new
+ *       residual stream, what the next layer adds to)
+ *   LAYER  y = (h - mean(h))·rstd (·weight) (+ bias),
+ *          rstd = 1/sqrt(var(h) + eps) (biased variance, as torch's)
+ *   RMS    y = h·rstd (·weight), rstd = 1/sqrt(mean(h²) + eps)
+ * weight and bias [cols] are optional (NULL: none; RMS has no bias). mean
+ * (LAYER) and rstd [rows] f32 are saved for the backward; both NULL: not
+ * saved (inference). In place works: y may be x, h may be x or residual.
+ * rows 0 launches nothing. Initialize with TK_NORM_PARAMS_INIT (struct_size
+ * as in tk_attention_params). */
+typedef struct tk_norm_params {
+    size_t struct_size;
+    tk_dtype dtype; /* TK_BF16 or TK_F16 (x, residual, weight, bias, h, y) */
+    int32_t kind;   /* tk_norm_kind: TK_NORM_LAYER or TK_NORM_RMS           */
+    float eps;      /* finite, >= 0 (torch's default: 1e-5)                 */
+    int64_t rows, cols;
+    const void *x, *residual;  /* [rows, cols]; residual NULL: none        */
+    const void *weight, *bias; /* [cols], NULL: none                       */
+    void *h;                   /* [rows, cols]: with a residual, required  */
+    void *y;                   /* [rows, cols]                             */
+    float *mean, *rstd;        /* [rows]: NULL (both): not saved           */
+    int64_t x_stride, residual_stride, h_stride, y_stride;
+} tk_norm_params;
+
+/* The backward from dy: given the forward's h (x without a residual), mean
+ * and rstd, dx = ∂loss/∂h, plus dh (the gradient the residual stream brings
+ * from later layers, NULL: none), which makes dx the gradient of both x and
+ * the residual. dweight and dbias [cols] (NULL: not wanted; dweight needs the
+ * weight, dbias LAYER) in grad_dtype, summed over the rows in a fixed order:
+ * bit-identical from run to run. The column sums pass through the workspace
+ * (tk_norm_backward_workspace; nothing else may use it until the call's
+ * kernels have run). dx may be dy or dh. */
+typedef struct tk_norm_bwd_params {
+    size_t struct_size;
+    tk_dtype dtype; /* TK_BF16 or TK_F16 (h, dy, dh, weight, dx)           */
+    int32_t kind;   /* tk_norm_kind, as in the forward                      */
+    int64_t rows, cols;
+    const void *h, *dy, *dh;  /* [rows, cols]; dh NULL: none              */
+    const void *weight;       /* [cols], the forward's; NULL: none        */
+    const float *mean, *rstd; /* [rows], the forward's (mean: LAYER)      */
+    void *dx;                 /* [rows, cols]                             */
+    void *dweight, *dbias;    /* [cols] in grad_dtype; NULL: not wanted   */
+    tk_dtype grad_dtype;      /* TK_F32 (0 too), TK_BF16 or TK_F16        */
+    void *workspace;          /* >= workspace_bytes bytes, 4-byte aligned */
+    size_t workspace_bytes;
+    int64_t h_stride, dy_stride, dh_stride, dx_stride;
+} tk_norm_bwd_params;
+
+/* designated in C, as TK_GEMM_PARAMS_INIT below */
+#ifdef __cplusplus
+#define TK_NORM_PARAMS_INIT                                                                        \
+    { sizeof(tk_norm_params) }
+#define TK_NORM_BWD_PARAMS_INIT                                                                    \
+    { sizeof(tk_norm_bwd_params) }
+#else
+#define TK_NORM_PARAMS_INIT                                                                        \
+    { .struct_size = sizeof(tk_norm_params) }
+#define TK_NORM_BWD_PARAMS_INIT                                                                    \
+    { .struct_size = sizeof(tk_norm_bwd_params) }
+#endif
+
+/* Check p and ready its kernel (info may be NULL). */
+TK_API tk_status tk_norm_prepare(tk_ctx *ctx, const tk_norm_params *p, tk_prepare_info *info);
+/* Check, prepare and launch the forward on `stream`. Asynchronous. */
+TK_API tk_status tk_norm_forward(tk_ctx *ctx, const tk_norm_params *p, void *stream);
+/* The workspace bytes p's backward needs (rows, cols, weight, dbias; the
+ * other pointers may still be NULL): 0 with neither weight nor dbias. */
+TK_API tk_status tk_norm_backward_workspace(tk_ctx *ctx, const tk_norm_bwd_params *p,
+                                            size_t *bytes);
+TK_API tk_status tk_norm_backward_prepare(tk_ctx *ctx, const tk_norm_bwd_params *p,
+                                          tk_prepare_info *info);
+/* The backward kernel, then one reduction per wanted dweight / dbias. */
+TK_API tk_status tk_norm_backward(tk_ctx *ctx, const tk_norm_bwd_params *p, void *stream);
+
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with
