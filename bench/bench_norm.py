@@ -8,12 +8,15 @@ L2 flushed before each run.
 The forward of every side computes h = x + residual (bf16, written) and y = norm(h)·w (+ b)
 with f32 statistics saved; the backward takes dy (and dh, the residual stream's gradient)
 and gives dx = dh + ∂y/∂h·dy, dweight and dbias (f32).
-Environment: NORM_SHAPES=R:C,... replaces the timed shapes; NORM_CHECK_ONLY=1 skips timing.
+Environment: NORM_SHAPES=R:C,... replaces the timed shapes; NORM_CHECK_ONLY=1 skips timing;
+NORM_SWEEP=1 times ours alone at each block shape (warps, round columns) instead, LayerNorm
+with residual, weight and bias (what tk_norm_shape_for is tuned on).
 Usage (GPU machine): python3 bench/bench_norm.py build-device"""
 import os
 import sys
 
 import torch
+import torch._dynamo
 import torch._functorch.config
 import torch.nn.functional as F
 from triton.testing import do_bench
@@ -133,6 +136,38 @@ def timed(kind, R, C, tk, stream):
     return us
 
 
+def sweep(tk, stream, shapes):
+    for R, C in shapes:
+        x, r, w, b = make(LAYER, R, C, torch.bfloat16)
+        h, y, dx = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        mean, rstd = torch.empty(R, device="cuda"), torch.empty(R, device="cuda")
+        dy, dh = torch.randn_like(x), torch.randn_like(x)
+        dw, db = torch.empty(C, device="cuda"), torch.empty(C, device="cuda")
+        gb = 4 * R * C * 2 / 1e9
+        for warps in (4, 8, 16):
+            span = 32 * warps
+            one = min(-(-C // span) * span, 8 * span)
+            for cols in sorted({one, span, 2 * span, 4 * span}):
+                if cols > one or cols > 1024:  # two rounds' stages: 1024 fits every kernel
+                    continue
+                res = []
+                for d in ("fwd", "bwd"):
+                    if d == "fwd":
+                        p = tk.norm_params(LAYER, x, y, r, h, w, b, mean, rstd)
+                        call = tk.norm_forward
+                    else:
+                        p = tk.norm_bwd_params(LAYER, h, dy, dx, mean, rstd, dh, w, dw, db)
+                        call = tk.norm_backward
+                    tk.norm_shape(p, warps, cols)
+                    try:
+                        call(p, stream)
+                        t = do_bench(lambda: call(p, stream), return_mode="median") * 1e3
+                        res.append(f"{t:7.1f} us {gb / (t * 1e-6):6.0f} GB/s")
+                    except RuntimeError as e:
+                        res.append(f"({str(e)[-60:]})")
+                print(f"sweep {R}x{C} w{warps} c{cols}: fwd {res[0]} | bwd {res[1]}", flush=True)
+
+
 def main():
     # the timed backward runs again on one graph (retain_graph), which donated buffers forbid
     torch._functorch.config.donated_buffer = False
@@ -140,7 +175,7 @@ def main():
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     stream = torch.cuda.current_stream().cuda_stream
     fails = 0
-    for i, (R, C) in enumerate(CHECK_SHAPES):
+    for i, (R, C) in enumerate([] if os.environ.get("NORM_SWEEP") else CHECK_SHAPES):
         dt = torch.float16 if i % 4 == 3 else torch.bfloat16
         for kind in (LAYER, RMS):
             flags = [(1, 1, 1), (0, 1, 0), (1, 0, 0)][i % 3]
@@ -150,6 +185,9 @@ def main():
         sys.exit(1 if fails else 0)
     env = os.environ.get("NORM_SHAPES")
     shapes = [tuple(int(v) for v in s.split(":")) for s in env.split(",")] if env else TIME_SHAPES
+    if os.environ.get("NORM_SWEEP"):
+        return sweep(tk, stream, shapes)
+    torch._dynamo.config.recompile_limit = 64  # a graph per shape and grad mode
     rows = []
     for kind in (LAYER, RMS):
         for R, C in shapes:

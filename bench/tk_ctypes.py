@@ -75,6 +75,11 @@ class GemmParams(ctypes.Structure):
     ]
 
 
+class NormConfig(ctypes.Structure):  # tk_norm_config (the run API reads warps and cols)
+    _fields_ = [(n, ctypes.c_int) for n in
+                ("dtype", "kind", "part", "residual", "weight", "bias", "stats", "warps", "cols")]
+
+
 class NormParams(ctypes.Structure):  # tk_norm_params
     _fields_ = [
         ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("kind", ctypes.c_int32),
@@ -85,6 +90,7 @@ class NormParams(ctypes.Structure):  # tk_norm_params
         ("mean", ctypes.c_void_p), ("rstd", ctypes.c_void_p),
         ("x_stride", ctypes.c_int64), ("residual_stride", ctypes.c_int64),
         ("h_stride", ctypes.c_int64), ("y_stride", ctypes.c_int64),
+        ("config", ctypes.POINTER(NormConfig)),
     ]
 
 
@@ -269,6 +275,12 @@ class TK:
             if t is not None:
                 setattr(p, name + "_stride", t.stride(0))
         return p
+
+    @staticmethod
+    def norm_shape(p, warps, cols):
+        """Makes p (either params struct) run the block shape (warps, cols)."""
+        cfg = NormConfig(warps=warps, cols=cols)
+        p.config, p.keep_cfg = ctypes.pointer(cfg), cfg
 
     def norm_forward(self, p, stream):
         self._check(self.lib.tk_norm_forward(self.ctx, ctypes.byref(p), stream), "tk_norm_forward")

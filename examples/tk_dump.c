@@ -6,7 +6,7 @@
  *                        stages= tma= wgmma= to override the default block shape
  *     attention options: dtype=bf16|f16 d=64|128 causal=0|1 warps=4|8
  *     norm options:      dtype=bf16|f16 kind=layer|rms part=fwd|bwd|reduce res=0|1
- *                        w=0|1 b=0|1 stats=0|1
+ *                        w=0|1 b=0|1 stats=0|1 warps=1..16 cols=0|64·warps·n
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,9 @@ int main(int argc, char **argv) {
                             .residual = atoi(opt(argc, argv, "res", "1")),
                             .weight = atoi(opt(argc, argv, "w", "1")),
                             .bias = atoi(opt(argc, argv, "b", "0")),
-                            .stats = atoi(opt(argc, argv, "stats", "1"))};
+                            .stats = atoi(opt(argc, argv, "stats", "1")),
+                            .warps = atoi(opt(argc, argv, "warps", "0")),
+                            .cols = atoi(opt(argc, argv, "cols", "0"))};
         s = tk_norm_build(ctx, &c, &k);
     } else {
         tk_attention_config c = {

@@ -13,7 +13,7 @@
 
 /* Registry programs per tk_norm_config: every field a specialization. */
 typedef struct norm_key {
-    int32_t dtype, kind, part, residual, weight, bias, stats;
+    int32_t dtype, kind, part, residual, weight, bias, stats, warps, cols;
 } norm_key;
 
 static tk_status build_norm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -24,7 +24,9 @@ static tk_status build_norm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                           .residual = a->residual,
                           .weight = a->weight,
                           .bias = a->bias,
-                          .stats = a->stats};
+                          .stats = a->stats,
+                          .warps = a->warps,
+                          .cols = a->cols};
     return tk_norm_build(ctx, &cfg, out);
 }
 
@@ -36,6 +38,7 @@ static tk_status program(tk_ctx *ctx, const tk_norm_config *c, tk_program **prog
     memset(&key, 0, sizeof key);
     key.dtype = c->dtype, key.kind = c->kind, key.part = c->part, key.residual = c->residual;
     key.weight = c->weight, key.bias = c->bias, key.stats = c->stats;
+    key.warps = c->warps, key.cols = c->cols;
     return tk_registry_program(ctx, &norm_def, &key, prog, info);
 }
 
@@ -110,14 +113,34 @@ static tk_status check_fwd(tk_ctx *ctx, const char *fn, const tk_norm_params *p)
     return check_mat(ctx, fn, "h", p->h, false, p->h_stride, p->cols);
 }
 
+/* From the sweeps on the H200 (bench_norm.py NORM_SWEEP, bench/RESULTS.md
+ * 2026-12-04): rounds of 256 columns in blocks of 8 warps were best or
+ * within 5% at every width, forward and backward (16384 x 4096 forward:
+ * 2272 GB/s; 1024 columns at once 1458). A round is latency the block
+ * waits out between barriers, and L2 holds the rows between the passes. */
+void tk_norm_shape_for(int part, int64_t cols, int *warps, int *round_cols) {
+    (void)part, (void)cols;
+    *warps = TK_NORM_WARPS, *round_cols = 32 * TK_NORM_WARPS * TK_NORM_SLOTS;
+}
+
+/* The caller's shape, or ours. */
+static void shape(tk_norm_config *c, const tk_norm_config *user, int64_t cols) {
+    if (user)
+        c->warps = user->warps, c->cols = user->cols;
+    else
+        tk_norm_shape_for(c->part, cols, &c->warps, &c->cols);
+}
+
 static tk_norm_config fwd_config(const tk_norm_params *p) {
-    return (tk_norm_config){.dtype = p->dtype,
-                            .kind = p->kind,
-                            .part = TK_NORM_FWD,
-                            .residual = p->residual != NULL,
-                            .weight = p->weight != NULL,
-                            .bias = p->bias != NULL,
-                            .stats = p->rstd != NULL};
+    tk_norm_config c = {.dtype = p->dtype,
+                        .kind = p->kind,
+                        .part = TK_NORM_FWD,
+                        .residual = p->residual != NULL,
+                        .weight = p->weight != NULL,
+                        .bias = p->bias != NULL,
+                        .stats = p->rstd != NULL};
+    shape(&c, p->config, p->cols);
+    return c;
 }
 
 int tk_norm_fwd_launches(const tk_norm_params *p, tk_norm_launch out[1]) {
@@ -223,12 +246,14 @@ static tk_status check_bwd(tk_ctx *ctx, const char *fn, const tk_norm_bwd_params
 }
 
 static tk_norm_config bwd_config(const tk_norm_bwd_params *p) {
-    return (tk_norm_config){.dtype = p->dtype,
-                            .kind = p->kind,
-                            .part = TK_NORM_BWD,
-                            .residual = p->dh != NULL,
-                            .weight = p->weight != NULL,
-                            .bias = p->dbias != NULL};
+    tk_norm_config c = {.dtype = p->dtype,
+                        .kind = p->kind,
+                        .part = TK_NORM_BWD,
+                        .residual = p->dh != NULL,
+                        .weight = p->weight != NULL,
+                        .bias = p->dbias != NULL};
+    shape(&c, p->config, p->cols);
+    return c;
 }
 
 static tk_norm_config reduce_config(const tk_norm_bwd_params *p) {

@@ -162,6 +162,7 @@ typedef struct ncase {
     int kind, residual, weight, bias;
     tk_dtype dt;
     int64_t R, C;
+    tk_norm_config shape; /* warps, cols; 0: the run API's choice */
 } ncase;
 
 typedef struct nbufs {
@@ -217,6 +218,7 @@ static tk_norm_params fwd_params(const ncase *c, nbufs *b) {
     if (c->residual) p.residual = b->res.data, p.h = b->h.data;
     if (c->weight) p.weight = b->w.data;
     if (c->bias) p.bias = b->b.data;
+    if (c->shape.warps) p.config = &c->shape;
     return p;
 }
 
@@ -228,6 +230,7 @@ static tk_norm_bwd_params bwd_params(tk_ctx *ctx, const ncase *c, nbufs *b) {
     if (c->residual) p.dh = b->dh.data;
     if (c->weight) p.weight = b->w.data, p.dweight = b->dw.data;
     if (c->bias) p.dbias = b->db.data;
+    if (c->shape.warps) p.config = &c->shape;
     ck_assert_msg(tk_norm_backward_workspace(ctx, &p, &p.workspace_bytes) == TK_OK, "%s",
                   tk_ctx_error(ctx));
     /* the partials are the workspace: dWp then dBp, each 256-byte aligned */
@@ -316,20 +319,31 @@ static double err_of(const ref_tensor *t, const double *ref) {
     return e;
 }
 
+/* The shapes: the run API's, and rounds narrower than the row (read twice,
+ * the last round ragged) down to one warp. */
+#define SHAPE(w, c)                                                                                \
+    { .warps = w, .cols = c }
 static const ncase cases[] = {
-    {TK_NORM_LAYER, 0, 1, 1, TK_BF16, 17, 33}, {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 100, 257},
-    {TK_NORM_LAYER, 0, 0, 0, TK_F16, 1, 1},    {TK_NORM_LAYER, 1, 0, 0, TK_BF16, 64, 100},
-    {TK_NORM_RMS, 0, 1, 0, TK_BF16, 33, 64},   {TK_NORM_RMS, 1, 1, 0, TK_F16, 130, 1000},
-    {TK_NORM_RMS, 0, 0, 0, TK_BF16, 5, 31},    {TK_NORM_LAYER, 1, 1, 0, TK_F16, 3, 2049},
-    {TK_NORM_RMS, 1, 0, 0, TK_BF16, 70, 96},   {TK_NORM_LAYER, 0, 1, 0, TK_BF16, 16, 16},
-    {TK_NORM_RMS, 1, 1, 0, TK_BF16, 2, 16384}, {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 3, 16384},
+    {TK_NORM_LAYER, 0, 1, 1, TK_BF16, 17, 33, SHAPE(0, 0)},
+    {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 100, 257, SHAPE(2, 64)},
+    {TK_NORM_LAYER, 0, 0, 0, TK_F16, 1, 1, SHAPE(0, 0)},
+    {TK_NORM_LAYER, 1, 0, 0, TK_BF16, 64, 100, SHAPE(1, 32)},
+    {TK_NORM_RMS, 0, 1, 0, TK_BF16, 33, 64, SHAPE(0, 0)},
+    {TK_NORM_RMS, 1, 1, 0, TK_F16, 130, 1000, SHAPE(4, 256)},
+    {TK_NORM_RMS, 0, 0, 0, TK_BF16, 5, 31, SHAPE(16, 512)},
+    {TK_NORM_LAYER, 1, 1, 0, TK_F16, 3, 2049, SHAPE(0, 0)},
+    {TK_NORM_RMS, 1, 0, 0, TK_BF16, 70, 96, SHAPE(2, 128)},
+    {TK_NORM_LAYER, 0, 1, 0, TK_BF16, 16, 16, SHAPE(0, 0)},
+    {TK_NORM_RMS, 1, 1, 0, TK_BF16, 2, 16384, SHAPE(0, 0)},
+    {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 3, 16384, SHAPE(16, 1024)},
+    {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 19, 700, SHAPE(8, 1024)},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
 static void label(const ncase *c, char *buf, size_t n) {
-    snprintf(buf, n, "%s R%lld C%lld %s%s%s%s", c->kind ? "rms  " : "layer", (long long)c->R,
-             (long long)c->C, tk_dtype_name(c->dt), c->residual ? " res" : "",
-             c->weight ? " w" : "", c->bias ? " b" : "");
+    snprintf(buf, n, "%s R%lld C%lld %s%s%s%s w%d c%d", c->kind ? "rms  " : "layer",
+             (long long)c->R, (long long)c->C, tk_dtype_name(c->dt), c->residual ? " res" : "",
+             c->weight ? " w" : "", c->bias ? " b" : "", c->shape.warps, c->shape.cols);
 }
 
 /* Forward, then the backward on the forward's outputs, on the interpreter. */

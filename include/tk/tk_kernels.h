@@ -293,19 +293,22 @@ TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_conf
  *          Y = (h - mean)·rstd (·W) (+ B)
  *   RMS    rstd = 1/sqrt(avg(h²) + eps),  Y = h·rstd (·W)
  * The optional parts are specializations (residual, weight, bias); a
- * parameter that is off is absent from the list. Parameters in order:
- *   TK_NORM_FWD, grid (ceil(R/64)), 4 warps:
+ * parameter that is off is absent from the list. A block of `warps` warps
+ * owns 16 rows and splits their columns; they arrive in rounds of `cols`
+ * columns through shared memory. Rows of at most `cols` columns are read
+ * once; longer ones twice (statistics, then output). Parameters in order:
+ *   TK_NORM_FWD, grid (ceil(R/16)):
  *     X [R, C] dtype, [Res [R, C] dtype], [W [C] dtype], [B [C] dtype],
  *     [H [R, C] dtype, written: h], Y [R, C] dtype (written),
  *     [Mean [R] f32 (LAYER, stats), written], [Rstd [R] f32 (stats),
  *     written], eps f32.
- *   TK_NORM_BWD, grid (ceil(R/64)), 4 warps: the gradients from dY, given
+ *   TK_NORM_BWD, grid (ceil(R/16)): the gradients from dY, given
  *     h (H; X without a residual) and the forward's Mean and Rstd:
  *     H [R, C], dY [R, C], [dH [R, C] (residual: the residual stream's own
  *     gradient, added to dX)], [W [C]], [Mean [R] f32 (LAYER)], Rstd [R]
  *     f32, dX [R, C] (written: also the residual's gradient), [dWp [P, C]
  *     f32 (weight), written], [dBp [P, C] f32 (bias), written], where
- *     P = ceil(R/16): warp p's column sums of dY·xhat and dY over its 16
+ *     P = ceil(R/16): block p's column sums of dY·xhat and dY over its 16
  *     rows (xhat = (h - mean)·rstd, RMS h·rstd).
  *   TK_NORM_BWD_REDUCE, grid (ceil(C/32)), 1 warp: Part [P, C] f32, Out [C]
  *     dtype (written): Out[c] = the sum over p of Part[p, c] in f32, in
@@ -317,6 +320,9 @@ typedef enum tk_norm_part {
     TK_NORM_BWD = 1,
     TK_NORM_BWD_REDUCE = 2 /* reads dtype (Out's) and part only             */
 } tk_norm_part;
+
+#define TK_NORM_WARPS 8 /* a block's warps when a config says 0 (the run API's) */
+#define TK_NORM_SLOTS 1 /* cols 0: rounds of TK_NORM_SLOTS·32·warps columns    */
 
 typedef struct tk_norm_config {
     tk_dtype dtype; /* TK_BF16 or TK_F16 (X, Res, W, B, H, Y, dY, dH, dX);

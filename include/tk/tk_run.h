@@ -273,6 +273,9 @@ typedef struct tk_norm_params {
     void *y;                   /* [rows, cols]                             */
     float *mean, *rstd;        /* [rows]: NULL (both): not saved           */
     int64_t x_stride, residual_stride, h_stride, y_stride;
+    /* The block's shape: only warps and cols are read (tk_kernels.h); NULL:
+     * tk_norm_shape_for's choice for cols. */
+    const tk_norm_config *config;
 } tk_norm_params;
 
 /* The backward from dy: given the forward's h (x without a residual), mean
@@ -297,6 +300,7 @@ typedef struct tk_norm_bwd_params {
     void *workspace;          /* >= workspace_bytes bytes, 4-byte aligned */
     size_t workspace_bytes;
     int64_t h_stride, dy_stride, dh_stride, dx_stride;
+    const tk_norm_config *config; /* as in tk_norm_params */
 } tk_norm_bwd_params;
 
 /* designated in C, as TK_GEMM_PARAMS_INIT below */
@@ -311,6 +315,10 @@ typedef struct tk_norm_bwd_params {
 #define TK_NORM_BWD_PARAMS_INIT                                                                    \
     { .struct_size = sizeof(tk_norm_bwd_params) }
 #endif
+
+/* The block shape (warps, cols of a tk_norm_config) the run API takes for
+ * rows of `cols` columns, forward (part TK_NORM_FWD) or backward. */
+TK_API void tk_norm_shape_for(int part, int64_t cols, int *warps, int *round_cols);
 
 /* Check p and ready its kernel (info may be NULL). */
 TK_API tk_status tk_norm_prepare(tk_ctx *ctx, const tk_norm_params *p, tk_prepare_info *info);
