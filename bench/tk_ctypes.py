@@ -105,6 +105,22 @@ class NormBwdParams(ctypes.Structure):  # tk_norm_bwd_params
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
         ("h_stride", ctypes.c_int64), ("dy_stride", ctypes.c_int64),
         ("dh_stride", ctypes.c_int64), ("dx_stride", ctypes.c_int64),
+        ("config", ctypes.POINTER(NormConfig)),
+    ]
+
+
+class RotaryParams(ctypes.Structure):  # tk_rotary_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("style", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32), ("rotary_dim", ctypes.c_int32), ("inverse", ctypes.c_int32),
+        ("batch", ctypes.c_int64), ("seq", ctypes.c_int64),
+        ("heads_q", ctypes.c_int64), ("heads_k", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p),
+        ("q_out", ctypes.c_void_p), ("k_out", ctypes.c_void_p),
+        ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
+        ("q_out_strides", ctypes.c_int64 * 4), ("k_out_strides", ctypes.c_int64 * 4),
+        ("cos", ctypes.c_void_p), ("sin", ctypes.c_void_p), ("table_rows", ctypes.c_int64),
+        ("positions", ctypes.c_void_p), ("base", ctypes.c_float),
     ]
 
 
@@ -139,6 +155,7 @@ class TK:
                                       ctypes.POINTER(PrepareInfo)]
         for fn, st in (("tk_norm_forward", NormParams), ("tk_norm_backward", NormBwdParams)):
             getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(st), ctypes.c_void_p]
+        L.tk_rotary.argtypes = [ctypes.c_void_p, ctypes.POINTER(RotaryParams), ctypes.c_void_p]
         L.tk_norm_backward_workspace.argtypes = [
             ctypes.c_void_p, ctypes.POINTER(NormBwdParams), ctypes.POINTER(ctypes.c_size_t)]
         self.ctx = ctypes.c_void_p()
@@ -312,3 +329,24 @@ class TK:
     def norm_backward(self, p, stream):
         self._check(self.lib.tk_norm_backward(self.ctx, ctypes.byref(p), stream),
                     "tk_norm_backward")
+
+    def rotary_params(self, q, q_out, k=None, k_out=None, style=0, rotary_dim=0, inverse=0,
+                      cos=None, sin=None, positions=None, base=0.0):
+        """q, k: 4-D torch views [B, H, N, D] (any strides: a [B, N, H, D] tensor's
+        .transpose(1, 2)); q_out is q for in place. cos, sin: f32 [rows, rd/2];
+        positions: int32 [B, N]."""
+        p = RotaryParams(struct_size=ctypes.sizeof(RotaryParams), style=style,
+                         rotary_dim=rotary_dim, inverse=inverse, base=base)
+        p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
+        p.batch, p.heads_q, p.seq, p.head_dim = q.shape
+        p.heads_k = k.shape[1] if k is not None else 0
+        for name, t in (("q", q), ("k", k), ("q_out", q_out), ("k_out", k_out)):
+            setattr(p, name, self._ptr(t))
+            if t is not None:
+                setattr(p, name + "_strides", (ctypes.c_int64 * 4)(*t.stride()))
+        p.cos, p.sin, p.positions = self._ptr(cos), self._ptr(sin), self._ptr(positions)
+        p.table_rows = cos.shape[0] if cos is not None else 0
+        return p
+
+    def rotary(self, p, stream):
+        self._check(self.lib.tk_rotary(self.ctx, ctypes.byref(p), stream), "tk_rotary")

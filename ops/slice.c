@@ -7,6 +7,12 @@
  *   subtiles (rows of a warpgroup tile: 64, its row subtiles), so in
  *   registers either op only renames fragment slots: no data moves (ops/slice_nv.c).
  * Tiles of any dtype, masks (bool) included.
+ *
+ * PAIR_SWAP x -> x with columns 2j and 2j+1 swapped: a ROW tile (warp or
+ *   warpgroup) or a PER_COL vector paired with ROW tiles, where both
+ *   columns of a pair are one thread's adjacent slots. IOTA -> the
+ *   requested f32 tile/vector of element indices along attr[0] (a tk_axis;
+ *   a vector's must be its own axis). Neither moves data between lanes.
  * Interpreter: ops/slice_interp.c; lowering: ops/slice_nv.c. */
 #include "ops/build.h"
 
@@ -75,8 +81,46 @@ static tk_status rule_concat(tk_kernel *k, tk_op *op) {
     return TK_OK;
 }
 
+static tk_status rule_pair_swap(tk_kernel *k, tk_op *op) {
+    const tk_type *t = &op->opnds[0]->type;
+    bool tile = t->kind == TK_KIND_TILE, vec = t->kind == TK_KIND_VEC;
+    if ((tile || (vec && t->axis == TK_PER_COL)) && t->layout == TK_ROW) {
+        op->res[0]->type = *t;
+        return TK_OK;
+    }
+    char b[64];
+    tk_type_str(t, b, sizeof b);
+    return tk_opfail(k, op, TK_ERR_TYPE,
+                     "operand 0 is a %s; expected a row-layout tile or a per-column vector of "
+                     "row tiles (where a pair's columns share a thread)",
+                     b);
+}
+
+static tk_status rule_iota(tk_kernel *k, tk_op *op) {
+    const tk_type *t = &op->want;
+    if (tk_check_reg_type(k, op, t)) return k->status;
+    if (t->dtype != TK_F32)
+        return tk_opfail(k, op, TK_ERR_TYPE, "the type's dtype is %s; iota gives TK_F32",
+                         tk_dtype_name(t->dtype));
+    int64_t axis = op->attr[0];
+    if (axis != TK_PER_ROW && axis != TK_PER_COL)
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                         "axis is %lld; expected TK_PER_ROW or TK_PER_COL", (long long)axis);
+    if (t->kind == TK_KIND_VEC && axis != t->axis)
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                         "axis is %lld; a vector counts along its own axis (%d)", (long long)axis,
+                         (int)t->axis);
+    op->res[0]->type = *t;
+    return TK_OK;
+}
+
 tk_status tk_rule_slice(tk_kernel *k, tk_op *op) {
-    return op->opc == TK_OP_SLICE ? rule_slice(k, op) : rule_concat(k, op);
+    switch (op->opc) {
+    case TK_OP_SLICE: return rule_slice(k, op);
+    case TK_OP_CONCAT: return rule_concat(k, op);
+    case TK_OP_PAIR_SWAP: return rule_pair_swap(k, op);
+    default: return rule_iota(k, op);
+    }
 }
 
 tk_value *tk_slice(tk_kernel *k, tk_value *tile, int row0, int col0, int rows, int cols) {
@@ -88,5 +132,15 @@ tk_value *tk_slice(tk_kernel *k, tk_value *tile, int row0, int col0, int rows, i
 tk_value *tk_concat(tk_kernel *k, int axis, tk_value *a, tk_value *b) {
     tk_value *v[2] = {a, b};
     tk_op *op = tk_build_op_attr(k, TK_OP_CONCAT, 2, v, axis, 0, 0.0);
+    return op ? op->res[0] : NULL;
+}
+
+tk_value *tk_pair_swap(tk_kernel *k, tk_value *x) {
+    tk_op *op = tk_build_op(k, TK_OP_PAIR_SWAP, 1, &x);
+    return op ? op->res[0] : NULL;
+}
+
+tk_value *tk_iota(tk_kernel *k, tk_type type, tk_axis axis) {
+    tk_op *op = tk_build_op_typed(k, TK_OP_IOTA, 0, NULL, type, axis, 0, 0.0);
     return op ? op->res[0] : NULL;
 }

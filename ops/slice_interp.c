@@ -1,5 +1,6 @@
-/* Interpreter semantics of SLICE and CONCAT (ops/slice.c): copies of
- * logical elements, per owner instance (a tile is rows x cols, row-major). */
+/* Interpreter semantics of SLICE, CONCAT, PAIR_SWAP and IOTA (ops/slice.c):
+ * copies of logical elements, per owner instance (a tile is rows x cols,
+ * row-major; cols is even, so element e's pair partner is e ^ 1). */
 #include <string.h>
 
 #include "ops/interp.h"
@@ -13,7 +14,27 @@ static void block(float *dst, int dp, int d0, int e0, const float *src, int sp, 
                sizeof(float) * (size_t)cols);
 }
 
+/* PAIR_SWAP and IOTA of one instance; rows x cols (a vector: 1 x len). */
+static void run_pairs(tk_interp *I, const tk_op *op, int inst) {
+    const tk_type *rt = &op->res[0]->type;
+    bool tile = rt->kind == TK_KIND_TILE;
+    int rows = tile ? rt->rows : 1, cols = tile ? rt->cols : rt->rows;
+    float *d = tk_interp_tile(I, op->res[0], inst);
+    if (op->opc == TK_OP_IOTA) {
+        bool by_row = op->attr[0] == TK_PER_ROW && tile;
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) d[(size_t)i * cols + j] = (float)(by_row ? i : j);
+        return;
+    }
+    const float *x = tk_interp_tile(I, op->opnds[0], inst);
+    for (size_t e = 0; e < (size_t)rows * (size_t)cols; e++) d[e] = x[e ^ 1u];
+}
+
 static void run_instance(tk_interp *I, const tk_op *op, int inst) {
+    if (op->opc == TK_OP_PAIR_SWAP || op->opc == TK_OP_IOTA) {
+        run_pairs(I, op, inst);
+        return;
+    }
     const tk_type *rt = &op->res[0]->type, *a = &op->opnds[0]->type;
     float *d = tk_interp_tile(I, op->res[0], inst);
     const float *x = tk_interp_tile(I, op->opnds[0], inst);

@@ -1,4 +1,4 @@
-/* Lowering of SLICE and CONCAT (rules: ops/slice.c).
+/* Lowering of SLICE, CONCAT, PAIR_SWAP and IOTA (rules: ops/slice.c).
  *
  * A thread holds 8 slots per 16x16 subtile (I, J), slot (I * subcols + J) *
  * 8 + e (ops/nv/frag.c), and which element slot e of a subtile is depends
@@ -19,7 +19,38 @@ static void paste(tk_lv *r, const tk_type *rt, int di, int dj, const tk_lv *src,
                 r->v[((di + i) * rc + dj + j) * 8 + e] = src->v[((i0 + i) * sc + j0 + j) * 8 + e];
 }
 
+/* IOTA: a slot's index is its compile-time position plus the lane's part;
+ * PAIR_SWAP: in the ROW layout (and its PER_COL vectors) slot e ^ 1 holds
+ * the other column of e's pair in the same thread. */
+static tk_status lower_pairs(tk_lower *L, const tk_op *op) {
+    const tk_type *rt = &op->res[0]->type;
+    int n = tk_frag_count(rt);
+    tk_lv *r = tk_lw_def(L, op->res[0], n);
+    if (!r) return L->dg->st;
+    if (op->opc == TK_OP_PAIR_SWAP) {
+        tk_lv *x = tk_lw_get(L, op->opnds[0]);
+        if (!x) return L->dg->st;
+        for (int i = 0; i < n; i++) r->v[i] = x->v[i ^ 1];
+        return TK_OK;
+    }
+    bool tile = rt->kind == TK_KIND_TILE, by_row = op->attr[0] == TK_PER_ROW;
+    LLVMValueRef lane = !tile    ? tk_vec_lane(L, rt)
+                        : by_row ? tk_frag_lane_row(L, rt)
+                                 : tk_frag_lane_col(L, rt);
+    for (int i = 0; i < n; i++) {
+        int row_c, col_c;
+        if (tile)
+            tk_frag_pos(rt, i, &row_c, &col_c);
+        else
+            row_c = col_c = tk_vec_pos(rt, i);
+        LLVMValueRef idx = LLVMBuildAdd(L->b, lane, tk_lw_i32c(L, by_row ? row_c : col_c), "");
+        r->v[i] = LLVMBuildUIToFP(L->b, idx, L->f32, "iota");
+    }
+    return TK_OK;
+}
+
 tk_status tk_lower_slice(tk_lower *L, const tk_op *op) {
+    if (op->opc == TK_OP_PAIR_SWAP || op->opc == TK_OP_IOTA) return lower_pairs(L, op);
     const tk_type *rt = &op->res[0]->type, *a = &op->opnds[0]->type;
     tk_lv *x = tk_lw_get(L, op->opnds[0]);
     if (!x) return L->dg->st;

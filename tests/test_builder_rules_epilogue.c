@@ -139,6 +139,39 @@ START_TEST(concat_axis_too_big) {
 }
 END_TEST
 
+START_TEST(pair_swap_col) {
+    ck_assert_ptr_null(tk_pair_swap(k, tile(TK_F32, 16, 32, TK_COL)));
+    EXPECT(TK_ERR_TYPE, "tk_pair_swap: operand 0 is a 16x32 f32 col tile (warp); expected a "
+                        "row-layout tile");
+}
+END_TEST
+
+START_TEST(pair_swap_row_vec) {
+    ck_assert_ptr_nonnull(tk_pair_swap(k, tk_col_max(k, f32t(16, 32))));
+    ck_assert_ptr_null(tk_pair_swap(k, tk_row_max(k, f32t(16, 32))));
+    EXPECT(TK_ERR_TYPE, "tk_pair_swap: operand 0 is a 16 f32 per-row vec");
+}
+END_TEST
+
+START_TEST(iota_dtype) {
+    ck_assert_ptr_null(tk_iota(k, tk_tile_type(TK_BF16, 16, 16, TK_WARP, TK_ROW), TK_PER_ROW));
+    EXPECT(TK_ERR_TYPE, "tk_iota: the type's dtype is bf16; iota gives TK_F32");
+}
+END_TEST
+
+START_TEST(iota_axis) {
+    ck_assert_ptr_null(tk_iota(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW), 0));
+    EXPECT(TK_ERR_INVALID_ARG, "tk_iota: axis is 0; expected TK_PER_ROW or TK_PER_COL");
+}
+END_TEST
+
+START_TEST(iota_vec_axis) {
+    tk_type vt = tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW);
+    ck_assert_ptr_null(tk_iota(k, vt, TK_PER_COL));
+    EXPECT(TK_ERR_INVALID_ARG, "tk_iota: axis is 2; a vector counts along its own axis (1)");
+}
+END_TEST
+
 static Suite *epilogue_suite(void) {
     Suite *s = suite_create("builder_rules_epilogue");
     const TTest *tests[] = {
@@ -159,6 +192,11 @@ static Suite *epilogue_suite(void) {
         concat_cols,
         concat_layout,
         concat_axis_too_big,
+        pair_swap_col,
+        pair_swap_row_vec,
+        iota_dtype,
+        iota_axis,
+        iota_vec_axis,
     };
     build_tcase(s, "bad_input", tests, sizeof tests / sizeof *tests);
     return s;

@@ -39,6 +39,8 @@ typedef struct variant {
     tk_attention_decode_config dc;
     int is_norm;
     tk_norm_config nc;
+    int is_rot;
+    tk_rotary_config rc;
 } variant;
 
 enum { MAX_VARIANTS = 512 };
@@ -228,6 +230,26 @@ static int make_variants(variant *v) {
                                      .stats = 1};
             snprintf(x->name, sizeof x->name, "%s_bf16", norms[i].name);
         }
+        /* Rotary embeddings: NeoX and GPT-J, tables and base, positions,
+         * inverse, in place, a partial rotary_dim */
+        static const tk_rotary_config rots[] = {
+            {TK_BF16, TK_ROTARY_NEOX, 128, 128, 0, 0, 0, 0},
+            {TK_BF16, TK_ROTARY_NEOX, 128, 128, 1, 0, 1, 1},
+            {TK_F16, TK_ROTARY_NEOX, 64, 32, 0, 1, 0, 0},
+            {TK_BF16, TK_ROTARY_GPTJ, 128, 128, 0, 0, 0, 0},
+            {TK_BF16, TK_ROTARY_GPTJ, 256, 128, 0, 1, 1, 1},
+        };
+        for (size_t i = 0; i < sizeof rots / sizeof rots[0]; i++) {
+            const tk_rotary_config *r = &rots[i];
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_rot = 1;
+            x->rc = *r;
+            snprintf(x->name, sizeof x->name, "rotary_%s_%s_d%d_r%d%s%s%s%s",
+                     r->style ? "gptj" : "neox", tk_dtype_name(r->dtype), r->head_dim,
+                     r->rotary_dim, r->tables ? "_tables" : "", r->positions ? "_pos" : "",
+                     r->inverse ? "_inv" : "", r->in_place ? "_inplace" : "");
+        }
         { /* the one-warp merge (at most one group of partials) */
             variant *x = &v[n++];
             x->arch = archs[a];
@@ -298,6 +320,7 @@ static void lower_one(const variant *v, result *r) {
                 : v->is_bwd  ? tk_attention_bwd_build(ctx, &v->b, &k)
                 : v->is_dec  ? tk_attention_decode_build(ctx, &v->dc, &k)
                 : v->is_norm ? tk_norm_build(ctx, &v->nc, &k)
+                : v->is_rot  ? tk_rotary_build(ctx, &v->rc, &k)
                              : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));

@@ -657,12 +657,50 @@ START_TEST(epilogue_ops) {
 }
 END_TEST
 
+/* tk_pair_swap of a 32x32 f32 tile and of its PER_COL maxima, and tk_iota:
+ * 1000·row + col from a tile's two axes and from a PER_ROW / PER_COL pair. */
+START_TEST(pairs_iota) {
+    rng r = rng_for(__func__);
+    tk_kernel *k = kern("pairs", 1);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *z = c32(k, 0), *x = ld2(k, wtile(TK_F32, 32, 32), A, z, z, 0);
+    tk_type t = wtile(TK_F32, 32, 32);
+    tk_value *th = tk_const_f32(k, 1000.0f);
+    tk_value *vr = tk_iota(k, tk_vec_type(TK_F32, 32, TK_PER_ROW, TK_WARP, TK_ROW), TK_PER_ROW);
+    tk_value *vc = tk_iota(k, tk_vec_type(TK_F32, 32, TK_PER_COL, TK_WARP, TK_ROW), TK_PER_COL);
+    tk_value *out[4] = {
+        tk_pair_swap(k, x),
+        tk_add(k, tk_zeros(k, t), tk_pair_swap(k, tk_col_max(k, x))),
+        tk_add(k, tk_mul(k, tk_iota(k, t, TK_PER_ROW), th), tk_iota(k, t, TK_PER_COL)),
+        tk_add(k, tk_mul(k, tk_add(k, tk_zeros(k, t), vr), th), vc),
+    };
+    for (int i = 0; i < 4; i++) st2(k, O, c32(k, 32 * i), z, out[i]);
+    finish(k);
+    hbuf hA = hb(TK_F32, 1024), hO = hb(TK_F32, 4 * 1024);
+    hrand(&hA, &r, -3, 3);
+    tk_arg args[2] = {targ(&hA, 2, 32, 32, 0, 0), targ(&hO, 2, 4 * 32, 32, 0, 0)};
+    run_ok(k, 2, args);
+    for (size_t e = 0; e < 1024; e++) {
+        int i = (int)e / 32, j = (int)e % 32;
+        float m = -INFINITY;
+        for (int ii = 0; ii < 32; ii++) m = fmaxf(m, hget(&hA, (size_t)ii * 32 + (j ^ 1)));
+        EXPECT_F("pair_swap", e, hget(&hO, e), hget(&hA, (size_t)i * 32 + (j ^ 1)));
+        EXPECT_F("pair_swap vec", e, hget(&hO, 1024 + e), m);
+        EXPECT_F("iota tile", e, hget(&hO, 2048 + e), (float)(1000 * i + j));
+        EXPECT_F("iota vecs", e, hget(&hO, 3072 + e), (float)(1000 * i + j));
+    }
+    hfree(&hA), hfree(&hO);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 /* ---- main ---------------------------------------------------------------- */
 int main(void) {
     const interp_test tests[] = {{"elementwise", elementwise_binary},
                                  {"elementwise", elementwise_unary},
                                  {"elementwise", trig_large},
                                  {"elementwise", epilogue_ops},
+                                 {"elementwise", pairs_iota},
                                  {"scalar", scalar_ops},
                                  {"reduce", reductions},
                                  {"reduce", max_all},

@@ -280,6 +280,16 @@ TK_API tk_value *tk_slice(tk_kernel *k, tk_value *tile, int row0, int col0, int 
  * (same rows); same dtype, owner and layout; the result within 256x256.
  * Free like tk_slice. */
 TK_API tk_value *tk_concat(tk_kernel *k, int axis, tk_value *a, tk_value *b);
+/* `x` with its columns 2j and 2j+1 swapped (the pairs of an interleaved
+ * rotation): a ROW-layout tile (warp or warpgroup) or a PER_COL vector of ROW
+ * tiles, any dtype; same type out. Both columns of a pair sit in one thread,
+ * so it renames registers like tk_slice (no shuffles). */
+TK_API tk_value *tk_pair_swap(tk_kernel *k, tk_value *x);
+/* An f32 register tile or vector of `type` whose elements hold their own
+ * index: a tile's element (i, j) is i (axis TK_PER_ROW) or j (TK_PER_COL); a
+ * vector's element i is i (axis: the vector's own). Positions and
+ * frequencies computed in the kernel (kernels/rotary.c). */
+TK_API tk_value *tk_iota(tk_kernel *k, tk_type type, tk_axis axis);
 
 typedef enum tk_mma_kind {
     TK_MMA_AB = 0,  /* A row, B col   : C += A * B     */

@@ -333,9 +333,46 @@ typedef struct tk_norm_config {
     int weight;     /* 0 or 1: the W scale (FWD, BWD: dWp)                    */
     int bias;       /* 0 or 1: the B shift (LAYER only; BWD: dBp)            */
     int stats;      /* FWD: 1 writes Mean (LAYER) and Rstd, 0 neither         */
+    int warps;      /* a block's warps: 1, 2, 4, 8, 16; 0: TK_NORM_WARPS      */
+    int cols;       /* a round's columns: a multiple of 32·warps up to 8 of
+                       them (256·warps); 0: TK_NORM_SLOTS of them        */
 } tk_norm_config;
 
 TK_API tk_status tk_norm_build(tk_ctx *ctx, const tk_norm_config *cfg, tk_kernel **out);
+
+/* ---- Rotary embeddings (RoPE): forward and backward --------------------
+ * X [B, H, N, D] (any strides; unit stride in D is the fast path), D =
+ * head_dim, the first rd = rotary_dim columns rotated in pairs (a, b) by
+ * θ_i = pos · base^(-2i/rd), i = 0 .. rd/2 - 1, computed in f32 and rounded
+ * once to the dtype (kernels/rotary.c):
+ *   out_a = x_a·cos θ_i - x_b·sin θ_i,  out_b = x_b·cos θ_i + x_a·sin θ_i
+ *   NEOX pairs (i, i + rd/2); GPTJ pairs (2i, 2i + 1).
+ * inverse = 1 rotates by -θ (sin negated): the backward, dX from dOut.
+ * pos is the token index n, or positions[b, n] (positions = 1). With
+ * tables = 1, cos θ_i and sin θ_i are read from Cos and Sin [T, rd/2] f32
+ * at row n (T = table rows); rows n >= T are masked: they read cos = sin =
+ * 0 (never outside the tables), so such a token's rotated columns become 0.
+ * Parameters in order, grid (ceil(N/64), ceil(H/8), B), 4 warps (a warp: 16
+ * tokens of one b, 8 heads):
+ *   X [B, H, N, D] dtype (in_place: also written), [Out [B, H, N, D] dtype,
+ *   written (in_place = 0): columns rd.. copied from X], [Cos [T, rd/2] f32,
+ *   Sin [T, rd/2] f32 (tables)], [Pos [B, N] i32 (positions)], [base f32
+ *   (tables = 0)].
+ * In place, columns rd.. are not touched; Out must not overlap X. */
+typedef enum tk_rotary_style { TK_ROTARY_NEOX = 0, TK_ROTARY_GPTJ = 1 } tk_rotary_style;
+
+typedef struct tk_rotary_config {
+    tk_dtype dtype; /* TK_BF16 or TK_F16 (X, Out)                             */
+    int style;      /* a tk_rotary_style                                      */
+    int head_dim;   /* D: 64, 128 or 256                                      */
+    int rotary_dim; /* rd: even, 2 .. head_dim                                */
+    int tables;     /* 1: Cos/Sin tables (NEOX, positions = 0); 0: from base   */
+    int positions;  /* 1: Pos gives each token's position (tables = 0)        */
+    int inverse;    /* 1: rotate by -θ (the backward)                         */
+    int in_place;   /* 1: X is rotated in place (no Out parameter)            */
+} tk_rotary_config;
+
+TK_API tk_status tk_rotary_build(tk_ctx *ctx, const tk_rotary_config *cfg, tk_kernel **out);
 
 #ifdef __cplusplus
 }

@@ -333,6 +333,56 @@ TK_API tk_status tk_norm_backward_prepare(tk_ctx *ctx, const tk_norm_bwd_params 
 /* The backward kernel, then one reduction per wanted dweight / dbias. */
 TK_API tk_status tk_norm_backward(tk_ctx *ctx, const tk_norm_bwd_params *p, void *stream);
 
+/* ---- Rotary embeddings (RoPE) on Q and K --------------------------------
+ * q [batch, heads_q, seq, head_dim] and k [batch, heads_k, seq, head_dim]
+ * (k NULL: only q), bf16 or f16, in the layout their strides name in
+ * (batch, head, token, dim) order (all 0: dense [B, H, N, D]; a [B, N, H,
+ * D] tensor is strides {N·H·D, D, H·D, 1}); a unit dim stride is the fast
+ * path, any stride >= 1 works. The first rotary_dim columns are rotated in
+ * pairs, NeoX (i, i + rd/2) or GPT-J (2i, 2i + 1), by θ_i = pos ·
+ * base^(-2i/rd), in f32, rounded once (tk/tk_kernels.h, "Rotary
+ * embeddings"); inverse = 1 rotates by -θ: the backward, dq from dq_out.
+ * q_out == q (same strides) rotates in place, leaving columns rd.. alone;
+ * otherwise q_out gets them copied and must not overlap q (k likewise).
+ * The angles: cos and sin [table_rows, rd/2] f32 tables read at row n (NeoX
+ * only, no positions), or computed from base (0: 10000) at position n or
+ * positions[b, n] (int32 [batch, seq], dense). One launch for q, one for k.
+ * Checked here: every size, pointer, stride, flag, table_rows >= seq (a
+ * table row past table_rows is masked in the kernel anyway: cos = sin = 0,
+ * never a read outside the tables). Not checked (a device read): the
+ * positions' values; any int32 works, positions are exact in f32 to 2^24
+ * and sin/cos keep their 1e-7 error to |θ| <= 1e5. Initialize with
+ * TK_ROTARY_PARAMS_INIT (struct_size as in tk_attention_params). */
+typedef struct tk_rotary_params {
+    size_t struct_size;
+    tk_dtype dtype;                       /* TK_BF16 or TK_F16 (q, k, q_out, k_out)              */
+    int32_t style;                        /* tk_rotary_style: TK_ROTARY_NEOX or TK_ROTARY_GPTJ  */
+    int32_t head_dim;                     /* 64, 128 or 256                                      */
+    int32_t rotary_dim;                   /* even, 2 .. head_dim; 0: head_dim                    */
+    int32_t inverse;                      /* 0: forward, 1: backward (rotation by -θ)            */
+    int64_t batch, seq, heads_q, heads_k; /* >= 1 (heads_k: with k)            */
+    const void *q, *k;                    /* k NULL: only q                     */
+    void *q_out, *k_out;                  /* == q / k: in place                 */
+    int64_t q_strides[4], k_strides[4], q_out_strides[4], k_out_strides[4];
+    const float *cos, *sin; /* [table_rows, rd/2] f32, dense; NULL: from base  */
+    int64_t table_rows;
+    const int32_t *positions; /* [batch, seq] on the device; NULL: pos = n    */
+    float base;               /* 0: 10000; finite, > 0                        */
+} tk_rotary_params;
+
+#ifdef __cplusplus
+#define TK_ROTARY_PARAMS_INIT                                                                      \
+    { sizeof(tk_rotary_params) }
+#else
+#define TK_ROTARY_PARAMS_INIT                                                                      \
+    { .struct_size = sizeof(tk_rotary_params) }
+#endif
+
+/* Check p and ready its kernels (info may be NULL: the slower of the two). */
+TK_API tk_status tk_rotary_prepare(tk_ctx *ctx, const tk_rotary_params *p, tk_prepare_info *info);
+/* Check, prepare and launch on `stream` (q, then k). Asynchronous. */
+TK_API tk_status tk_rotary(tk_ctx *ctx, const tk_rotary_params *p, void *stream);
+
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with

@@ -649,6 +649,50 @@ tk_kernel *tu_narrow(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *
     return finish(k);
 }
 
+/* tk_pair_swap and tk_iota, in one warpgroup. O: each warp's 16 rows of X
+ * with columns 2j, 2j+1 swapped (rows 0..63), and a swapped PER_COL vector
+ * (the column maxima) broadcast down (rows 64..127). I (f32): 1000·row +
+ * col from the iotas of a warpgroup tile (cols 0..31), of a warp tile's
+ * PER_ROW and PER_COL vectors (cols 32..63), of COL tiles (rows 64..). */
+tk_kernel *tu_pairs(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_pairs", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", dt, 2);
+    tk_value *I = tk_param_tensor(k, "I", TK_F32, 2);
+    tk_value *r0 = band(k, 64, 16), *ix[2] = {r0, c64(k, 0)};
+    tk_value *x = tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW), X, ix, 0.0f);
+    tk_store(k, O, ix, tk_pair_swap(k, x));
+    tk_type wt = tk_tile_type(TK_F32, 16, 64, TK_WARP, TK_ROW);
+    tk_value *v = tk_pair_swap(k, tk_col_max(k, tk_cvt(k, x, TK_F32)));
+    tk_value *iv[2] = {tk_add(k, r0, c64(k, 64)), c64(k, 0)};
+    tk_store(k, O, iv, tk_cvt(k, tk_add(k, tk_zeros(k, wt), v), dt));
+    tk_value *thousand = f32c(k, 1000.0f), *r0k = tk_mul(k, tk_cvt(k, r0, TK_F32), thousand);
+    tk_type gt = tk_tile_type(TK_F32, 64, 32, TK_WARPGROUP, TK_ROW);
+    tk_value *g =
+        tk_add(k, tk_mul(k, tk_iota(k, gt, TK_PER_ROW), thousand), tk_iota(k, gt, TK_PER_COL));
+    tk_value *ig[2] = {c64(k, 0), c64(k, 0)};
+    tk_store(k, I, ig, g);
+    tk_type t32 = tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_ROW);
+    tk_value *vr = tk_iota(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW), TK_PER_ROW);
+    tk_value *vc = tk_iota(k, tk_vec_type(TK_F32, 32, TK_PER_COL, TK_WARP, TK_ROW), TK_PER_COL);
+    tk_value *w = tk_add(k, tk_mul(k, tk_add(k, tk_zeros(k, t32), vr), thousand), vc);
+    tk_value *iw[2] = {r0, c64(k, 32)};
+    tk_store(k, I, iw, tk_add(k, tk_add(k, w, r0k), f32c(k, 32.0f)));
+    tk_type ct = tk_tile_type(TK_F32, 16, 32, TK_WARP, TK_COL);
+    tk_value *c =
+        tk_add(k, tk_mul(k, tk_iota(k, ct, TK_PER_ROW), thousand), tk_iota(k, ct, TK_PER_COL));
+    tk_value *ic[2] = {tk_add(k, r0, c64(k, 64)), c64(k, 0)};
+    tk_store(k, I, ic, tk_add(k, c, r0k));
+    tk_set_grid(k, NULL, NULL, NULL);
+    int64_t d[2] = {64, 64}, dout[2] = {128, 64};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = tensor(dt, 2, dout, 1);
+    ts[2] = tensor(TK_F32, 2, dout, 1);
+    (void)sc;
+    *n = 3;
+    return finish(k);
+}
+
 const tu_op_fixture tu_op_fixtures[] = {
     {"ids", tu_ids, 1e-6},
     {"elementwise", tu_elementwise, 2e-2},
@@ -665,6 +709,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"copy_add", tu_copy_add, 1e-5},
     {"gather", tu_gather, 1e-6},
     {"narrow", tu_narrow, 1e-6}, /* copies: exact */
+    {"pairs", tu_pairs, 1e-6},   /* moves and small integers: exact */
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 
