@@ -1,12 +1,14 @@
 /* tk_dump: print a built-in kernel at any stage, to read what the compiler
  * makes of it (the brief's "compile it in your head", checked).
  *
- *   tk_dump gemm|attention|norm [ir|llvm|ptx] [arch] [options]
+ *   tk_dump gemm|attention|norm|rotary [ir|llvm|ptx] [arch] [options]
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
  *                        stages= tma= wgmma= to override the default block shape
  *     attention options: dtype=bf16|f16 d=64|128 causal=0|1 warps=4|8
  *     norm options:      dtype=bf16|f16 kind=layer|rms part=fwd|bwd|reduce res=0|1
- *                        w=0|1 b=0|1 stats=0|1 warps=1..16 cols=0|64·warps·n
+ *                        w=0|1 b=0|1 stats=0|1 warps=1..16 cols=0|32·warps·n
+ *     rotary options:    dtype=bf16|f16 style=neox|gptj d=64|128|256 rd= tables=0|1
+ *                        pos=0|1 inv=0|1 inplace=0|1
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +30,9 @@ static tk_dtype dtype(const char *s) {
 }
 
 int main(int argc, char **argv) {
-    static const char *kinds[] = {"gemm", "attention", "norm"};
+    static const char *kinds[] = {"gemm", "attention", "norm", "rotary"};
     int kind = -1;
-    for (int i = 0; argc >= 2 && i < 3; i++)
+    for (int i = 0; argc >= 2 && i < 4; i++)
         if (!strcmp(argv[1], kinds[i])) kind = i;
     if (kind < 0) {
         fprintf(stderr, "usage: tk_dump gemm|attention|norm [ir|llvm|ptx] [arch] [key=value...]\n");
@@ -54,6 +56,18 @@ int main(int argc, char **argv) {
         c.tma = atoi(opt(argc, argv, "tma", "0"));
         c.wgmma = atoi(opt(argc, argv, "wgmma", "0"));
         s = tk_gemm_build(ctx, &c, &k);
+    } else if (kind == 3) {
+        int d = atoi(opt(argc, argv, "d", "128"));
+        tk_rotary_config c = {.dtype = dtype(opt(argc, argv, "dtype", "bf16")),
+                              .style = !strcmp(opt(argc, argv, "style", "neox"), "gptj"),
+                              .head_dim = d,
+                              .rotary_dim = atoi(opt(argc, argv, "rd", "0")),
+                              .tables = atoi(opt(argc, argv, "tables", "0")),
+                              .positions = atoi(opt(argc, argv, "pos", "0")),
+                              .inverse = atoi(opt(argc, argv, "inv", "0")),
+                              .in_place = atoi(opt(argc, argv, "inplace", "0"))};
+        if (!c.rotary_dim) c.rotary_dim = d;
+        s = tk_rotary_build(ctx, &c, &k);
     } else if (kind == 2) {
         const char *part = opt(argc, argv, "part", "fwd");
         tk_norm_config c = {.dtype = dtype(opt(argc, argv, "dtype", "bf16")),

@@ -2,15 +2,17 @@
  * The contract (parameters in order, grid) is in tk/tk_kernels.h ("Rotary
  * embeddings").
  *
- * A memory-bound kernel: each element is read once and written once, so the
- * shape of the work is about bytes in flight and the direct load path. A
- * warp owns 16 tokens of one batch entry and 8 heads. The angles depend on
- * the token and the pair, not on the head, so the warp computes (or loads)
- * each chunk's cos and sin once and applies them to all 8 heads. Tiles are
- * 16 x 32 ROW tiles loaded straight from global memory: with a unit column
- * stride and whole tiles, one 32-bit access per bf16/f16 pair, no checks.
- * Each group of 8 tiles (NeoX: both halves of 4 heads; GPT-J: 8 heads) is
- * loaded before any of it is computed, so 8 KiB per warp are in flight.
+ * A memory-bound kernel: each element is read once and written once. A
+ * block owns 64 tokens of one batch entry and 8 heads, a warp 16 of the
+ * tokens. The angles depend on the token and the pair, not on the head, so
+ * a warp computes (or loads) each chunk's cos and sin once for all 8 heads.
+ * A chunk (32 columns; NeoX: of each half) of the 8 heads arrives in shared
+ * memory by cp.async, 16 tiles (64 KB at most) in flight per block, is
+ * rotated there by each warp's 16 rows (ldmatrix / stmatrix) and leaves in
+ * 16-byte copies: no register tile meets global memory, so no per-element
+ * edge path holds a register. (The first version loaded 16 x 32 tiles
+ * straight from global memory, 8 in flight per warp: 200-255 registers,
+ * 780 KB of PTX, 0.71 TB/s at 1 x 4096 x 32/8 x 128 on the H200.)
  *
  * NeoX pairs (i, i + rd/2) are two tiles of the same shape, one from each
  * half (tk_narrow cuts the halves, so a chunk never reaches across rd/2).
@@ -29,15 +31,17 @@
 
 #define ROWS  16 /* a warp's tokens */
 #define WARPS 4
-#define HPW   8  /* heads a warp */
-#define GROUP 8  /* tiles loaded before they are computed */
-#define CW    32 /* columns a tile: NeoX half-columns, GPT-J columns */
+#define TOK   (ROWS * WARPS) /* a block's tokens */
+#define HPW   8              /* heads a block */
+#define CW    32             /* columns a chunk: NeoX half-columns, GPT-J columns */
 
 typedef struct rot {
     tk_kernel *k;
     const tk_rotary_config *c;
     tk_value *X, *Out, *Cos, *Sin, *Pos, *base;
     tk_value *b, *h0, *n0; /* the warp's batch entry, first head, first token */
+    tk_value *nb0, *r0;    /* the block's first token, the warp's first row     */
+    tk_value *sh;          /* shared: a chunk's tiles [TOK, CW], 2·HPW stages  */
     tk_value *pos;         /* PER_ROW f32: the tokens' positions (no tables) */
 } rot;
 
@@ -50,8 +54,9 @@ static void ids(rot *a) {
     tk_kernel *k = a->k;
     tk_value *B = tk_dim(k, a->X, 0), *H = tk_dim(k, a->X, 1), *N = tk_dim(k, a->X, 2);
     tk_set_grid(k, tk_ceil_div(k, N, i64c(k, WARPS * ROWS)), tk_ceil_div(k, H, i64c(k, HPW)), B);
-    tk_value *tile = tk_add(k, tk_mul(k, tk_block_id_i64(k, 0), i64c(k, WARPS)), tk_warp_id_i64(k));
-    a->n0 = tk_mul(k, tile, i64c(k, ROWS));
+    a->nb0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, TOK));
+    a->r0 = tk_mul(k, tk_warp_id_i64(k), i64c(k, ROWS));
+    a->n0 = tk_add(k, a->nb0, a->r0);
     a->h0 = tk_mul(k, tk_block_id_i64(k, 1), i64c(k, HPW));
     a->b = tk_block_id_i64(k, 2);
     tk_value_set_name(a->n0, "n0");
@@ -107,83 +112,133 @@ static void angles(rot *a, tk_value *c0, tk_value **cs, tk_value **sn) {
     }
 }
 
-/* Head h0 + h (h: i64) at column c0 (i64) of V. */
-static tk_value *load_x(rot *a, tk_value *V, tk_value *h, tk_value *c0) {
-    tk_kernel *k = a->k;
-    tk_value *idx[4] = {a->b, tk_add(k, a->h0, h), a->n0, c0};
-    return tk_load(k, tile_t(a->c->dtype), V, idx, 0.0f);
+/* Stage i (i64) of the chunk's tiles. */
+static tk_value *stage(rot *a, tk_value *i) { return tk_stage(a->k, a->sh, i); }
+
+/* The block's tile of head h0 + h at column c0 of V: into stage i, out of
+ * it. */
+static tk_value **tile_idx(rot *a, tk_value *h, tk_value *c0, tk_value *idx[4]) {
+    idx[0] = a->b, idx[1] = tk_add(a->k, a->h0, h), idx[2] = a->nb0, idx[3] = c0;
+    return idx;
 }
 
-static void store_x(rot *a, tk_value *V, tk_value *h, tk_value *c0, tk_value *v) {
-    tk_kernel *k = a->k;
-    tk_value *idx[4] = {a->b, tk_add(k, a->h0, h), a->n0, c0};
-    tk_store(k, V, idx, tk_cvt(k, v, a->c->dtype));
+static void copy_in(rot *a, tk_value *i, tk_value *V, tk_value *h, tk_value *c0) {
+    tk_value *idx[4];
+    tk_copy_to_shared_n(a->k, stage(a, i), V, 4, tile_idx(a, h, c0, idx), 0.0f, TK_COPY_ASYNC);
+}
+
+static void copy_out(rot *a, tk_value *i, tk_value *V, tk_value *h, tk_value *c0) {
+    tk_value *idx[4];
+    tk_copy_to_global_n(a->k, V, 4, tile_idx(a, h, c0, idx), stage(a, i));
+}
+
+/* Every copy of the chunk has landed and is visible to every warp. */
+static void arrive(rot *a) {
+    tk_async_commit(a->k);
+    tk_async_wait(a->k, 0);
+    tk_barrier(a->k);
+}
+
+/* This warp's rows of stage i in f32, and back (rounded to the dtype). */
+static tk_value *mine(rot *a, tk_value *i) {
+    tk_value *at[2] = {a->r0, i64c(a->k, 0)};
+    return tk_cvt(a->k, tk_load(a->k, tile_t(a->c->dtype), stage(a, i), at, 0.0f), TK_F32);
+}
+
+static void put(rot *a, tk_value *i, tk_value *v) {
+    tk_value *at[2] = {a->r0, i64c(a->k, 0)};
+    tk_store(a->k, stage(a, i), at, tk_cvt(a->k, v, a->c->dtype));
 }
 
 static tk_value *cols(rot *a, tk_value *V, int64_t start, int64_t len) {
     return tk_narrow(a->k, V, 3, i64c(a->k, start), i64c(a->k, len));
 }
 
-/* The chunk and head loops are unrolled here, in C. As run-time loops
- * (tk_for) the code is 4x smaller, but LLVM then hoists the per-element
- * addresses of the edge path out of the loops and ptxas spills (up to 2 KB
- * with positions). */
-static tk_value *head(rot *a, int g, int i) { return i64c(a->k, g + i); }
+/* A run-time loop over the block's heads (rolled: 16 copies unrolled kept
+ * their addresses live, 168 registers and spills). */
+static tk_value *heads_begin(rot *a) {
+    return tk_for_begin(a->k, i64c(a->k, 0), i64c(a->k, HPW), i64c(a->k, 1), 0, NULL, NULL);
+}
 
-/* NeoX: per chunk c0 of the halves its angles (made before the loads, so
- * that the trigonometry's temporaries are dead while the tiles are in
- * flight: fewer registers), then groups of GROUP/2 heads, both halves. */
+static void heads_end(rot *a) { tk_for_end(a->k, 0, NULL, NULL); }
+
+/* Stage of head h's half hf (NeoX: two a head). */
+static tk_value *two(rot *a, tk_value *h, int hf) {
+    return tk_add(a->k, tk_mul(a->k, h, i64c(a->k, 2)), i64c(a->k, hf));
+}
+
+/* NeoX: per chunk c0 of the halves, the 8 heads' two tiles (stages 2h, 2h +
+ * 1) are copied in while the warp makes the chunk's angles. */
 static void neox(rot *a, tk_value *Dst) {
     tk_kernel *k = a->k;
     int half = a->c->rotary_dim / 2;
     tk_value *in[2] = {cols(a, a->X, 0, half), cols(a, a->X, half, half)};
     tk_value *out[2] = {cols(a, Dst, 0, half), cols(a, Dst, half, half)};
     for (int c = 0; c < half; c += CW) {
-        tk_value *c0 = i64c(k, c), *cs, *sn, *x[GROUP];
+        tk_value *c0 = i64c(k, c), *cs, *sn, *h;
+        h = heads_begin(a);
+        for (int hf = 0; hf < 2; hf++) copy_in(a, two(a, h, hf), in[hf], h, c0);
+        heads_end(a);
         angles(a, c0, &cs, &sn);
-        for (int g = 0; g < HPW; g += GROUP / 2) {
-            for (int i = 0; i < GROUP; i++) x[i] = load_x(a, in[i & 1], head(a, g, i / 2), c0);
-            for (int i = 0; i < GROUP; i += 2) {
-                tk_value *x1 = tk_cvt(k, x[i], TK_F32), *x2 = tk_cvt(k, x[i + 1], TK_F32);
-                tk_value *o1 = tk_sub(k, tk_mul(k, x1, cs), tk_mul(k, x2, sn));
-                tk_value *o2 = tk_add(k, tk_mul(k, x2, cs), tk_mul(k, x1, sn));
-                store_x(a, out[0], head(a, g, i / 2), c0, o1);
-                store_x(a, out[1], head(a, g, i / 2), c0, o2);
-            }
+        arrive(a);
+        h = heads_begin(a);
+        {
+            tk_value *x1 = mine(a, two(a, h, 0)), *x2 = mine(a, two(a, h, 1));
+            put(a, two(a, h, 0), tk_sub(k, tk_mul(k, x1, cs), tk_mul(k, x2, sn)));
+            put(a, two(a, h, 1), tk_add(k, tk_mul(k, x2, cs), tk_mul(k, x1, sn)));
         }
+        heads_end(a);
+        tk_barrier(k);
+        h = heads_begin(a);
+        for (int hf = 0; hf < 2; hf++) copy_out(a, two(a, h, hf), out[hf], h, c0);
+        heads_end(a);
+        tk_barrier(k); /* the stages are read out before the next chunk's copies */
     }
 }
 
-/* GPT-J: out = x·cos + swap(x)·(±sin), chunk c0 of GROUP heads. */
+/* GPT-J: out = x·cos + swap(x)·(±sin), chunk c0 of the 8 heads. */
 static void gptj(rot *a, tk_value *Dst) {
     tk_kernel *k = a->k;
     int rd = a->c->rotary_dim;
     tk_value *in = cols(a, a->X, 0, rd), *out = cols(a, Dst, 0, rd);
     for (int c = 0; c < rd; c += CW) {
-        tk_value *c0 = i64c(k, c), *cs, *sn, *x[GROUP];
+        tk_value *c0 = i64c(k, c), *cs, *sn, *h;
+        h = heads_begin(a);
+        copy_in(a, h, in, h, c0);
+        heads_end(a);
         angles(a, c0, &cs, &sn);
-        for (int g = 0; g < HPW; g += GROUP) {
-            for (int i = 0; i < GROUP; i++) x[i] = load_x(a, in, head(a, g, i), c0);
-            for (int i = 0; i < GROUP; i++) {
-                tk_value *xf = tk_cvt(k, x[i], TK_F32);
-                tk_value *o = tk_add(k, tk_mul(k, xf, cs), tk_mul(k, tk_pair_swap(k, xf), sn));
-                store_x(a, out, head(a, g, i), c0, o);
-            }
+        arrive(a);
+        h = heads_begin(a);
+        {
+            tk_value *x = mine(a, h);
+            put(a, h, tk_add(k, tk_mul(k, x, cs), tk_mul(k, tk_pair_swap(k, x), sn)));
         }
+        heads_end(a);
+        tk_barrier(k);
+        h = heads_begin(a);
+        copy_out(a, h, out, h, c0);
+        heads_end(a);
+        tk_barrier(k);
     }
 }
 
-/* Out of place: columns rd .. D copied unchanged, GROUP tiles at a time. */
+/* Out of place: columns rd .. D copied unchanged through the stages, two
+ * column chunks a trip. */
 static void pass_through(rot *a) {
+    tk_kernel *k = a->k;
     int rd = a->c->rotary_dim, rest = a->c->head_dim - rd;
     if (rest <= 0) return;
-    tk_value *in = cols(a, a->X, rd, rest), *out = cols(a, a->Out, rd, rest), *x[GROUP];
-    for (int c = 0; c < rest; c += CW)
-        for (int g = 0; g < HPW; g += GROUP) {
-            tk_value *c0 = i64c(a->k, c);
-            for (int i = 0; i < GROUP; i++) x[i] = load_x(a, in, head(a, g, i), c0);
-            for (int i = 0; i < GROUP; i++) store_x(a, out, head(a, g, i), c0, x[i]);
-        }
+    tk_value *in = cols(a, a->X, rd, rest), *out = cols(a, a->Out, rd, rest), *h;
+    for (int c = 0; c < rest; c += 2 * CW) {
+        h = heads_begin(a);
+        for (int hf = 0; hf < 2; hf++) copy_in(a, two(a, h, hf), in, h, i64c(k, c + CW * hf));
+        heads_end(a);
+        arrive(a);
+        h = heads_begin(a);
+        for (int hf = 0; hf < 2; hf++) copy_out(a, two(a, h, hf), out, h, i64c(k, c + CW * hf));
+        heads_end(a);
+        tk_barrier(k);
+    }
 }
 
 static void build(rot *a) {
@@ -195,6 +250,7 @@ static void build(rot *a) {
     a->Sin = c->tables ? tk_param_tensor(k, "Sin", TK_F32, 2) : NULL;
     a->Pos = c->positions ? tk_param_tensor(k, "Pos", TK_I32, 2) : NULL;
     a->base = c->tables ? NULL : tk_param_scalar(k, "base", TK_F32);
+    a->sh = tk_shared(k, c->dtype, TOK, CW, TK_SMEM_SWIZZLE, 2 * HPW);
     ids(a);
     if (!c->tables) positions(a);
     tk_value *dst = c->in_place ? a->X : a->Out;
@@ -255,9 +311,8 @@ tk_status tk_rotary_build(tk_ctx *ctx, const tk_rotary_config *cfg, tk_kernel **
              cfg->in_place ? "_inplace" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, WARPS, &k))) return s;
-    /* Without a bound ptxas sometimes settles at 168 registers and spills;
-     * 8 tiles in flight want more, and 2 blocks of 128 threads fit anyway. */
-    tk_kernel_set_maxnreg(k, 255);
+    /* 64 KB of stages: 3 blocks an SM; the registers need not be fewer */
+    tk_kernel_set_maxnreg(k, 168);
     rot a = {.k = k, .c = cfg};
     build(&a);
     if ((s = tk_kernel_finish(k))) {
