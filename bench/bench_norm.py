@@ -21,6 +21,7 @@ import torch._functorch.config
 import torch.nn.functional as F
 from triton.testing import do_bench
 
+from bench_util import bandwidth_table
 from tk_ctypes import TK
 
 COPY_TBS = 4.27
@@ -200,12 +201,7 @@ def main():
                 rows.append((("layer" if kind == LAYER else "rms"), f"{R}x{C}", d,
                              us["ours", d], bw["ours"], bw["eager"], bw["compile"]))
                 print(f"{rows[-1][0]} {R}x{C} {d}: ours {us['ours', d]:.1f} us", flush=True)
-    print("\n| norm | R x C | pass | ours µs | ours GB/s | % copy | eager GB/s | compile GB/s "
-          "| ours/eager | ours/compile |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for k, s, d, t, o, e, c in rows:
-        print(f"| {k} | {s} | {d} | {t:.1f} | {o:.0f} | {100 * o / (COPY_TBS * 1e3):.0f} | "
-              f"{e:.0f} | {c:.0f} | {o / e:.2f} | {o / c:.2f} |")
+    bandwidth_table("norm", "R x C", rows, COPY_TBS)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import torch
 import torch._dynamo
 from triton.testing import do_bench
 
+from bench_util import bandwidth_table
 from tk_ctypes import TK
 
 COPY_TBS = 4.27
@@ -34,6 +35,8 @@ CHECK = [
     (2, 40, 2, 1, 64, 20, NEOX, 1, 0, 1, 1, torch.bfloat16),
     (4, 1000, 32, 8, 128, 128, NEOX, 1, 0, 1, 1, torch.bfloat16),
     (2, 2049, 16, 16, 64, 64, GPTJ, 0, 1, 0, 0, torch.float16),
+    (3, 77, 8, 2, 128, 128, NEOX, 1, 1, 0, 0, torch.bfloat16),
+    (1, 300, 4, 4, 64, 48, NEOX, 1, 1, 1, 1, torch.float16),
 ]
 TIME_SHAPES = [(1, 4096, 32, 8, 128), (4, 4096, 32, 32, 128), (8, 2048, 32, 8, 128),
                (1, 16384, 64, 8, 128), (2, 4096, 16, 16, 256), (16, 1024, 32, 32, 64)]
@@ -76,9 +79,11 @@ def qk(B, H, N, D, dt, bnhd):
 
 def check(tk, stream, B, N, Hq, Hk, D, rd, style, tables, positions, inplace, bnhd, dt):
     ok, errs = True, []
-    pos = torch.randint(0, 5000, (B, N), device="cuda", dtype=torch.int32) if positions else None
     cos = sin = None
     rows = N + 3
+    # with tables, positions are table rows (one past the end reads 0: that token's rd columns)
+    top = rows + 1 if tables else 5000
+    pos = torch.randint(0, top, (B, N), device="cuda", dtype=torch.int32) if positions else None
     if tables:  # a scaled base, stored in f32
         c64, s64 = angles(torch.arange(rows, device="cuda") * 0.5, rd, base=500.0)
         cos, sin = c64.float().contiguous(), s64.float().contiguous()
@@ -93,7 +98,11 @@ def check(tk, stream, B, N, Hq, Hk, D, rd, style, tables, positions, inplace, bn
         p = tk.rotary_params(q, qo, k, ko, style, rd, inverse, cos, sin, pos)
         tk.rotary(p, stream)
         torch.cuda.synchronize()
-        if tables:
+        if tables and positions:  # rows gathered at the positions, 0 past the table
+            pad = torch.zeros(1, rd // 2, device="cuda")
+            c = torch.cat((cos, pad))[pos.clamp(max=rows).long()][:, None].double()
+            s = torch.cat((sin, pad))[pos.clamp(max=rows).long()][:, None].double()
+        elif tables:
             c, s = cos[:N].double(), sin[:N].double()
         else:
             c, s = angles(pos[:, None] if positions else torch.arange(N, device="cuda"), rd)
@@ -159,12 +168,7 @@ def main():
                 rows.append((kind, f"{B}x{N}x{Hq}/{Hk}x{D}", d, us["ours", d], bw["ours"],
                              bw["eager"], bw["compile"]))
                 print(f"{kind} {rows[-1][1]} {d}: ours {us['ours', d]:.1f} us", flush=True)
-    print("\n| rotary | B x N x Hq/Hk x D | pass | ours µs | ours GB/s | % copy | eager GB/s "
-          "| compile GB/s | ours/eager | ours/compile |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for k, s, d, t, o, e, c in rows:
-        print(f"| {k} | {s} | {d} | {t:.1f} | {o:.0f} | {100 * o / (COPY_TBS * 1e3):.0f} | "
-              f"{e:.0f} | {c:.0f} | {o / e:.2f} | {o / c:.2f} |")
+    bandwidth_table("rotary", "B x N x Hq/Hk x D", rows, COPY_TBS)
 
 
 if __name__ == "__main__":

@@ -16,3 +16,15 @@ def sdpa(backend, q, k, v, causal):
     gqa = k.shape[1] != q.shape[1]
     with sdpa_kernel(backend):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+
+def bandwidth_table(what, shape, rows, copy_tbs=4.27):
+    """Prints a markdown table of memory-bound timings: rows of (kind, shape, pass, ours µs,
+    ours GB/s, eager GB/s, compile GB/s), with the share of the copy line (TB/s) and the
+    ratios to torch eager and torch.compile."""
+    print(f"\n| {what} | {shape} | pass | ours µs | ours GB/s | % copy | eager GB/s "
+          "| compile GB/s | ours/eager | ours/compile |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for k, s, d, t, o, e, c in rows:
+        print(f"| {k} | {s} | {d} | {t:.1f} | {o:.0f} | {100 * o / (copy_tbs * 1e3):.0f} | "
+              f"{e:.0f} | {c:.0f} | {o / e:.2f} | {o / c:.2f} |")

@@ -81,16 +81,39 @@ static void positions(rot *a) {
     a->pos = acc;
 }
 
+/* The tables' columns c0.. for the warp's 16 tokens: rows n0.., or with
+ * positions each token's row Pos[b, n], gathered row by row (a vector load
+ * each, put in its row by a select; a position past the table reads 0). */
+static void table_rows(rot *a, tk_value *c0, tk_value **cs, tk_value **sn) {
+    tk_kernel *k = a->k;
+    if (!a->Pos) {
+        tk_value *idx[2] = {a->n0, c0};
+        *cs = tk_load(k, tile_t(TK_F32), a->Cos, idx, 0.0f);
+        *sn = tk_load(k, tile_t(TK_F32), a->Sin, idx, 0.0f);
+        return;
+    }
+    tk_type vt = tk_vec_type(TK_F32, CW, TK_PER_COL, TK_WARP, TK_ROW);
+    tk_value *zero = tk_zeros(k, tile_t(TK_F32));
+    tk_value *row = tk_add(
+        k, zero, tk_iota(k, tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW), TK_PER_ROW));
+    *cs = *sn = zero;
+    for (int r = 0; r < ROWS; r++) {
+        tk_value *ip[2] = {a->b, tk_add(k, a->n0, i64c(k, r))};
+        tk_value *p = tk_load(k, tk_scalar_type(TK_I32), a->Pos, ip, 0.0f);
+        tk_value *it[2] = {p, c0}, *mine = tk_eq(k, row, f32c(k, (float)r));
+        *cs = tk_select(k, mine, tk_add(k, zero, tk_load(k, vt, a->Cos, it, 0.0f)), *cs);
+        *sn = tk_select(k, mine, tk_add(k, zero, tk_load(k, vt, a->Sin, it, 0.0f)), *sn);
+    }
+}
+
 /* cos and sin of the chunk at column c0 (i64; NeoX: of the half), as f32
  * tiles; *sn carries the direction (inverse) and, for GPT-J, the pair signs. */
 static void angles(rot *a, tk_value *c0, tk_value **cs, tk_value **sn) {
     tk_kernel *k = a->k;
     const tk_rotary_config *c = a->c;
     tk_value *sign = c->inverse ? f32c(k, -1.0f) : NULL;
-    if (a->Cos) { /* NeoX only: rows n0.., columns c0.. of the tables */
-        tk_value *idx[2] = {a->n0, c0};
-        *cs = tk_load(k, tile_t(TK_F32), a->Cos, idx, 0.0f);
-        *sn = tk_load(k, tile_t(TK_F32), a->Sin, idx, 0.0f);
+    if (a->Cos) { /* NeoX only: rows n0.. (or the tokens' positions), columns c0.. */
+        table_rows(a, c0, cs, sn);
         if (sign) *sn = tk_neg(k, *sn);
         return;
     }
@@ -284,11 +307,6 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_rotary_confi
     for (int i = 0; i < 4; i++)
         if (*flags[i] != 0 && *flags[i] != 1)
             return bad(ctx, TK_ERR_INVALID_ARG, fn, names[i], *flags[i], "expected 0 or 1");
-    if (c->tables && c->positions)
-        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
-                                "%s: tables with positions is not supported: tables are read "
-                                "at row n; give positions with a base",
-                                fn);
     if (c->tables && c->style == TK_ROTARY_GPTJ)
         return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
                                 "%s: tables with TK_ROTARY_GPTJ is not supported; use a base", fn);

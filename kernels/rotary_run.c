@@ -147,17 +147,14 @@ static tk_status check_angles(tk_ctx *ctx, const char *fn, const tk_rotary_param
                                 "%s: cos/sin tables with TK_ROTARY_GPTJ are not supported; give "
                                 "a base (cos and sin NULL)",
                                 fn);
-    if (p->positions)
-        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
-                                "%s: positions with cos/sin tables are not supported (tables are "
-                                "read at row n); give positions with a base",
-                                fn);
-    if (p->table_rows < p->seq || p->table_rows > MAX_SEQ)
+    /* without positions token n reads row n; with them a row past the
+     * table reads 0 in the kernel */
+    int64_t least = p->positions ? 1 : p->seq;
+    if (p->table_rows < least || p->table_rows > MAX_SEQ)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: table_rows is %lld; expected seq (%lld) .. %lld: token n "
-                                "reads row n",
-                                fn, (long long)p->table_rows, (long long)p->seq,
-                                (long long)MAX_SEQ);
+                                "%s: table_rows is %lld; expected %lld .. %lld (%s)", fn,
+                                (long long)p->table_rows, (long long)least, (long long)MAX_SEQ,
+                                p->positions ? "rows are positions" : "token n reads row n");
     return TK_OK;
 }
 

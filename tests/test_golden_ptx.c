@@ -238,6 +238,7 @@ static int make_variants(variant *v) {
             {TK_F16, TK_ROTARY_NEOX, 64, 32, 0, 1, 0, 0},
             {TK_BF16, TK_ROTARY_GPTJ, 128, 128, 0, 0, 0, 0},
             {TK_BF16, TK_ROTARY_GPTJ, 256, 128, 0, 1, 1, 1},
+            {TK_BF16, TK_ROTARY_NEOX, 128, 128, 1, 1, 0, 0}, /* a cache read at positions */
         };
         for (size_t i = 0; i < sizeof rots / sizeof rots[0]; i++) {
             const tk_rotary_config *r = &rots[i];

@@ -49,9 +49,6 @@ START_TEST(bad_configs) {
         {{.dtype = TK_F16, .head_dim = 64, .rotary_dim = 64, .inverse = 3},
          TK_ERR_INVALID_ARG,
          "inverse is 3"},
-        {{.dtype = TK_F16, .head_dim = 64, .rotary_dim = 64, .tables = 1, .positions = 1},
-         TK_ERR_UNSUPPORTED,
-         "tables with positions"},
         {{.dtype = TK_F16, .style = 1, .head_dim = 64, .rotary_dim = 64, .tables = 1},
          TK_ERR_UNSUPPORTED,
          "TK_ROTARY_GPTJ"},
@@ -125,10 +122,10 @@ START_TEST(bad_params) {
         ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
     }
     tk_rotary_params p = ok;
-    p.cos = p.sin = tab, p.table_rows = 3, p.positions = pos;
-    ck_assert_int_eq(tk_rotary(ctx, &p, NULL), TK_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "positions with cos/sin tables"));
-    p.positions = NULL, p.style = TK_ROTARY_GPTJ;
+    p.cos = p.sin = tab, p.table_rows = 0, p.positions = pos;
+    ck_assert_int_eq(tk_rotary(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "rows are positions"));
+    p.positions = NULL, p.table_rows = 3, p.style = TK_ROTARY_GPTJ;
     ck_assert_int_eq(tk_rotary(ctx, &p, NULL), TK_ERR_UNSUPPORTED);
     ck_assert_int_eq(tk_rotary(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_rotary(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
@@ -156,6 +153,8 @@ static const rcase cases[] = {
     {TK_F16, TK_ROTARY_NEOX, 128, 96, 0, 1, 0, 1, 0, 2, 129, 1, 1},
     {TK_BF16, TK_ROTARY_GPTJ, 128, 100, 0, 0, 0, 0, 0, 1, 7, 3, 0},
     {TK_BF16, TK_ROTARY_NEOX, 64, 20, 1, 0, 1, 1, 1, 2, 40, 2, 1},
+    {TK_BF16, TK_ROTARY_NEOX, 128, 128, 1, 1, 0, 0, 0, 2, 33, 4, 2},
+    {TK_F16, TK_ROTARY_NEOX, 64, 48, 1, 1, 1, 1, 1, 1, 70, 3, 1},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -201,7 +200,9 @@ static void bufs_make(rbufs *b, const rcase *c) {
     if (c->positions) {
         int64_t d[2] = {c->B, c->N};
         b->pos = ref_tensor_new(TK_I32, 2, d);
-        for (int64_t i = 0; i < c->B * c->N; i++) ref_tensor_set(&b->pos, i, ref_randint(0, 5000));
+        /* with tables, rows of the table (a few past its end: they read 0) */
+        int64_t top = c->tables ? b->cos.dims[0] + 1 : 5000;
+        for (int64_t i = 0; i < c->B * c->N; i++) ref_tensor_set(&b->pos, i, ref_randint(0, top));
     }
 }
 
@@ -246,9 +247,11 @@ static double *reference(const rcase *c, const rbufs *b, const ref_tensor *x, in
                 double pos = c->positions ? ref_tensor_get(&b->pos, bb * c->N + n) : (double)n;
                 for (int64_t i = 0; i < half; i++) {
                     double cs, sn;
-                    if (c->tables) {
-                        cs = ref_tensor_get(&b->cos, n * half + i);
-                        sn = ref_tensor_get(&b->sin, n * half + i);
+                    if (c->tables) { /* row pos; past the table: 0 */
+                        int64_t t = (int64_t)pos;
+                        bool row_in = t < b->cos.dims[0];
+                        cs = row_in ? ref_tensor_get(&b->cos, t * half + i) : 0.0;
+                        sn = row_in ? ref_tensor_get(&b->sin, t * half + i) : 0.0;
                     } else {
                         double th = pos * pow(BASE, -2.0 * (double)i / c->rd);
                         cs = cos(th), sn = sin(th);
@@ -293,6 +296,19 @@ static ref_tensor copy_of(const ref_tensor *t) {
     return c;
 }
 
+/* What a round trip gives back: the input, except where a token's
+ * position is past the tables, whose rotated columns read cos = sin = 0
+ * both ways (x: [B, H, N, D] as ref_tensor_to_f64 lays it out). */
+static void past_the_table(const rcase *c, const rbufs *b, const ref_tensor *t, double *x) {
+    if (!c->tables || !c->positions) return;
+    int64_t H = t->dims[1];
+    for (int64_t bb = 0; bb < c->B; bb++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t n = 0; n < c->N; n++)
+                if (ref_tensor_get(&b->pos, bb * c->N + n) >= (double)b->cos.dims[0])
+                    for (int64_t d = 0; d < c->rd; d++) x[((bb * H + h) * c->N + n) * c->D + d] = 0;
+}
+
 /* The case's direction against float64, then the other direction applied
  * to that result, which must give the input back. */
 START_TEST(interp_against_f64) {
@@ -321,6 +337,7 @@ START_TEST(interp_against_f64) {
     interp(ctx, &r, nt);
     for (int i = 0; i < nt; i++) {
         double *x0 = ref_tensor_to_f64(&orig[i]);
+        past_the_table(c, &b, &orig[i], x0);
         back[i] = err_of(&dst[i], x0);
         free(x0), free(gaps[i]);
         free(orig[i].data);

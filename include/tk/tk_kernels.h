@@ -350,8 +350,9 @@ TK_API tk_status tk_norm_build(tk_ctx *ctx, const tk_norm_config *cfg, tk_kernel
  * inverse = 1 rotates by -θ (sin negated): the backward, dX from dOut.
  * pos is the token index n, or positions[b, n] (positions = 1). With
  * tables = 1, cos θ_i and sin θ_i are read from Cos and Sin [T, rd/2] f32
- * at row n (T = table rows); rows n >= T are masked: they read cos = sin =
- * 0 (never outside the tables), so such a token's rotated columns become 0.
+ * at row pos (T = table rows); rows pos >= T (or < 0) are masked: they read
+ * cos = sin = 0 (never outside the tables), so such a token's rotated
+ * columns become 0.
  * Parameters in order, grid (ceil(N/64), ceil(H/8), B), 4 warps (a warp: 16
  * tokens of one b, 8 heads):
  *   X [B, H, N, D] dtype (in_place: also written), [Out [B, H, N, D] dtype,
@@ -366,8 +367,8 @@ typedef struct tk_rotary_config {
     int style;      /* a tk_rotary_style                                      */
     int head_dim;   /* D: 64, 128 or 256                                      */
     int rotary_dim; /* rd: even, 2 .. head_dim                                */
-    int tables;     /* 1: Cos/Sin tables (NEOX, positions = 0); 0: from base   */
-    int positions;  /* 1: Pos gives each token's position (tables = 0)        */
+    int tables;     /* 1: Cos/Sin tables (NEOX); 0: angles from base          */
+    int positions;  /* 1: Pos gives each token's position (and table row)     */
     int inverse;    /* 1: rotate by -θ (the backward)                         */
     int in_place;   /* 1: X is rotated in place (no Out parameter)            */
 } tk_rotary_config;

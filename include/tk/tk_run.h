@@ -344,12 +344,13 @@ TK_API tk_status tk_norm_backward(tk_ctx *ctx, const tk_norm_bwd_params *p, void
  * embeddings"); inverse = 1 rotates by -θ: the backward, dq from dq_out.
  * q_out == q (same strides) rotates in place, leaving columns rd.. alone;
  * otherwise q_out gets them copied and must not overlap q (k likewise).
- * The angles: cos and sin [table_rows, rd/2] f32 tables read at row n (NeoX
- * only, no positions), or computed from base (0: 10000) at position n or
- * positions[b, n] (int32 [batch, seq], dense). One launch for q, one for k.
- * Checked here: every size, pointer, stride, flag, table_rows >= seq (a
- * table row past table_rows is masked in the kernel anyway: cos = sin = 0,
- * never a read outside the tables). Not checked (a device read): the
+ * The angles: cos and sin [table_rows, rd/2] f32 tables (NeoX only) read at
+ * row n, or at row positions[b, n] (int32 [batch, seq], dense: a serving
+ * engine's cos/sin cache), or computed from base (0: 10000) at position n or
+ * positions[b, n]. One launch for q, one for k. Checked here: every size,
+ * pointer, stride, flag, table_rows >= seq without positions (>= 1 with
+ * them; a table row past table_rows is masked in the kernel anyway: cos =
+ * sin = 0, never a read outside the tables). Not checked (a device read): the
  * positions' values; any int32 works, positions are exact in f32 to 2^24
  * and sin/cos keep their 1e-7 error to |θ| <= 1e5. Initialize with
  * TK_ROTARY_PARAMS_INIT (struct_size as in tk_attention_params). */
