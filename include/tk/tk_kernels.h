@@ -297,12 +297,12 @@ TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_conf
  * owns 16 rows and splits their columns; they arrive in rounds of `cols`
  * columns through shared memory. Rows of at most `cols` columns are read
  * once; longer ones twice (statistics, then output). Parameters in order:
- *   TK_NORM_FWD, grid (ceil(R/16)):
+ *   TK_NORM_FWD, grid (ceil(R/16)), `warps` warps:
  *     X [R, C] dtype, [Res [R, C] dtype], [W [C] dtype], [B [C] dtype],
  *     [H [R, C] dtype, written: h], Y [R, C] dtype (written),
  *     [Mean [R] f32 (LAYER, stats), written], [Rstd [R] f32 (stats),
  *     written], eps f32.
- *   TK_NORM_BWD, grid (ceil(R/16)): the gradients from dY, given
+ *   TK_NORM_BWD, grid (ceil(R/16)), `warps` warps: the gradients from dY, given
  *     h (H; X without a residual) and the forward's Mean and Rstd:
  *     H [R, C], dY [R, C], [dH [R, C] (residual: the residual stream's own
  *     gradient, added to dX)], [W [C]], [Mean [R] f32 (LAYER)], Rstd [R]
