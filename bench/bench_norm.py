@@ -21,7 +21,7 @@ import torch._functorch.config
 import torch.nn.functional as F
 from triton.testing import do_bench
 
-from bench_util import bandwidth_table
+from bench_util import bandwidth_table, rel
 from tk_ctypes import TK
 
 COPY_TBS = 4.27
@@ -37,14 +37,6 @@ def ref_norm(kind, h, w, b, eps):
     if kind == LAYER:
         return F.layer_norm(h, h.shape[-1:], w, b, eps)
     return F.rms_norm(h, h.shape[-1:], w, eps)
-
-
-def rel(out, ref):
-    out, ref = out.double(), ref.double()
-    if torch.isnan(out).any():
-        return float("inf")
-    n = ref.norm()
-    return ((out - ref).norm() / (n if n > 0 else 1)).item()
 
 
 def make(kind, R, C, dt, residual=True, weight=True, bias=True):

@@ -15,7 +15,7 @@ import torch
 import torch._dynamo
 from triton.testing import do_bench
 
-from bench_util import bandwidth_table
+from bench_util import bandwidth_table, rel
 from tk_ctypes import TK
 
 COPY_TBS = 4.27
@@ -61,14 +61,6 @@ def angles(pos, rd, base=BASE, dtype=torch.float64):
     i = torch.arange(rd // 2, device=pos.device, dtype=dtype)
     th = pos.to(dtype)[..., None] * base ** (-2 * i / rd)
     return th.cos(), th.sin()
-
-
-def rel(out, ref):
-    out, ref = out.double(), ref.double()
-    if torch.isnan(out).any():
-        return float("inf")
-    n = ref.norm()
-    return ((out - ref).norm() / (n if n > 0 else 1)).item()
 
 
 def qk(B, H, N, D, dt, bnhd):

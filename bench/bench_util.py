@@ -1,5 +1,6 @@
 """What the attention benchmarks (bench_attention.py, bench_attention_bwd.py)
 share: the shapes they time and torch SDPA on one chosen backend."""
+import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
@@ -28,3 +29,12 @@ def bandwidth_table(what, shape, rows, copy_tbs=4.27):
     for k, s, d, t, o, e, c in rows:
         print(f"| {k} | {s} | {d} | {t:.1f} | {o:.0f} | {100 * o / (copy_tbs * 1e3):.0f} | "
               f"{e:.0f} | {c:.0f} | {o / e:.2f} | {o / c:.2f} |")
+
+
+def rel(out, ref):
+    """‖out − ref‖ / ‖ref‖ in float64 (‖out − ref‖ when ref is 0); NaN anywhere in out: inf."""
+    out, ref = out.double(), ref.double()
+    if torch.isnan(out).any():
+        return float("inf")
+    n = ref.norm()
+    return ((out - ref).norm() / (n if n > 0 else 1)).item()
