@@ -1,5 +1,6 @@
-"""What the attention benchmarks (bench_attention.py, bench_attention_bwd.py)
-share: the shapes they time and torch SDPA on one chosen backend."""
+"""What the benchmarks share: the attention shapes and torch SDPA on one chosen backend
+(bench_attention.py, bench_attention_bwd.py); the relative error and the bandwidth table of
+the memory-bound kernels (bench_norm.py, bench_rotary.py)."""
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
