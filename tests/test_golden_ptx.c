@@ -41,6 +41,8 @@ typedef struct variant {
     tk_norm_config nc;
     int is_rot;
     tk_rotary_config rc;
+    int is_based;
+    tk_based_config bc;
 } variant;
 
 enum { MAX_VARIANTS = 512 };
@@ -251,6 +253,20 @@ static int make_variants(variant *v) {
                      r->rotary_dim, r->tables ? "_tables" : "", r->positions ? "_pos" : "",
                      r->inverse ? "_inv" : "", r->in_place ? "_inplace" : "");
         }
+        /* Based linear attention: the forward, normalized with z and not */
+        static const tk_based_config baseds[] = {
+            {TK_BF16, TK_BASED_FWD, 1, 1, 16, 4},
+            {TK_F16, TK_BASED_FWD, 0, 0, 32, 4},
+        };
+        for (size_t i = 0; i < sizeof baseds / sizeof baseds[0]; i++) {
+            const tk_based_config *b = &baseds[i];
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_based = 1;
+            x->bc = *b;
+            snprintf(x->name, sizeof x->name, "based_fwd_%s_v%d%s", tk_dtype_name(b->dtype),
+                     b->v_cols, b->normalize ? "_norm_stats" : "");
+        }
         { /* the one-warp merge (at most one group of partials) */
             variant *x = &v[n++];
             x->arch = archs[a];
@@ -321,8 +337,9 @@ static void lower_one(const variant *v, result *r) {
                 : v->is_bwd  ? tk_attention_bwd_build(ctx, &v->b, &k)
                 : v->is_dec  ? tk_attention_decode_build(ctx, &v->dc, &k)
                 : v->is_norm ? tk_norm_build(ctx, &v->nc, &k)
-                : v->is_rot  ? tk_rotary_build(ctx, &v->rc, &k)
-                             : tk_attention_fwd_build(ctx, &v->a, &k);
+                : v->is_rot   ? tk_rotary_build(ctx, &v->rc, &k)
+                : v->is_based ? tk_based_build(ctx, &v->bc, &k)
+                              : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));
     tk_kernel_destroy(k);

@@ -375,6 +375,41 @@ typedef struct tk_rotary_config {
 
 TK_API tk_status tk_rotary_build(tk_ctx *ctx, const tk_rotary_config *cfg, tk_kernel **out);
 
+/* ---- Based linear attention (Arora et al. 2024): forward and backward ----
+ * Causal linear attention whose score is exp's 2nd-order Taylor expansion
+ * over feature dim 16 (kernels/based.c):
+ *   a_ij = 1 + s_ij + s_ij²/2,  s_ij = scale · q_i·k_j,  j <= i
+ *   num_i = Σ_j a_ij v_j,  z_i = Σ_j a_ij,  o_i = num_i / (z_i + eps)
+ * (normalize = 1) or o_i = num_i (normalize = 0): flash-linear-attention's
+ * parallel_based / fused_chunk_based with use_norm. Computed in chunks of
+ * 16·warps rows: exact products inside a chunk and a linear state (288
+ * features x value columns, f32, applied in the dtype) across chunks, so
+ * the cost is linear in T.
+ *   TK_BASED_FWD, grid (ceil(Dv / v_cols), H, B), `warps` warps:
+ *     Q [B, H, T, 16], K [B, H, T, 16], V [B, H, T, Dv] dtype (any strides,
+ *     unit last), O [B, H, T, Dv] dtype, written, [Z [B, H, T] f32, written
+ *     (stats): z_i], scale f32, eps f32. */
+typedef enum tk_based_part {
+    TK_BASED_FWD = 0,
+    TK_BASED_BWD_DQ = 1, /* dq (and the rows' normalizer gradients)           */
+    TK_BASED_BWD_DKV = 2 /* dk, dv                                             */
+} tk_based_part;
+
+#define TK_BASED_V_COLS 16 /* value columns a block (forward)  */
+#define TK_BASED_WARPS  4  /* warps a block; a chunk is 16 rows a warp */
+
+typedef struct tk_based_config {
+    tk_dtype dtype; /* TK_BF16 or TK_F16                                       */
+    int part;       /* a tk_based_part                                         */
+    int normalize;  /* 0 or 1: o = num / (z + eps)                             */
+    int stats;      /* FWD: 1 writes Z                                         */
+    int v_cols;     /* value columns a block: a multiple of 16 in 16 .. 128;
+                       0: TK_BASED_V_COLS                                     */
+    int warps;      /* 1, 2, 4 or 8; 0: TK_BASED_WARPS                         */
+} tk_based_config;
+
+TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel **out);
+
 #ifdef __cplusplus
 }
 #endif

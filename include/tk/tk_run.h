@@ -384,6 +384,45 @@ TK_API tk_status tk_rotary_prepare(tk_ctx *ctx, const tk_rotary_params *p, tk_pr
 /* Check, prepare and launch on `stream` (q, then k). Asynchronous. */
 TK_API tk_status tk_rotary(tk_ctx *ctx, const tk_rotary_params *p, void *stream);
 
+/* ---- Based linear attention (tk/tk_kernels.h, "Based linear attention") --
+ * Causal: o_i = Σ_{j<=i} a_ij v_j / (z_i + eps) with a_ij = 1 + s + s²/2,
+ * s = scale·q_i·k_j, z_i = Σ_{j<=i} a_ij (normalize = 1; 0: no division),
+ * flash-linear-attention's parallel_based / fused_chunk_based. q, k [batch,
+ * heads, seq, 16] (feature dim 16), v, o [batch, heads, seq, head_dim_v],
+ * bf16 or f16, in the layout their strides name in (batch, head, token, dim)
+ * order (all 0: dense [B, H, T, D]; fla's [B, T, H, D] is {T·H·D, D, H·D,
+ * 1}); the dim stride must be 1. z (optional, f32 [batch, heads, seq],
+ * z_strides likewise) receives z_i, which the backward of a normalized
+ * forward takes. scale 0: 1/4 (16^-1/2); eps 0: 1e-6. v_cols: the value
+ * columns a block (a multiple of 16, at most 128; 0: the library's choice).
+ * Checked here: sizes, pointers, strides, flags. Initialize with
+ * TK_BASED_PARAMS_INIT (struct_size as in tk_attention_params). */
+typedef struct tk_based_params {
+    size_t struct_size;
+    tk_dtype dtype;     /* TK_BF16 or TK_F16                                  */
+    int32_t normalize;  /* 0 or 1                                              */
+    float scale, eps;   /* 0: 0.25 and 1e-6; else finite, > 0                  */
+    int64_t batch, heads, seq, head_dim_v; /* >= 1; head_dim_v a multiple of 8 up to 256 */
+    const void *q, *k, *v;
+    void *o;
+    float *z; /* NULL: not written                                            */
+    int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4], z_strides[3];
+    int32_t v_cols; /* 0: the library's choice                                 */
+} tk_based_params;
+
+#ifdef __cplusplus
+#define TK_BASED_PARAMS_INIT                                                                       \
+    { sizeof(tk_based_params) }
+#else
+#define TK_BASED_PARAMS_INIT                                                                       \
+    { .struct_size = sizeof(tk_based_params) }
+#endif
+
+/* Check p and ready its kernel (info may be NULL). */
+TK_API tk_status tk_based_prepare(tk_ctx *ctx, const tk_based_params *p, tk_prepare_info *info);
+/* Check, prepare and launch on `stream`. Asynchronous. */
+TK_API tk_status tk_based_forward(tk_ctx *ctx, const tk_based_params *p, void *stream);
+
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with

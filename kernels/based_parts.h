@@ -1,0 +1,62 @@
+/* Pieces the Based kernels share (kernels/based_common.c): the block's
+ * ids and shared tiles, the chunk ring, the feature map φ and the linear
+ * state's slabs. kernels/based.c (forward) and based_bwd.c use them. */
+#ifndef TK_KERNELS_BASED_PARTS_H
+#define TK_KERNELS_BASED_PARTS_H
+
+#include "tk/tk_kernels.h"
+
+#define TK_BASED_F         16 /* feature dim (q, k columns)                   */
+#define TK_BASED_SLABS     18 /* φ in slabs of 16 features: 16 x⊗x, x, 1      */
+#define TK_BASED_PHI       (16 * TK_BASED_SLABS)
+#define TK_BASED_MAX_SLOTS 18 /* slabs a warp may own (1 warp: all)           */
+
+typedef struct tk_based_kernel {
+    tk_kernel *k;
+    const tk_based_config *c;
+    tk_dtype dt;
+    int W, C, DVB, slots; /* warps, chunk rows (16·W), value columns, slabs a warp */
+    tk_value *Q, *K, *V, *scale;
+    tk_value *b, *h, *v0;   /* batch, head, the block's first value column */
+    tk_value *w, *r0;       /* warp id, its first row in a chunk (i64)     */
+    tk_value *T, *nchunks;  /* tokens, chunks                              */
+    tk_value *sQ, *sK, *sV; /* 2-stage rings: the chunk's q, k [C, 16], v [C, DVB] */
+    tk_value *sPhi;         /* φ of a chunk's rows [C, 288]                */
+    tk_value *sS;           /* the state in bf16 [288, DVB]                */
+    tk_value *sSel;         /* 16 selectors [16, 256] (kernels/based_common.c) */
+} tk_based_kernel;
+
+tk_value *tk_based_i64(tk_kernel *k, int64_t v);
+/* g's kernel, config and block shape from c (defaults filled in). */
+void tk_based_init(tk_based_kernel *g, tk_kernel *k, const tk_based_config *c);
+/* Q, K [B, H, T, 16] and V [B, H, T, Dv] parameters (dtype), in order. */
+void tk_based_params(tk_based_kernel *g);
+/* Grid (ceil(Dv / DVB), H, B), ids, shared tiles, selectors; chunk 0's
+ * copies issued. Call after every parameter. */
+void tk_based_setup(tk_based_kernel *g);
+/* Top of chunk `ch`: its copies have landed and every warp is past the
+ * previous chunk; chunk ch + 1's copies are issued into the other stage.
+ * Returns the stage (i64). */
+tk_value *tk_based_arrive(tk_based_kernel *g, tk_value *ch);
+/* This warp's 16 rows of a stage [C, 16] as bf16 (xb) and f32 (xf), times
+ * `scale` (NULL: 1) and rounded to the dtype first. */
+void tk_based_band(tk_based_kernel *g, tk_value *xst, tk_value *scale, tk_value **xb,
+                   tk_value **xf);
+/* s = qb · kᵀ over the chunk's keys (kst: a stage [C, 16]); a = 1 + s + s²/2
+ * with the keys after each row dropped (0). *s_out (if not NULL) gets s. */
+tk_value *tk_based_scores(tk_based_kernel *g, tk_value *qb, tk_value *kst, tk_value **s_out);
+/* Slab j of φ(x) for 16 rows (x in bf16 and f32): bf16 16x16. */
+tk_value *tk_based_phi(tk_based_kernel *g, tk_value *xb, tk_value *xf, int j);
+/* φ of this warp's rows of stage `xst` (times scale, NULL: 1) into sPhi. */
+void tk_based_phi_to_shared(tk_based_kernel *g, tk_value *xst, tk_value *scale);
+/* Zero state tiles in init[0 .. slots) and zeros in sS (the owned slabs). */
+void tk_based_state_zero(tk_based_kernel *g, tk_value **init);
+/* For each owned slab j: S_j += sPhi[:, j]ᵀ · y (yst: a stage [C, DVB]),
+ * written to sS in bf16; next[s] gets slot s's new tile. */
+void tk_based_state_update(tk_based_kernel *g, tk_value *yst, tk_value *const *S,
+                           tk_value **next);
+
+tk_status tk_based_build_fwd(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel *k);
+tk_status tk_based_build_bwd(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel *k);
+
+#endif

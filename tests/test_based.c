@@ -1,0 +1,308 @@
+/* Based linear attention (tk_based_build, kernels/based.c, based_bwd.c):
+ * the config checks with their messages; on the interpreter, each kernel
+ * against a float64 reference of the quadratic form at ragged shapes
+ * (chunks, value slices and tokens not multiples of anything), normalized
+ * and not, bf16 and f16; on the GPU, each kernel against the interpreter on
+ * the same inputs (skipped, with a line, without one). */
+#include <check.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/based_run_parts.h"
+#include "tk/tk.h"
+#include "tk/tk_kernels.h"
+#include "util/harness.h"
+#include "util/ref.h"
+#include "util/run.h"
+
+#define EPS 1e-6
+
+/* ---- the config checks -------------------------------------------------- */
+START_TEST(bad_configs) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_kernel *k = (tk_kernel *)1;
+    static const struct {
+        tk_based_config c;
+        const char *msg;
+    } bad[] = {
+        {{.dtype = TK_F32}, "dtype is f32"},
+        {{.dtype = TK_BF16, .part = 3}, "part is 3"},
+        {{.dtype = TK_BF16, .normalize = 2}, "normalize is 2"},
+        {{.dtype = TK_BF16, .stats = -1}, "stats is -1"},
+        {{.dtype = TK_BF16, .v_cols = 24}, "v_cols is 24"},
+        {{.dtype = TK_BF16, .v_cols = 144}, "v_cols is 144"},
+        {{.dtype = TK_BF16, .warps = 3}, "warps is 3"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(tk_based_build(ctx, &bad[i].c, &k), TK_ERR_INVALID_ARG);
+        ck_assert_ptr_null(k);
+        ck_assert_msg(strstr(tk_ctx_error(ctx), bad[i].msg), "%s", tk_ctx_error(ctx));
+    }
+    tk_based_config ok = {.dtype = TK_BF16};
+    ck_assert_int_eq(tk_based_build(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_based_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_based_build(NULL, &ok, &k), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_based_build(ctx, &ok, &k), TK_OK);
+    tk_kernel_destroy(k);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* ---- cases -------------------------------------------------------------- */
+typedef struct bcase {
+    tk_dtype dt;
+    int normalize, stats, v_cols, warps;
+    int64_t B, H, T, Dv;
+    double scale;
+    int bthd; /* tensors laid out [B, T, H, D] (fla's layout), through strides */
+} bcase;
+
+static const bcase cases[] = {
+    {TK_BF16, 1, 1, 32, 4, 1, 2, 150, 64, 0.25, 0},
+    {TK_F16, 1, 1, 16, 4, 2, 1, 67, 40, 0.25, 1},
+    {TK_BF16, 0, 0, 64, 2, 1, 1, 97, 64, 0.25, 0},
+    {TK_BF16, 1, 0, 32, 8, 1, 1, 200, 48, 0.2, 1},
+    {TK_F16, 0, 1, 16, 1, 2, 2, 33, 16, 0.25, 0},
+    {TK_BF16, 1, 1, 128, 4, 1, 1, 1, 128, 0.25, 0},
+    {TK_BF16, 1, 1, 16, 4, 2, 3, 130, 64, 0.25, 1},
+};
+#define NCASES (int)(sizeof cases / sizeof cases[0])
+
+typedef struct bbufs {
+    ref_tensor q, k, v, o, z;
+} bbufs;
+
+static void bufs_make(bbufs *b, const bcase *c) {
+    int64_t dq[4] = {c->B, c->H, c->T, 16}, dv[4] = {c->B, c->H, c->T, c->Dv}, dz[3] = {c->B, c->H, c->T};
+    static const int perm[4] = {0, 2, 1, 3};
+    const int *pm = c->bthd ? perm : NULL;
+    b->q = ref_tensor_new_layout(c->dt, 4, dq, pm, 0), b->k = ref_tensor_new_layout(c->dt, 4, dq, pm, 0);
+    b->v = ref_tensor_new_layout(c->dt, 4, dv, pm, 0), b->o = ref_tensor_new_layout(c->dt, 4, dv, pm, 8);
+    b->z = ref_tensor_new(TK_F32, 3, dz);
+    ref_tensor_random(&b->q, -1.0, 1.0), ref_tensor_random(&b->k, -1.0, 1.0);
+    ref_tensor_random(&b->v, -1.0, 1.0);
+    ref_tensor_fill_all(&b->o, NAN), ref_tensor_fill_all(&b->z, NAN);
+}
+
+static void bufs_free(bbufs *b) {
+    ref_tensor *all[] = {&b->q, &b->k, &b->v, &b->o, &b->z};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ref_tensor_free(all[i]);
+}
+
+/* Float64, the quadratic form: o [B, H, T, Dv] and z [B, H, T]. */
+static void reference(const bcase *c, const bbufs *b, double *o, double *z) {
+    double *q = ref_tensor_to_f64(&b->q), *k = ref_tensor_to_f64(&b->k);
+    double *v = ref_tensor_to_f64(&b->v);
+    for (int64_t bh = 0; bh < c->B * c->H; bh++)
+        for (int64_t i = 0; i < c->T; i++) {
+            double *oi = o + (bh * c->T + i) * c->Dv, zi = 0;
+            memset(oi, 0, sizeof(double) * (size_t)c->Dv);
+            for (int64_t j = 0; j <= i; j++) {
+                double s = 0;
+                for (int f = 0; f < 16; f++)
+                    s += q[(bh * c->T + i) * 16 + f] * k[(bh * c->T + j) * 16 + f];
+                s *= c->scale;
+                double a = 1 + s + 0.5 * s * s;
+                zi += a;
+                for (int64_t d = 0; d < c->Dv; d++) oi[d] += a * v[(bh * c->T + j) * c->Dv + d];
+            }
+            if (c->normalize)
+                for (int64_t d = 0; d < c->Dv; d++) oi[d] /= zi + EPS;
+            z[bh * c->T + i] = zi;
+        }
+    free(q), free(k), free(v);
+}
+
+static tk_kernel *build(tk_ctx *ctx, const bcase *c, int part) {
+    tk_based_config cfg = {.dtype = c->dt, .part = part, .normalize = c->normalize,
+                           .stats = part == TK_BASED_FWD ? c->stats : 0,
+                           .v_cols = c->v_cols, .warps = c->warps};
+    tk_kernel *k = NULL;
+    ck_assert_msg(tk_based_build(ctx, &cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+    return k;
+}
+
+/* The forward's tensors in parameter order, and its scalars. */
+static int fwd_args(const bcase *c, bbufs *b, ref_tensor ts[8], tk_arg sc[8]) {
+    int n = 0;
+    ts[n++] = b->q, ts[n++] = b->k, ts[n++] = b->v, ts[n++] = b->o;
+    if (c->stats) ts[n++] = b->z;
+    memset(sc, 0, sizeof(tk_arg) * 8);
+    ts[n] = (ref_tensor){0}, sc[n++] = tk_arg_f32((float)c->scale);
+    ts[n] = (ref_tensor){0}, sc[n++] = tk_arg_f32((float)EPS);
+    return n;
+}
+
+static double err_of(const ref_tensor *t, const double *ref) {
+    double *out = ref_tensor_to_f64(t);
+    double e = ref_rel_err(out, ref, ref_tensor_count(t));
+    free(out);
+    return e;
+}
+
+START_TEST(fwd_interp_against_f64) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    const bcase *c = &cases[_i];
+    bbufs b;
+    bufs_make(&b, c);
+    tk_kernel *k = build(ctx, c, TK_BASED_FWD);
+    ref_tensor ts[8];
+    tk_arg sc[8], args[8];
+    int n = fwd_args(c, &b, ts, sc);
+    for (int i = 0; i < n; i++) args[i] = ts[i].data ? ref_tensor_arg(&ts[i]) : sc[i];
+    ck_assert_msg(tk_interp_run(k, n, args) == TK_OK, "%s", tk_ctx_error(ctx));
+    double *o = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.o));
+    double *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
+    reference(c, &b, o, z);
+    double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
+    double eo = err_of(&b.o, o), ez = c->stats ? err_of(&b.z, z) : 0;
+    printf("based fwd %s%s B%lld H%lld T%lld Dv%lld v%d w%d: o %.2e z %.2e\n",
+           tk_dtype_name(c->dt), c->normalize ? " norm" : "", (long long)c->B, (long long)c->H,
+           (long long)c->T, (long long)c->Dv, c->v_cols, c->warps, eo, ez);
+    ck_assert_msg(eo <= tol && ez <= tol, "o %.3e z %.3e", eo, ez);
+    free(o), free(z);
+    tk_kernel_destroy(k);
+    bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* ---- the run API ---------------------------------------------------------- */
+static void strides_of(const ref_tensor *t, bool layout, int rank, int64_t *st) {
+    for (int d = 0; d < rank; d++) st[d] = layout ? t->strides[d] : 0;
+}
+
+static tk_based_params params_of(const bcase *c, bbufs *b) {
+    tk_based_params p = TK_BASED_PARAMS_INIT;
+    p.dtype = c->dt, p.normalize = c->normalize, p.scale = (float)c->scale, p.eps = (float)EPS;
+    p.batch = c->B, p.heads = c->H, p.seq = c->T, p.head_dim_v = c->Dv, p.v_cols = c->v_cols;
+    p.q = b->q.data, p.k = b->k.data, p.v = b->v.data, p.o = b->o.data;
+    p.z = c->stats ? b->z.data : NULL;
+    strides_of(&b->q, c->bthd, 4, p.q_strides), strides_of(&b->k, c->bthd, 4, p.k_strides);
+    strides_of(&b->v, c->bthd, 4, p.v_strides), strides_of(&b->o, true, 4, p.o_strides);
+    return p;
+}
+
+START_TEST(bad_params) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    char buf[64]; /* never read: every call fails its checks first */
+    tk_based_params ok = TK_BASED_PARAMS_INIT;
+    ok.dtype = TK_BF16, ok.batch = 2, ok.heads = 3, ok.seq = 5, ok.head_dim_v = 64;
+    ok.q = ok.k = ok.v = buf, ok.o = buf;
+    static const char *const msg[] = {
+        "dtype is f32",       "normalize is 2",     "v_cols is 8",
+        "scale is -1",        "eps is inf",         "batch is 0",
+        "heads is 65536",     "seq is 0",           "head_dim_v is 300",
+        "head_dim_v is 20",   "k is NULL",          "o is NULL",
+        "q_strides[3] is 2",  "v_strides[0] is -1", "reach past 2^60",
+        "z_strides[2] is -3", "struct_size"};
+    for (int i = 0; i < (int)(sizeof msg / sizeof msg[0]); i++) {
+        tk_based_params p = ok;
+        switch (i) {
+        case 0: p.dtype = TK_F32; break;
+        case 1: p.normalize = 2; break;
+        case 2: p.v_cols = 8; break;
+        case 3: p.scale = -1; break;
+        case 4: p.eps = INFINITY; break;
+        case 5: p.batch = 0; break;
+        case 6: p.heads = 65536; break;
+        case 7: p.seq = 0; break;
+        case 8: p.head_dim_v = 300; break;
+        case 9: p.head_dim_v = 20; break;
+        case 10: p.k = NULL; break;
+        case 11: p.o = NULL; break;
+        case 12: p.q_strides[3] = 2; break;
+        case 13: p.v_strides[0] = -1, p.v_strides[3] = 1; break;
+        case 14: p.o_strides[0] = (int64_t)1 << 60, p.o_strides[3] = 1; break;
+        case 15: p.z = (float *)buf, p.z_strides[2] = -3; break;
+        default: p.struct_size = 3; break;
+        }
+        ck_assert_int_eq(tk_based_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+    }
+    ck_assert_int_eq(tk_based_forward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_based_forward(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
+    tk_based_params p = ok;
+    p.seq = -4;
+    ck_assert_int_eq(tk_based_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* tk_based_forward's launch (from the parameters) on the interpreter. */
+START_TEST(run_api_interp) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    const bcase *c = &cases[_i];
+    bbufs b;
+    bufs_make(&b, c);
+    tk_based_params p = params_of(c, &b);
+    void *gaps = ref_tensor_snapshot(&b.o); /* o has padding between rows */
+    tk_based_launch l;
+    tk_based_fwd_launch(&p, &l);
+    tk_kernel *k = NULL;
+    ck_assert_msg(tk_based_build(ctx, &l.cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(tk_interp_run(k, l.n, l.args) == TK_OK, "%s", tk_ctx_error(ctx));
+    double *o = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.o));
+    double *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
+    reference(c, &b, o, z);
+    double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
+    double eo = err_of(&b.o, o), ez = c->stats ? err_of(&b.z, z) : 0;
+    ck_assert_msg(eo <= tol && ez <= tol, "o %.3e z %.3e", eo, ez);
+    ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
+    free(o), free(z), free(gaps);
+    tk_kernel_destroy(k);
+    bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The GPU against the interpreter on the same inputs (poisoned outputs). */
+START_TEST(fwd_gpu) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    if (th_gpu_or_skip(ctx) != TK_OK) {
+        tk_ctx_destroy(ctx);
+        return;
+    }
+    const bcase *c = &cases[_i];
+    bbufs b;
+    bufs_make(&b, c);
+    tk_kernel *k = build(ctx, c, TK_BASED_FWD);
+    ref_tensor ts[8];
+    tk_arg sc[8];
+    int n = fwd_args(c, &b, ts, sc);
+    double worst = 0;
+    ck_assert_msg(th_compare(ctx, k, n, ts, sc, &worst) == TK_OK, "%s", tk_ctx_error(ctx));
+    printf("based fwd gpu case %d: worst rel diff %.2e\n", _i, worst);
+    tk_kernel_destroy(k);
+    bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("based");
+    TCase *t = tcase_create("checks");
+    tcase_add_test(t, bad_configs);
+    tcase_add_test(t, bad_params);
+    suite_add_tcase(s, t);
+    t = tcase_create("interp");
+    tcase_set_timeout(t, 600);
+    tcase_add_loop_test(t, fwd_interp_against_f64, 0, NCASES);
+    tcase_add_loop_test(t, run_api_interp, 0, NCASES);
+    suite_add_tcase(s, t);
+    t = tcase_create("gpu");
+    tcase_set_timeout(t, 600);
+    tcase_add_loop_test(t, fwd_gpu, 0, NCASES);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return run_suite(suite()); }
