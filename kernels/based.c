@@ -53,11 +53,7 @@ static void chunk_out(fwd *f, tk_value *st, tk_value *c0) {
                            tk_stage(k, g->sV, st), ((tk_value *[]){tk_based_i64(k, 0), tk_based_i64(k, 0)}),
                            0.0f);
     tk_value *o = tk_mma(k, TK_MMA_AB, tk_cvt(k, a, dt), vt, NULL);
-    tk_type st_t = tk_tile_type(dt, 16, g->DVB, TK_WARP, TK_COL);
-    for (int j = 0; j < TK_BASED_SLABS; j++) {
-        tk_value *idx[2] = {tk_based_i64(k, 16 * j), tk_based_i64(k, 0)};
-        o = tk_mma(k, TK_MMA_AB, tk_based_phi(g, qb, qf, j), tk_load(k, st_t, g->sS, idx, 0.0f), o);
-    }
+    o = tk_based_state_apply(g, qb, qf, o);
     if (g->c->normalize || g->c->stats) {
         /* z += c0 + q·z1 + ½ q·(Z2 q) */
         tk_value *qz2 = tk_mma(k, TK_MMA_ABT, qb, tk_cvt(k, f->Z2, dt), NULL);
@@ -83,14 +79,9 @@ static void chunk_state(fwd *f, tk_value *st, tk_value **next) {
     tk_based_phi_to_shared(g, tk_stage(k, g->sK, st), NULL);
     tk_barrier(k); /* φ(k) complete; every warp is done reading S */
     tk_based_state_update(g, tk_stage(k, g->sV, st), f->S, next);
-    if (g->c->normalize || g->c->stats) {
-        tk_value *kst = tk_stage(k, g->sK, st);
-        tk_value *z0[2] = {tk_based_i64(k, 0), tk_based_i64(k, 0)};
-        tk_value *kr = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_ROW), kst, z0, 0.0f);
-        next[g->slots] = tk_add(k, f->z1, tk_col_sum(k, tk_cvt(k, kr, TK_F32)));
-        tk_value *kc = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_COL), kst, z0, 0.0f);
-        next[g->slots + 1] = tk_mma(k, TK_MMA_ATB, kc, kc, f->Z2);
-    }
+    if (g->c->normalize || g->c->stats)
+        tk_based_sums(g, tk_stage(k, g->sK, st), f->z1, f->Z2, &next[g->slots],
+                      &next[g->slots + 1]);
 }
 
 static void build(fwd *f) {

@@ -48,6 +48,12 @@ static void copy_chunk(tk_based_kernel *g, tk_value *st, tk_value *ch) {
     tk_copy_to_shared(k, tk_stage(k, g->sQ, st), g->Q, iq, 0.0f, TK_COPY_ASYNC);
     tk_copy_to_shared(k, tk_stage(k, g->sK, st), g->K, iq, 0.0f, TK_COPY_ASYNC);
     tk_copy_to_shared(k, tk_stage(k, g->sV, st), g->V, iv, 0.0f, TK_COPY_ASYNC);
+    if (g->DO) tk_copy_to_shared(k, tk_stage(k, g->sDO, st), g->DO, iv, 0.0f, TK_COPY_ASYNC);
+}
+
+tk_value *tk_based_chunk(tk_based_kernel *g, tk_value *ch) {
+    tk_kernel *k = g->k;
+    return g->reverse ? tk_sub(k, tk_sub(k, g->nchunks, i64c(k, 1)), ch) : ch;
 }
 
 static void selectors_to_shared(tk_based_kernel *g);
@@ -71,8 +77,9 @@ void tk_based_setup(tk_based_kernel *g) {
     g->sV = tk_shared(k, g->dt, g->C, g->DVB, TK_SMEM_SWIZZLE, 2);
     g->sQ = tk_shared(k, g->dt, g->C, TK_BASED_F, TK_SMEM_SWIZZLE, 2);
     g->sK = tk_shared(k, g->dt, g->C, TK_BASED_F, TK_SMEM_SWIZZLE, 2);
+    if (g->DO) g->sDO = tk_shared(k, g->dt, g->C, g->DVB, TK_SMEM_SWIZZLE, 2);
     g->sSel = tk_shared(k, g->dt, 16, 16 * 16, TK_SMEM_SWIZZLE, 1);
-    copy_chunk(g, i64c(k, 0), i64c(k, 0));
+    copy_chunk(g, i64c(k, 0), tk_based_chunk(g, i64c(k, 0)));
     tk_async_commit(k);
     selectors_to_shared(g);
 }
@@ -83,7 +90,7 @@ tk_value *tk_based_arrive(tk_based_kernel *g, tk_value *ch) {
     tk_async_wait(k, 0);
     tk_barrier(k); /* chunk ch landed for all; every warp left chunk ch - 1 */
     tk_if_begin(k, tk_lt(k, ch1, g->nchunks));
-    copy_chunk(g, tk_sub(k, i64c(k, 1), st), ch1);
+    copy_chunk(g, tk_sub(k, i64c(k, 1), st), tk_based_chunk(g, ch1));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
     return st;
@@ -137,12 +144,53 @@ static void selectors_to_shared(tk_based_kernel *g) {
     }
 }
 
+tk_value *tk_based_colcast(tk_based_kernel *g, tk_value *xb, int j) {
+    return tk_mma(g->k, TK_MMA_ABT, xb, selector(g, j), NULL); /* [i, c] = x[i, j] */
+}
+
 tk_value *tk_based_phi(tk_based_kernel *g, tk_value *xb, tk_value *xf, int j) {
     tk_kernel *k = g->k;
     if (j == 16) return xb;
     if (j == 17) return selector(g, 0);
-    tk_value *xj = tk_mma(k, TK_MMA_ABT, xb, selector(g, j), NULL); /* [i, c] = x[i, j] */
+    tk_value *xj = tk_based_colcast(g, xb, j);
     return tk_cvt(k, tk_mul(k, tk_mul(k, xj, xf), tk_const_f32(k, (float)M_SQRT1_2)), g->dt);
+}
+
+tk_value *tk_based_state_apply(tk_based_kernel *g, tk_value *xb, tk_value *xf, tk_value *acc) {
+    tk_kernel *k = g->k;
+    tk_type st_t = tk_tile_type(g->dt, 16, g->DVB, TK_WARP, TK_COL);
+    for (int j = 0; j < TK_BASED_SLABS; j++) {
+        tk_value *idx[2] = {i64c(k, 16 * j), i64c(k, 0)};
+        acc = tk_mma(k, TK_MMA_AB, tk_based_phi(g, xb, xf, j), tk_load(k, st_t, g->sS, idx, 0.0f),
+                     acc);
+    }
+    return acc;
+}
+
+tk_value *tk_based_state_grad(tk_based_kernel *g, tk_value *yb, tk_value *xb) {
+    tk_kernel *k = g->k;
+    tk_type st_t = tk_tile_type(g->dt, 16, g->DVB, TK_WARP, TK_ROW);
+    tk_value *quad = NULL;
+    for (int j = 0; j < 16; j++) { /* d(x_a x_b / √2): √2 Σ_a M[a, :] x_a */
+        tk_value *idx[2] = {i64c(k, 16 * j), i64c(k, 0)};
+        tk_value *m = tk_mma(k, TK_MMA_ABT, yb, tk_load(k, st_t, g->sS, idx, 0.0f), NULL);
+        tk_value *t = tk_mul(k, m, tk_based_colcast(g, xb, j));
+        quad = quad ? tk_add(k, quad, t) : t;
+    }
+    tk_value *idx[2] = {i64c(k, 16 * 16), i64c(k, 0)};
+    tk_value *lin = tk_mma(k, TK_MMA_ABT, yb, tk_load(k, st_t, g->sS, idx, 0.0f), NULL);
+    return tk_add(k, lin, tk_mul(k, quad, tk_const_f32(k, (float)M_SQRT2)));
+}
+
+void tk_based_sums(tk_based_kernel *g, tk_value *xst, tk_value *z1, tk_value *Z2, tk_value **nz1,
+                   tk_value **nZ2) {
+    tk_kernel *k = g->k;
+    tk_value *z[2];
+    zero2(k, z);
+    tk_value *xr = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_ROW), xst, z, 0.0f);
+    *nz1 = tk_add(k, z1, tk_col_sum(k, tk_cvt(k, xr, TK_F32)));
+    tk_value *xc = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_COL), xst, z, 0.0f);
+    *nZ2 = tk_mma(k, TK_MMA_ATB, xc, xc, Z2);
 }
 
 void tk_based_phi_to_shared(tk_based_kernel *g, tk_value *xst, tk_value *scale) {
@@ -212,7 +260,7 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_based_config
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
                                 tk_dtype_name(c->dtype));
-    if (c->part < TK_BASED_FWD || c->part > TK_BASED_BWD_DKV)
+    if (c->part < TK_BASED_FWD || c->part > TK_BASED_BWD_SUM)
         return bad(ctx, fn, "part", c->part, "expected a tk_based_part");
     if (c->normalize != 0 && c->normalize != 1)
         return bad(ctx, fn, "normalize", c->normalize, "expected 0 or 1");
@@ -238,7 +286,9 @@ tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel **ou
     tk_based_config c = *cfg;
     if (!c.v_cols) c.v_cols = TK_BASED_V_COLS;
     if (!c.warps) c.warps = TK_BASED_WARPS;
-    static const char *parts[] = {"fwd", "bwd_dq", "bwd_dkv"};
+    if (c.part == TK_BASED_BWD_PREP || c.part == TK_BASED_BWD_SUM) /* row kernels */
+        c.warps = TK_BASED_ROW_WARPS, c.v_cols = 16;
+    static const char *parts[] = {"fwd", "bwd_dq", "bwd_dkv", "bwd_prep", "bwd_sum"};
     char name[96];
     snprintf(name, sizeof name, "tk_based_%s_%s_v%d_w%d%s%s", parts[c.part],
              tk_dtype_name(c.dtype), c.v_cols, c.warps, c.normalize ? "_norm" : "",

@@ -10,6 +10,7 @@
 #define TK_BASED_SLABS     18 /* φ in slabs of 16 features: 16 x⊗x, x, 1      */
 #define TK_BASED_PHI       (16 * TK_BASED_SLABS)
 #define TK_BASED_MAX_SLOTS 18 /* slabs a warp may own (1 warp: all)           */
+#define TK_BASED_ROW_WARPS 4  /* PREP and SUM: 16 rows a warp                  */
 
 typedef struct tk_based_kernel {
     tk_kernel *k;
@@ -17,10 +18,13 @@ typedef struct tk_based_kernel {
     tk_dtype dt;
     int W, C, DVB, slots; /* warps, chunk rows (16·W), value columns, slabs a warp */
     tk_value *Q, *K, *V, *scale;
+    tk_value *DO;           /* the backward's dO [B, H, T, Dv] (NULL: none) */
+    int reverse;            /* chunks walked last to first (dk, dv)        */
     tk_value *b, *h, *v0;   /* batch, head, the block's first value column */
     tk_value *w, *r0;       /* warp id, its first row in a chunk (i64)     */
     tk_value *T, *nchunks;  /* tokens, chunks                              */
     tk_value *sQ, *sK, *sV; /* 2-stage rings: the chunk's q, k [C, 16], v [C, DVB] */
+    tk_value *sDO;          /* and dO [C, DVB] when DO is set                */
     tk_value *sPhi;         /* φ of a chunk's rows [C, 288]                */
     tk_value *sS;           /* the state in bf16 [288, DVB]                */
     tk_value *sSel;         /* 16 selectors [16, 256] (kernels/based_common.c) */
@@ -34,10 +38,20 @@ void tk_based_params(tk_based_kernel *g);
 /* Grid (ceil(Dv / DVB), H, B), ids, shared tiles, selectors; chunk 0's
  * copies issued. Call after every parameter. */
 void tk_based_setup(tk_based_kernel *g);
-/* Top of chunk `ch`: its copies have landed and every warp is past the
- * previous chunk; chunk ch + 1's copies are issued into the other stage.
+/* Top of trip `ch`: its chunk's copies have landed and every warp is past
+ * the previous trip; trip ch + 1's copies are issued into the other stage.
  * Returns the stage (i64). */
 tk_value *tk_based_arrive(tk_based_kernel *g, tk_value *ch);
+/* The chunk trip `ch` works on (last to first when reverse). */
+tk_value *tk_based_chunk(tk_based_kernel *g, tk_value *ch);
+/* x[:, j] broadcast over 16 columns, f32 (an mma with selector j). */
+tk_value *tk_based_colcast(tk_based_kernel *g, tk_value *xb, int j);
+/* The state's gradient path: Σ_j (∂φ_j(x)/∂x)ᵀ (y·S_jᵀ) over the slabs in
+ * sS (16x16 f32), for 16 rows y [16, DVB] (bf16) and x (bf16). Uses that
+ * each slab's 16x16 block of Σ x⊗x ⊗ v is symmetric. */
+tk_value *tk_based_state_grad(tk_based_kernel *g, tk_value *yb, tk_value *xb);
+/* Σ_j φ_j(x) · S_j over sS (16 x DVB f32) added to acc (NULL: none). */
+tk_value *tk_based_state_apply(tk_based_kernel *g, tk_value *xb, tk_value *xf, tk_value *acc);
 /* This warp's 16 rows of a stage [C, 16] as bf16 (xb) and f32 (xf), times
  * `scale` (NULL: 1) and rounded to the dtype first. */
 void tk_based_band(tk_based_kernel *g, tk_value *xst, tk_value *scale, tk_value **xb,
@@ -49,6 +63,10 @@ tk_value *tk_based_scores(tk_based_kernel *g, tk_value *qb, tk_value *kst, tk_va
 tk_value *tk_based_phi(tk_based_kernel *g, tk_value *xb, tk_value *xf, int j);
 /* φ of this warp's rows of stage `xst` (times scale, NULL: 1) into sPhi. */
 void tk_based_phi_to_shared(tk_based_kernel *g, tk_value *xst, tk_value *scale);
+/* The key sums of a stage xst [C, 16]: *nz1 = z1 + Σ_rows x (PER_COL f32
+ * vector of 16), *nZ2 = Z2 + xᵀx (16x16 f32). */
+void tk_based_sums(tk_based_kernel *g, tk_value *xst, tk_value *z1, tk_value *Z2, tk_value **nz1,
+                   tk_value **nZ2);
 /* Zero state tiles in init[0 .. slots) and zeros in sS (the owned slabs). */
 void tk_based_state_zero(tk_based_kernel *g, tk_value **init);
 /* For each owned slab j: S_j += sPhi[:, j]ᵀ · y (yst: a stage [C, DVB]),

@@ -82,40 +82,63 @@ static tk_status check_scalar(tk_ctx *ctx, const char *fn, const char *name, flo
                             name, (double)v);
 }
 
-static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_based_params *p) {
-    if (p->dtype != TK_BF16 && p->dtype != TK_F16)
+/* The checks both directions share: kind, scalars, sizes. */
+static tk_status check_common(tk_ctx *ctx, const char *fn, tk_dtype dt, int normalize, int vc,
+                              float scale, float eps, const int64_t sz[4]) {
+    if (dt != TK_BF16 && dt != TK_F16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
-                                tk_dtype_name(p->dtype));
-    if (p->normalize != 0 && p->normalize != 1)
+                                tk_dtype_name(dt));
+    if (normalize != 0 && normalize != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: normalize is %d; expected 0 or 1",
-                                fn, p->normalize);
-    int vc = p->v_cols;
+                                fn, normalize);
     if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: v_cols is %d; expected 0 or a multiple of 16 in 16 .. 128",
                                 fn, vc);
     tk_status s;
-    if ((s = check_scalar(ctx, fn, "scale", p->scale)) || (s = check_scalar(ctx, fn, "eps", p->eps)) ||
-        (s = check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
-        (s = check_size(ctx, fn, "heads", p->heads, MAX_GRID)) ||
-        (s = check_size(ctx, fn, "seq", p->seq, MAX_SEQ)) ||
-        (s = check_size(ctx, fn, "head_dim_v", p->head_dim_v, MAX_DV)))
+    if ((s = check_scalar(ctx, fn, "scale", scale)) || (s = check_scalar(ctx, fn, "eps", eps)) ||
+        (s = check_size(ctx, fn, "batch", sz[0], MAX_GRID)) ||
+        (s = check_size(ctx, fn, "heads", sz[1], MAX_GRID)) ||
+        (s = check_size(ctx, fn, "seq", sz[2], MAX_SEQ)) ||
+        (s = check_size(ctx, fn, "head_dim_v", sz[3], MAX_DV)))
         return s;
-    if (p->head_dim_v % 8)
+    if (sz[3] % 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: head_dim_v is %lld; expected a multiple of 8 (16-byte rows)",
-                                fn, (long long)p->head_dim_v);
-    const void *ptr[4] = {p->q, p->k, p->v, p->o};
-    static const char *names[4] = {"q", "k", "v", "o"};
-    const int64_t *st[4] = {p->q_strides, p->k_strides, p->v_strides, p->o_strides};
-    for (int i = 0; i < 4; i++) {
-        if (!ptr[i]) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, names[i]);
-        const int64_t dims[4] = {p->batch, p->heads, p->seq, i < 2 ? 16 : p->head_dim_v};
-        if ((s = check_strides(ctx, fn, names[i], 4, st[i], dims))) return s;
+                                fn, (long long)sz[3]);
+    return TK_OK;
+}
+
+/* A list of [B, H, T, 16 or Dv] tensors: pointer and strides each. */
+typedef struct tensor_ref {
+    const char *name;
+    const void *ptr;
+    const int64_t *st;
+    int qk; /* last dim 16 (q, k and their gradients) */
+} tensor_ref;
+
+static tk_status check_tensors(tk_ctx *ctx, const char *fn, const int64_t sz[4],
+                               const tensor_ref *t, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!t[i].ptr)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, t[i].name);
+        const int64_t dims[4] = {sz[0], sz[1], sz[2], t[i].qk ? 16 : sz[3]};
+        tk_status s = check_strides(ctx, fn, t[i].name, 4, t[i].st, dims);
+        if (s) return s;
     }
-    const int64_t zd[3] = {p->batch, p->heads, p->seq};
-    return p->z ? check_strides(ctx, fn, "z", 3, p->z_strides, zd) : TK_OK;
+    return TK_OK;
+}
+
+static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_based_params *p) {
+    const int64_t sz[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    tk_status s = check_common(ctx, fn, p->dtype, p->normalize, p->v_cols, p->scale, p->eps, sz);
+    const tensor_ref t[4] = {{"q", p->q, p->q_strides, 1},
+                             {"k", p->k, p->k_strides, 1},
+                             {"v", p->v, p->v_strides, 0},
+                             {"o", p->o, p->o_strides, 0}};
+    if (s || (s = check_tensors(ctx, fn, sz, t, 4))) return s;
+    return p->z ? check_strides(ctx, fn, "z", 3, p->z_strides, sz) : TK_OK;
 }
 
 /* v_cols: 16 (measured: the most blocks, and 168 registers without spills) */
@@ -177,4 +200,158 @@ tk_status tk_based_forward(tk_ctx *ctx, const tk_based_params *user, void *strea
     tk_based_launch l;
     tk_based_fwd_launch(&p, &l);
     return tk_launch(prog, l.n, l.args, stream);
+}
+
+/* ---- the backward ---------------------------------------------------------- */
+#define BWD_MIN (offsetof(tk_based_bwd_params, v_cols) + sizeof(int32_t))
+#define ALIGN   256
+
+static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int64_t bwd_v_cols(const tk_based_bwd_params *p) {
+    return p->v_cols ? p->v_cols : TK_BASED_V_COLS;
+}
+
+/* Workspace: dq's and dk's partial sums [NV·B, H, T, 16] f32, then dz. */
+static void bwd_layout(const tk_based_bwd_params *p, size_t off[3], size_t *total) {
+    int64_t nv = (p->head_dim_v + bwd_v_cols(p) - 1) / bwd_v_cols(p);
+    size_t part = align_up((size_t)(nv * p->batch * p->heads * p->seq) * 16 * sizeof(float));
+    off[0] = 0, off[1] = part, off[2] = 2 * part;
+    *total = 2 * part + (p->normalize ? align_up((size_t)(p->batch * p->heads * p->seq) * 4) : 0);
+}
+
+static tk_status check_bwd(tk_ctx *ctx, const char *fn, const tk_based_bwd_params *p,
+                           bool need_ws) {
+    const int64_t sz[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    tk_status s = check_common(ctx, fn, p->dtype, p->normalize, p->v_cols, p->scale, p->eps, sz);
+    const tensor_ref t[8] = {
+        {"q", p->q, p->q_strides, 1},         {"k", p->k, p->k_strides, 1},
+        {"v", p->v, p->v_strides, 0},         {"dout", p->dout, p->dout_strides, 0},
+        {"dq", p->dq, p->dq_strides, 1},      {"dk", p->dk, p->dk_strides, 1},
+        {"dv", p->dv, p->dv_strides, 0},      {"o", p->o, p->o_strides, 0}};
+    if (s || (s = check_tensors(ctx, fn, sz, t, p->normalize ? 8 : 7))) return s;
+    if (p->normalize) {
+        if (!p->z) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: z is NULL (normalize)", fn);
+        if ((s = check_strides(ctx, fn, "z", 3, p->z_strides, sz))) return s;
+    }
+    if (!need_ws) return TK_OK;
+    size_t off[3], total;
+    bwd_layout(p, off, &total);
+    if (!p->workspace || p->workspace_bytes < total)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: workspace is %s with %zu bytes; the call needs %zu "
+                                "(tk_based_backward_workspace)",
+                                fn, p->workspace ? "set" : "NULL", p->workspace_bytes, total);
+    return TK_OK;
+}
+
+static tk_based_config bwd_config(const tk_based_bwd_params *p, int part) {
+    return (tk_based_config){.dtype = p->dtype,
+                             .part = part,
+                             .normalize = p->normalize,
+                             .v_cols = (int)bwd_v_cols(p),
+                             .warps = TK_BASED_WARPS};
+}
+
+int tk_based_bwd_launches(const tk_based_bwd_params *p, tk_based_launch out[5]) {
+    const int64_t dq[4] = {p->batch, p->heads, p->seq, 16};
+    const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    const int64_t dz[3] = {p->batch, p->heads, p->seq};
+    int64_t nv = (p->head_dim_v + bwd_v_cols(p) - 1) / bwd_v_cols(p);
+    const int64_t dp[4] = {nv * p->batch, p->heads, p->seq, 16};
+    size_t off[3], total;
+    bwd_layout(p, off, &total);
+    char *ws = p->workspace;
+    tk_arg z = tensor(p->z, TK_F32, 3, dz, p->z_strides);
+    tk_arg DZ = tk_arg_tensor(ws + off[2], TK_F32, 3, dz);
+    tk_arg P[2] = {tk_arg_tensor(ws + off[0], TK_F32, 4, dp), tk_arg_tensor(ws + off[1], TK_F32, 4, dp)};
+    tk_arg sc = tk_arg_f32(p->scale != 0.0f ? p->scale : 0.25f);
+    tk_arg eps = tk_arg_f32(p->eps != 0.0f ? p->eps : 1e-6f);
+    tk_arg dout = tensor(p->dout, p->dtype, 4, dv, p->dout_strides);
+    int n = 0;
+    if (p->normalize) {
+        tk_based_launch *l = &out[n++];
+        l->cfg = bwd_config(p, TK_BASED_BWD_PREP);
+        l->n = 0;
+        l->args[l->n++] = dout;
+        l->args[l->n++] = tensor(p->o, p->dtype, 4, dv, p->o_strides);
+        l->args[l->n++] = z, l->args[l->n++] = DZ, l->args[l->n++] = eps;
+    }
+    for (int part = TK_BASED_BWD_DQ; part <= TK_BASED_BWD_DKV; part++) {
+        tk_based_launch *l = &out[n++];
+        tk_arg *a = l->args;
+        int m = 0;
+        l->cfg = bwd_config(p, part);
+        a[m++] = tensor(p->q, p->dtype, 4, dq, p->q_strides);
+        a[m++] = tensor(p->k, p->dtype, 4, dq, p->k_strides);
+        a[m++] = tensor(p->v, p->dtype, 4, dv, p->v_strides);
+        a[m++] = dout;
+        if (p->normalize) a[m++] = z, a[m++] = DZ;
+        a[m++] = P[part == TK_BASED_BWD_DKV];
+        if (part == TK_BASED_BWD_DKV) a[m++] = tensor(p->dv, p->dtype, 4, dv, p->dv_strides);
+        a[m++] = sc, a[m++] = eps;
+        l->n = m;
+    }
+    for (int i = 0; i < 2; i++) {
+        tk_based_launch *l = &out[n++];
+        l->cfg = bwd_config(p, TK_BASED_BWD_SUM);
+        l->n = 2;
+        l->args[0] = P[i];
+        l->args[1] = tensor(i ? p->dk : p->dq, p->dtype, 4, dq, i ? p->dk_strides : p->dq_strides);
+    }
+    return n;
+}
+
+static tk_status read_bwd(tk_ctx *ctx, const char *fn, const tk_based_bwd_params *user,
+                          tk_based_bwd_params *p, bool need_ws) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, BWD_MIN);
+    return s ? s : check_bwd(ctx, fn, p, need_ws);
+}
+
+tk_status tk_based_backward_workspace(tk_ctx *ctx, const tk_based_bwd_params *user, size_t *bytes) {
+    tk_based_bwd_params p;
+    tk_status s = read_bwd(ctx, "tk_based_backward_workspace", user, &p, false);
+    if (s) return s;
+    if (!bytes)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_based_backward_workspace: bytes is NULL");
+    size_t off[3];
+    bwd_layout(&p, off, bytes);
+    return TK_OK;
+}
+
+/* The programs of the launches (PREP only when normalizing). */
+static tk_status bwd_programs(tk_ctx *ctx, const tk_based_bwd_params *p, tk_program *prog[5],
+                              int *n, tk_prepare_info *info) {
+    tk_based_launch l[5];
+    *n = tk_based_bwd_launches(p, l);
+    for (int i = 0; i < *n; i++) {
+        tk_prepare_info one;
+        tk_status s = program(ctx, &l[i].cfg, &prog[i], info ? &one : NULL);
+        if (s) return s;
+        if (info && (i == 0 || one.ms > info->ms)) *info = one;
+    }
+    return TK_OK;
+}
+
+tk_status tk_based_backward_prepare(tk_ctx *ctx, const tk_based_bwd_params *user,
+                                    tk_prepare_info *info) {
+    tk_based_bwd_params p;
+    tk_status s = read_bwd(ctx, "tk_based_backward_prepare", user, &p, false);
+    tk_program *prog[5];
+    int n;
+    return s ? s : bwd_programs(ctx, &p, prog, &n, info);
+}
+
+tk_status tk_based_backward(tk_ctx *ctx, const tk_based_bwd_params *user, void *stream) {
+    tk_based_bwd_params p;
+    tk_status s = read_bwd(ctx, "tk_based_backward", user, &p, true);
+    tk_program *prog[5];
+    int n;
+    if (s || (s = bwd_programs(ctx, &p, prog, &n, NULL))) return s;
+    tk_based_launch l[5];
+    tk_based_bwd_launches(&p, l);
+    for (int i = 0; i < n && !s; i++) s = tk_launch(prog[i], l[i].n, l[i].args, stream);
+    return s;
 }

@@ -30,7 +30,7 @@ START_TEST(bad_configs) {
         const char *msg;
     } bad[] = {
         {{.dtype = TK_F32}, "dtype is f32"},
-        {{.dtype = TK_BF16, .part = 3}, "part is 3"},
+        {{.dtype = TK_BF16, .part = 5}, "part is 5"},
         {{.dtype = TK_BF16, .normalize = 2}, "normalize is 2"},
         {{.dtype = TK_BF16, .stats = -1}, "stats is -1"},
         {{.dtype = TK_BF16, .v_cols = 24}, "v_cols is 24"},
@@ -72,8 +72,17 @@ static const bcase cases[] = {
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
+/* GPU only: many chunks (the interpreter would take minutes) */
+static const bcase big_cases[] = {
+    {TK_BF16, 1, 1, 16, 4, 2, 2, 1100, 64, 0.25, 0},
+    {TK_BF16, 0, 0, 32, 4, 1, 3, 2049, 64, 0.25, 1},
+    {TK_F16, 1, 1, 64, 4, 1, 1, 3000, 128, 0.25, 1},
+};
+#define NBIG (int)(sizeof big_cases / sizeof big_cases[0])
+
 typedef struct bbufs {
     ref_tensor q, k, v, o, z;
+    ref_tensor dout, dq, dk, dv; /* the backward's */
 } bbufs;
 
 static void bufs_make(bbufs *b, const bcase *c) {
@@ -86,10 +95,15 @@ static void bufs_make(bbufs *b, const bcase *c) {
     ref_tensor_random(&b->q, -1.0, 1.0), ref_tensor_random(&b->k, -1.0, 1.0);
     ref_tensor_random(&b->v, -1.0, 1.0);
     ref_tensor_fill_all(&b->o, NAN), ref_tensor_fill_all(&b->z, NAN);
+    b->dout = ref_tensor_new_layout(c->dt, 4, dv, pm, 0);
+    b->dq = ref_tensor_new_layout(c->dt, 4, dq, pm, 8), b->dk = ref_tensor_new_layout(c->dt, 4, dq, pm, 0);
+    b->dv = ref_tensor_new_layout(c->dt, 4, dv, pm, 8);
+    ref_tensor_random(&b->dout, -1.0, 1.0);
+    ref_tensor_fill_all(&b->dq, NAN), ref_tensor_fill_all(&b->dk, NAN), ref_tensor_fill_all(&b->dv, NAN);
 }
 
 static void bufs_free(bbufs *b) {
-    ref_tensor *all[] = {&b->q, &b->k, &b->v, &b->o, &b->z};
+    ref_tensor *all[] = {&b->q, &b->k, &b->v, &b->o, &b->z, &b->dout, &b->dq, &b->dk, &b->dv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ref_tensor_free(all[i]);
 }
 
@@ -115,6 +129,52 @@ static void reference(const bcase *c, const bbufs *b, double *o, double *z) {
             z[bh * c->T + i] = zi;
         }
     free(q), free(k), free(v);
+}
+
+/* Float64 gradients of the quadratic form: dq, dk [B, H, T, 16], dv. */
+static void reference_bwd(const bcase *c, const bbufs *b, double *dq, double *dk, double *dv) {
+    double *q = ref_tensor_to_f64(&b->q), *k = ref_tensor_to_f64(&b->k);
+    double *v = ref_tensor_to_f64(&b->v), *d = ref_tensor_to_f64(&b->dout);
+    int64_t T = c->T, Dv = c->Dv;
+    memset(dq, 0, sizeof(double) * (size_t)(c->B * c->H * T * 16));
+    memset(dk, 0, sizeof(double) * (size_t)(c->B * c->H * T * 16));
+    memset(dv, 0, sizeof(double) * (size_t)(c->B * c->H * T * Dv));
+    double *num = malloc(sizeof(double) * (size_t)Dv), *dn = malloc(sizeof(double) * (size_t)Dv);
+    for (int64_t bh = 0; bh < c->B * c->H; bh++) {
+        const double *qh = q + bh * T * 16, *kh = k + bh * T * 16, *vh = v + bh * T * Dv;
+        for (int64_t i = 0; i < T; i++) {
+            double z = 0, s[1] = {0};
+            memset(num, 0, sizeof(double) * (size_t)Dv);
+            for (int64_t j = 0; j <= i; j++) { /* the forward's z and num of row i */
+                s[0] = 0;
+                for (int f = 0; f < 16; f++) s[0] += qh[i * 16 + f] * kh[j * 16 + f];
+                double sij = c->scale * s[0], a = 1 + sij + 0.5 * sij * sij;
+                z += a;
+                for (int64_t e = 0; e < Dv; e++) num[e] += a * vh[j * Dv + e];
+            }
+            double g = c->normalize ? 1.0 / (z + EPS) : 1.0, dz = 0;
+            for (int64_t e = 0; e < Dv; e++) {
+                dn[e] = g * d[(bh * T + i) * Dv + e];
+                if (c->normalize) dz -= dn[e] * num[e] * g;
+            }
+            for (int64_t j = 0; j <= i; j++) {
+                double sij = 0, dvn = 0;
+                for (int f = 0; f < 16; f++) sij += qh[i * 16 + f] * kh[j * 16 + f];
+                sij *= c->scale;
+                double a = 1 + sij + 0.5 * sij * sij;
+                for (int64_t e = 0; e < Dv; e++) {
+                    dvn += dn[e] * vh[j * Dv + e];
+                    dv[(bh * T + j) * Dv + e] += a * dn[e];
+                }
+                double ds = (dvn + dz) * (1 + sij) * c->scale;
+                for (int f = 0; f < 16; f++) {
+                    dq[(bh * T + i) * 16 + f] += ds * kh[j * 16 + f];
+                    dk[(bh * T + j) * 16 + f] += ds * qh[i * 16 + f];
+                }
+            }
+        }
+    }
+    free(num), free(dn), free(q), free(k), free(v), free(d);
 }
 
 static tk_kernel *build(tk_ctx *ctx, const bcase *c, int part) {
@@ -263,6 +323,75 @@ START_TEST(run_api_interp) {
 }
 END_TEST
 
+static void run_launches(tk_ctx *ctx, const tk_based_launch *l, int n) {
+    for (int i = 0; i < n; i++) {
+        tk_kernel *k = NULL;
+        ck_assert_msg(tk_based_build(ctx, &l[i].cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+        ck_assert_msg(tk_interp_run(k, l[i].n, l[i].args) == TK_OK, "%s", tk_ctx_error(ctx));
+        tk_kernel_destroy(k);
+    }
+}
+
+static tk_based_bwd_params bwd_params_of(const bcase *c, bbufs *b) {
+    tk_based_bwd_params p = TK_BASED_BWD_PARAMS_INIT;
+    p.dtype = c->dt, p.normalize = c->normalize, p.scale = (float)c->scale, p.eps = (float)EPS;
+    p.batch = c->B, p.heads = c->H, p.seq = c->T, p.head_dim_v = c->Dv, p.v_cols = c->v_cols;
+    p.q = b->q.data, p.k = b->k.data, p.v = b->v.data, p.dout = b->dout.data;
+    p.dq = b->dq.data, p.dk = b->dk.data, p.dv = b->dv.data;
+    if (c->normalize) p.o = b->o.data, p.z = b->z.data;
+    strides_of(&b->q, c->bthd, 4, p.q_strides), strides_of(&b->k, c->bthd, 4, p.k_strides);
+    strides_of(&b->v, c->bthd, 4, p.v_strides), strides_of(&b->dout, c->bthd, 4, p.dout_strides);
+    strides_of(&b->o, true, 4, p.o_strides), strides_of(&b->dq, true, 4, p.dq_strides);
+    strides_of(&b->dk, c->bthd, 4, p.dk_strides), strides_of(&b->dv, true, 4, p.dv_strides);
+    return p;
+}
+
+/* The forward (o, z) then tk_based_backward's launches on the interpreter,
+ * dq, dk, dv against float64. */
+START_TEST(bwd_interp_against_f64) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    bcase c = cases[_i];
+    c.stats = c.normalize; /* the backward takes z */
+    bbufs b;
+    bufs_make(&b, &c);
+    tk_based_params fp = params_of(&c, &b);
+    tk_based_launch l[5];
+    tk_based_fwd_launch(&fp, &l[0]);
+    run_launches(ctx, l, 1);
+    tk_based_bwd_params p = bwd_params_of(&c, &b);
+    ck_assert_int_eq(tk_based_backward_workspace(ctx, &p, &p.workspace_bytes), TK_OK);
+    p.workspace = malloc(p.workspace_bytes);
+    memset(p.workspace, 0xff, p.workspace_bytes); /* NaN: unwritten partials show */
+    run_launches(ctx, l, tk_based_bwd_launches(&p, l));
+    size_t nq = (size_t)ref_tensor_count(&b.dq), nv = (size_t)ref_tensor_count(&b.dv);
+    double *dq = malloc(sizeof(double) * nq), *dk = malloc(sizeof(double) * nq);
+    double *dv = malloc(sizeof(double) * nv);
+    reference_bwd(&c, &b, dq, dk, dv);
+    double tol = c.dt == TK_BF16 ? 1e-2 : 3e-3;
+    double eq = err_of(&b.dq, dq), ek = err_of(&b.dk, dk), ev = err_of(&b.dv, dv);
+    printf("based bwd %s%s B%lld H%lld T%lld Dv%lld v%d: dq %.2e dk %.2e dv %.2e\n",
+           tk_dtype_name(c.dt), c.normalize ? " norm" : "", (long long)c.B, (long long)c.H,
+           (long long)c.T, (long long)c.Dv, c.v_cols, eq, ek, ev);
+    if (c.normalize && c.T == 1) {
+        /* one key: o = v·a/(a + eps) does not depend on q or k, so dq and
+         * dk are 0 up to rounding (dn·v - do·o/(z + eps) cancels: bf16's
+         * 2^-8 of |do·v|, a few units in 1e-3 here), and a relative error
+         * means nothing */
+        double *gq = ref_tensor_to_f64(&b.dq), *gk = ref_tensor_to_f64(&b.dk);
+        for (size_t i = 0; i < nq; i++)
+            ck_assert_msg(fabs(gq[i]) < 2e-2 && fabs(gk[i]) < 2e-2, "%zu: dq %g dk %g ref %g", i,
+                          gq[i], gk[i], dq[i]);
+        free(gq), free(gk);
+        eq = ek = 0;
+    }
+    ck_assert_msg(eq <= tol && ek <= tol && ev <= tol, "dq %.3e dk %.3e dv %.3e", eq, ek, ev);
+    free(dq), free(dk), free(dv), free(p.workspace);
+    bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* The GPU against the interpreter on the same inputs (poisoned outputs). */
 START_TEST(fwd_gpu) {
     tk_ctx *ctx;
@@ -287,6 +416,57 @@ START_TEST(fwd_gpu) {
 }
 END_TEST
 
+/* tk_based_forward and tk_based_backward on the GPU (device buffers,
+ * outputs and workspace poisoned), every result against float64. */
+START_TEST(run_api_gpu) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    if (th_gpu_or_skip(ctx) != TK_OK) {
+        tk_ctx_destroy(ctx);
+        return;
+    }
+    bcase c = _i < NCASES ? cases[_i] : big_cases[_i - NCASES];
+    c.stats = c.normalize;
+    bbufs b, d;
+    bufs_make(&b, &c);
+    d = b;
+    ref_tensor *host[9] = {&b.q, &b.k, &b.v, &b.o, &b.z, &b.dout, &b.dq, &b.dk, &b.dv};
+    ref_tensor *dev[9] = {&d.q, &d.k, &d.v, &d.o, &d.z, &d.dout, &d.dq, &d.dk, &d.dv};
+    for (int i = 0; i < 9; i++) ck_assert_ptr_nonnull(dev[i]->data = th_upload(ctx, host[i]));
+    tk_based_params fp = params_of(&c, &d);
+    ck_assert_msg(tk_based_forward(ctx, &fp, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
+    tk_based_bwd_params p = bwd_params_of(&c, &d);
+    ck_assert_int_eq(tk_based_backward_workspace(ctx, &p, &p.workspace_bytes), TK_OK);
+    ck_assert_int_eq(tk_gpu_alloc(ctx, p.workspace_bytes, &p.workspace), TK_OK);
+    ck_assert_int_eq(tk_gpu_memset(ctx, p.workspace, 0xff, p.workspace_bytes), TK_OK);
+    ck_assert_msg(tk_based_backward(ctx, &p, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
+    for (int i = 3; i < 9; i++) {
+        size_t bytes = (size_t)host[i]->elems * tk_dtype_size(host[i]->dt);
+        ck_assert_int_eq(tk_gpu_download(ctx, host[i]->data, dev[i]->data, bytes), TK_OK);
+    }
+    size_t no = (size_t)ref_tensor_count(&b.o), nq = (size_t)ref_tensor_count(&b.dq);
+    double *o = malloc(sizeof(double) * no), *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
+    double *dq = malloc(sizeof(double) * nq), *dk = malloc(sizeof(double) * nq);
+    double *dv = malloc(sizeof(double) * no);
+    reference(&c, &b, o, z);
+    reference_bwd(&c, &b, dq, dk, dv);
+    double tol = c.dt == TK_BF16 ? 1e-2 : 3e-3, e[5];
+    e[0] = err_of(&b.o, o), e[1] = c.stats ? err_of(&b.z, z) : 0;
+    e[2] = c.normalize && c.T == 1 ? 0 : err_of(&b.dq, dq); /* see bwd_interp_against_f64 */
+    e[3] = c.normalize && c.T == 1 ? 0 : err_of(&b.dk, dk);
+    e[4] = err_of(&b.dv, dv);
+    printf("based gpu case %d: o %.2e z %.2e dq %.2e dk %.2e dv %.2e\n", _i, e[0], e[1], e[2],
+           e[3], e[4]);
+    for (int i = 0; i < 5; i++) ck_assert_msg(e[i] <= tol, "%d: %.3e", i, e[i]);
+    free(o), free(z), free(dq), free(dk), free(dv);
+    tk_gpu_free(ctx, p.workspace);
+    for (int i = 0; i < 9; i++) tk_gpu_free(ctx, dev[i]->data);
+    bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("based");
     TCase *t = tcase_create("checks");
@@ -297,10 +477,12 @@ static Suite *suite(void) {
     tcase_set_timeout(t, 600);
     tcase_add_loop_test(t, fwd_interp_against_f64, 0, NCASES);
     tcase_add_loop_test(t, run_api_interp, 0, NCASES);
+    tcase_add_loop_test(t, bwd_interp_against_f64, 0, NCASES);
     suite_add_tcase(s, t);
     t = tcase_create("gpu");
     tcase_set_timeout(t, 600);
     tcase_add_loop_test(t, fwd_gpu, 0, NCASES);
+    tcase_add_loop_test(t, run_api_gpu, 0, NCASES + NBIG);
     suite_add_tcase(s, t);
     return s;
 }

@@ -253,19 +253,24 @@ static int make_variants(variant *v) {
                      r->rotary_dim, r->tables ? "_tables" : "", r->positions ? "_pos" : "",
                      r->inverse ? "_inv" : "", r->in_place ? "_inplace" : "");
         }
-        /* Based linear attention: the forward, normalized with z and not */
+        /* Based linear attention: forward (normalized with z, and not) and
+         * the backward's kernels */
         static const tk_based_config baseds[] = {
-            {TK_BF16, TK_BASED_FWD, 1, 1, 16, 4},
-            {TK_F16, TK_BASED_FWD, 0, 0, 32, 4},
+            {TK_BF16, TK_BASED_FWD, 1, 1, 16, 4},     {TK_F16, TK_BASED_FWD, 0, 0, 32, 4},
+            {TK_BF16, TK_BASED_BWD_DQ, 1, 0, 16, 4},  {TK_BF16, TK_BASED_BWD_DKV, 1, 0, 16, 4},
+            {TK_F16, TK_BASED_BWD_DKV, 0, 0, 16, 4},  {TK_BF16, TK_BASED_BWD_PREP, 1, 0, 16, 4},
+            {TK_BF16, TK_BASED_BWD_SUM, 0, 0, 16, 4},
         };
+        static const char *const based_parts[] = {"fwd", "dq", "dkv", "prep", "sum"};
         for (size_t i = 0; i < sizeof baseds / sizeof baseds[0]; i++) {
             const tk_based_config *b = &baseds[i];
             variant *x = &v[n++];
             x->arch = archs[a];
             x->is_based = 1;
             x->bc = *b;
-            snprintf(x->name, sizeof x->name, "based_fwd_%s_v%d%s", tk_dtype_name(b->dtype),
-                     b->v_cols, b->normalize ? "_norm_stats" : "");
+            snprintf(x->name, sizeof x->name, "based_%s_%s_v%d%s%s", based_parts[b->part],
+                     tk_dtype_name(b->dtype), b->v_cols, b->normalize ? "_norm" : "",
+                     b->stats ? "_stats" : "");
         }
         { /* the one-warp merge (at most one group of partials) */
             variant *x = &v[n++];

@@ -388,11 +388,25 @@ TK_API tk_status tk_rotary_build(tk_ctx *ctx, const tk_rotary_config *cfg, tk_ke
  *   TK_BASED_FWD, grid (ceil(Dv / v_cols), H, B), `warps` warps:
  *     Q [B, H, T, 16], K [B, H, T, 16], V [B, H, T, Dv] dtype (any strides,
  *     unit last), O [B, H, T, Dv] dtype, written, [Z [B, H, T] f32, written
- *     (stats): z_i], scale f32, eps f32. */
+ *     (stats): z_i], scale f32, eps f32.
+ * The backward (kernels/based_bwd.c), NV = ceil(Dv / v_cols) value slices;
+ * [Z, DZ] only with normalize; partial sums P [NV·B, H, T, 16] f32, slice x
+ * of batch entry b at x·B + b:
+ *   TK_BASED_BWD_PREP, grid (ceil(T/64), H, B), 4 warps: dO, O [B, H, T, Dv]
+ *     dtype, Z [B, H, T] f32, DZ [B, H, T] f32 written: -(dO_i·O_i)/(Z_i + eps),
+ *     eps f32.
+ *   TK_BASED_BWD_DQ, grid as the forward: Q, K, V, dO, [Z, DZ], dQp (P,
+ *     written), scale, eps.
+ *   TK_BASED_BWD_DKV, grid as the forward: Q, K, V, dO, [Z, DZ], dKp (P,
+ *     written), dV [B, H, T, Dv] dtype written, scale, eps.
+ *   TK_BASED_BWD_SUM, grid (ceil(T/64), H, B), 4 warps: P, Out [B, H, T, 16]
+ *     dtype written: Σ_x P[x·B + b] in order of x. */
 typedef enum tk_based_part {
     TK_BASED_FWD = 0,
-    TK_BASED_BWD_DQ = 1, /* dq (and the rows' normalizer gradients)           */
-    TK_BASED_BWD_DKV = 2 /* dk, dv                                             */
+    TK_BASED_BWD_DQ = 1,   /* dq's partial sums, one per value slice            */
+    TK_BASED_BWD_DKV = 2,  /* dk's partial sums, dv                             */
+    TK_BASED_BWD_PREP = 3, /* dz from dO, O and Z (normalize)                   */
+    TK_BASED_BWD_SUM = 4   /* the partial sums added, in the dtype              */
 } tk_based_part;
 
 #define TK_BASED_V_COLS 16 /* value columns a block (forward)  */

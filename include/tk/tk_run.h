@@ -418,10 +418,48 @@ typedef struct tk_based_params {
     { .struct_size = sizeof(tk_based_params) }
 #endif
 
+/* The backward: dq, dk, dv (dtype, each [batch, heads, seq, 16 or
+ * head_dim_v] in its strides) from dout (the gradient of o), q, k, v and,
+ * for a normalized forward, its o and z. The kernels need device memory of
+ * tk_based_backward_workspace bytes in `workspace` (the partial sums of dq
+ * and dk over value slices, and dz); nothing else may use it until the
+ * call's kernels end. Deterministic. Other fields as in tk_based_params. */
+typedef struct tk_based_bwd_params {
+    size_t struct_size;
+    tk_dtype dtype;
+    int32_t normalize;
+    float scale, eps;
+    int64_t batch, heads, seq, head_dim_v;
+    const void *q, *k, *v, *dout;
+    const void *o;  /* normalize: the forward's o                  */
+    const float *z; /* normalize: the forward's z                  */
+    void *dq, *dk, *dv;
+    int64_t q_strides[4], k_strides[4], v_strides[4], dout_strides[4], o_strides[4];
+    int64_t dq_strides[4], dk_strides[4], dv_strides[4], z_strides[3];
+    void *workspace;
+    size_t workspace_bytes;
+    int32_t v_cols; /* 0: the library's choice                      */
+} tk_based_bwd_params;
+
+#ifdef __cplusplus
+#define TK_BASED_BWD_PARAMS_INIT                                                                   \
+    { sizeof(tk_based_bwd_params) }
+#else
+#define TK_BASED_BWD_PARAMS_INIT                                                                   \
+    { .struct_size = sizeof(tk_based_bwd_params) }
+#endif
+
 /* Check p and ready its kernel (info may be NULL). */
 TK_API tk_status tk_based_prepare(tk_ctx *ctx, const tk_based_params *p, tk_prepare_info *info);
 /* Check, prepare and launch on `stream`. Asynchronous. */
 TK_API tk_status tk_based_forward(tk_ctx *ctx, const tk_based_params *p, void *stream);
+/* The workspace the backward needs for p's sizes (p->workspace unread). */
+TK_API tk_status tk_based_backward_workspace(tk_ctx *ctx, const tk_based_bwd_params *p,
+                                             size_t *bytes);
+TK_API tk_status tk_based_backward_prepare(tk_ctx *ctx, const tk_based_bwd_params *p,
+                                           tk_prepare_info *info);
+/* Check, prepare and launch the backward's kernels on `stream`. */
+TK_API tk_status tk_based_backward(tk_ctx *ctx, const tk_based_bwd_params *p, void *stream);
 
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
