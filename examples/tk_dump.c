@@ -37,9 +37,8 @@ int main(int argc, char **argv) {
     for (int i = 0; argc >= 2 && i < 5; i++)
         if (!strcmp(argv[1], kinds[i])) kind = i;
     if (kind < 0) {
-        fprintf(stderr,
-                "usage: tk_dump gemm|attention|norm|rotary|based [ir|llvm|ptx] [arch] "
-                "[key=value...]\n");
+        fprintf(stderr, "usage: tk_dump gemm|attention|norm|rotary|based [ir|llvm|ptx] [arch] "
+                        "[key=value...]\n");
         return 2;
     }
     const char *stage = argc > 2 && !strchr(argv[2], '=') ? argv[2] : "ir";

@@ -49,15 +49,16 @@ static void chunk_out(fwd *f, tk_value *st, tk_value *c0) {
     tk_based_band(g, tk_stage(k, g->sQ, st), g->scale, &qb, &qf);
     tk_value *a = tk_based_scores(g, qb, tk_stage(k, g->sK, st), 0);
     tk_value *z = tk_row_sum(k, a);
-    tk_value *vt = tk_load(k, tk_tile_type(dt, g->C, g->DVB, TK_WARP, TK_COL),
-                           tk_stage(k, g->sV, st), ((tk_value *[]){tk_based_i64(k, 0), tk_based_i64(k, 0)}),
-                           0.0f);
+    tk_value *vt =
+        tk_load(k, tk_tile_type(dt, g->C, g->DVB, TK_WARP, TK_COL), tk_stage(k, g->sV, st),
+                ((tk_value *[]){tk_based_i64(k, 0), tk_based_i64(k, 0)}), 0.0f);
     tk_value *o = tk_mma(k, TK_MMA_AB, tk_cvt(k, a, dt), vt, NULL);
     o = tk_based_state_apply(g, qb, qf, o);
     if (g->c->normalize || g->c->stats) {
         /* z += c0 + q·z1 + ½ q·(Z2 q) */
         tk_value *qz2 = tk_mma(k, TK_MMA_ABT, qb, tk_cvt(k, f->Z2, dt), NULL);
-        tk_value *quad = tk_row_sum(k, tk_mul(k, qf, tk_add(k, f->z1, tk_mul(k, qz2, tk_const_f32(k, 0.5f)))));
+        tk_value *quad =
+            tk_row_sum(k, tk_mul(k, qf, tk_add(k, f->z1, tk_mul(k, qz2, tk_const_f32(k, 0.5f)))));
         z = tk_add(k, tk_add(k, z, quad), tk_cvt(k, c0, TK_F32));
     }
     if (g->c->normalize) o = tk_mul(k, o, tk_div(k, tk_const_f32(k, 1.0f), tk_add(k, z, f->eps)));
@@ -101,7 +102,8 @@ static void build(fwd *f) {
     tk_based_state_zero(g, init);
     init[g->slots] = tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_COL, TK_WARP, TK_ROW));
     init[g->slots + 1] = tk_zeros(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW));
-    tk_value *ch = tk_for_begin(k, tk_based_i64(k, 0), g->nchunks, tk_based_i64(k, 1), n, init, cur);
+    tk_value *ch =
+        tk_for_begin(k, tk_based_i64(k, 0), g->nchunks, tk_based_i64(k, 1), n, init, cur);
     {
         for (int s = 0; s < g->slots; s++) f->S[s] = cur[s];
         f->z1 = cur[g->slots];

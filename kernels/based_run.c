@@ -64,9 +64,9 @@ static tk_status check_strides(tk_ctx *ctx, const char *fn, const char *name, in
     for (int d = 0; d < rank; d++) {
         bool last = d == rank - 1;
         if (st[d] < 0 || st[d] > MAX_OFFSET || (last && rank == 4 && st[d] != 1))
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is %lld; expected %s",
-                                    fn, name, d, (long long)st[d],
-                                    last && rank == 4 ? "1 (the dim stride)" : "0 .. 2^60");
+            return tk_ctx_set_error(
+                ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is %lld; expected %s", fn, name, d,
+                (long long)st[d], last && rank == 4 ? "1 (the dim stride)" : "0 .. 2^60");
         if (st[d] && dims[d] - 1 > (MAX_OFFSET - end) / st[d])
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                     "%s: %s_strides reach past 2^60 elements", fn, name);
@@ -90,12 +90,12 @@ static tk_status check_common(tk_ctx *ctx, const char *fn, tk_dtype dt, int norm
                                 "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
                                 tk_dtype_name(dt));
     if (normalize != 0 && normalize != 1)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: normalize is %d; expected 0 or 1",
-                                fn, normalize);
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: normalize is %d; expected 0 or 1", fn,
+                                normalize);
     if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: v_cols is %d; expected 0 or a multiple of 16 in 16 .. 128",
-                                fn, vc);
+                                "%s: v_cols is %d; expected 0 or a multiple of 16 in 16 .. 128", fn,
+                                vc);
     tk_status s;
     if ((s = check_scalar(ctx, fn, "scale", scale)) || (s = check_scalar(ctx, fn, "eps", eps)) ||
         (s = check_size(ctx, fn, "batch", sz[0], MAX_GRID)) ||
@@ -224,14 +224,14 @@ static tk_status check_bwd(tk_ctx *ctx, const char *fn, const tk_based_bwd_param
                            bool need_ws) {
     const int64_t sz[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
     tk_status s = check_common(ctx, fn, p->dtype, p->normalize, p->v_cols, p->scale, p->eps, sz);
-    const tensor_ref t[8] = {
-        {"q", p->q, p->q_strides, 1},         {"k", p->k, p->k_strides, 1},
-        {"v", p->v, p->v_strides, 0},         {"dout", p->dout, p->dout_strides, 0},
-        {"dq", p->dq, p->dq_strides, 1},      {"dk", p->dk, p->dk_strides, 1},
-        {"dv", p->dv, p->dv_strides, 0},      {"o", p->o, p->o_strides, 0}};
+    const tensor_ref t[8] = {{"q", p->q, p->q_strides, 1},    {"k", p->k, p->k_strides, 1},
+                             {"v", p->v, p->v_strides, 0},    {"dout", p->dout, p->dout_strides, 0},
+                             {"dq", p->dq, p->dq_strides, 1}, {"dk", p->dk, p->dk_strides, 1},
+                             {"dv", p->dv, p->dv_strides, 0}, {"o", p->o, p->o_strides, 0}};
     if (s || (s = check_tensors(ctx, fn, sz, t, p->normalize ? 8 : 7))) return s;
     if (p->normalize) {
-        if (!p->z) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: z is NULL (normalize)", fn);
+        if (!p->z)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: z is NULL (normalize)", fn);
         if ((s = check_strides(ctx, fn, "z", 3, p->z_strides, sz))) return s;
     }
     if (!need_ws) return TK_OK;
@@ -264,7 +264,8 @@ int tk_based_bwd_launches(const tk_based_bwd_params *p, tk_based_launch out[5]) 
     char *ws = p->workspace;
     tk_arg z = tensor(p->z, TK_F32, 3, dz, p->z_strides);
     tk_arg DZ = tk_arg_tensor(ws + off[2], TK_F32, 3, dz);
-    tk_arg P[2] = {tk_arg_tensor(ws + off[0], TK_F32, 4, dp), tk_arg_tensor(ws + off[1], TK_F32, 4, dp)};
+    tk_arg P[2] = {tk_arg_tensor(ws + off[0], TK_F32, 4, dp),
+                   tk_arg_tensor(ws + off[1], TK_F32, 4, dp)};
     tk_arg sc = tk_arg_f32(p->scale != 0.0f ? p->scale : 0.25f);
     tk_arg eps = tk_arg_f32(p->eps != 0.0f ? p->eps : 1e-6f);
     tk_arg dout = tensor(p->dout, p->dtype, 4, dv, p->dout_strides);

@@ -62,12 +62,9 @@ typedef struct bcase {
 } bcase;
 
 static const bcase cases[] = {
-    {TK_BF16, 1, 1, 32, 4, 1, 2, 150, 64, 0.25, 0},
-    {TK_F16, 1, 1, 16, 4, 2, 1, 67, 40, 0.25, 1},
-    {TK_BF16, 0, 0, 64, 2, 1, 1, 97, 64, 0.25, 0},
-    {TK_BF16, 1, 0, 32, 8, 1, 1, 200, 48, 0.2, 1},
-    {TK_F16, 0, 1, 16, 1, 2, 2, 33, 16, 0.25, 0},
-    {TK_BF16, 1, 1, 128, 4, 1, 1, 1, 128, 0.25, 0},
+    {TK_BF16, 1, 1, 32, 4, 1, 2, 150, 64, 0.25, 0}, {TK_F16, 1, 1, 16, 4, 2, 1, 67, 40, 0.25, 1},
+    {TK_BF16, 0, 0, 64, 2, 1, 1, 97, 64, 0.25, 0},  {TK_BF16, 1, 0, 32, 8, 1, 1, 200, 48, 0.2, 1},
+    {TK_F16, 0, 1, 16, 1, 2, 2, 33, 16, 0.25, 0},   {TK_BF16, 1, 1, 128, 4, 1, 1, 1, 128, 0.25, 0},
     {TK_BF16, 1, 1, 16, 4, 2, 3, 130, 64, 0.25, 1},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
@@ -86,20 +83,25 @@ typedef struct bbufs {
 } bbufs;
 
 static void bufs_make(bbufs *b, const bcase *c) {
-    int64_t dq[4] = {c->B, c->H, c->T, 16}, dv[4] = {c->B, c->H, c->T, c->Dv}, dz[3] = {c->B, c->H, c->T};
+    int64_t dq[4] = {c->B, c->H, c->T, 16}, dv[4] = {c->B, c->H, c->T, c->Dv},
+            dz[3] = {c->B, c->H, c->T};
     static const int perm[4] = {0, 2, 1, 3};
     const int *pm = c->bthd ? perm : NULL;
-    b->q = ref_tensor_new_layout(c->dt, 4, dq, pm, 0), b->k = ref_tensor_new_layout(c->dt, 4, dq, pm, 0);
-    b->v = ref_tensor_new_layout(c->dt, 4, dv, pm, 0), b->o = ref_tensor_new_layout(c->dt, 4, dv, pm, 8);
+    b->q = ref_tensor_new_layout(c->dt, 4, dq, pm, 0),
+    b->k = ref_tensor_new_layout(c->dt, 4, dq, pm, 0);
+    b->v = ref_tensor_new_layout(c->dt, 4, dv, pm, 0),
+    b->o = ref_tensor_new_layout(c->dt, 4, dv, pm, 8);
     b->z = ref_tensor_new(TK_F32, 3, dz);
     ref_tensor_random(&b->q, -1.0, 1.0), ref_tensor_random(&b->k, -1.0, 1.0);
     ref_tensor_random(&b->v, -1.0, 1.0);
     ref_tensor_fill_all(&b->o, NAN), ref_tensor_fill_all(&b->z, NAN);
     b->dout = ref_tensor_new_layout(c->dt, 4, dv, pm, 0);
-    b->dq = ref_tensor_new_layout(c->dt, 4, dq, pm, 8), b->dk = ref_tensor_new_layout(c->dt, 4, dq, pm, 0);
+    b->dq = ref_tensor_new_layout(c->dt, 4, dq, pm, 8),
+    b->dk = ref_tensor_new_layout(c->dt, 4, dq, pm, 0);
     b->dv = ref_tensor_new_layout(c->dt, 4, dv, pm, 8);
     ref_tensor_random(&b->dout, -1.0, 1.0);
-    ref_tensor_fill_all(&b->dq, NAN), ref_tensor_fill_all(&b->dk, NAN), ref_tensor_fill_all(&b->dv, NAN);
+    ref_tensor_fill_all(&b->dq, NAN), ref_tensor_fill_all(&b->dk, NAN),
+        ref_tensor_fill_all(&b->dv, NAN);
 }
 
 static void bufs_free(bbufs *b) {
@@ -178,9 +180,12 @@ static void reference_bwd(const bcase *c, const bbufs *b, double *dq, double *dk
 }
 
 static tk_kernel *build(tk_ctx *ctx, const bcase *c, int part) {
-    tk_based_config cfg = {.dtype = c->dt, .part = part, .normalize = c->normalize,
+    tk_based_config cfg = {.dtype = c->dt,
+                           .part = part,
+                           .normalize = c->normalize,
                            .stats = part == TK_BASED_FWD ? c->stats : 0,
-                           .v_cols = c->v_cols, .warps = c->warps};
+                           .v_cols = c->v_cols,
+                           .warps = c->warps};
     tk_kernel *k = NULL;
     ck_assert_msg(tk_based_build(ctx, &cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
     return k;
@@ -221,9 +226,9 @@ START_TEST(fwd_interp_against_f64) {
     reference(c, &b, o, z);
     double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
     double eo = err_of(&b.o, o), ez = c->stats ? err_of(&b.z, z) : 0;
-    printf("based fwd %s%s B%lld H%lld T%lld Dv%lld v%d w%d: o %.2e z %.2e\n",
-           tk_dtype_name(c->dt), c->normalize ? " norm" : "", (long long)c->B, (long long)c->H,
-           (long long)c->T, (long long)c->Dv, c->v_cols, c->warps, eo, ez);
+    printf("based fwd %s%s B%lld H%lld T%lld Dv%lld v%d w%d: o %.2e z %.2e\n", tk_dtype_name(c->dt),
+           c->normalize ? " norm" : "", (long long)c->B, (long long)c->H, (long long)c->T,
+           (long long)c->Dv, c->v_cols, c->warps, eo, ez);
     ck_assert_msg(eo <= tol && ez <= tol, "o %.3e z %.3e", eo, ez);
     free(o), free(z);
     tk_kernel_destroy(k);
@@ -256,12 +261,11 @@ START_TEST(bad_params) {
     ok.dtype = TK_BF16, ok.batch = 2, ok.heads = 3, ok.seq = 5, ok.head_dim_v = 64;
     ok.q = ok.k = ok.v = buf, ok.o = buf;
     static const char *const msg[] = {
-        "dtype is f32",       "normalize is 2",     "v_cols is 8",
-        "scale is -1",        "eps is inf",         "batch is 0",
-        "heads is 65536",     "seq is 0",           "head_dim_v is 300",
-        "head_dim_v is 20",   "k is NULL",          "o is NULL",
-        "q_strides[3] is 2",  "v_strides[0] is -1", "reach past 2^60",
-        "z_strides[2] is -3", "struct_size"};
+        "dtype is f32",      "normalize is 2",     "v_cols is 8",     "scale is -1",
+        "eps is inf",        "batch is 0",         "heads is 65536",  "seq is 0",
+        "head_dim_v is 300", "head_dim_v is 20",   "k is NULL",       "o is NULL",
+        "q_strides[3] is 2", "v_strides[0] is -1", "reach past 2^60", "z_strides[2] is -3",
+        "struct_size"};
     for (int i = 0; i < (int)(sizeof msg / sizeof msg[0]); i++) {
         tk_based_params p = ok;
         switch (i) {
@@ -446,7 +450,8 @@ START_TEST(run_api_gpu) {
         ck_assert_int_eq(tk_gpu_download(ctx, host[i]->data, dev[i]->data, bytes), TK_OK);
     }
     size_t no = (size_t)ref_tensor_count(&b.o), nq = (size_t)ref_tensor_count(&b.dq);
-    double *o = malloc(sizeof(double) * no), *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
+    double *o = malloc(sizeof(double) * no),
+           *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
     double *dq = malloc(sizeof(double) * nq), *dk = malloc(sizeof(double) * nq);
     double *dv = malloc(sizeof(double) * no);
     reference(&c, &b, o, z);
@@ -456,8 +461,8 @@ START_TEST(run_api_gpu) {
     e[2] = c.normalize && c.T == 1 ? 0 : err_of(&b.dq, dq); /* see bwd_interp_against_f64 */
     e[3] = c.normalize && c.T == 1 ? 0 : err_of(&b.dk, dk);
     e[4] = err_of(&b.dv, dv);
-    printf("based gpu case %d: o %.2e z %.2e dq %.2e dk %.2e dv %.2e\n", _i, e[0], e[1], e[2],
-           e[3], e[4]);
+    printf("based gpu case %d: o %.2e z %.2e dq %.2e dk %.2e dv %.2e\n", _i, e[0], e[1], e[2], e[3],
+           e[4]);
     for (int i = 0; i < 5; i++) ck_assert_msg(e[i] <= tol, "%d: %.3e", i, e[i]);
     free(o), free(z), free(dq), free(dk), free(dv);
     tk_gpu_free(ctx, p.workspace);

@@ -338,10 +338,10 @@ static void lower_one(const variant *v, result *r) {
     tk_kernel *k = NULL;
     r->st = tk_ctx_create(&ctx);
     if (!r->st)
-        r->st = v->is_gemm   ? tk_gemm_build(ctx, &v->g, &k)
-                : v->is_bwd  ? tk_attention_bwd_build(ctx, &v->b, &k)
-                : v->is_dec  ? tk_attention_decode_build(ctx, &v->dc, &k)
-                : v->is_norm ? tk_norm_build(ctx, &v->nc, &k)
+        r->st = v->is_gemm    ? tk_gemm_build(ctx, &v->g, &k)
+                : v->is_bwd   ? tk_attention_bwd_build(ctx, &v->b, &k)
+                : v->is_dec   ? tk_attention_decode_build(ctx, &v->dc, &k)
+                : v->is_norm  ? tk_norm_build(ctx, &v->nc, &k)
                 : v->is_rot   ? tk_rotary_build(ctx, &v->rc, &k)
                 : v->is_based ? tk_based_build(ctx, &v->bc, &k)
                               : tk_attention_fwd_build(ctx, &v->a, &k);

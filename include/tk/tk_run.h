@@ -399,9 +399,9 @@ TK_API tk_status tk_rotary(tk_ctx *ctx, const tk_rotary_params *p, void *stream)
  * TK_BASED_PARAMS_INIT (struct_size as in tk_attention_params). */
 typedef struct tk_based_params {
     size_t struct_size;
-    tk_dtype dtype;     /* TK_BF16 or TK_F16                                  */
-    int32_t normalize;  /* 0 or 1                                              */
-    float scale, eps;   /* 0: 0.25 and 1e-6; else finite, > 0                  */
+    tk_dtype dtype;                        /* TK_BF16 or TK_F16                                  */
+    int32_t normalize;                     /* 0 or 1                                              */
+    float scale, eps;                      /* 0: 0.25 and 1e-6; else finite, > 0                  */
     int64_t batch, heads, seq, head_dim_v; /* >= 1; head_dim_v a multiple of 8 up to 256 */
     const void *q, *k, *v;
     void *o;
