@@ -19,6 +19,7 @@
  * one per slice (f32 in a workspace), added in a fixed order by SUM: the
  * result is deterministic. dz's terms belong to the first slice's block. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "based_parts.h"
@@ -111,8 +112,9 @@ static tk_value *dn_band(bwd *w, tk_value **dz) {
     tk_based_kernel *g = &w->g;
     tk_kernel *k = g->k;
     tk_value *idx[2] = {g->r0, i64c(k, 0)};
-    tk_value *d = tk_cvt(k, tk_load(k, tk_tile_type(g->dt, 16, g->DVB, TK_WARP, TK_ROW),
-                                    tk_stage(k, g->sDO, w->st), idx, 0.0f),
+    tk_value *d = tk_cvt(k,
+                         tk_load(k, tk_tile_type(g->dt, 16, g->DVB, TK_WARP, TK_ROW),
+                                 tk_stage(k, g->sDO, w->st), idx, 0.0f),
                          TK_F32);
     tk_type vt = tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW);
     *dz = tk_zeros(k, vt);
@@ -166,33 +168,45 @@ static tk_value *keep_later(tk_based_kernel *g) {
     return tk_ge(k, tk_iota(k, ft, TK_PER_COL), row);
 }
 
-/* dk and dv for this warp's 16 keys of the chunk. */
-static void dkv_out(bwd *w, tk_value *sDN) {
+/* a(s) = 1 + s + s²/2 on (row j, column i) with i >= j, else 0. */
+static tk_value *scores_later(tk_based_kernel *g, tk_value *s) {
+    tk_kernel *k = g->k;
+    tk_value *a = tk_add(k, tk_mul(k, s, tk_add(k, tk_mul(k, s, f32c(k, 0.5f)), f32c(k, 1.0f))),
+                         f32c(k, 1.0f));
+    return tk_select(k, keep_later(g), a,
+                     tk_zeros(k, tk_tile_type(TK_F32, 16, g->C, TK_WARP, TK_ROW)));
+}
+
+/* dk and dv for this warp's 16 keys of the chunk. The chunk's dz_i enter
+ * da as an mma too: selector 0 (column 0 ones) against sDZ (column 0 dz_i),
+ * so no vector of C values is loaded from global memory. */
+static void dkv_out(bwd *w, tk_value *sDN, tk_value *sDZ) {
     tk_based_kernel *g = &w->g;
     tk_kernel *k = g->k;
     tk_value *z[2] = {i64c(k, 0), i64c(k, 0)}, *kb, *kf;
     tk_value *qst = tk_stage(k, g->sQ, w->st);
     tk_based_band(g, tk_stage(k, g->sK, w->st), NULL, &kb, &kf);
+    tk_value *qr = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_ROW), qst, z, 0.0f);
+    tk_value *s = tk_mul(k, tk_mma(k, TK_MMA_ABT, kb, qr, NULL), g->scale); /* [j, i] */
+    tk_value *dnc = tk_load(k, tk_tile_type(g->dt, g->C, g->DVB, TK_WARP, TK_COL), sDN, z, 0.0f);
+    tk_value *dv = tk_mma(k, TK_MMA_AB, tk_cvt(k, scores_later(g, s), g->dt), dnc, NULL);
+    dv = tk_based_state_apply(g, kb, kf, dv);
+    tk_value *pi[4];
+    partial_idx(w, pi);
+    tk_store(k, w->dV, ((tk_value *[]){g->b, g->h, pi[2], g->v0}), tk_cvt(k, dv, g->dt));
+
     tk_value *iv[2] = {g->r0, i64c(k, 0)};
     tk_value *vb = tk_load(k, tk_tile_type(g->dt, 16, g->DVB, TK_WARP, TK_ROW),
                            tk_stage(k, g->sV, w->st), iv, 0.0f);
-    tk_value *qr = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_ROW), qst, z, 0.0f);
-    tk_value *s = tk_mul(k, tk_mma(k, TK_MMA_ABT, kb, qr, NULL), g->scale); /* [j, i] */
-    tk_value *keep = keep_later(g), *zero = tk_zeros(k, tk_tile_type(TK_F32, 16, g->C, TK_WARP, TK_ROW));
-    tk_value *a = tk_add(k, tk_mul(k, s, tk_add(k, tk_mul(k, s, f32c(k, 0.5f)), f32c(k, 1.0f))),
-                         f32c(k, 1.0f));
-    a = tk_select(k, keep, a, zero);
-    tk_value *dnc = tk_load(k, tk_tile_type(g->dt, g->C, g->DVB, TK_WARP, TK_COL), sDN, z, 0.0f);
-    tk_value *dv = tk_mma(k, TK_MMA_AB, tk_cvt(k, a, g->dt), dnc, NULL);
-    dv = tk_based_state_apply(g, kb, kf, dv);
     tk_value *dnr = tk_load(k, tk_tile_type(g->dt, g->C, g->DVB, TK_WARP, TK_ROW), sDN, z, 0.0f);
     tk_value *da = tk_mma(k, TK_MMA_ABT, vb, dnr, NULL);
-    if (g->c->normalize) { /* + dz_i of the chunk's queries (first slice) */
-        tk_type vc = tk_vec_type(TK_F32, g->C, TK_PER_COL, TK_WARP, TK_ROW);
-        tk_value *dzc = tk_load(k, vc, w->DZ, ((tk_value *[]){g->b, g->h, w->c0}), 0.0f);
-        da = tk_add(k, da, tk_select(k, w->first, dzc, tk_zeros(k, vc)));
+    if (sDZ) {
+        tk_value *dzr = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_ROW), sDZ, z, 0.0f);
+        da = tk_mma(k, TK_MMA_ABT, tk_based_selector(g, 0), dzr, da);
     }
-    tk_value *ds = tk_select(k, keep, tk_mul(k, da, tk_add(k, s, f32c(k, 1.0f))), zero);
+    tk_value *ds = tk_mul(k, da, tk_add(k, s, f32c(k, 1.0f)));
+    ds = tk_select(k, keep_later(g), ds,
+                   tk_zeros(k, tk_tile_type(TK_F32, 16, g->C, TK_WARP, TK_ROW)));
     tk_value *qc = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_COL), qst, z, 0.0f);
     tk_value *dk = tk_mul(k, tk_mma(k, TK_MMA_AB, tk_cvt(k, ds, g->dt), qc, NULL), g->scale);
     dk = tk_add(k, dk, tk_based_state_grad(g, vb, kb));
@@ -200,14 +214,12 @@ static void dkv_out(bwd *w, tk_value *sDN) {
         tk_value *rk = tk_mma(k, TK_MMA_ABT, kb, tk_cvt(k, w->M2, g->dt), NULL);
         dk = tk_add(k, dk, tk_add(k, rk, w->m1));
     }
-    tk_value *pi[4];
-    partial_idx(w, pi);
     tk_store(k, w->P, pi, dk);
-    tk_store(k, w->dV, ((tk_value *[]){g->b, g->h, pi[2], g->v0}), tk_cvt(k, dv, g->dt));
 }
 
-/* DKV's shared inputs of a chunk: φ(q), dn and dz·q of this warp's rows. */
-static void dkv_stage(bwd *w, tk_value *sDN, tk_value *sT) {
+/* DKV's shared inputs of a chunk, this warp's rows: φ(q), dn, and with
+ * normalize dz·q (sT) and dz in column 0 (sDZ). */
+static void dkv_stage(bwd *w, tk_value *sDN, tk_value *sT, tk_value *sDZ) {
     tk_based_kernel *g = &w->g;
     tk_kernel *k = g->k;
     tk_value *dz, *qb, *qf, *idx[2] = {g->r0, i64c(k, 0)};
@@ -217,6 +229,10 @@ static void dkv_stage(bwd *w, tk_value *sDN, tk_value *sT) {
     if (!g->c->normalize) return;
     tk_based_band(g, qst, g->scale, &qb, &qf);
     tk_store(k, sT, idx, tk_cvt(k, tk_mul(k, qf, dz), g->dt));
+    tk_type ft = tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW);
+    tk_value *col0 = tk_eq(k, tk_iota(k, ft, TK_PER_COL), f32c(k, 0.0f));
+    tk_value *dzt = tk_select(k, col0, tk_add(k, tk_zeros(k, ft), dz), tk_zeros(k, ft));
+    tk_store(k, sDZ, idx, tk_cvt(k, dzt, g->dt));
 }
 
 static void build_bwd(bwd *w, int dkv) {
@@ -224,7 +240,9 @@ static void build_bwd(bwd *w, int dkv) {
     tk_kernel *k = g->k;
     bwd_params(w, dkv);
     tk_value *sDN = dkv ? tk_shared(k, g->dt, g->C, g->DVB, TK_SMEM_SWIZZLE, 1) : NULL;
-    tk_value *sT = dkv ? tk_shared(k, g->dt, g->C, 16, TK_SMEM_SWIZZLE, 1) : NULL;
+    bool zt = dkv && g->c->normalize;
+    tk_value *sT = zt ? tk_shared(k, g->dt, g->C, 16, TK_SMEM_SWIZZLE, 1) : NULL;
+    tk_value *sDZ = zt ? tk_shared(k, g->dt, g->C, 16, TK_SMEM_SWIZZLE, 1) : NULL;
     int n = g->slots + 2;
     tk_value *init[TK_BASED_MAX_SLOTS + 2], *cur[TK_BASED_MAX_SLOTS + 2];
     tk_value *next[TK_BASED_MAX_SLOTS + 2], *fin[TK_BASED_MAX_SLOTS + 2];
@@ -247,18 +265,21 @@ static void build_bwd(bwd *w, int dkv) {
                 tk_based_sums(g, tk_stage(k, g->sK, w->st), w->m1, w->M2, &next[g->slots],
                               &next[g->slots + 1]);
         } else {
-            dkv_stage(w, sDN, sT);
-            tk_barrier(k); /* φ(q), dn, dz·q complete */
-            dkv_out(w, sDN);
+            dkv_stage(w, sDN, sT, sDZ);
+            tk_barrier(k); /* φ(q), dn, dz·q, dz complete */
+            dkv_out(w, sDN, sDZ);
             tk_barrier(k); /* every warp is done reading R */
             tk_based_state_update(g, sDN, w->S, next);
             if (g->c->normalize) {
                 tk_value *z[2] = {i64c(k, 0), i64c(k, 0)};
                 tk_value *qst = tk_stage(k, g->sQ, w->st);
-                tk_value *tr = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_ROW), sT, z, 0.0f);
+                tk_value *tr =
+                    tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_ROW), sT, z, 0.0f);
                 next[g->slots] = tk_add(k, w->m1, tk_col_sum(k, tk_cvt(k, tr, TK_F32)));
-                tk_value *tc = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_COL), sT, z, 0.0f);
-                tk_value *qc = tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_COL), qst, z, 0.0f);
+                tk_value *tc =
+                    tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_COL), sT, z, 0.0f);
+                tk_value *qc =
+                    tk_load(k, tk_tile_type(g->dt, g->C, 16, TK_WARP, TK_COL), qst, z, 0.0f);
                 tk_value *m = tk_mma(k, TK_MMA_ATB, tc, qc, NULL);
                 next[g->slots + 1] = tk_add(k, w->M2, tk_mul(k, m, g->scale));
             }

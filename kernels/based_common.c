@@ -1,9 +1,5 @@
 
 
-
-
-
-
 /* What the Based kernels share (kernels/based_parts.h), and tk_based_build.
  *
  * The feature map without data movement: slab j < 16 of φ(x) is the column
@@ -114,16 +110,16 @@ tk_value *tk_based_scores(tk_based_kernel *g, tk_value *qb, tk_value *kst, tk_va
     tk_value *s = tk_mma(k, TK_MMA_ABT, qb, kt, NULL);
     if (s_out) *s_out = s;
     /* 1 + s·(1 + s/2) */
-    tk_value *a = tk_add(k, tk_mul(k, s, tk_add(k, tk_mul(k, s, tk_const_f32(k, 0.5f)),
-                                                tk_const_f32(k, 1.0f))),
-                         tk_const_f32(k, 1.0f));
+    tk_value *a = tk_add(
+        k, tk_mul(k, s, tk_add(k, tk_mul(k, s, tk_const_f32(k, 0.5f)), tk_const_f32(k, 1.0f))),
+        tk_const_f32(k, 1.0f));
     return tk_mask(k, a, TK_MASK_CAUSAL, g->r0, i64c(k, 0), 0.0f);
 }
 
 /* Selector j: a bf16 16x16 tile whose column j is 1, the rest 0, read from
  * shared memory where it is used. (Made in registers, the compiler hoists
  * the 16 of them out of the chunk loop: 64 registers held for good.) */
-static tk_value *selector(tk_based_kernel *g, int j) {
+tk_value *tk_based_selector(tk_based_kernel *g, int j) {
     tk_kernel *k = g->k;
     tk_value *idx[2] = {i64c(k, 0), i64c(k, 16 * j)};
     return tk_load(k, tk_tile_type(g->dt, 16, 16, TK_WARP, TK_ROW), g->sSel, idx, 0.0f);
@@ -145,13 +141,13 @@ static void selectors_to_shared(tk_based_kernel *g) {
 }
 
 tk_value *tk_based_colcast(tk_based_kernel *g, tk_value *xb, int j) {
-    return tk_mma(g->k, TK_MMA_ABT, xb, selector(g, j), NULL); /* [i, c] = x[i, j] */
+    return tk_mma(g->k, TK_MMA_ABT, xb, tk_based_selector(g, j), NULL); /* [i, c] = x[i, j] */
 }
 
 tk_value *tk_based_phi(tk_based_kernel *g, tk_value *xb, tk_value *xf, int j) {
     tk_kernel *k = g->k;
     if (j == 16) return xb;
-    if (j == 17) return selector(g, 0);
+    if (j == 17) return tk_based_selector(g, 0);
     tk_value *xj = tk_based_colcast(g, xb, j);
     return tk_cvt(k, tk_mul(k, tk_mul(k, xj, xf), tk_const_f32(k, (float)M_SQRT1_2)), g->dt);
 }
@@ -208,9 +204,7 @@ static tk_value *slab_of(tk_based_kernel *g, int s) {
     tk_kernel *k = g->k;
     return tk_add(k, i64c(k, (int64_t)s * g->W), g->w);
 }
-static int slot_partial(const tk_based_kernel *g, int s) {
-    return (s + 1) * g->W > TK_BASED_SLABS;
-}
+static int slot_partial(const tk_based_kernel *g, int s) { return (s + 1) * g->W > TK_BASED_SLABS; }
 
 void tk_based_state_zero(tk_based_kernel *g, tk_value **init) {
     tk_kernel *k = g->k;
@@ -226,8 +220,7 @@ void tk_based_state_zero(tk_based_kernel *g, tk_value **init) {
     }
 }
 
-void tk_based_state_update(tk_based_kernel *g, tk_value *yst, tk_value *const *S,
-                           tk_value **next) {
+void tk_based_state_update(tk_based_kernel *g, tk_value *yst, tk_value *const *S, tk_value **next) {
     tk_kernel *k = g->k;
     tk_value *z[2];
     zero2(k, z);
@@ -264,8 +257,7 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_based_config
         return bad(ctx, fn, "part", c->part, "expected a tk_based_part");
     if (c->normalize != 0 && c->normalize != 1)
         return bad(ctx, fn, "normalize", c->normalize, "expected 0 or 1");
-    if (c->stats != 0 && c->stats != 1)
-        return bad(ctx, fn, "stats", c->stats, "expected 0 or 1");
+    if (c->stats != 0 && c->stats != 1) return bad(ctx, fn, "stats", c->stats, "expected 0 or 1");
     int vc = c->v_cols;
     if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
         return bad(ctx, fn, "v_cols", vc, "expected 0 or a multiple of 16 in 16 .. 128");
@@ -290,9 +282,8 @@ tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel **ou
         c.warps = TK_BASED_ROW_WARPS, c.v_cols = 16;
     static const char *parts[] = {"fwd", "bwd_dq", "bwd_dkv", "bwd_prep", "bwd_sum"};
     char name[96];
-    snprintf(name, sizeof name, "tk_based_%s_%s_v%d_w%d%s%s", parts[c.part],
-             tk_dtype_name(c.dtype), c.v_cols, c.warps, c.normalize ? "_norm" : "",
-             c.stats ? "_stats" : "");
+    snprintf(name, sizeof name, "tk_based_%s_%s_v%d_w%d%s%s", parts[c.part], tk_dtype_name(c.dtype),
+             c.v_cols, c.warps, c.normalize ? "_norm" : "", c.stats ? "_stats" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, c.warps, &k))) return s;
     /* 168: 3 blocks an SM, no spills at v_cols 16 (sm_90a, sm_80) */

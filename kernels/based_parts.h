@@ -44,6 +44,8 @@ void tk_based_setup(tk_based_kernel *g);
 tk_value *tk_based_arrive(tk_based_kernel *g, tk_value *ch);
 /* The chunk trip `ch` works on (last to first when reverse). */
 tk_value *tk_based_chunk(tk_based_kernel *g, tk_value *ch);
+/* Selector j: a bf16 16x16 ROW tile, column j ones, from sSel. */
+tk_value *tk_based_selector(tk_based_kernel *g, int j);
 /* x[:, j] broadcast over 16 columns, f32 (an mma with selector j). */
 tk_value *tk_based_colcast(tk_based_kernel *g, tk_value *xb, int j);
 /* The state's gradient path: Σ_j (∂φ_j(x)/∂x)ᵀ (y·S_jᵀ) over the slabs in
@@ -71,8 +73,7 @@ void tk_based_sums(tk_based_kernel *g, tk_value *xst, tk_value *z1, tk_value *Z2
 void tk_based_state_zero(tk_based_kernel *g, tk_value **init);
 /* For each owned slab j: S_j += sPhi[:, j]ᵀ · y (yst: a stage [C, DVB]),
  * written to sS in bf16; next[s] gets slot s's new tile. */
-void tk_based_state_update(tk_based_kernel *g, tk_value *yst, tk_value *const *S,
-                           tk_value **next);
+void tk_based_state_update(tk_based_kernel *g, tk_value *yst, tk_value *const *S, tk_value **next);
 
 tk_status tk_based_build_fwd(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel *k);
 tk_status tk_based_build_bwd(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel *k);
