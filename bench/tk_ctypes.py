@@ -124,6 +124,39 @@ class RotaryParams(ctypes.Structure):  # tk_rotary_params
     ]
 
 
+class BasedParams(ctypes.Structure):  # tk_based_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("normalize", ctypes.c_int32),
+        ("scale", ctypes.c_float), ("eps", ctypes.c_float),
+        ("batch", ctypes.c_int64), ("heads", ctypes.c_int64), ("seq", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p), ("z", ctypes.c_void_p),
+        ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
+        ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
+        ("z_strides", ctypes.c_int64 * 3), ("v_cols", ctypes.c_int32),
+    ]
+
+
+class BasedBwdParams(ctypes.Structure):  # tk_based_bwd_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("normalize", ctypes.c_int32),
+        ("scale", ctypes.c_float), ("eps", ctypes.c_float),
+        ("batch", ctypes.c_int64), ("heads", ctypes.c_int64), ("seq", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("dout", ctypes.c_void_p), ("o", ctypes.c_void_p), ("z", ctypes.c_void_p),
+        ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
+        ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
+        ("v_strides", ctypes.c_int64 * 4), ("dout_strides", ctypes.c_int64 * 4),
+        ("o_strides", ctypes.c_int64 * 4), ("dq_strides", ctypes.c_int64 * 4),
+        ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
+        ("z_strides", ctypes.c_int64 * 3),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("v_cols", ctypes.c_int32),
+    ]
+
+
 class PrepareInfo(ctypes.Structure):
     _fields_ = [("origin", ctypes.c_int), ("ms", ctypes.c_double), ("arch", ctypes.c_char * 16)]
 
@@ -156,6 +189,14 @@ class TK:
         for fn, st in (("tk_norm_forward", NormParams), ("tk_norm_backward", NormBwdParams)):
             getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(st), ctypes.c_void_p]
         L.tk_rotary.argtypes = [ctypes.c_void_p, ctypes.POINTER(RotaryParams), ctypes.c_void_p]
+        L.tk_based_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(BasedParams),
+                                       ctypes.c_void_p]
+        L.tk_based_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(BasedParams),
+                                       ctypes.POINTER(PrepareInfo)]
+        for fn, arg in (("tk_based_backward", ctypes.c_void_p),
+                        ("tk_based_backward_prepare", ctypes.POINTER(PrepareInfo)),
+                        ("tk_based_backward_workspace", ctypes.POINTER(ctypes.c_size_t))):
+            getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(BasedBwdParams), arg]
         L.tk_norm_backward_workspace.argtypes = [
             ctypes.c_void_p, ctypes.POINTER(NormBwdParams), ctypes.POINTER(ctypes.c_size_t)]
         self.ctx = ctypes.c_void_p()
@@ -350,3 +391,58 @@ class TK:
 
     def rotary(self, p, stream):
         self._check(self.lib.tk_rotary(self.ctx, ctypes.byref(p), stream), "tk_rotary")
+
+    def based_params(self, q, k, v, o, z=None, normalize=1, scale=0.0, eps=0.0, v_cols=0):
+        """Based linear attention forward. q, k [B, H, T, 16], v, o [B, H, T, Dv]: torch
+        views in logical (batch, head, token, dim) order, any strides with the dim's 1 (fla's
+        [B, T, H, D] tensor's .transpose(1, 2)); z: None or f32 [B, H, T] (any strides).
+        scale, eps 0: the library's 1/4 and 1e-6; v_cols 0: the library's choice."""
+        p = BasedParams(struct_size=ctypes.sizeof(BasedParams), normalize=normalize,
+                        scale=scale, eps=eps, v_cols=v_cols)
+        p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
+        p.batch, p.heads, p.seq, p.head_dim_v = v.shape
+        for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+            setattr(p, name, t.data_ptr())
+            setattr(p, name + "_strides", self._strides(t))
+        if z is not None:
+            p.z, p.z_strides = z.data_ptr(), (ctypes.c_int64 * 3)(*z.stride())
+        return p
+
+    def based_prepare(self, p):
+        info = PrepareInfo()
+        self._check(self.lib.tk_based_prepare(self.ctx, ctypes.byref(p), ctypes.byref(info)),
+                    "tk_based_prepare")
+        return info
+
+    def based_forward(self, p, stream):
+        self._check(self.lib.tk_based_forward(self.ctx, ctypes.byref(p), stream),
+                    "tk_based_forward")
+
+    def based_bwd_params(self, q, k, v, dout, dq, dk, dv, o=None, z=None, normalize=1,
+                         scale=0.0, eps=0.0, v_cols=0):
+        """Based backward: dq, dk, dv from dout (tensors as in based_params; dq, dk like q,
+        dv like v); a normalized forward's o and z (f32 [B, H, T]) are required. The
+        workspace is allocated here and kept on the returned struct."""
+        import torch
+        p = BasedBwdParams(struct_size=ctypes.sizeof(BasedBwdParams), normalize=normalize,
+                           scale=scale, eps=eps, v_cols=v_cols)
+        p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
+        p.batch, p.heads, p.seq, p.head_dim_v = v.shape
+        for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout), ("o", o),
+                        ("dq", dq), ("dk", dk), ("dv", dv)):
+            if t is not None:
+                setattr(p, name, t.data_ptr())
+                setattr(p, name + "_strides", self._strides(t))
+        if z is not None:
+            p.z, p.z_strides = z.data_ptr(), (ctypes.c_int64 * 3)(*z.stride())
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_based_backward_workspace(self.ctx, ctypes.byref(p),
+                                                         ctypes.byref(n)),
+                    "tk_based_backward_workspace")
+        ws = torch.empty(max(n.value // 4, 1), device=q.device, dtype=torch.float32)
+        p.workspace, p.workspace_bytes, p.keep = ws.data_ptr(), n.value, ws
+        return p
+
+    def based_backward(self, p, stream):
+        self._check(self.lib.tk_based_backward(self.ctx, ctypes.byref(p), stream),
+                    "tk_based_backward")
