@@ -4,13 +4,14 @@ s = scale·q_i·k_j, feature dim 16; bf16 and f16, normalized or not, z saved or
 [B, H, T, D] or fla's [B, T, H, D] through strides, a non-default scale and v_cols; outputs
 poisoned with NaN, fresh inputs each run), then timed beside flash-linear-attention's
 fused_chunk_based and parallel_based (bf16, normalized, Dv 64) on the same data: millions of
-tokens (B·T·H) per second. Ours reads fla's [B, T, H, D] layout through strides (and, for
-information, dense [B, H, T, D]); fla gets [B, T, H, D] views of [B, H, T, D] memory, which
+tokens (B·T·H) per second. Ours reads fla's [B, T, H, D] layout through strides; fla gets [B, T, H, D] views of [B, H, T, D] memory, which
 its transpose(1, 2) turns into the contiguous tensors its kernels read, so no input copy is
 timed on either side (fla's own output division, transpose and cast are: they are its call).
 The backward is checked against float64 autograd of the same reference (dq, dk, dv; dout
 random, outputs poisoned) and timed beside fla's autograd backward (torch.autograd.grad with
 retain_graph: the backward alone) and as forward + backward on both sides.
+Ours splits the sequence into segments where B·H leaves the GPU idle (the library's choice,
+tk_based_forward_workspace); the "one segment" columns time the unsplit kernels.
 triton do_bench, median, L2 flushed before each run.
 fla is imported from bench/wheels/*.whl (zip import: no pip, no network); without einops the
 fla columns are skipped.
@@ -213,15 +214,16 @@ def bench(fn):
 
 
 def timed(tk, stream, fla, B, H, T, Dv=64):
-    """Microseconds: ours on [B, T, H, D] and on [B, H, T, D]; fla's fused_chunk and parallel."""
+    """Microseconds: ours on [B, T, H, D] (the library's segments, and one); fla's fused_chunk and
+    parallel."""
     q, k, v = inputs(B, H, T, Dv, BF, 0)  # dense [B, H, T, D]
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # their [B, T, H, D] views
-    # ours on real [B, T, H, D] memory (the same values) through strides, and on dense memory
+    # ours on real [B, T, H, D] memory (the same values) through strides
     qs, ks, vs = (x.contiguous().transpose(1, 2) for x in (qt, kt, vt))
-    os_, o = torch.empty_like(vs), torch.empty_like(v)  # kept: p holds only their addresses
-    p_bthd, p_bhtd = tk.based_params(qs, ks, vs, os_), tk.based_params(q, k, v, o)
+    os_ = torch.empty_like(vs)  # kept: p holds only its address
+    p_bthd, p_one = tk.based_params(qs, ks, vs, os_), tk.based_params(qs, ks, vs, os_, segments=1)
     us = {"bthd": bench(lambda: tk.based_forward(p_bthd, stream)),
-          "bhtd": bench(lambda: tk.based_forward(p_bhtd, stream))}
+          "one": bench(lambda: tk.based_forward(p_one, stream))}
     for name, f in zip(("chunk", "parallel"), fla or ()):
         us[name] = bench(lambda: f(qt, kt, vt, scale=None, use_norm=True))
     return us
@@ -237,11 +239,13 @@ def timed_bwd(tk, stream, fla, B, H, T, Dv=64):
     pf = tk.based_params(q, k, v, o, z)
     tk.based_forward(pf, stream)
     pb = tk.based_bwd_params(q, k, v, dout, dq, dk, dv, o, z)
+    pb1 = tk.based_bwd_params(q, k, v, dout, dq, dk, dv, o, z, segments=1)
 
     def both():
         tk.based_forward(pf, stream)
         tk.based_backward(pb, stream)
-    us = {"bwd": bench(lambda: tk.based_backward(pb, stream)), "fwdbwd": bench(both)}
+    us = {"bwd": bench(lambda: tk.based_backward(pb, stream)), "fwdbwd": bench(both),
+          "bwd1": bench(lambda: tk.based_backward(pb1, stream))}
     qt, kt, vt, dt = (x.transpose(1, 2).detach() for x in (q, k, v, dout))
     qt, kt, vt = (x.requires_grad_() for x in (qt, kt, vt))
     for name, f in zip(("chunk", "parallel"), fla or ()):
@@ -275,14 +279,14 @@ def main():
         print(f"B{B} H{H} T{T}: " + " ".join(f"{n} {t:.1f} us" for n, t in us.items()),
               flush=True)
     f1 = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
-    print("\n| B x H x T (bf16, Dv 64) | TK µs | TK µs dense [B,H,T,D] | fla fused_chunk µs "
+    print("\n| B x H x T (bf16, Dv 64) | TK µs | TK µs, one segment | fla fused_chunk µs "
           "| fla parallel µs | faster fla / TK | TK Mtok/s | faster fla Mtok/s |")
     print("|---|---|---|---|---|---|---|---|")
     for B, H, T, us in rows:
         best = min((us[n] for n in ("chunk", "parallel") if n in us), default=None)
         speedup = "-" if best is None else f"{best / us['bthd']:.2f}x"
         fla_tok = "-" if best is None else f"{B * H * T / best:.0f}"
-        print(f"| {B}x{H}x{T} | {us['bthd']:.1f} | {us['bhtd']:.1f} | {f1(us.get('chunk'))} | "
+        print(f"| {B}x{H}x{T} | {us['bthd']:.1f} | {us['one']:.1f} | {f1(us.get('chunk'))} | "
               f"{f1(us.get('parallel'))} | {speedup} | {B * H * T / us['bthd']:.0f} | {fla_tok} |")
 
     rows = []
@@ -291,12 +295,13 @@ def main():
         rows.append((B, H, T, us))
         print(f"bwd B{B} H{H} T{T}: " + " ".join(f"{n} {t:.1f} us" for n, t in us.items()),
               flush=True)
-    print("\n| B x H x T (bf16, Dv 64, norm) | TK bwd µs | fla chunk bwd µs | fla parallel bwd µs "
+    print("\n| B x H x T (bf16, Dv 64, norm) | TK bwd µs, one segment | TK bwd µs "
+          "| fla chunk bwd µs | fla parallel bwd µs "
           "| faster fla / TK (bwd) | TK fwd+bwd µs | fla chunk fwd+bwd µs "
           "| fla parallel fwd+bwd µs | faster fla / TK (fwd+bwd) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for B, H, T, us in rows:
-        out = [f"{B}x{H}x{T}"]
+        out = [f"{B}x{H}x{T}", f"{us['bwd1']:.1f}"]
         for kind in ("bwd", "fwdbwd"):
             fl = [us.get(f"{n} {kind}") for n in ("chunk", "parallel")]
             best = min((x for x in fl if x is not None), default=None)

@@ -135,6 +135,8 @@ class BasedParams(ctypes.Structure):  # tk_based_params
         ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
         ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
         ("z_strides", ctypes.c_int64 * 3), ("v_cols", ctypes.c_int32),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("segments", ctypes.c_int32),
     ]
 
 
@@ -153,7 +155,7 @@ class BasedBwdParams(ctypes.Structure):  # tk_based_bwd_params
         ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
         ("z_strides", ctypes.c_int64 * 3),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
-        ("v_cols", ctypes.c_int32),
+        ("v_cols", ctypes.c_int32), ("segments", ctypes.c_int32),
     ]
 
 
@@ -193,6 +195,8 @@ class TK:
                                        ctypes.c_void_p]
         L.tk_based_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(BasedParams),
                                        ctypes.POINTER(PrepareInfo)]
+        L.tk_based_forward_workspace.argtypes = [
+            ctypes.c_void_p, ctypes.POINTER(BasedParams), ctypes.POINTER(ctypes.c_size_t)]
         for fn, arg in (("tk_based_backward", ctypes.c_void_p),
                         ("tk_based_backward_prepare", ctypes.POINTER(PrepareInfo)),
                         ("tk_based_backward_workspace", ctypes.POINTER(ctypes.c_size_t))):
@@ -392,13 +396,16 @@ class TK:
     def rotary(self, p, stream):
         self._check(self.lib.tk_rotary(self.ctx, ctypes.byref(p), stream), "tk_rotary")
 
-    def based_params(self, q, k, v, o, z=None, normalize=1, scale=0.0, eps=0.0, v_cols=0):
+    def based_params(self, q, k, v, o, z=None, normalize=1, scale=0.0, eps=0.0, v_cols=0,
+                     segments=0):
         """Based linear attention forward. q, k [B, H, T, 16], v, o [B, H, T, Dv]: torch
         views in logical (batch, head, token, dim) order, any strides with the dim's 1 (fla's
         [B, T, H, D] tensor's .transpose(1, 2)); z: None or f32 [B, H, T] (any strides).
-        scale, eps 0: the library's 1/4 and 1e-6; v_cols 0: the library's choice."""
+        scale, eps 0: the library's 1/4 and 1e-6; v_cols, segments 0: the library's choice
+        (the workspace the segments need is allocated here and kept on the struct)."""
+        import torch
         p = BasedParams(struct_size=ctypes.sizeof(BasedParams), normalize=normalize,
-                        scale=scale, eps=eps, v_cols=v_cols)
+                        scale=scale, eps=eps, v_cols=v_cols, segments=segments)
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.batch, p.heads, p.seq, p.head_dim_v = v.shape
         for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
@@ -406,6 +413,13 @@ class TK:
             setattr(p, name + "_strides", self._strides(t))
         if z is not None:
             p.z, p.z_strides = z.data_ptr(), (ctypes.c_int64 * 3)(*z.stride())
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_based_forward_workspace(self.ctx, ctypes.byref(p),
+                                                        ctypes.byref(n)),
+                    "tk_based_forward_workspace")
+        if n.value:
+            ws = torch.empty(n.value // 4, device=q.device, dtype=torch.float32)
+            p.workspace, p.workspace_bytes, p.keep = ws.data_ptr(), n.value, ws
         return p
 
     def based_prepare(self, p):
@@ -419,13 +433,13 @@ class TK:
                     "tk_based_forward")
 
     def based_bwd_params(self, q, k, v, dout, dq, dk, dv, o=None, z=None, normalize=1,
-                         scale=0.0, eps=0.0, v_cols=0):
+                         scale=0.0, eps=0.0, v_cols=0, segments=0):
         """Based backward: dq, dk, dv from dout (tensors as in based_params; dq, dk like q,
         dv like v); a normalized forward's o and z (f32 [B, H, T]) are required. The
         workspace is allocated here and kept on the returned struct."""
         import torch
         p = BasedBwdParams(struct_size=ctypes.sizeof(BasedBwdParams), normalize=normalize,
-                           scale=scale, eps=eps, v_cols=v_cols)
+                           scale=scale, eps=eps, v_cols=v_cols, segments=segments)
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.batch, p.heads, p.seq, p.head_dim_v = v.shape
         for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout), ("o", o),

@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
                              .normalize = atoi(opt(argc, argv, "norm", "1")),
                              .stats = atoi(opt(argc, argv, "stats", "0")),
                              .v_cols = atoi(opt(argc, argv, "v", "0")),
-                             .warps = atoi(opt(argc, argv, "warps", "0"))};
+                             .warps = atoi(opt(argc, argv, "warps", "0")),
+                             .seg = atoi(opt(argc, argv, "seg", "0"))};
         s = tk_based_build(ctx, &c, &k);
     } else if (kind == 3) {
         int d = atoi(opt(argc, argv, "d", "128"));

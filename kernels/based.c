@@ -29,6 +29,7 @@
  * is B·H·(Dv / v_cols) blocks; v_cols trades parallelism for redundant
  * intra-chunk work. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "based_parts.h"
@@ -89,33 +90,36 @@ static void build(fwd *f) {
     tk_based_kernel *g = &f->g;
     tk_kernel *k = g->k;
     const tk_based_config *c = g->c;
+    bool state_pass = c->seg == TK_BASED_SEG_STATE; /* the segment's S alone */
     tk_based_params(g);
-    f->O = tk_param_tensor(k, "O", g->dt, 4);
-    f->Z = c->stats ? tk_param_tensor(k, "Z", TK_F32, 3) : NULL;
-    g->scale = tk_param_scalar(k, "scale", TK_F32);
-    f->eps = tk_param_scalar(k, "eps", TK_F32);
+    if (!state_pass) {
+        f->O = tk_param_tensor(k, "O", g->dt, 4);
+        f->Z = c->stats ? tk_param_tensor(k, "Z", TK_F32, 3) : NULL;
+    }
+    tk_based_seg_params(g);
+    if (!state_pass) {
+        g->scale = tk_param_scalar(k, "scale", TK_F32);
+        f->eps = tk_param_scalar(k, "eps", TK_F32);
+    }
     tk_based_setup(g);
 
     int n = g->slots + 2;
     tk_value *init[TK_BASED_MAX_SLOTS + 2], *cur[TK_BASED_MAX_SLOTS + 2];
     tk_value *next[TK_BASED_MAX_SLOTS + 2], *fin[TK_BASED_MAX_SLOTS + 2];
-    tk_based_state_zero(g, init);
-    init[g->slots] = tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_COL, TK_WARP, TK_ROW));
-    init[g->slots + 1] = tk_zeros(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW));
-    tk_value *ch =
-        tk_for_begin(k, tk_based_i64(k, 0), g->nchunks, tk_based_i64(k, 1), n, init, cur);
+    tk_based_state_init(g, init);
+    tk_value *ch = tk_for_begin(k, tk_based_i64(k, 0), g->trips, tk_based_i64(k, 1), n, init, cur);
     {
         for (int s = 0; s < g->slots; s++) f->S[s] = cur[s];
         f->z1 = cur[g->slots];
         f->Z2 = cur[g->slots + 1];
         tk_value *st = tk_based_arrive(g, ch);
-        tk_value *c0 = tk_mul(k, ch, tk_based_i64(k, g->C));
-        chunk_out(f, st, c0);
+        if (!state_pass) chunk_out(f, st, tk_mul(k, tk_based_chunk(g, ch), tk_based_i64(k, g->C)));
         next[g->slots] = f->z1;
         next[g->slots + 1] = f->Z2;
         chunk_state(f, st, next);
     }
     tk_for_end(k, n, next, fin);
+    if (state_pass) tk_based_state_write(g, fin);
 }
 
 tk_status tk_based_build_fwd(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel *k) {

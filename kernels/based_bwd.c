@@ -97,8 +97,11 @@ static void bwd_params(bwd *w, int dkv) {
         w->Z = tk_param_tensor(k, "Z", TK_F32, 3);
         w->DZ = tk_param_tensor(k, "DZ", TK_F32, 3);
     }
-    w->P = tk_param_tensor(k, dkv ? "dKp" : "dQp", TK_F32, 4);
-    if (dkv) w->dV = tk_param_tensor(k, "dV", g->dt, 4);
+    if (g->c->seg != TK_BASED_SEG_STATE) {
+        w->P = tk_param_tensor(k, dkv ? "dKp" : "dQp", TK_F32, 4);
+        if (dkv) w->dV = tk_param_tensor(k, "dV", g->dt, 4);
+    }
+    tk_based_seg_params(g);
     g->scale = tk_param_scalar(k, "scale", TK_F32);
     w->eps = tk_param_scalar(k, "eps", TK_F32);
     g->reverse = dkv;
@@ -246,10 +249,9 @@ static void build_bwd(bwd *w, int dkv) {
     int n = g->slots + 2;
     tk_value *init[TK_BASED_MAX_SLOTS + 2], *cur[TK_BASED_MAX_SLOTS + 2];
     tk_value *next[TK_BASED_MAX_SLOTS + 2], *fin[TK_BASED_MAX_SLOTS + 2];
-    tk_based_state_zero(g, init);
-    init[g->slots] = tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_COL, TK_WARP, TK_ROW));
-    init[g->slots + 1] = tk_zeros(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW));
-    tk_value *ch = tk_for_begin(k, i64c(k, 0), g->nchunks, i64c(k, 1), n, init, cur);
+    bool state_pass = g->c->seg == TK_BASED_SEG_STATE; /* DKV: the segment's R alone */
+    tk_based_state_init(g, init);
+    tk_value *ch = tk_for_begin(k, i64c(k, 0), g->trips, i64c(k, 1), n, init, cur);
     {
         for (int s = 0; s < g->slots; s++) w->S[s] = cur[s];
         w->m1 = next[g->slots] = cur[g->slots];
@@ -267,8 +269,10 @@ static void build_bwd(bwd *w, int dkv) {
         } else {
             dkv_stage(w, sDN, sT, sDZ);
             tk_barrier(k); /* φ(q), dn, dz·q, dz complete */
-            dkv_out(w, sDN, sDZ);
-            tk_barrier(k); /* every warp is done reading R */
+            if (!state_pass) {
+                dkv_out(w, sDN, sDZ);
+                tk_barrier(k); /* every warp is done reading R */
+            }
             tk_based_state_update(g, sDN, w->S, next);
             if (g->c->normalize) {
                 tk_value *z[2] = {i64c(k, 0), i64c(k, 0)};
@@ -286,6 +290,7 @@ static void build_bwd(bwd *w, int dkv) {
         }
     }
     tk_for_end(k, n, next, fin);
+    if (state_pass) tk_based_state_write(g, fin);
 }
 
 tk_status tk_based_build_bwd(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel *k) {

@@ -49,7 +49,33 @@ static void copy_chunk(tk_based_kernel *g, tk_value *st, tk_value *ch) {
 
 tk_value *tk_based_chunk(tk_based_kernel *g, tk_value *ch) {
     tk_kernel *k = g->k;
-    return g->reverse ? tk_sub(k, tk_sub(k, g->nchunks, i64c(k, 1)), ch) : ch;
+    if (!g->c_lo) return g->reverse ? tk_sub(k, tk_sub(k, g->nchunks, i64c(k, 1)), ch) : ch;
+    if (!g->reverse) return tk_add(k, g->c_lo, ch);
+    return tk_sub(k, tk_add(k, g->c_lo, tk_sub(k, g->trips, i64c(k, 1))), ch);
+}
+
+void tk_based_seg_params(tk_based_kernel *g) {
+    if (!g->c->seg) return;
+    g->St = tk_param_tensor(g->k, "St", TK_F32, 4);
+    g->L = tk_param_scalar(g->k, "seg_chunks", TK_I64);
+}
+
+/* The state pass's segments whose state another segment reads. */
+static tk_value *seg_used(tk_based_kernel *g) {
+    tk_kernel *k = g->k;
+    if (g->reverse) return tk_gt(k, g->seg, i64c(k, 0));
+    return tk_lt(k, g->seg, tk_sub(k, g->nseg, i64c(k, 1)));
+}
+
+/* Batch entry, segment and chunk range from block z (= b·NS + s). */
+static void seg_ids(tk_based_kernel *g, tk_value *z) {
+    tk_kernel *k = g->k;
+    g->b = tk_div(k, z, g->nseg);
+    g->seg = tk_rem(k, z, g->nseg);
+    g->c_lo = tk_mul(k, g->seg, g->L);
+    g->trips = tk_min(k, g->L, tk_sub(k, g->nchunks, g->c_lo));
+    if (g->c->seg == TK_BASED_SEG_STATE) /* no work where no one reads it */
+        g->trips = tk_select(k, seg_used(g), g->trips, i64c(k, 0));
 }
 
 static void selectors_to_shared(tk_based_kernel *g);
@@ -58,13 +84,23 @@ void tk_based_setup(tk_based_kernel *g) {
     tk_kernel *k = g->k;
     tk_value *B = tk_dim(k, g->Q, 0), *H = tk_dim(k, g->Q, 1), *Dv = tk_dim(k, g->V, 3);
     g->T = tk_dim(k, g->Q, 2);
-    tk_set_grid(k, tk_ceil_div(k, Dv, i64c(k, g->DVB)), H, B);
+    if (g->c->seg) {
+        g->nchunks = tk_ceil_div(k, g->T, i64c(k, g->C));
+        g->nseg = tk_ceil_div(k, g->nchunks, g->L);
+        tk_set_grid(k, tk_ceil_div(k, Dv, i64c(k, g->DVB)), H, tk_mul(k, B, g->nseg));
+    } else {
+        tk_set_grid(k, tk_ceil_div(k, Dv, i64c(k, g->DVB)), H, B);
+    }
     g->v0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, g->DVB));
     g->h = tk_block_id_i64(k, 1);
-    g->b = tk_block_id_i64(k, 2);
+    if (g->c->seg) {
+        seg_ids(g, tk_block_id_i64(k, 2));
+    } else {
+        g->b = tk_block_id_i64(k, 2);
+    }
     g->w = tk_warp_id_i64(k);
     g->r0 = tk_mul(k, g->w, i64c(k, 16));
-    g->nchunks = tk_ceil_div(k, g->T, i64c(k, g->C));
+    if (!g->c->seg) g->nchunks = g->trips = tk_ceil_div(k, g->T, i64c(k, g->C));
     tk_value_set_name(g->v0, "v0");
     tk_value_set_name(g->r0, "r0");
     /* the wide tiles first (they want the larger alignment) */
@@ -75,7 +111,9 @@ void tk_based_setup(tk_based_kernel *g) {
     g->sK = tk_shared(k, g->dt, g->C, TK_BASED_F, TK_SMEM_SWIZZLE, 2);
     if (g->DO) g->sDO = tk_shared(k, g->dt, g->C, g->DVB, TK_SMEM_SWIZZLE, 2);
     g->sSel = tk_shared(k, g->dt, 16, 16 * 16, TK_SMEM_SWIZZLE, 1);
+    if (g->c->seg == TK_BASED_SEG_STATE) tk_if_begin(k, tk_gt(k, g->trips, i64c(k, 0)));
     copy_chunk(g, i64c(k, 0), tk_based_chunk(g, i64c(k, 0)));
+    if (g->c->seg == TK_BASED_SEG_STATE) tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
     selectors_to_shared(g);
 }
@@ -85,7 +123,7 @@ tk_value *tk_based_arrive(tk_based_kernel *g, tk_value *ch) {
     tk_value *st = tk_rem(k, ch, i64c(k, 2)), *ch1 = tk_add(k, ch, i64c(k, 1));
     tk_async_wait(k, 0);
     tk_barrier(k); /* chunk ch landed for all; every warp left chunk ch - 1 */
-    tk_if_begin(k, tk_lt(k, ch1, g->nchunks));
+    tk_if_begin(k, tk_lt(k, ch1, g->trips));
     copy_chunk(g, tk_sub(k, i64c(k, 1), st), tk_based_chunk(g, ch1));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
@@ -206,18 +244,98 @@ static tk_value *slab_of(tk_based_kernel *g, int s) {
 }
 static int slot_partial(const tk_based_kernel *g, int s) { return (s + 1) * g->W > TK_BASED_SLABS; }
 
-void tk_based_state_zero(tk_based_kernel *g, tk_value **init) {
+/* Whether the carried 16-vector and 16x16 tile (z1 and Z2, or rz1 and
+ * RZ2) are used. */
+static bool uses_sums(const tk_based_kernel *g) {
+    return g->c->normalize || (g->c->part == TK_BASED_FWD && g->c->stats);
+}
+
+/* Segment s's entry of St (its first index). */
+static tk_value *st_entry(tk_based_kernel *g, tk_value *s) {
+    tk_kernel *k = g->k;
+    tk_value *xb = tk_add(k, tk_mul(k, tk_block_id_i64(k, 0), tk_dim(k, g->Q, 0)), g->b);
+    return tk_add(k, tk_mul(k, xb, g->nseg), s);
+}
+
+/* init[t] plus, in order, the St entries of segments lo .. hi - 1 at
+ * (row, 0): one slot a loop, so that only one sum is in flight. The
+ * 16-vector (t == slots) is row 0 of a 16x16 tile (tk_based_state_write). */
+static void add_segments(tk_based_kernel *g, tk_value *lo, tk_value *hi, tk_type ty, tk_value *row,
+                         tk_value **init, int t) {
+    tk_kernel *k = g->k;
+    tk_value *cur, *next;
+    tk_value *s = tk_for_begin(k, lo, hi, i64c(k, 1), 1, &init[t], &cur);
+    {
+        tk_value *idx[4] = {st_entry(g, s), g->h, row, i64c(k, 0)};
+        tk_value *x = tk_load(k, ty, g->St, idx, 0.0f);
+        next = tk_add(k, cur, t == g->slots ? tk_col_sum(k, x) : x);
+    }
+    tk_for_end(k, 1, &next, &init[t]);
+}
+
+/* init (zeros) plus the other segments' states: the earlier ones' (the
+ * later ones' when reverse). */
+static void add_other_segments(tk_based_kernel *g, tk_value **init) {
+    tk_kernel *k = g->k;
+    tk_value *lo = g->reverse ? tk_add(k, g->seg, i64c(k, 1)) : i64c(k, 0);
+    tk_value *hi = g->reverse ? g->nseg : g->seg;
+    tk_type acc = tk_tile_type(TK_F32, 16, g->DVB, TK_WARP, TK_ROW);
+    for (int t = 0; t < g->slots; t++) {
+        tk_value *j = slab_of(g, t);
+        bool partial = slot_partial(g, t);
+        if (partial) tk_if_begin(k, tk_lt(k, j, i64c(k, TK_BASED_SLABS)));
+        tk_value *z = init[t];
+        add_segments(g, lo, hi, acc, tk_mul(k, j, i64c(k, 16)), init, t);
+        if (partial) { /* the sum, or the zeros of a slot without a slab */
+            tk_else(k, 1, &init[t]);
+            tk_if_end(k, 1, &z, &init[t]);
+        }
+    }
+    if (!uses_sums(g)) return;
+    tk_type ft = tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW);
+    add_segments(g, lo, hi, ft, i64c(k, 304), init, g->slots);
+    add_segments(g, lo, hi, ft, i64c(k, 288), init, g->slots + 1);
+}
+
+void tk_based_state_init(tk_based_kernel *g, tk_value **init) {
     tk_kernel *k = g->k;
     tk_type acc = tk_tile_type(TK_F32, 16, g->DVB, TK_WARP, TK_ROW);
+    for (int s = 0; s < g->slots; s++) init[s] = tk_zeros(k, acc);
+    init[g->slots] = tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_COL, TK_WARP, TK_ROW));
+    init[g->slots + 1] = tk_zeros(k, tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW));
     tk_value *zb = tk_zeros(k, tk_tile_type(g->dt, 16, g->DVB, TK_WARP, TK_ROW));
+    if (g->c->seg == TK_BASED_SEG_RUN) add_other_segments(g, init);
     for (int s = 0; s < g->slots; s++) {
-        init[s] = tk_zeros(k, acc);
         tk_value *j = slab_of(g, s);
         if (slot_partial(g, s)) tk_if_begin(k, tk_lt(k, j, i64c(k, TK_BASED_SLABS)));
         tk_value *idx[2] = {tk_mul(k, j, i64c(k, 16)), i64c(k, 0)};
-        tk_store(k, g->sS, idx, zb);
+        tk_store(k, g->sS, idx, g->c->seg == TK_BASED_SEG_RUN ? tk_cvt(k, init[s], g->dt) : zb);
         if (slot_partial(g, s)) tk_if_end(k, 0, NULL, NULL);
     }
+}
+
+void tk_based_state_write(tk_based_kernel *g, tk_value *const *fin) {
+    tk_kernel *k = g->k;
+    tk_if_begin(k, seg_used(g));
+    tk_value *e = st_entry(g, g->seg);
+    for (int s = 0; s < g->slots; s++) {
+        tk_value *j = slab_of(g, s);
+        if (slot_partial(g, s)) tk_if_begin(k, tk_lt(k, j, i64c(k, TK_BASED_SLABS)));
+        tk_store(k, g->St, ((tk_value *[]){e, g->h, tk_mul(k, j, i64c(k, 16)), i64c(k, 0)}),
+                 fin[s]);
+        if (slot_partial(g, s)) tk_if_end(k, 0, NULL, NULL);
+    }
+    if (uses_sums(g)) { /* every warp holds them whole: warp 0 writes */
+        tk_type ft = tk_tile_type(TK_F32, 16, 16, TK_WARP, TK_ROW);
+        tk_value *row0 = tk_eq(k, tk_iota(k, ft, TK_PER_ROW), tk_const_f32(k, 0.0f));
+        tk_value *z1 =
+            tk_select(k, row0, tk_add(k, tk_zeros(k, ft), fin[g->slots]), tk_zeros(k, ft));
+        tk_if_begin(k, tk_eq(k, g->w, i64c(k, 0)));
+        tk_store(k, g->St, ((tk_value *[]){e, g->h, i64c(k, 288), i64c(k, 0)}), fin[g->slots + 1]);
+        tk_store(k, g->St, ((tk_value *[]){e, g->h, i64c(k, 304), i64c(k, 0)}), z1);
+        tk_if_end(k, 0, NULL, NULL);
+    }
+    tk_if_end(k, 0, NULL, NULL);
 }
 
 void tk_based_state_update(tk_based_kernel *g, tk_value *yst, tk_value *const *S, tk_value **next) {
@@ -264,6 +382,14 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_based_config
     int w = c->warps;
     if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
         return bad(ctx, fn, "warps", w, "expected 0, 1, 2, 4 or 8");
+    if (c->seg < TK_BASED_SEG_NONE || c->seg > TK_BASED_SEG_STATE)
+        return bad(ctx, fn, "seg", c->seg, "expected a tk_based_seg");
+    if (c->seg && (c->part == TK_BASED_BWD_PREP || c->part == TK_BASED_BWD_SUM))
+        return bad(ctx, fn, "seg", c->seg,
+                   "expected TK_BASED_SEG_NONE for the row kernels (PREP, SUM)");
+    if (c->seg == TK_BASED_SEG_STATE && c->part == TK_BASED_BWD_DQ)
+        return bad(ctx, fn, "seg", c->seg,
+                   "DQ has no state pass of its own (it reads the FWD state pass's St)");
     return TK_OK;
 }
 
@@ -282,8 +408,10 @@ tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel **ou
         c.warps = TK_BASED_ROW_WARPS, c.v_cols = 16;
     static const char *parts[] = {"fwd", "bwd_dq", "bwd_dkv", "bwd_prep", "bwd_sum"};
     char name[96];
-    snprintf(name, sizeof name, "tk_based_%s_%s_v%d_w%d%s%s", parts[c.part], tk_dtype_name(c.dtype),
-             c.v_cols, c.warps, c.normalize ? "_norm" : "", c.stats ? "_stats" : "");
+    static const char *segs[] = {"", "_seg", "_segstate"};
+    snprintf(name, sizeof name, "tk_based_%s_%s_v%d_w%d%s%s%s", parts[c.part],
+             tk_dtype_name(c.dtype), c.v_cols, c.warps, c.normalize ? "_norm" : "",
+             c.stats ? "_stats" : "", segs[c.seg]);
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, c.warps, &k))) return s;
     /* 168: 3 blocks an SM, no spills at v_cols 16 (sm_90a, sm_80) */

@@ -23,6 +23,9 @@ typedef struct tk_based_kernel {
     tk_value *b, *h, *v0;   /* batch, head, the block's first value column */
     tk_value *w, *r0;       /* warp id, its first row in a chunk (i64)     */
     tk_value *T, *nchunks;  /* tokens, chunks                              */
+    tk_value *St, *L;       /* seg: the segments' states, chunks a segment  */
+    tk_value *seg, *nseg;   /* seg: this block's segment, the count         */
+    tk_value *c_lo, *trips; /* the block's first chunk, its chunk count     */
     tk_value *sQ, *sK, *sV; /* 2-stage rings: the chunk's q, k [C, 16], v [C, DVB] */
     tk_value *sDO;          /* and dO [C, DVB] when DO is set                */
     tk_value *sPhi;         /* φ of a chunk's rows [C, 288]                */
@@ -35,8 +38,12 @@ tk_value *tk_based_i64(tk_kernel *k, int64_t v);
 void tk_based_init(tk_based_kernel *g, tk_kernel *k, const tk_based_config *c);
 /* Q, K [B, H, T, 16] and V [B, H, T, Dv] parameters (dtype), in order. */
 void tk_based_params(tk_based_kernel *g);
-/* Grid (ceil(Dv / DVB), H, B), ids, shared tiles, selectors; chunk 0's
- * copies issued. Call after every parameter. */
+/* With c->seg: St [NV·B·NS, H, 320, DVB] f32 and the i64 scalar
+ * seg_chunks (tk/tk_kernels.h), declared in that order. */
+void tk_based_seg_params(tk_based_kernel *g);
+/* Grid (ceil(Dv / DVB), H, B, times the segments with c->seg), ids, the
+ * block's chunk range, shared tiles, selectors; the first chunk's copies
+ * issued. Call after every parameter. */
 void tk_based_setup(tk_based_kernel *g);
 /* Top of trip `ch`: its chunk's copies have landed and every warp is past
  * the previous trip; trip ch + 1's copies are issued into the other stage.
@@ -69,8 +76,15 @@ void tk_based_phi_to_shared(tk_based_kernel *g, tk_value *xst, tk_value *scale);
  * vector of 16), *nZ2 = Z2 + xᵀx (16x16 f32). */
 void tk_based_sums(tk_based_kernel *g, tk_value *xst, tk_value *z1, tk_value *Z2, tk_value **nz1,
                    tk_value **nZ2);
-/* Zero state tiles in init[0 .. slots) and zeros in sS (the owned slabs). */
-void tk_based_state_zero(tk_based_kernel *g, tk_value **init);
+/* The carried state's first values: init[0 .. slots) the owned slabs,
+ * init[slots] the 16-vector (z1 / rz1), init[slots + 1] the 16x16 tile (Z2 /
+ * RZ2): zeros, or with TK_BASED_SEG_RUN the sum in order of the earlier
+ * segments' states in St (the later ones' when reverse). The slabs go to sS
+ * in the dtype. */
+void tk_based_state_init(tk_based_kernel *g, tk_value **init);
+/* TK_BASED_SEG_STATE: the carried state fin (as init) written to St, unless
+ * no other segment reads it (the last one; the first when reverse). */
+void tk_based_state_write(tk_based_kernel *g, tk_value *const *fin);
 /* For each owned slab j: S_j += sPhi[:, j]ᵀ · y (yst: a stage [C, DVB]),
  * written to sS in bf16; next[s] gets slot s's new tile. */
 void tk_based_state_update(tk_based_kernel *g, tk_value *yst, tk_value *const *S, tk_value **next);

@@ -16,10 +16,17 @@ typedef struct tk_based_launch {
     tk_arg args[TK_BASED_MAX_ARGS];
 } tk_based_launch;
 
-/* The forward's launch for checked parameters. */
-void tk_based_fwd_launch(const tk_based_params *p, tk_based_launch *l);
-/* The backward's launches, in order ([PREP], DQ, DKV, SUM dq, SUM dk),
- * for checked parameters with a workspace. Returns the count. */
-int tk_based_bwd_launches(const tk_based_bwd_params *p, tk_based_launch out[5]);
+/* [PREP], FWD and DKV state passes, DQ, DKV, SUM dq, SUM dk */
+#define TK_BASED_MAX_LAUNCHES 7
+
+/* The forward's launches for checked parameters on a GPU of `sms` SMs
+ * ([the state pass], the forward). Returns the count. */
+int tk_based_fwd_launches(const tk_based_params *p, int sms,
+                          tk_based_launch out[TK_BASED_MAX_LAUNCHES]);
+/* The backward's launches, in order ([PREP], [FWD state pass], DQ, [DKV
+ * state pass], DKV, SUM dq, SUM dk), for checked parameters with a
+ * workspace. Returns the count. */
+int tk_based_bwd_launches(const tk_based_bwd_params *p, int sms,
+                          tk_based_launch out[TK_BASED_MAX_LAUNCHES]);
 
 #endif

@@ -36,6 +36,9 @@ START_TEST(bad_configs) {
         {{.dtype = TK_BF16, .v_cols = 24}, "v_cols is 24"},
         {{.dtype = TK_BF16, .v_cols = 144}, "v_cols is 144"},
         {{.dtype = TK_BF16, .warps = 3}, "warps is 3"},
+        {{.dtype = TK_BF16, .seg = 3}, "seg is 3"},
+        {{.dtype = TK_BF16, .part = TK_BASED_BWD_SUM, .seg = 1}, "row kernels"},
+        {{.dtype = TK_BF16, .part = TK_BASED_BWD_DQ, .seg = 2}, "no state pass of its own"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_int_eq(tk_based_build(ctx, &bad[i].c, &k), TK_ERR_INVALID_ARG);
@@ -58,22 +61,31 @@ typedef struct bcase {
     int normalize, stats, v_cols, warps;
     int64_t B, H, T, Dv;
     double scale;
-    int bthd; /* tensors laid out [B, T, H, D] (fla's layout), through strides */
+    int bthd;     /* tensors laid out [B, T, H, D] (fla's layout), through strides */
+    int segments; /* the run API's (0: the library's choice)                      */
 } bcase;
 
+/* The run API's chunks are 64 rows: segments 3 at T 150 is one chunk each;
+ * 2 at T 200 two chunks each; 2 at T 130 two and one. */
 static const bcase cases[] = {
-    {TK_BF16, 1, 1, 32, 4, 1, 2, 150, 64, 0.25, 0}, {TK_F16, 1, 1, 16, 4, 2, 1, 67, 40, 0.25, 1},
-    {TK_BF16, 0, 0, 64, 2, 1, 1, 97, 64, 0.25, 0},  {TK_BF16, 1, 0, 32, 8, 1, 1, 200, 48, 0.2, 1},
-    {TK_F16, 0, 1, 16, 1, 2, 2, 33, 16, 0.25, 0},   {TK_BF16, 1, 1, 128, 4, 1, 1, 1, 128, 0.25, 0},
-    {TK_BF16, 1, 1, 16, 4, 2, 3, 130, 64, 0.25, 1},
+    {TK_BF16, 1, 1, 32, 4, 1, 2, 150, 64, 0.25, 0, 3},
+    {TK_F16, 1, 1, 16, 4, 2, 1, 67, 40, 0.25, 1, 0},
+    {TK_BF16, 0, 0, 64, 2, 1, 1, 97, 64, 0.25, 0, 0},
+    {TK_BF16, 1, 0, 32, 8, 1, 1, 200, 48, 0.2, 1, 2},
+    {TK_F16, 0, 1, 16, 1, 2, 2, 33, 16, 0.25, 0, 0},
+    {TK_BF16, 1, 1, 128, 4, 1, 1, 1, 128, 0.25, 0, 0},
+    {TK_BF16, 1, 1, 16, 4, 2, 3, 130, 64, 0.25, 1, 2},
+    {TK_F16, 0, 1, 16, 4, 1, 2, 260, 32, 0.25, 0, 5},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
 /* GPU only: many chunks (the interpreter would take minutes) */
 static const bcase big_cases[] = {
-    {TK_BF16, 1, 1, 16, 4, 2, 2, 1100, 64, 0.25, 0},
-    {TK_BF16, 0, 0, 32, 4, 1, 3, 2049, 64, 0.25, 1},
-    {TK_F16, 1, 1, 64, 4, 1, 1, 3000, 128, 0.25, 1},
+    {TK_BF16, 1, 1, 16, 4, 2, 2, 1100, 64, 0.25, 0, 5},
+    {TK_BF16, 0, 0, 32, 4, 1, 3, 2049, 64, 0.25, 1, 0},
+    {TK_F16, 1, 1, 64, 4, 1, 1, 3000, 128, 0.25, 1, 0},
+    {TK_BF16, 1, 1, 16, 4, 1, 1, 3000, 64, 0.25, 0, 1},
+    {TK_BF16, 1, 0, 16, 4, 1, 2, 16384, 64, 0.25, 1, 0},
 };
 #define NBIG (int)(sizeof big_cases / sizeof big_cases[0])
 
@@ -248,6 +260,7 @@ static tk_based_params params_of(const bcase *c, bbufs *b) {
     p.batch = c->B, p.heads = c->H, p.seq = c->T, p.head_dim_v = c->Dv, p.v_cols = c->v_cols;
     p.q = b->q.data, p.k = b->k.data, p.v = b->v.data, p.o = b->o.data;
     p.z = c->stats ? b->z.data : NULL;
+    p.segments = c->segments;
     strides_of(&b->q, c->bthd, 4, p.q_strides), strides_of(&b->k, c->bthd, 4, p.k_strides);
     strides_of(&b->v, c->bthd, 4, p.v_strides), strides_of(&b->o, true, 4, p.o_strides);
     return p;
@@ -261,11 +274,13 @@ START_TEST(bad_params) {
     ok.dtype = TK_BF16, ok.batch = 2, ok.heads = 3, ok.seq = 5, ok.head_dim_v = 64;
     ok.q = ok.k = ok.v = buf, ok.o = buf;
     static const char *const msg[] = {
-        "dtype is f32",      "normalize is 2",     "v_cols is 8",     "scale is -1",
-        "eps is inf",        "batch is 0",         "heads is 65536",  "seq is 0",
-        "head_dim_v is 300", "head_dim_v is 20",   "k is NULL",       "o is NULL",
-        "q_strides[3] is 2", "v_strides[0] is -1", "reach past 2^60", "z_strides[2] is -3",
-        "struct_size"};
+        "dtype is f32",         "normalize is 2",     "v_cols is 8",
+        "scale is -1",          "eps is inf",         "batch is 0",
+        "heads is 65536",       "seq is 0",           "head_dim_v is 300",
+        "head_dim_v is 20",     "k is NULL",          "o is NULL",
+        "q_strides[3] is 2",    "v_strides[0] is -1", "reach past 2^60",
+        "z_strides[2] is -3",   "segments is -1",     "with no workspace",
+        "workspace_bytes is 4", "struct_size"};
     for (int i = 0; i < (int)(sizeof msg / sizeof msg[0]); i++) {
         tk_based_params p = ok;
         switch (i) {
@@ -285,6 +300,9 @@ START_TEST(bad_params) {
         case 13: p.v_strides[0] = -1, p.v_strides[3] = 1; break;
         case 14: p.o_strides[0] = (int64_t)1 << 60, p.o_strides[3] = 1; break;
         case 15: p.z = (float *)buf, p.z_strides[2] = -3; break;
+        case 16: p.segments = -1; break;
+        case 17: p.segments = 2; break;
+        case 18: p.seq = 1000, p.segments = 4, p.workspace = buf, p.workspace_bytes = 4; break;
         default: p.struct_size = 3; break;
         }
         ck_assert_int_eq(tk_based_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
@@ -299,33 +317,48 @@ START_TEST(bad_params) {
 }
 END_TEST
 
-/* tk_based_forward's launch (from the parameters) on the interpreter. */
-START_TEST(run_api_interp) {
+START_TEST(bad_bwd_params) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    const bcase *c = &cases[_i];
-    bbufs b;
-    bufs_make(&b, c);
-    tk_based_params p = params_of(c, &b);
-    void *gaps = ref_tensor_snapshot(&b.o); /* o has padding between rows */
-    tk_based_launch l;
-    tk_based_fwd_launch(&p, &l);
-    tk_kernel *k = NULL;
-    ck_assert_msg(tk_based_build(ctx, &l.cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
-    ck_assert_msg(tk_interp_run(k, l.n, l.args) == TK_OK, "%s", tk_ctx_error(ctx));
-    double *o = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.o));
-    double *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
-    reference(c, &b, o, z);
-    double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
-    double eo = err_of(&b.o, o), ez = c->stats ? err_of(&b.z, z) : 0;
-    ck_assert_msg(eo <= tol && ez <= tol, "o %.3e z %.3e", eo, ez);
-    ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
-    free(o), free(z), free(gaps);
-    tk_kernel_destroy(k);
-    bufs_free(&b);
+    char buf[64]; /* never read: every call fails its checks first */
+    tk_based_bwd_params ok = TK_BASED_BWD_PARAMS_INIT;
+    ok.dtype = TK_BF16, ok.batch = 2, ok.heads = 3, ok.seq = 500, ok.head_dim_v = 64;
+    ok.q = ok.k = ok.v = ok.dout = buf, ok.dq = ok.dk = ok.dv = buf;
+    ok.workspace = buf, ok.workspace_bytes = 4;
+    static const char *const msg[] = {"dout is NULL",     "dv is NULL",         "o is NULL",
+                                      "z is NULL",        "dk_strides[3] is 4", "segments is -2",
+                                      "workspace is set", "workspace is NULL"};
+    for (int i = 0; i < (int)(sizeof msg / sizeof msg[0]); i++) {
+        tk_based_bwd_params p = ok;
+        switch (i) {
+        case 0: p.dout = NULL; break;
+        case 1: p.dv = NULL; break;
+        case 2: p.normalize = 1, p.z = (float *)buf; break;
+        case 3: p.normalize = 1, p.o = buf; break;
+        case 4: p.dk_strides[3] = 4; break;
+        case 5: p.segments = -2; break;
+        case 6: break; /* 4 bytes */
+        default: p.workspace = NULL; break;
+        }
+        ck_assert_int_eq(tk_based_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+    }
+    size_t bytes = 0, split = 0;
+    ck_assert_int_eq(tk_based_backward_workspace(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_based_backward_workspace(ctx, &ok, &bytes), TK_OK);
+    tk_based_bwd_params p = ok;
+    p.segments = 4; /* 8 chunks: states for 4 segments more */
+    ck_assert_int_eq(tk_based_backward_workspace(ctx, &p, &split), TK_OK);
+    ck_assert_uint_gt(split, bytes);
+    ck_assert_int_eq(tk_based_backward(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_based_backward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     tk_ctx_destroy(ctx);
 }
 END_TEST
+
+/* The interpreter's launches assume an H100 / H200 (as the run API does
+ * without a GPU). */
+#define SMS 132
 
 static void run_launches(tk_ctx *ctx, const tk_based_launch *l, int n) {
     for (int i = 0; i < n; i++) {
@@ -336,10 +369,46 @@ static void run_launches(tk_ctx *ctx, const tk_based_launch *l, int n) {
     }
 }
 
+/* The forward's workspace in host memory, poisoned (NaN: unwritten states
+ * show); NULL when the call does not split. */
+static void fwd_workspace(tk_ctx *ctx, tk_based_params *p) {
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, p, &p->workspace_bytes), TK_OK);
+    p->workspace = p->workspace_bytes ? malloc(p->workspace_bytes) : NULL;
+    if (p->workspace) memset(p->workspace, 0xff, p->workspace_bytes);
+}
+
+/* tk_based_forward's launches (from the parameters) on the interpreter. */
+START_TEST(run_api_interp) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    const bcase *c = &cases[_i];
+    bbufs b;
+    bufs_make(&b, c);
+    tk_based_params p = params_of(c, &b);
+    void *gaps = ref_tensor_snapshot(&b.o); /* o has padding between rows */
+    fwd_workspace(ctx, &p);
+    tk_based_launch l[TK_BASED_MAX_LAUNCHES];
+    int n = tk_based_fwd_launches(&p, SMS, l);
+    ck_assert_int_eq(n, c->segments > 1 ? 2 : 1);
+    run_launches(ctx, l, n);
+    double *o = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.o));
+    double *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
+    reference(c, &b, o, z);
+    double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
+    double eo = err_of(&b.o, o), ez = c->stats ? err_of(&b.z, z) : 0;
+    ck_assert_msg(eo <= tol && ez <= tol, "o %.3e z %.3e", eo, ez);
+    ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
+    free(o), free(z), free(gaps), free(p.workspace);
+    bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 static tk_based_bwd_params bwd_params_of(const bcase *c, bbufs *b) {
     tk_based_bwd_params p = TK_BASED_BWD_PARAMS_INIT;
     p.dtype = c->dt, p.normalize = c->normalize, p.scale = (float)c->scale, p.eps = (float)EPS;
     p.batch = c->B, p.heads = c->H, p.seq = c->T, p.head_dim_v = c->Dv, p.v_cols = c->v_cols;
+    p.segments = c->segments;
     p.q = b->q.data, p.k = b->k.data, p.v = b->v.data, p.dout = b->dout.data;
     p.dq = b->dq.data, p.dk = b->dk.data, p.dv = b->dv.data;
     if (c->normalize) p.o = b->o.data, p.z = b->z.data;
@@ -360,14 +429,16 @@ START_TEST(bwd_interp_against_f64) {
     bbufs b;
     bufs_make(&b, &c);
     tk_based_params fp = params_of(&c, &b);
-    tk_based_launch l[5];
-    tk_based_fwd_launch(&fp, &l[0]);
-    run_launches(ctx, l, 1);
+    fp.segments = 1; /* the forward's split: run_api_interp */
+    tk_based_launch l[TK_BASED_MAX_LAUNCHES];
+    run_launches(ctx, l, tk_based_fwd_launches(&fp, SMS, l));
     tk_based_bwd_params p = bwd_params_of(&c, &b);
     ck_assert_int_eq(tk_based_backward_workspace(ctx, &p, &p.workspace_bytes), TK_OK);
     p.workspace = malloc(p.workspace_bytes);
     memset(p.workspace, 0xff, p.workspace_bytes); /* NaN: unwritten partials show */
-    run_launches(ctx, l, tk_based_bwd_launches(&p, l));
+    int n = tk_based_bwd_launches(&p, SMS, l);
+    ck_assert_int_eq(n, 4 + c.normalize + 2 * (c.segments > 1));
+    run_launches(ctx, l, n);
     size_t nq = (size_t)ref_tensor_count(&b.dq), nv = (size_t)ref_tensor_count(&b.dv);
     double *dq = malloc(sizeof(double) * nq), *dk = malloc(sizeof(double) * nq);
     double *dv = malloc(sizeof(double) * nv);
@@ -438,6 +509,11 @@ START_TEST(run_api_gpu) {
     ref_tensor *dev[9] = {&d.q, &d.k, &d.v, &d.o, &d.z, &d.dout, &d.dq, &d.dk, &d.dv};
     for (int i = 0; i < 9; i++) ck_assert_ptr_nonnull(dev[i]->data = th_upload(ctx, host[i]));
     tk_based_params fp = params_of(&c, &d);
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, &fp, &fp.workspace_bytes), TK_OK);
+    if (fp.workspace_bytes) {
+        ck_assert_int_eq(tk_gpu_alloc(ctx, fp.workspace_bytes, &fp.workspace), TK_OK);
+        ck_assert_int_eq(tk_gpu_memset(ctx, fp.workspace, 0xff, fp.workspace_bytes), TK_OK);
+    }
     ck_assert_msg(tk_based_forward(ctx, &fp, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
     tk_based_bwd_params p = bwd_params_of(&c, &d);
     ck_assert_int_eq(tk_based_backward_workspace(ctx, &p, &p.workspace_bytes), TK_OK);
@@ -461,11 +537,13 @@ START_TEST(run_api_gpu) {
     e[2] = c.normalize && c.T == 1 ? 0 : err_of(&b.dq, dq); /* see bwd_interp_against_f64 */
     e[3] = c.normalize && c.T == 1 ? 0 : err_of(&b.dk, dk);
     e[4] = err_of(&b.dv, dv);
-    printf("based gpu case %d: o %.2e z %.2e dq %.2e dk %.2e dv %.2e\n", _i, e[0], e[1], e[2], e[3],
-           e[4]);
+    printf("based gpu case %d (T %lld, segments %d: fwd ws %zu B): o %.2e z %.2e dq %.2e dk %.2e "
+           "dv %.2e\n",
+           _i, (long long)c.T, c.segments, fp.workspace_bytes, e[0], e[1], e[2], e[3], e[4]);
     for (int i = 0; i < 5; i++) ck_assert_msg(e[i] <= tol, "%d: %.3e", i, e[i]);
     free(o), free(z), free(dq), free(dk), free(dv);
     tk_gpu_free(ctx, p.workspace);
+    if (fp.workspace) tk_gpu_free(ctx, fp.workspace);
     for (int i = 0; i < 9; i++) tk_gpu_free(ctx, dev[i]->data);
     bufs_free(&b);
     tk_ctx_destroy(ctx);
@@ -477,6 +555,7 @@ static Suite *suite(void) {
     TCase *t = tcase_create("checks");
     tcase_add_test(t, bad_configs);
     tcase_add_test(t, bad_params);
+    tcase_add_test(t, bad_bwd_params);
     suite_add_tcase(s, t);
     t = tcase_create("interp");
     tcase_set_timeout(t, 600);

@@ -256,10 +256,19 @@ static int make_variants(variant *v) {
         /* Based linear attention: forward (normalized with z, and not) and
          * the backward's kernels */
         static const tk_based_config baseds[] = {
-            {TK_BF16, TK_BASED_FWD, 1, 1, 16, 4},     {TK_F16, TK_BASED_FWD, 0, 0, 32, 4},
-            {TK_BF16, TK_BASED_BWD_DQ, 1, 0, 16, 4},  {TK_BF16, TK_BASED_BWD_DKV, 1, 0, 16, 4},
-            {TK_F16, TK_BASED_BWD_DKV, 0, 0, 16, 4},  {TK_BF16, TK_BASED_BWD_PREP, 1, 0, 16, 4},
-            {TK_BF16, TK_BASED_BWD_SUM, 0, 0, 16, 4},
+            {TK_BF16, TK_BASED_FWD, 1, 1, 16, 4, 0},
+            {TK_F16, TK_BASED_FWD, 0, 0, 32, 4, 0},
+            {TK_BF16, TK_BASED_BWD_DQ, 1, 0, 16, 4, 0},
+            {TK_BF16, TK_BASED_BWD_DKV, 1, 0, 16, 4, 0},
+            {TK_F16, TK_BASED_BWD_DKV, 0, 0, 16, 4, 0},
+            {TK_BF16, TK_BASED_BWD_PREP, 1, 0, 16, 4, 0},
+            {TK_BF16, TK_BASED_BWD_SUM, 0, 0, 16, 4, 0},
+            /* sequence segments: state passes and segment kernels */
+            {TK_BF16, TK_BASED_FWD, 1, 1, 16, 4, TK_BASED_SEG_RUN},
+            {TK_BF16, TK_BASED_FWD, 1, 0, 16, 4, TK_BASED_SEG_STATE},
+            {TK_BF16, TK_BASED_BWD_DQ, 1, 0, 16, 4, TK_BASED_SEG_RUN},
+            {TK_BF16, TK_BASED_BWD_DKV, 1, 0, 16, 4, TK_BASED_SEG_RUN},
+            {TK_BF16, TK_BASED_BWD_DKV, 1, 0, 16, 4, TK_BASED_SEG_STATE},
         };
         static const char *const based_parts[] = {"fwd", "dq", "dkv", "prep", "sum"};
         for (size_t i = 0; i < sizeof baseds / sizeof baseds[0]; i++) {
@@ -268,9 +277,10 @@ static int make_variants(variant *v) {
             x->arch = archs[a];
             x->is_based = 1;
             x->bc = *b;
-            snprintf(x->name, sizeof x->name, "based_%s_%s_v%d%s%s", based_parts[b->part],
+            static const char *const segs[] = {"", "_seg", "_segstate"};
+            snprintf(x->name, sizeof x->name, "based_%s_%s_v%d%s%s%s", based_parts[b->part],
                      tk_dtype_name(b->dtype), b->v_cols, b->normalize ? "_norm" : "",
-                     b->stats ? "_stats" : "");
+                     b->stats ? "_stats" : "", segs[b->seg]);
         }
         { /* the one-warp merge (at most one group of partials) */
             variant *x = &v[n++];

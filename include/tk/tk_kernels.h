@@ -400,7 +400,22 @@ TK_API tk_status tk_rotary_build(tk_ctx *ctx, const tk_rotary_config *cfg, tk_ke
  *   TK_BASED_BWD_DKV, grid as the forward: Q, K, V, dO, [Z, DZ], dKp (P,
  *     written), dV [B, H, T, Dv] dtype written, scale, eps.
  *   TK_BASED_BWD_SUM, grid (ceil(T/64), H, B), 4 warps: P, Out [B, H, T, 16]
- *     dtype written: Σ_x P[x·B + b] in order of x. */
+ *     dtype written: Σ_x P[x·B + b] in order of x.
+ * Sequence segments (`seg`): a block walks its head's chunks in order, so
+ * the grid above has few blocks when B·H is small. With seg set, the
+ * chunks split into NS = ceil(chunks / L) segments of L chunks (L: the i64
+ * scalar seg_chunks), grid z = B·NS (entry b, segment s at b·NS + s), and
+ * the linear states cross segments through St [NV·B·NS, H, 320, v_cols] f32
+ * (slice x, entry b, segment s at (x·B + b)·NS + s; rows 0..287 the state,
+ * 288..303 Z2, 304 z1):
+ *   TK_BASED_SEG_STATE  FWD: Q, K, V, St written, seg_chunks: each
+ *     segment's own S, z1, Z2 (the last segment writes nothing). DKV: Q, K,
+ *     V, dO, [Z, DZ], St written, seg_chunks, scale, eps: its own R, rz1,
+ *     RZ2 (the first segment writes nothing).
+ *   TK_BASED_SEG_RUN  FWD, DQ, DKV: the parameters above with St and
+ *     seg_chunks before scale: the segment starts from the sum, in order,
+ *     of the earlier segments' states (DKV: the later ones'). DQ reads the
+ *     FWD state pass's St (normalize as DQ's, stats 0). */
 typedef enum tk_based_part {
     TK_BASED_FWD = 0,
     TK_BASED_BWD_DQ = 1,   /* dq's partial sums, one per value slice            */
@@ -408,6 +423,12 @@ typedef enum tk_based_part {
     TK_BASED_BWD_PREP = 3, /* dz from dO, O and Z (normalize)                   */
     TK_BASED_BWD_SUM = 4   /* the partial sums added, in the dtype              */
 } tk_based_part;
+
+typedef enum tk_based_seg {
+    TK_BASED_SEG_NONE = 0, /* the whole sequence, one block a value slice */
+    TK_BASED_SEG_RUN = 1,  /* a segment, from the other segments' states   */
+    TK_BASED_SEG_STATE = 2 /* a segment's own state, written to St          */
+} tk_based_seg;
 
 #define TK_BASED_V_COLS 16 /* value columns a block (forward)  */
 #define TK_BASED_WARPS  4  /* warps a block; a chunk is 16 rows a warp */
@@ -420,6 +441,7 @@ typedef struct tk_based_config {
     int v_cols;     /* value columns a block: a multiple of 16 in 16 .. 128;
                        0: TK_BASED_V_COLS                                     */
     int warps;      /* 1, 2, 4 or 8; 0: TK_BASED_WARPS                         */
+    int seg;        /* a tk_based_seg (FWD, DQ, DKV)                           */
 } tk_based_config;
 
 TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel **out);

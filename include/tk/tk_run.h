@@ -396,7 +396,15 @@ TK_API tk_status tk_rotary(tk_ctx *ctx, const tk_rotary_params *p, void *stream)
  * forward takes. scale 0: 1/4 (16^-1/2); eps 0: 1e-6. v_cols: the value
  * columns a block (a multiple of 16, at most 128; 0: the library's choice).
  * Checked here: sizes, pointers, strides, flags. Initialize with
- * TK_BASED_PARAMS_INIT (struct_size as in tk_attention_params). */
+ * TK_BASED_PARAMS_INIT (struct_size as in tk_attention_params).
+ * Sequence segments: a block walks a head's chunks in order, so with few
+ * batch entries and heads the GPU would idle; the sequence then splits into
+ * segments that run side by side, each starting from the earlier segments'
+ * states (a state pass first, into `workspace`). segments 0: the library's
+ * choice (from batch, heads, head_dim_v and the GPU's SM count), 1: never,
+ * n > 1: at most n. The forward splits only with a workspace of at least
+ * tk_based_forward_workspace bytes (NULL: never); the backward's workspace
+ * always covers its split. Results are deterministic for given segments. */
 typedef struct tk_based_params {
     size_t struct_size;
     tk_dtype dtype;                        /* TK_BF16 or TK_F16                                  */
@@ -408,6 +416,10 @@ typedef struct tk_based_params {
     float *z; /* NULL: not written                                            */
     int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4], z_strides[3];
     int32_t v_cols; /* 0: the library's choice                                 */
+    /* grown fields: a struct_size ending before them reads them as 0 / NULL */
+    void *workspace; /* device memory, 4-byte aligned; NULL: no segments        */
+    size_t workspace_bytes;
+    int32_t segments; /* 0: the library's choice; 1: none; n > 1: at most n    */
 } tk_based_params;
 
 #ifdef __cplusplus
@@ -438,7 +450,8 @@ typedef struct tk_based_bwd_params {
     int64_t dq_strides[4], dk_strides[4], dv_strides[4], z_strides[3];
     void *workspace;
     size_t workspace_bytes;
-    int32_t v_cols; /* 0: the library's choice                      */
+    int32_t v_cols;   /* 0: the library's choice                      */
+    int32_t segments; /* as in tk_based_params (grown field)          */
 } tk_based_bwd_params;
 
 #ifdef __cplusplus
@@ -453,6 +466,9 @@ typedef struct tk_based_bwd_params {
 TK_API tk_status tk_based_prepare(tk_ctx *ctx, const tk_based_params *p, tk_prepare_info *info);
 /* Check, prepare and launch on `stream`. Asynchronous. */
 TK_API tk_status tk_based_forward(tk_ctx *ctx, const tk_based_params *p, void *stream);
+/* The workspace the forward's segments need for p's sizes and segments (0:
+ * the sequence is not split; p->workspace unread). */
+TK_API tk_status tk_based_forward_workspace(tk_ctx *ctx, const tk_based_params *p, size_t *bytes);
 /* The workspace the backward needs for p's sizes (p->workspace unread). */
 TK_API tk_status tk_based_backward_workspace(tk_ctx *ctx, const tk_based_bwd_params *p,
                                              size_t *bytes);
