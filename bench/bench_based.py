@@ -15,7 +15,9 @@ tk_based_forward_workspace); the "one segment" columns time the unsplit kernels.
 triton do_bench, median, L2 flushed before each run.
 fla is imported from bench/wheels/*.whl (zip import: no pip, no network); without einops the
 fla columns are skipped.
-Environment: BASED_SHAPES=B:H:T,... replaces the timed shapes; BASED_CHECK_ONLY=1 skips timing.
+Environment: BASED_SHAPES=B:H:T,... replaces the timed shapes; BASED_CHECK_ONLY=1 skips timing;
+BASED_VCOLS=32,64 also times the forward at those v_cols (printed per shape, not tabled);
+BASED_PROFILE=1 prints each kernel's time in a forward + backward call per shape.
 Usage (GPU machine): python3 bench/bench_based.py build-device"""
 import glob
 import os
@@ -26,7 +28,7 @@ import zipfile
 import torch
 from triton.testing import do_bench
 
-from bench_util import rel
+from bench_util import profile, rel
 from tk_ctypes import TK
 
 BF, F16 = torch.bfloat16, torch.float16
@@ -224,6 +226,9 @@ def timed(tk, stream, fla, B, H, T, Dv=64):
     p_bthd, p_one = tk.based_params(qs, ks, vs, os_), tk.based_params(qs, ks, vs, os_, segments=1)
     us = {"bthd": bench(lambda: tk.based_forward(p_bthd, stream)),
           "one": bench(lambda: tk.based_forward(p_one, stream))}
+    for vc in [int(x) for x in os.environ.get("BASED_VCOLS", "").split(",") if x]:
+        p_vc = tk.based_params(qs, ks, vs, os_, v_cols=vc)  # a sweep: printed, not tabled
+        us[f"vc{vc}"] = bench(lambda: tk.based_forward(p_vc, stream))
     for name, f in zip(("chunk", "parallel"), fla or ()):
         us[name] = bench(lambda: f(qt, kt, vt, scale=None, use_norm=True))
     return us
@@ -255,6 +260,21 @@ def timed_bwd(tk, stream, fla, B, H, T, Dv=64):
         us[name + " fwdbwd"] = bench(lambda: torch.autograd.grad(
             f(qt, kt, vt, scale=None, use_norm=True), (qt, kt, vt), dt))
     return us
+
+
+def profile_call(tk, stream, B, H, T, Dv=64):
+    """Each of our kernels' time in a forward + backward call (bf16, normalized)."""
+    q, k, v = inputs(B, H, T, Dv, BF, 1)
+    dout = inputs(B, H, T, Dv, BF, 1)[2]
+    o, z = torch.empty_like(v), torch.empty(B, H, T, device="cuda")
+    dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
+    pf = tk.based_params(q, k, v, o, z)
+    pb = tk.based_bwd_params(q, k, v, dout, dq, dk, dv, o, z)
+
+    def both():
+        tk.based_forward(pf, stream)
+        tk.based_backward(pb, stream)
+    profile(f"B{B} H{H} T{T} fwd+bwd", both)
 
 
 def main():
@@ -289,6 +309,9 @@ def main():
         print(f"| {B}x{H}x{T} | {us['bthd']:.1f} | {us['one']:.1f} | {f1(us.get('chunk'))} | "
               f"{f1(us.get('parallel'))} | {speedup} | {B * H * T / us['bthd']:.0f} | {fla_tok} |")
 
+    if os.environ.get("BASED_PROFILE"):
+        for B, H, T in shapes:
+            profile_call(tk, stream, B, H, T)
     rows = []
     for B, H, T in shapes:
         us = timed_bwd(tk, stream, fla, B, H, T)

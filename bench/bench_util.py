@@ -1,6 +1,7 @@
 """What the benchmarks share: the attention shapes and torch SDPA on one chosen backend
 (bench_attention.py, bench_attention_bwd.py); the relative error and the bandwidth table of
-the memory-bound kernels (bench_norm.py, bench_rotary.py)."""
+the memory-bound kernels (bench_norm.py, bench_rotary.py); each kernel's time in a call from
+the profiler's timeline (bench_decode.py, bench_based.py)."""
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
@@ -39,3 +40,40 @@ def rel(out, ref):
         return float("inf")
     n = ref.norm()
     return ((out - ref).norm() / (n if n > 0 else 1)).item()
+
+
+def profile(label, fn, calls=30):
+    """Each kernel's median duration (µs) over `calls` calls, and the median span of a
+    call (first kernel start to last kernel end: launch gaps included), from the
+    profiler's GPU timeline; a 256 MB fill flushes L2 before each call."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    flush = torch.empty(64 << 20, device="cuda", dtype=torch.int32)
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.fill_(1)
+            torch.cuda._sleep(100000)  # the host queues the call before the GPU reaches it
+            fn()
+        torch.cuda.synchronize()
+    kern = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                  key=lambda e: e.time_range.start)
+    calls_k, cur = [], None
+    for e in kern:
+        if "FillFunctor" in e.name or "spin" in e.name:  # the flush, the sleep
+            cur = None
+            continue
+        if cur is None:
+            cur = []
+            calls_k.append(cur)
+        cur.append(e)
+    med = lambda v: sorted(v)[len(v) // 2] if v else float("nan")
+    spans = [c[-1].time_range.end - c[0].time_range.start for c in calls_k]
+    names = {}
+    for c in calls_k:
+        for e in c:
+            names.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+    print(f"profile {label}: span {med(spans):.1f} us over {len(spans)} calls;", "; ".join(
+        f"{n[:60]} {med(v):.1f} us" for n, v in names.items()), flush=True)
