@@ -5,7 +5,10 @@
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
-#                         [configs] [sweep] [ncu] [aot]
+#                         [configs] [sweep] [ncu] [aot] [zoo]
+# zoo: issue 17's kernels (norm, rotary, Based, Hedgehog): their GPU tests, compute-sanitizer
+# on the Based suite, their benchmarks beside torch and flash-linear-attention (carry
+# bench/wheels: pip download --no-deps fla-core flash-linear-attention einops -d bench/wheels).
 #   (default: tests cache race bench wgmma)
 # python: the Python package's GPU tests from the source tree, the example twice.
 # attn: the attention forward alone (its GPU cases on both kernels, memcheck and
@@ -231,6 +234,26 @@ if [[ $what == *bench* ]]; then
   (cd bench && python3 bench_gemm.py ../build-device 2>&1 | tee "$out/bench_gemm.md") || rc=1
   (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "$out/bench_attention.md") || rc=1
   ./build-device/bench_jit 2>&1 | tee "$out/bench_jit.md" || true
+fi
+if [[ $what == *zoo* ]]; then # issue 17: norm, rotary, Based (Hedgehog when it lands)
+  for t in norm rotary based hedgehog; do
+    [[ -x build-device/test_$t ]] || continue
+    echo "== test_$t (gpu)"
+    CK_RUN_CASE=gpu ./build-device/test_$t >"$out/zoo_$t.log" 2>&1 || rc=1
+    summary "$out/zoo_$t.log"
+  done
+  for t in memcheck racecheck; do # the Based kernels, segments included
+    CK_FORK=no CK_RUN_CASE=gpu timeout 300 compute-sanitizer --tool $t --print-limit 20 \
+      ./build-device/test_based >"$out/zoo_san_$t.log" 2>&1 || rc=1
+    echo "  $t test_based: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks' "$out/zoo_san_$t.log" | tr '\n' ' ')"
+  done
+  for b in norm rotary based hedgehog; do
+    [[ -f bench/bench_$b.py ]] || continue
+    echo "== bench_$b.py"
+    (cd bench && BASED_PROFILE=1 BASED_VCOLS=32,64 python3 bench_$b.py ../build-device) \
+      >"$out/zoo_bench_$b.log" 2>&1 || rc=1
+    grep -v "^check [bf]" "$out/zoo_bench_$b.log" | tail -40
+  done
 fi
 if [[ $what == *cache* ]]; then
   echo "== test_gpu_kernels (run 2: every kernel from the disk cache)"
