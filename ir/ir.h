@@ -101,7 +101,8 @@ typedef enum tk_print_form {
     TK_PRINT_CONST,   /* "<dtype> <value>" and its spec name, no type     */
     TK_PRINT_SHARED,  /* its type as the argument, "@<offset attr[0]>"    */
     TK_PRINT_FOR,     /* the loop header and its body                     */
-    TK_PRINT_IF       /* the condition and both regions                   */
+    TK_PRINT_IF,      /* the condition and both regions                   */
+    TK_PRINT_COL      /* col=attr[0]                                      */
 } tk_print_form;
 
 /* An op's row of ir/ops.def: identity, and the facts the IR layer reads.

@@ -158,6 +158,7 @@ static unsigned attrs(sbuf *b, const tk_op *op) {
     switch ((tk_print_form)tk_op_infos[op->opc].print) {
     case TK_PRINT_CONST: return attrs_const(b, op);
     case TK_PRINT_AXIS: put(b, " axis=%lld", (long long)op->attr[0]); return U_A0;
+    case TK_PRINT_COL: put(b, " col=%lld", (long long)op->attr[0]); return U_A0;
     case TK_PRINT_TO: put(b, " to=%s", tk_dtype_name((tk_dtype)op->attr[0])); return U_A0;
     case TK_PRINT_PENDING: put(b, " pending=%lld", (long long)op->attr[0]); return U_A0;
     case TK_PRINT_MMA: attr_enum(b, "kind", op->attr[0], mma, 4); return U_A0;

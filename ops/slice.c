@@ -13,6 +13,9 @@
  *   columns of a pair are one thread's adjacent slots. IOTA -> the
  *   requested f32 tile/vector of element indices along attr[0] (a tk_axis;
  *   a vector's must be its own axis). Neither moves data between lanes.
+ * COL_BCAST x -> an f32 ROW tile of x's type, every column column attr[0]
+ *   of x: the one op of the family that moves data across lanes (a shuffle
+ *   within each lane quad).
  * Interpreter: ops/slice_interp.c; lowering: ops/slice_nv.c. */
 #include "ops/build.h"
 
@@ -96,6 +99,23 @@ static tk_status rule_pair_swap(tk_kernel *k, tk_op *op) {
                      b);
 }
 
+static tk_status rule_col_bcast(tk_kernel *k, tk_op *op) {
+    const tk_type *t = &op->opnds[0]->type;
+    if (t->kind != TK_KIND_TILE || t->layout != TK_ROW || t->dtype != TK_F32) {
+        char b[64];
+        tk_type_str(t, b, sizeof b);
+        return tk_opfail(k, op, TK_ERR_TYPE,
+                         "operand 0 is a %s; expected an f32 row-layout tile (its columns' "
+                         "lanes are known: a shuffle reaches them)",
+                         b);
+    }
+    if (op->attr[0] < 0 || op->attr[0] >= t->cols)
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG, "col is %lld; expected 0 .. %d",
+                         (long long)op->attr[0], t->cols - 1);
+    op->res[0]->type = *t;
+    return TK_OK;
+}
+
 static tk_status rule_iota(tk_kernel *k, tk_op *op) {
     const tk_type *t = &op->want;
     if (tk_check_reg_type(k, op, t)) return k->status;
@@ -119,6 +139,7 @@ tk_status tk_rule_slice(tk_kernel *k, tk_op *op) {
     case TK_OP_SLICE: return rule_slice(k, op);
     case TK_OP_CONCAT: return rule_concat(k, op);
     case TK_OP_PAIR_SWAP: return rule_pair_swap(k, op);
+    case TK_OP_COL_BCAST: return rule_col_bcast(k, op);
     default: return rule_iota(k, op);
     }
 }
@@ -142,5 +163,10 @@ tk_value *tk_pair_swap(tk_kernel *k, tk_value *x) {
 
 tk_value *tk_iota(tk_kernel *k, tk_type type, tk_axis axis) {
     tk_op *op = tk_build_op_typed(k, TK_OP_IOTA, 0, NULL, type, axis, 0, 0.0);
+    return op ? op->res[0] : NULL;
+}
+
+tk_value *tk_col_bcast(tk_kernel *k, tk_value *x, int col) {
+    tk_op *op = tk_build_op_attr(k, TK_OP_COL_BCAST, 1, &x, col, 0, 0.0);
     return op ? op->res[0] : NULL;
 }

@@ -1,4 +1,4 @@
-/* Interpreter semantics of SLICE, CONCAT, PAIR_SWAP and IOTA (ops/slice.c):
+/* Interpreter semantics of SLICE, CONCAT, PAIR_SWAP, IOTA and COL_BCAST (ops/slice.c):
  * copies of logical elements, per owner instance (a tile is rows x cols,
  * row-major; cols is even, so element e's pair partner is e ^ 1). */
 #include <string.h>
@@ -14,7 +14,8 @@ static void block(float *dst, int dp, int d0, int e0, const float *src, int sp, 
                sizeof(float) * (size_t)cols);
 }
 
-/* PAIR_SWAP and IOTA of one instance; rows x cols (a vector: 1 x len). */
+/* PAIR_SWAP, IOTA and COL_BCAST of one instance; rows x cols (a vector: 1 x
+ * len). */
 static void run_pairs(tk_interp *I, const tk_op *op, int inst) {
     const tk_type *rt = &op->res[0]->type;
     bool tile = rt->kind == TK_KIND_TILE;
@@ -27,11 +28,17 @@ static void run_pairs(tk_interp *I, const tk_op *op, int inst) {
         return;
     }
     const float *x = tk_interp_tile(I, op->opnds[0], inst);
+    if (op->opc == TK_OP_COL_BCAST) {
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++)
+                d[(size_t)i * cols + j] = x[(size_t)i * cols + (size_t)op->attr[0]];
+        return;
+    }
     for (size_t e = 0; e < (size_t)rows * (size_t)cols; e++) d[e] = x[e ^ 1u];
 }
 
 static void run_instance(tk_interp *I, const tk_op *op, int inst) {
-    if (op->opc == TK_OP_PAIR_SWAP || op->opc == TK_OP_IOTA) {
+    if (op->opc == TK_OP_PAIR_SWAP || op->opc == TK_OP_IOTA || op->opc == TK_OP_COL_BCAST) {
         run_pairs(I, op, inst);
         return;
     }

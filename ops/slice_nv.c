@@ -1,4 +1,4 @@
-/* Lowering of SLICE, CONCAT, PAIR_SWAP and IOTA (rules: ops/slice.c).
+/* Lowering of SLICE, CONCAT, PAIR_SWAP, IOTA and COL_BCAST (rules: ops/slice.c).
  *
  * A thread holds 8 slots per 16x16 subtile (I, J), slot (I * subcols + J) *
  * 8 + e (ops/nv/frag.c), and which element slot e of a subtile is depends
@@ -49,8 +49,35 @@ static tk_status lower_pairs(tk_lower *L, const tk_op *op) {
     return TK_OK;
 }
 
+/* COL_BCAST, ROW layout (ops/nv/frag.c): column c = 16J + 2t + (e&1) +
+ * 8(e>>2) of row g + 8h sits in lane 4g + t, so for each row part h the
+ * column's value is one shuffle from lane 4g + ((c%8)/2) in the same quad,
+ * slot (c%2) | h<<1 | ((c%16)/8)<<2 of subtile (I, c/16); every slot of row
+ * part h then holds it. */
+static tk_status lower_col_bcast(tk_lower *L, const tk_op *op) {
+    const tk_type *t = &op->res[0]->type;
+    int c = (int)op->attr[0], nj = tk_frag_subcols(t), cc = c % 16;
+    tk_lv *x = tk_lw_get(L, op->opnds[0]);
+    tk_lv *r = tk_lw_def(L, op->res[0], tk_frag_count(t));
+    if (!x || !r) return L->dg->st;
+    LLVMValueRef quad = LLVMBuildShl(L->b, L->g, tk_lw_i32c(L, 2), "");
+    LLVMValueRef src = LLVMBuildAdd(L->b, quad, tk_lw_i32c(L, (cc % 8) / 2), "");
+    for (int I = 0; I < tk_frag_subrows(t); I++)
+        for (int h = 0; h < 2; h++) {
+            int e = (cc % 2) | h << 1 | (cc / 8) << 2;
+            LLVMValueRef a[4] = {tk_lw_i32c(L, -1), x->v[(I * nj + c / 16) * 8 + e], src,
+                                 tk_lw_i32c(L, 0x1f)};
+            LLVMValueRef v = tk_lw_intrin(L, "llvm.nvvm.shfl.sync.idx.f32", NULL, 0, a, 4);
+            for (int J = 0; J < nj; J++)
+                for (int f = 0; f < 8; f++)
+                    if (((f >> 1) & 1) == h) r->v[(I * nj + J) * 8 + f] = v;
+        }
+    return TK_OK;
+}
+
 tk_status tk_lower_slice(tk_lower *L, const tk_op *op) {
     if (op->opc == TK_OP_PAIR_SWAP || op->opc == TK_OP_IOTA) return lower_pairs(L, op);
+    if (op->opc == TK_OP_COL_BCAST) return lower_col_bcast(L, op);
     const tk_type *rt = &op->res[0]->type, *a = &op->opnds[0]->type;
     tk_lv *x = tk_lw_get(L, op->opnds[0]);
     if (!x) return L->dg->st;

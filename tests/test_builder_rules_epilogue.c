@@ -153,6 +153,32 @@ START_TEST(pair_swap_row_vec) {
 }
 END_TEST
 
+START_TEST(col_bcast_dtype) {
+    ck_assert_ptr_nonnull(tk_col_bcast(k, f32t(16, 32), 31));
+    ck_assert_ptr_null(tk_col_bcast(k, tile(TK_BF16, 16, 32, TK_ROW), 0));
+    EXPECT(TK_ERR_TYPE, "tk_col_bcast: operand 0 is a 16x32 bf16 row tile (warp); expected an "
+                        "f32 row-layout tile");
+}
+END_TEST
+
+START_TEST(col_bcast_layout) {
+    ck_assert_ptr_null(tk_col_bcast(k, tile(TK_F32, 16, 32, TK_COL), 0));
+    EXPECT(TK_ERR_TYPE, "tk_col_bcast: operand 0 is a 16x32 f32 col tile (warp)");
+}
+END_TEST
+
+START_TEST(col_bcast_col) {
+    ck_assert_ptr_null(tk_col_bcast(k, f32t(16, 32), 32));
+    EXPECT(TK_ERR_INVALID_ARG, "tk_col_bcast: col is 32; expected 0 .. 31");
+}
+END_TEST
+
+START_TEST(col_bcast_negative) {
+    ck_assert_ptr_null(tk_col_bcast(k, f32t(16, 32), -1));
+    EXPECT(TK_ERR_INVALID_ARG, "tk_col_bcast: col is -1; expected 0 .. 31");
+}
+END_TEST
+
 START_TEST(iota_dtype) {
     ck_assert_ptr_null(tk_iota(k, tk_tile_type(TK_BF16, 16, 16, TK_WARP, TK_ROW), TK_PER_ROW));
     EXPECT(TK_ERR_TYPE, "tk_iota: the type's dtype is bf16; iota gives TK_F32");
@@ -194,6 +220,10 @@ static Suite *epilogue_suite(void) {
         concat_axis_too_big,
         pair_swap_col,
         pair_swap_row_vec,
+        col_bcast_dtype,
+        col_bcast_layout,
+        col_bcast_col,
+        col_bcast_negative,
         iota_dtype,
         iota_axis,
         iota_vec_axis,

@@ -694,6 +694,39 @@ START_TEST(pairs_iota) {
 }
 END_TEST
 
+/* tk_col_bcast of each warp's 32x48 tile (rows 32w..) at columns 0, 19 and
+ * 47 (O rows 128i + 32w ..), and of a 64x16 warpgroup tile at column 9 (O
+ * rows 384..): every column is the chosen one. */
+START_TEST(col_bcast) {
+    rng r = rng_for(__func__);
+    tk_kernel *k = kern("col_bcast", 4);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *z = c32(k, 0), *r0 = tk_mul(k, tk_warp_id(k), c32(k, 32));
+    tk_value *x = ld2(k, wtile(TK_F32, 32, 48), A, r0, z, 0);
+    static const int cols[3] = {0, 19, 47};
+    for (int i = 0; i < 3; i++)
+        st2(k, O, tk_add(k, r0, c32(k, 128 * i)), z, tk_col_bcast(k, x, cols[i]));
+    tk_type gt = tk_tile_type(TK_F32, 64, 16, TK_WARPGROUP, TK_ROW);
+    st2(k, O, c32(k, 384), z, tk_col_bcast(k, ld2(k, gt, A, z, z, 0), 9));
+    finish(k);
+    hbuf hA = hb(TK_F32, 128 * 48), hO = hb(TK_F32, 448 * 48);
+    hrand(&hA, &r, -3, 3);
+    hfill(&hO, NAN);
+    tk_arg args[2] = {targ(&hA, 2, 128, 48, 0, 0), targ(&hO, 2, 448, 48, 0, 0)};
+    run_ok(k, 2, args);
+    for (int i = 0; i < 384; i++)
+        for (int j = 0; j < 48; j++)
+            EXPECT_F("col_bcast", (size_t)i * 48 + j, hget(&hO, (size_t)i * 48 + j),
+                     hget(&hA, (size_t)(i % 128) * 48 + cols[i / 128]));
+    for (int i = 0; i < 64; i++)
+        for (int j = 0; j < 16; j++) /* the 16-column tile's store leaves the rest NaN */
+            EXPECT_F("col_bcast wg", (size_t)(384 + i) * 48 + j,
+                     hget(&hO, (size_t)(384 + i) * 48 + j), hget(&hA, (size_t)i * 48 + 9));
+    hfree(&hA), hfree(&hO);
+    tk_kernel_destroy(k);
+}
+END_TEST
+
 /* ---- main ---------------------------------------------------------------- */
 int main(void) {
     const interp_test tests[] = {{"elementwise", elementwise_binary},
@@ -701,6 +734,7 @@ int main(void) {
                                  {"elementwise", trig_large},
                                  {"elementwise", epilogue_ops},
                                  {"elementwise", pairs_iota},
+                                 {"elementwise", col_bcast},
                                  {"scalar", scalar_ops},
                                  {"reduce", reductions},
                                  {"reduce", max_all},

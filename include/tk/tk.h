@@ -290,6 +290,11 @@ TK_API tk_value *tk_pair_swap(tk_kernel *k, tk_value *x);
  * vector's element i is i (axis: the vector's own). Positions and
  * frequencies computed in the kernel (kernels/rotary.c). */
 TK_API tk_value *tk_iota(tk_kernel *k, tk_type type, tk_axis axis);
+/* An f32 ROW-layout tile (warp or warpgroup) of x's type whose every column
+ * is column `col` of x (0 <= col < x's cols): x[:, col] broadcast along the
+ * rows, exactly. Two lane shuffles per 16 rows, off the tensor pipe (the
+ * products of Based's feature map, kernels/based_common.c). */
+TK_API tk_value *tk_col_bcast(tk_kernel *k, tk_value *x, int col);
 
 typedef enum tk_mma_kind {
     TK_MMA_AB = 0,  /* A row, B col   : C += A * B     */

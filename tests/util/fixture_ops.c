@@ -693,6 +693,34 @@ tk_kernel *tu_pairs(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n
     return finish(k);
 }
 
+/* tk_col_bcast, 4 warps. O [64, 4·64]: band b (cols 64b..) holds each
+ * warp's 16 rows of x (16x64 f32 of X) with every column column {0, 5, 37,
+ * 63}[b] of x; W [64, 32]: a warpgroup tile of X's first 32 columns with
+ * every column its column 17. */
+tk_kernel *tu_col_bcast(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_col_bcast", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", TK_F32, 2);
+    tk_value *W = tk_param_tensor(k, "W", TK_F32, 2);
+    tk_value *r0 = band(k, 64, 16), *ix[2] = {r0, c64(k, 0)};
+    tk_value *x =
+        tk_cvt(k, tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW), X, ix, 0.0f), TK_F32);
+    static const int cols[4] = {0, 5, 37, 63};
+    for (int b = 0; b < 4; b++)
+        tk_store(k, O, ((tk_value *[]){r0, c64(k, 64 * b)}), tk_col_bcast(k, x, cols[b]));
+    tk_value *z[2] = {c64(k, 0), c64(k, 0)};
+    tk_value *g = tk_load(k, tk_tile_type(dt, 64, 32, TK_WARPGROUP, TK_ROW), X, z, 0.0f);
+    tk_store(k, W, z, tk_col_bcast(k, tk_cvt(k, g, TK_F32), 17));
+    tk_set_grid(k, NULL, NULL, NULL);
+    int64_t d[2] = {64, 64}, dout[2] = {64, 256}, dw[2] = {64, 32};
+    ts[0] = tensor(dt, 2, d, 0);
+    ts[1] = tensor(TK_F32, 2, dout, 1);
+    ts[2] = tensor(TK_F32, 2, dw, 1);
+    (void)sc;
+    *n = 3;
+    return finish(k);
+}
+
 const tu_op_fixture tu_op_fixtures[] = {
     {"ids", tu_ids, 1e-6},
     {"elementwise", tu_elementwise, 2e-2},
@@ -708,8 +736,9 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"store_add", tu_store_add, 1e-5}, /* the adds' order differs: f32 rounding */
     {"copy_add", tu_copy_add, 1e-5},
     {"gather", tu_gather, 1e-6},
-    {"narrow", tu_narrow, 1e-6}, /* copies: exact */
-    {"pairs", tu_pairs, 1e-6},   /* moves and small integers: exact */
+    {"narrow", tu_narrow, 1e-6},       /* copies: exact */
+    {"pairs", tu_pairs, 1e-6},         /* moves and small integers: exact */
+    {"col_bcast", tu_col_bcast, 1e-6}, /* moves: exact */
 };
 const int tu_nop_fixtures = (int)(sizeof tu_op_fixtures / sizeof tu_op_fixtures[0]);
 

@@ -36,6 +36,7 @@ tk_kernel *tu_copy_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int
 tk_kernel *tu_gather(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_narrow(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_pairs(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
+tk_kernel *tu_col_bcast(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 
 void tu_free_tensors(ref_tensor *ts, int n);
 /* The kernel alone: built, its reference tensors freed. */
