@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Draws the benchmark tables of bench/RESULTS.md as PNG bar charts: GEMM beside
-cuBLAS, attention forward and backward beside FlashAttention-2 and cuDNN.
+cuBLAS, attention forward and backward beside FlashAttention-2 and cuDNN, and the
+kernel zoo: LayerNorm/RMSNorm and rotary beside torch eager and torch.compile
+(GB/s), Based beside flash-linear-attention (µs).
 
     bench/plot.py [--results bench/RESULTS.md] [--entry TEXT] [--out DIR]
 
 Reads the newest entry (the last "## " section), or the last whose heading
 contains TEXT, and draws each of its tables that has a TileKittens column and
-a peer's (cuBLAS, FA2, cuDNN): TFLOP/s per row, one bar per
-implementation. Needs matplotlib (imported only to draw)."""
+a peer's (cuBLAS, FA2, cuDNN, torch eager / compile, fla): one bar per
+implementation and row, in the table's unit (TFLOP/s; GB/s where the columns say
+so; µs where the times are). Needs matplotlib (imported only to draw)."""
 import argparse
 import os
 import re
@@ -16,10 +19,12 @@ import textwrap
 
 # Implementation columns: ours, and the peers under the names tables have
 # used ("FA2 (flash)", "FA2 (SDPA flash)", "cuDNN (SDPA)", ...).
-PEERS = ("cuBLAS", "FA2", "cuDNN")
-# Ours: one column, or one per kernel ("mma.sync", "wgmma ...") in attention tables.
-OURS = ("TileKittens", "mma.sync", "wgmma")
-NOT_TIMES = ("/", "ratio", "err", "b2b")
+PEERS = ("cuBLAS", "FA2", "cuDNN", "eager", "compile", "fla")
+# Ours: one column, or one per kernel ("mma.sync", "wgmma ...") in attention tables;
+# "ours ..." and "TK ..." in the zoo's.
+OURS = ("TileKittens", "mma.sync", "wgmma", "ours", "TK")
+NOT_TIMES = ("/", "ratio", "err", "b2b", "% copy", "Mtok")
+UNITS = ("GB/s", "TFLOP/s", "tok/s")  # a "/" inside a unit is no ratio
 # Columns that name a row but would only crowd its label.
 NOT_LABELS = {"our block"}
 
@@ -66,29 +71,55 @@ def _number(cell):
         return None
 
 
+def _unit(header):
+    """The unit a table's bars take: GB/s when a column says so, else µs when
+    ours are times, else TFLOP/s (the GEMM and attention tables)."""
+    if any("GB/s" in h for h in header):
+        return "GB/s"
+    if any(h.startswith(OURS) and "µs" in h for h in header):
+        return "µs (lower is better)"
+    return "TFLOP/s"
+
+
+def _measure(h, unit):
+    """Whether column h holds one implementation's figure in `unit`."""
+    bare = h
+    for u in UNITS:
+        bare = bare.replace(u, "")
+    if "/" in bare or any(x in h for x in NOT_TIMES if x != "/"):
+        return False
+    return unit != "GB/s" or "GB/s" in h
+
+
 def series(header, rows):
-    """(label title, [row labels], {implementation: [TFLOP/s or None]}), or
-    None for a table without a TileKittens column beside a peer's."""
-    timed = [h for h in header if not any(x in h for x in NOT_TIMES)]
+    """(label title, [row labels], {implementation: [figures or None]}, unit),
+    or None for a table without a TileKittens column beside a peer's."""
+    unit = _unit(header)
+    timed = [h for h in header if _measure(h, unit)]
     ours = [h for h in timed if h.startswith(OURS)]
     impls = [h for h in timed if h.startswith(OURS + PEERS)]
     if not ours or len(impls) < 2:
         return None
     first = header.index(ours[0])
-    label_cols = [i for i in range(first) if header[i] not in NOT_LABELS]
+    label_cols = [i for i in range(first)
+                  if header[i] not in NOT_LABELS and not header[i].startswith(OURS)]
     labels = ["/".join(r[i] for i in label_cols) for r in rows]
     values = {p: [_number(r[header.index(p)]) for r in rows] for p in impls}
-    return "/".join(header[i] for i in label_cols), labels, values
+    return "/".join(header[i] for i in label_cols), labels, values, unit
 
 
 def kind(caption, header):
     if "cuBLAS" in header:
         return "gemm"
+    if any(h.startswith("fla") for h in header):
+        return "based"
+    if any(h.startswith(("eager", "compile")) for h in header):
+        return header[0].lower().replace(" ", "_")  # the first column names the kernel
     backward = "backward" in caption.lower() or any("bit-identical" in h for h in header)
     return "attention_backward" if backward else "attention_forward"
 
 
-def draw(plt, path, title, label_title, labels, values):
+def draw(plt, path, title, label_title, labels, values, unit):
     width = 0.8 / len(values)
     fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.3 * len(labels) * len(values))), 5))
     for j, (impl, ys) in enumerate(values.items()):
@@ -97,7 +128,7 @@ def draw(plt, path, title, label_title, labels, values):
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
     ax.set_xlabel(label_title)
-    ax.set_ylabel("TFLOP/s")
+    ax.set_ylabel(unit)
     ax.set_title(title, fontsize=7)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
