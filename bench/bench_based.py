@@ -130,6 +130,19 @@ def reference(q, k, v, scale=0.25, rows=1024):
     return o, z
 
 
+def verdict(what, dt, errs, B, H, T, Dv, normalize, zsave, bthd, scale, v_cols):
+    """Prints a check's line (its case, each relative error, PASS / FAIL) and returns
+    whether every error is within bf16's 1e-2 or f16's 3e-3 (NaN fails)."""
+    limit = 1e-2 if dt == BF else 3e-3
+    ok = all(e <= limit for e in errs.values())
+    name = (f"{str(dt)[6:]} B{B} H{H} T{T} Dv{Dv}{' norm' if normalize else ''}"
+            f"{' z' if zsave else ''}{' bthd' if bthd else ''}{f' scale{scale}' if scale else ''}"
+            f"{f' vc{v_cols}' if v_cols else ''}")
+    print(f"{what} {name}: " + " ".join(f"{n} {e:.1e}" for n, e in errs.items()) +
+          ("  PASS" if ok else "  FAIL"), flush=True)
+    return ok
+
+
 def reference_grads(q, k, v, dout, normalize, scale, eps=1e-6):
     """float64 autograd gradients (dq, dk, dv) of the Based forward, head by head."""
     dq, dk, dv = (torch.empty_like(x, dtype=torch.float64) for x in (q, k, v))
@@ -160,14 +173,7 @@ def check_bwd(tk, stream, B, H, T, Dv, dt, normalize, bthd, scale, v_cols):
     torch.cuda.synchronize()
     refs = reference_grads(q, k, v, dout, normalize, scale or 0.25)
     errs = {n: rel(x, r) for n, x, r in zip(("dq", "dk", "dv"), (dq, dk, dv), refs)}
-    limit = 1e-2 if dt == BF else 3e-3
-    ok = all(e <= limit for e in errs.values())
-    name = (f"{str(dt)[6:]} B{B} H{H} T{T} Dv{Dv}{' norm' if normalize else ''}"
-            f"{' bthd' if bthd else ''}{f' scale{scale}' if scale else ''}"
-            f"{f' vc{v_cols}' if v_cols else ''}")
-    print(f"check bwd {name}: " + " ".join(f"{n} {e:.1e}" for n, e in errs.items()) +
-          ("  PASS" if ok else "  FAIL"), flush=True)
-    return ok
+    return verdict("check bwd", dt, errs, B, H, T, Dv, normalize, 0, bthd, scale, v_cols)
 
 
 def check(tk, stream, B, H, T, Dv, dt, normalize, zsave, bthd, scale, v_cols):
@@ -183,14 +189,7 @@ def check(tk, stream, B, H, T, Dv, dt, normalize, zsave, bthd, scale, v_cols):
     errs = {"o": rel(o, o64 / (z64[..., None] + 1e-6) if normalize else o64)}
     if zsave:
         errs["z"] = rel(z, z64)
-    limit = 1e-2 if dt == BF else 3e-3
-    ok = all(e <= limit for e in errs.values())
-    name = (f"{str(dt)[6:]} B{B} H{H} T{T} Dv{Dv}{' norm' if normalize else ''}"
-            f"{' z' if zsave else ''}{' bthd' if bthd else ''}{f' scale{scale}' if scale else ''}"
-            f"{f' vc{v_cols}' if v_cols else ''}")
-    print(f"check {name}: " + " ".join(f"{n} {e:.1e}" for n, e in errs.items()) +
-          ("  PASS" if ok else "  FAIL"), flush=True)
-    return ok
+    return verdict("check", dt, errs, B, H, T, Dv, normalize, zsave, bthd, scale, v_cols)
 
 
 def fla_check(tk, stream, fla):
