@@ -159,6 +159,22 @@ class BasedBwdParams(ctypes.Structure):  # tk_based_bwd_params
     ]
 
 
+class HedgehogParams(ctypes.Structure):  # tk_hedgehog_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32),
+        ("normalize", ctypes.c_int32), ("scale", ctypes.c_float), ("eps", ctypes.c_float),
+        ("batch", ctypes.c_int64), ("heads", ctypes.c_int64), ("seq", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p), ("z", ctypes.c_void_p),
+        ("wq", ctypes.c_void_p), ("wk", ctypes.c_void_p),
+        ("bq", ctypes.c_void_p), ("bk", ctypes.c_void_p), ("per_head", ctypes.c_int32),
+        ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
+        ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
+        ("z_strides", ctypes.c_int64 * 3), ("v_cols", ctypes.c_int32), ("warps", ctypes.c_int32),
+    ]
+
+
 class PrepareInfo(ctypes.Structure):
     _fields_ = [("origin", ctypes.c_int), ("ms", ctypes.c_double), ("arch", ctypes.c_char * 16)]
 
@@ -201,6 +217,9 @@ class TK:
                         ("tk_based_backward_prepare", ctypes.POINTER(PrepareInfo)),
                         ("tk_based_backward_workspace", ctypes.POINTER(ctypes.c_size_t))):
             getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(BasedBwdParams), arg]
+        for fn, arg in (("tk_hedgehog_forward", ctypes.c_void_p),
+                        ("tk_hedgehog_prepare", ctypes.POINTER(PrepareInfo))):
+            getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(HedgehogParams), arg]
         L.tk_norm_backward_workspace.argtypes = [
             ctypes.c_void_p, ctypes.POINTER(NormBwdParams), ctypes.POINTER(ctypes.c_size_t)]
         self.ctx = ctypes.c_void_p()
@@ -460,3 +479,40 @@ class TK:
     def based_backward(self, p, stream):
         self._check(self.lib.tk_based_backward(self.ctx, ctypes.byref(p), stream),
                     "tk_based_backward")
+
+    def hedgehog_params(self, q, k, v, o, wq, wk, bq=None, bk=None, z=None, normalize=1,
+                        scale=0.0, eps=0.0, v_cols=0, warps=0):
+        """Hedgehog linear attention forward. q, k [B, H, T, D] (D 64 or 128), v, o [B, H, T,
+        Dv]: torch views in logical (batch, head, token, dim) order, any strides with the
+        dim's 1 (fla's [B, T, H, D] tensor's .transpose(1, 2)). wq, wk: the feature maps'
+        nn.Linear weights [D, D] (or [H, D, D]: one per head), bq, bk their biases [D]
+        ([H, D]) or None, contiguous, in the dtype. z: None or f32 [B, H, T] (any strides).
+        scale 0: 1; eps 0: 1e-6; v_cols, warps 0: the library's choice. The weights are
+        kept on the struct (p holds only their addresses)."""
+        p = HedgehogParams(struct_size=ctypes.sizeof(HedgehogParams), normalize=normalize,
+                           scale=scale, eps=eps, v_cols=v_cols, warps=warps)
+        p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
+        p.batch, p.heads, p.seq, p.head_dim_v = v.shape
+        p.head_dim = q.shape[-1]
+        for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+            setattr(p, name, t.data_ptr())
+            setattr(p, name + "_strides", self._strides(t))
+        ws = [w.contiguous() for w in (wq, wk, bq, bk) if w is not None]
+        p.per_head = int(wq.dim() == 3)
+        p.wq, p.wk = ws[0].data_ptr(), ws[1].data_ptr()
+        if bq is not None:
+            p.bq, p.bk = ws[2].data_ptr(), ws[3].data_ptr()
+        if z is not None:
+            p.z, p.z_strides = z.data_ptr(), (ctypes.c_int64 * 3)(*z.stride())
+        p.keep = ws
+        return p
+
+    def hedgehog_prepare(self, p):
+        info = PrepareInfo()
+        self._check(self.lib.tk_hedgehog_prepare(self.ctx, ctypes.byref(p), ctypes.byref(info)),
+                    "tk_hedgehog_prepare")
+        return info
+
+    def hedgehog_forward(self, p, stream):
+        self._check(self.lib.tk_hedgehog_forward(self.ctx, ctypes.byref(p), stream),
+                    "tk_hedgehog_forward")

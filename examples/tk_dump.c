@@ -1,7 +1,7 @@
 /* tk_dump: print a built-in kernel at any stage, to read what the compiler
  * makes of it (the brief's "compile it in your head", checked).
  *
- *   tk_dump gemm|attention|norm|rotary|based [ir|llvm|ptx] [arch] [options]
+ *   tk_dump gemm|attention|norm|rotary|based|hedgehog [ir|llvm|ptx] [arch] [options]
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
  *                        stages= tma= wgmma= to override the default block shape
  *     attention options: dtype=bf16|f16 d=64|128 causal=0|1 warps=4|8
@@ -11,6 +11,8 @@
  *                        pos=0|1 inv=0|1 inplace=0|1
  *     based options:     dtype=bf16|f16 part=fwd|dq|dkv norm=0|1 stats=0|1 v=16..128
  *                        warps=1|2|4|8
+ *     hedgehog options:  dtype=bf16|f16 d=64|128 norm=0|1 stats=0|1 bias=0|1
+ *                        v=16..128 warps=1|2|4|8 (v, warps 0: the defaults)
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,13 +34,13 @@ static tk_dtype dtype(const char *s) {
 }
 
 int main(int argc, char **argv) {
-    static const char *kinds[] = {"gemm", "attention", "norm", "rotary", "based"};
+    static const char *kinds[] = {"gemm", "attention", "norm", "rotary", "based", "hedgehog"};
     int kind = -1;
-    for (int i = 0; argc >= 2 && i < 5; i++)
+    for (int i = 0; argc >= 2 && i < 6; i++)
         if (!strcmp(argv[1], kinds[i])) kind = i;
     if (kind < 0) {
-        fprintf(stderr, "usage: tk_dump gemm|attention|norm|rotary|based [ir|llvm|ptx] [arch] "
-                        "[key=value...]\n");
+        fprintf(stderr, "usage: tk_dump gemm|attention|norm|rotary|based|hedgehog [ir|llvm|ptx] "
+                        "[arch] [key=value...]\n");
         return 2;
     }
     const char *stage = argc > 2 && !strchr(argv[2], '=') ? argv[2] : "ir";
@@ -71,6 +73,15 @@ int main(int argc, char **argv) {
                              .warps = atoi(opt(argc, argv, "warps", "0")),
                              .seg = atoi(opt(argc, argv, "seg", "0"))};
         s = tk_based_build(ctx, &c, &k);
+    } else if (kind == 5) {
+        tk_hedgehog_config c = {.dtype = dtype(opt(argc, argv, "dtype", "bf16")),
+                                .head_dim = atoi(opt(argc, argv, "d", "128")),
+                                .normalize = atoi(opt(argc, argv, "norm", "1")),
+                                .stats = atoi(opt(argc, argv, "stats", "0")),
+                                .bias = atoi(opt(argc, argv, "bias", "1")),
+                                .v_cols = atoi(opt(argc, argv, "v", "0")),
+                                .warps = atoi(opt(argc, argv, "warps", "0"))};
+        s = tk_hedgehog_build(ctx, &c, &k);
     } else if (kind == 3) {
         int d = atoi(opt(argc, argv, "d", "128"));
         tk_rotary_config c = {.dtype = dtype(opt(argc, argv, "dtype", "bf16")),

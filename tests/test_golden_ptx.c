@@ -43,6 +43,8 @@ typedef struct variant {
     tk_rotary_config rc;
     int is_based;
     tk_based_config bc;
+    int is_hh;
+    tk_hedgehog_config hc;
 } variant;
 
 enum { MAX_VARIANTS = 512 };
@@ -282,6 +284,24 @@ static int make_variants(variant *v) {
                      tk_dtype_name(b->dtype), b->v_cols, b->normalize ? "_norm" : "",
                      b->stats ? "_stats" : "", segs[b->seg]);
         }
+        /* Hedgehog linear attention: the defaults at D 64 (with z) and D 128,
+         * an A100's D 128 shape, and 8 warps (two key blocks a chunk) */
+        static const tk_hedgehog_config hhs[] = {
+            {TK_BF16, 64, 1, 1, 1, 64, 4},
+            {TK_BF16, 128, 1, 0, 1, 32, 4},
+            {TK_F16, 128, 0, 0, 0, 16, 2},
+            {TK_BF16, 64, 0, 1, 0, 16, 8},
+        };
+        for (size_t i = 0; i < sizeof hhs / sizeof hhs[0]; i++) {
+            const tk_hedgehog_config *h = &hhs[i];
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_hh = 1;
+            x->hc = *h;
+            snprintf(x->name, sizeof x->name, "hedgehog_fwd_%s_d%d_v%d_w%d%s%s%s",
+                     tk_dtype_name(h->dtype), h->head_dim, h->v_cols, h->warps,
+                     h->normalize ? "_norm" : "", h->stats ? "_stats" : "", h->bias ? "_bias" : "");
+        }
         { /* the one-warp merge (at most one group of partials) */
             variant *x = &v[n++];
             x->arch = archs[a];
@@ -354,6 +374,7 @@ static void lower_one(const variant *v, result *r) {
                 : v->is_norm  ? tk_norm_build(ctx, &v->nc, &k)
                 : v->is_rot   ? tk_rotary_build(ctx, &v->rc, &k)
                 : v->is_based ? tk_based_build(ctx, &v->bc, &k)
+                : v->is_hh    ? tk_hedgehog_build(ctx, &v->hc, &k)
                               : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));

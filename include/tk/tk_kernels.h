@@ -446,6 +446,46 @@ typedef struct tk_based_config {
 
 TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kernel **out);
 
+/* ---- Hedgehog linear attention (Zhang et al. 2024): forward ---------------
+ * Causal linear attention with a learned feature map (kernels/hedgehog.c),
+ * flash-linear-attention's HedgehogFeatureMap + chunk_linear_attn:
+ *   y = x·Wᵀ + b (a Linear(D, D): W [D_out, D_in] row-major),
+ *   φ(x) = softmax([2y, -2y]) over its F = 2D features,
+ *   a_ij = scale · φ(q_i)·φ(k_j),  j <= i,
+ *   num_i = Σ_j a_ij v_j,  z_i = Σ_j a_ij,  o_i = num_i / (z_i + eps)
+ * (normalize = 1) or o_i = num_i (normalize = 0). q and k have their own W
+ * and b (Wq, bq, Wk, bk), in the dtype, f32 accumulation. Computed in chunks
+ * of C = 16·warps rows: φ of the chunk's q and k (mma against W in shared
+ * memory), exact products inside the chunk and a linear state (F x value
+ * columns, f32) across chunks.
+ *   grid (ceil(Dv / v_cols), H, B), `warps` warps; parameters in order:
+ *     Q [B, H, T, D], K [B, H, T, D], V [B, H, T, Dv] dtype (any strides,
+ *     unit last; Dv a multiple of 8), Wq [Hw, D, D], Wk [Hw, D, D] dtype
+ *     (dense rows; head h uses entry h mod Hw: Hw = 1 shares one W by all
+ *     heads, fla's layer), [Bq [Hw, D], Bk [Hw, D] dtype (bias)], O [B, H,
+ *     T, Dv] dtype, written, [Z [B, H, T] f32, written (stats): z_i], scale
+ *     f32, eps f32.
+ * Shared memory, bytes: 2·(2·D² + 2·C·D + 2·C·Dvb + 4·C·D + 2·D·Dvb [+ 32·D
+ * with bias] [+ 32·D with normalize or stats]), Dvb = v_cols
+ * (tk_kernel_smem_bytes; the build refuses more than 227 KiB): the
+ * defaults take 104 KiB at D 64 (2 blocks an SM) and 200 KiB at D 128 (1).
+ * ptxas (CUDA 13, the defaults, bf16, bias, normalize): sm_90a 232 (D 64)
+ * and 242 (D 128) registers, no spills; sm_80 28 and 16 bytes of spills. */
+#define TK_HEDGEHOG_WARPS 4 /* warps a block; a chunk is 16 rows a warp */
+
+typedef struct tk_hedgehog_config {
+    tk_dtype dtype; /* TK_BF16 or TK_F16                                       */
+    int head_dim;   /* D: 64 or 128                                            */
+    int normalize;  /* 0 or 1: o = num / (z + eps)                             */
+    int stats;      /* 1 writes Z                                              */
+    int bias;       /* 1: Bq and Bk parameters (y = x·Wᵀ + b)                  */
+    int v_cols;     /* value columns a block: a multiple of 16 in 16 .. 128;
+                       0: 64 at D 64, 32 at D 128                              */
+    int warps;      /* 1, 2, 4 or 8; 0: TK_HEDGEHOG_WARPS                      */
+} tk_hedgehog_config;
+
+TK_API tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kernel **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -477,6 +477,59 @@ TK_API tk_status tk_based_backward_prepare(tk_ctx *ctx, const tk_based_bwd_param
 /* Check, prepare and launch the backward's kernels on `stream`. */
 TK_API tk_status tk_based_backward(tk_ctx *ctx, const tk_based_bwd_params *p, void *stream);
 
+/* ---- Hedgehog linear attention (tk/tk_kernels.h, "Hedgehog linear
+ * attention") -----------------------------------------------------------------
+ * Causal: o_i = Σ_{j<=i} a_ij v_j / (Σ_{j<=i} a_ij + eps) with a_ij = scale ·
+ * φ(q_i)·φ(k_j) and φ(x) = softmax([2y, -2y]), y = x·Wᵀ + b (normalize = 1;
+ * 0: no division): flash-linear-attention's HedgehogFeatureMap (its
+ * Linear's weight and bias: wq, bq for q; wk, bk for k) followed by
+ * chunk_linear_attn. q, k [batch, heads, seq, head_dim], v, o [batch,
+ * heads, seq, head_dim_v], bf16 or f16, in the layout their strides name in
+ * (batch, head, token, dim) order (all 0: dense [B, H, T, D]; fla's [B, T,
+ * H, D] is {T·H·D, D, H·D, 1}); the dim stride must be 1. The weights are
+ * dense, in the dtype: wq, wk [D, D] (row-major [out, in], as nn.Linear's
+ * weight) and bq, bk [D] shared by all heads (fla's layer), or [heads, D,
+ * D] and [heads, D] with per_head; bq and bk NULL: no bias (both or
+ * neither). z (optional, f32 [batch, heads, seq], z_strides likewise)
+ * receives z_i = Σ_{j<=i} a_ij (for a backward). scale 0: 1 (fla's
+ * chunk_linear_attn multiplies the scores by its scale, (2D)^-1/2 by
+ * default: with normalize it cancels but for eps, without it pass it here);
+ * eps 0: 1e-6, added to the scaled sum (fla: 1e-10). v_cols and warps: the
+ * kernel's shape (tk_hedgehog_config; 0: the library's choice, shrunk to
+ * the GPU's shared memory: an A100 runs D 128 at 16 columns and 2 warps;
+ * sm_86 / sm_89 cannot run D 128, TK_ERR_UNSUPPORTED). Initialize with
+ * TK_HEDGEHOG_PARAMS_INIT (struct_size as in tk_attention_params). */
+typedef struct tk_hedgehog_params {
+    size_t struct_size;
+    tk_dtype dtype;                        /* TK_BF16 or TK_F16                       */
+    int32_t head_dim;                      /* D: 64 or 128                            */
+    int32_t normalize;                     /* 0 or 1                                  */
+    float scale, eps;                      /* 0: 1 and 1e-6; else finite, > 0        */
+    int64_t batch, heads, seq, head_dim_v; /* >= 1; head_dim_v a multiple of 8 up to 256 */
+    const void *q, *k, *v;
+    void *o;
+    float *z;            /* NULL: not written                              */
+    const void *wq, *wk; /* [D, D], or [heads, D, D] with per_head          */
+    const void *bq, *bk; /* [D], or [heads, D]; both NULL: no bias          */
+    int32_t per_head;    /* 0: one W and b for all heads; 1: one per head    */
+    int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4], z_strides[3];
+    int32_t v_cols, warps; /* 0: the library's choice                         */
+} tk_hedgehog_params;
+
+#ifdef __cplusplus
+#define TK_HEDGEHOG_PARAMS_INIT                                                                    \
+    { sizeof(tk_hedgehog_params) }
+#else
+#define TK_HEDGEHOG_PARAMS_INIT                                                                    \
+    { .struct_size = sizeof(tk_hedgehog_params) }
+#endif
+
+/* Check p and ready its kernel (info may be NULL). */
+TK_API tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *p,
+                                     tk_prepare_info *info);
+/* Check, prepare and launch on `stream`. Asynchronous. */
+TK_API tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *p, void *stream);
+
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with

@@ -1,0 +1,535 @@
+/* Hedgehog linear attention (Zhang et al. 2024), forward: causal linear
+ * attention with a learned feature map, flash-linear-attention's
+ * HedgehogFeatureMap + chunk_linear_attn. The contract (parameters, grid)
+ * is in tk/tk_kernels.h ("Hedgehog linear attention").
+ *
+ * φ(x) = softmax([2y, -2y]) with y = x·Wᵀ + b has F = 2D features, so the
+ * causal sum splits at chunks of C rows into an exact part inside the chunk
+ * and a linear state:
+ *   num_i = Σ_{j<=i, same chunk} a_ij v_j + φ(q_i)ᵀ S,   S = Σ_{earlier} φ(k_j) v_jᵀ
+ *   z_i   = Σ_{j<=i, same chunk} a_ij     + φ(q_i)·z1,  z1 = Σ_{earlier} φ(k_j)
+ * with a_ij = φ(q_i)·φ(k_j), and o_i = s·num_i / (s·z_i + eps) (s: scale),
+ * or s·num_i unnormalized.
+ *
+ * A block owns one (batch, head) and `v_cols` value columns and walks the
+ * chunks in order; each warp owns 16 tokens of a chunk. Per chunk:
+ *   feature map  each warp's tokens of k, then q, transposed: yᵀ [16
+ *                features, 16 tokens] a piece (an mma of W's rows, W in
+ *                shared memory, with the tokens), softmax over [2y, -2y]
+ *                down the features, online over the pieces (a piece's max
+ *                is 2·max|y|); the exps into φkᵀ / φqᵀ [F, C] in the
+ *                dtype, then, once each token's max and sum are known,
+ *                rescaled in place. Transposed, every piece is a row block
+ *                of these tiles and of S, so every mma below reads them at
+ *                rows 16p
+ *   intra        A = φq·φkᵀ causal-masked, o = A·v, z = rowsum(A)
+ *   inter        o += φ(q)·S, z += φ(q)·z1 (S, z1 from shared memory in
+ *                the dtype); o, z out
+ *   state        the F x v_cols state S lives in the warps' registers in
+ *                slabs of 16 features (slab j in warp j mod W, as Based's),
+ *                with a dtype copy in shared memory that every warp reads;
+ *                S_j += φkᵀ[j] v, z1_j += Σ_tokens φkᵀ[j].
+ * Copies (cp.async) overlap the work: v of the next chunk (two stages) from
+ * the chunk's start, q and k of the next chunk (one stage each: shared
+ * memory is short) as soon as every warp has read them, mid-chunk. Five
+ * barriers a chunk (feature_maps, build). */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "hedgehog_parts.h"
+
+#define MAX_SLOTS 16 /* F / 16 slabs over 1 warp                         */
+#define KC        64 /* W's columns an mma of the feature map takes     */
+#define KB        64 /* keys an intra-chunk score tile takes             */
+
+typedef struct hh {
+    tk_kernel *k;
+    tk_hedgehog_config c; /* resolved */
+    tk_dtype dt;
+    int D, F, W, C, V,
+        slots; /* head dim, features, warps, chunk rows, value columns, slabs a warp */
+    bool z;    /* the key sums and z (normalize or stats)        */
+    tk_value *Q, *K, *Vv, *Wq, *Wk, *Bq, *Bk, *O, *Z, *scale, *eps;
+    tk_value *b, *h, *v0, *w, *r0, *nch; /* ids, the warp's first row, chunks */
+    tk_value *np, *nf;                   /* D / 16, F / 16 as run-time values   */
+    tk_value *sWq, *sWk;                 /* W [D, D]                            */
+    tk_value *sBq, *sBk;                 /* b in every column [D, 16]           */
+    tk_value *sQ, *sK, *sV;              /* the chunk's q, k [C, D]; v [C, V] x 2 */
+    tk_value *sPq, *sPk;                 /* φ(q)ᵀ, φ(k)ᵀ [F, C]: tokens in columns */
+    tk_value *sS, *sZ;                   /* S [F, V], z1 in every column [F, 16] */
+} hh;
+
+static tk_value *i64c(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
+static tk_value *f32c(tk_kernel *k, float v) { return tk_const_f32(k, v); }
+static tk_type tile(tk_dtype dt, int rows, int cols, tk_layout l) {
+    return tk_tile_type(dt, rows, cols, TK_WARP, l);
+}
+/* A rows x cols tile of shared tile s at (r, c), in g's dtype. */
+static tk_value *lds(hh *g, tk_value *s, int rows, int cols, tk_layout l, tk_value *r,
+                     tk_value *c) {
+    return tk_load(g->k, tile(g->dt, rows, cols, l), s, ((tk_value *[]){r, c}), 0.0f);
+}
+static void sts(hh *g, tk_value *s, tk_value *r, tk_value *c, tk_value *x) {
+    tk_store(g->k, s, ((tk_value *[]){r, c}), tk_cvt(g->k, x, g->dt));
+}
+
+/* ---- the configuration ---------------------------------------------------- */
+tk_hedgehog_config tk_hedgehog_resolve(const tk_hedgehog_config *c) {
+    tk_hedgehog_config r = *c;
+    /* the most columns (the least repeated feature-map work) whose state
+     * slabs, 64 registers a warp, fit without spills (ptxas sm_90a; D 128
+     * at 64 columns: 128 registers of slabs, 188 bytes of spill stores) */
+    if (!r.v_cols) r.v_cols = r.head_dim == 64 ? 64 : 32;
+    if (!r.warps) r.warps = TK_HEDGEHOG_WARPS;
+    return r;
+}
+
+size_t tk_hedgehog_smem_bytes(const tk_hedgehog_config *c) {
+    size_t D = (size_t)c->head_dim, C = 16 * (size_t)c->warps, V = (size_t)c->v_cols, F = 2 * D;
+    size_t n = 2 * D * D + 2 * C * D + 2 * C * V + 2 * C * F + F * V; /* elements */
+    if (c->bias) n += 2 * D * 16;
+    if (c->normalize || c->stats) n += F * 16;
+    return n * 2; /* bf16 / f16 */
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+static void params(hh *g) {
+    tk_kernel *k = g->k;
+    g->Q = tk_param_tensor(k, "Q", g->dt, 4);
+    g->K = tk_param_tensor(k, "K", g->dt, 4);
+    g->Vv = tk_param_tensor(k, "V", g->dt, 4);
+    g->Wq = tk_param_tensor(k, "Wq", g->dt, 3);
+    g->Wk = tk_param_tensor(k, "Wk", g->dt, 3);
+    if (g->c.bias) {
+        g->Bq = tk_param_tensor(k, "Bq", g->dt, 2);
+        g->Bk = tk_param_tensor(k, "Bk", g->dt, 2);
+    }
+    g->O = tk_param_tensor(k, "O", g->dt, 4);
+    if (g->c.stats) g->Z = tk_param_tensor(k, "Z", TK_F32, 3);
+    g->scale = tk_param_scalar(k, "scale", TK_F32);
+    g->eps = tk_param_scalar(k, "eps", TK_F32);
+}
+
+/* The entry of weights X [Hw, ...] head h uses: h mod Hw. */
+static tk_value *head_of(hh *g, tk_value *X) { return tk_rem(g->k, g->h, tk_dim(g->k, X, 0)); }
+
+static void copy_qk(hh *g, tk_value *ch) {
+    tk_kernel *k = g->k;
+    tk_value *idx[4] = {g->b, g->h, tk_mul(k, ch, i64c(k, g->C)), i64c(k, 0)};
+    tk_copy_to_shared(k, g->sQ, g->Q, idx, 0.0f, TK_COPY_ASYNC);
+    tk_copy_to_shared(k, g->sK, g->K, idx, 0.0f, TK_COPY_ASYNC);
+}
+
+static void copy_v(hh *g, tk_value *st, tk_value *ch) {
+    tk_kernel *k = g->k;
+    tk_value *idx[4] = {g->b, g->h, tk_mul(k, ch, i64c(k, g->C)), g->v0};
+    tk_copy_to_shared(k, tk_stage(k, g->sV, st), g->Vv, idx, 0.0f, TK_COPY_ASYNC);
+}
+
+static void copy_weights(hh *g) {
+    tk_kernel *k = g->k;
+    tk_value *z = i64c(k, 0);
+    tk_copy_to_shared(k, g->sWq, g->Wq, ((tk_value *[]){head_of(g, g->Wq), z, z}), 0.0f,
+                      TK_COPY_ASYNC);
+    tk_copy_to_shared(k, g->sWk, g->Wk, ((tk_value *[]){head_of(g, g->Wk), z, z}), 0.0f,
+                      TK_COPY_ASYNC);
+}
+
+/* sb [D, 16] = b (from B) in every column, by warp `wi`: the feature map
+ * works on yᵀ, whose rows are features, and adds a tile of it. (Once, at
+ * the start: the first chunk's barrier orders it before every use.) */
+static void bias_cols(hh *g, tk_value *B, tk_value *sb, int wi) {
+    tk_kernel *k = g->k;
+    tk_type vt = tk_vec_type(g->dt, 16, TK_PER_ROW, TK_WARP, TK_ROW);
+    tk_value *hb = head_of(g, B);
+    tk_if_begin(k, tk_eq(k, g->w, i64c(k, wi)));
+    for (int f = 0; f < g->D; f += 16) {
+        tk_value *b = tk_cvt(k, tk_load(k, vt, B, ((tk_value *[]){hb, i64c(k, f)}), 0.0f), TK_F32);
+        sts(g, sb, i64c(k, f), i64c(k, 0), tk_add(k, tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)), b));
+    }
+    tk_if_end(k, 0, NULL, NULL);
+}
+
+static void shared_tiles(hh *g) {
+    tk_kernel *k = g->k;
+    tk_dtype dt = g->dt;
+    /* the wide tiles first (they want the larger alignment) */
+    g->sWq = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
+    g->sWk = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
+    g->sPq = tk_shared(k, dt, g->F, g->C, TK_SMEM_SWIZZLE, 1);
+    g->sPk = tk_shared(k, dt, g->F, g->C, TK_SMEM_SWIZZLE, 1);
+    g->sS = tk_shared(k, dt, g->F, g->V, TK_SMEM_SWIZZLE, 1);
+    g->sQ = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
+    g->sK = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
+    g->sV = tk_shared(k, dt, g->C, g->V, TK_SMEM_SWIZZLE, 2);
+    if (g->c.bias) {
+        g->sBq = tk_shared(k, dt, g->D, 16, TK_SMEM_SWIZZLE, 1);
+        g->sBk = tk_shared(k, dt, g->D, 16, TK_SMEM_SWIZZLE, 1);
+    }
+    if (g->z) g->sZ = tk_shared(k, dt, g->F, 16, TK_SMEM_SWIZZLE, 1);
+}
+
+/* Grid (ceil(Dv / V), H, B), ids, shared tiles; the weights and the first
+ * chunk's copies issued, the biases' tiles filled. */
+static void setup(hh *g) {
+    tk_kernel *k = g->k;
+    tk_value *B = tk_dim(k, g->Q, 0), *H = tk_dim(k, g->Q, 1), *T = tk_dim(k, g->Q, 2);
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, g->Vv, 3), i64c(k, g->V)), H, B);
+    g->v0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, g->V));
+    g->h = tk_block_id_i64(k, 1);
+    g->b = tk_block_id_i64(k, 2);
+    g->w = tk_warp_id_i64(k);
+    g->r0 = tk_mul(k, g->w, i64c(k, 16));
+    g->nch = tk_ceil_div(k, T, i64c(k, g->C));
+    /* D / 16 from Wq's run-time size (capped at it): with a constant trip
+     * count LLVM unrolls the piece loops (D 64), undoing what they are for */
+    g->np = tk_min(k, tk_div(k, tk_dim(k, g->Wq, 1), i64c(k, 16)), i64c(k, g->D / 16));
+    g->nf = tk_mul(k, g->np, i64c(k, 2));
+    tk_value_set_name(g->v0, "v0");
+    tk_value_set_name(g->r0, "r0");
+    shared_tiles(g);
+    copy_weights(g);
+    copy_qk(g, i64c(k, 0));
+    copy_v(g, i64c(k, 0), i64c(k, 0));
+    tk_async_commit(k);
+    if (!g->c.bias) return;
+    bias_cols(g, g->Bq, g->sBq, 0);
+    bias_cols(g, g->Bk, g->sBk, 1 % g->W);
+}
+
+/* The state's first values (zeros): init[s] slab slot s, init[slots + s]
+ * its key sums (with z); the owned slabs' dtype copies zeroed. */
+static int state_init(hh *g, tk_value **init) {
+    tk_kernel *k = g->k;
+    int n = 0;
+    for (int s = 0; s < g->slots; s++) init[n++] = tk_zeros(k, tile(TK_F32, 16, g->V, TK_ROW));
+    if (g->z)
+        for (int s = 0; s < g->slots; s++)
+            init[n++] = tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW));
+    for (int s = 0; s < g->slots; s++) {
+        tk_value *j16 = tk_mul(k, tk_add(k, i64c(k, (int64_t)s * g->W), g->w), i64c(k, 16));
+        sts(g, g->sS, j16, i64c(k, 0), tk_zeros(k, tile(TK_F32, 16, g->V, TK_ROW)));
+        if (g->z) sts(g, g->sZ, j16, i64c(k, 0), tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)));
+    }
+    return n;
+}
+
+/* Top of trip ch: its copies have landed and every warp is past trip
+ * ch - 1; v of ch + 1 is issued into the other stage. Returns the stage. */
+static tk_value *arrive(hh *g, tk_value *ch) {
+    tk_kernel *k = g->k;
+    tk_value *st = tk_rem(k, ch, i64c(k, 2)), *ch1 = tk_add(k, ch, i64c(k, 1));
+    tk_async_wait(k, 0);
+    tk_barrier(k); /* chunk ch landed for all; every warp left chunk ch - 1 */
+    tk_if_begin(k, tk_lt(k, ch1, g->nch));
+    copy_v(g, tk_sub(k, i64c(k, 1), st), ch1);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+    return st;
+}
+
+/* ---- the feature map ---------------------------------------------------------- */
+/* The pieces (16 output features) go through runtime loops, not unrolled
+ * ones: unrolled, each piece's shared-memory accesses get addresses of
+ * their own that the compiler hoists out of the chunk loop, and at D 128
+ * those alone spill (ptxas, sm_90a: 248 against 163 registers for the
+ * feature map of k). */
+
+/* An f32 [16, 16] tile whose element (i, j) is i. */
+static tk_value *row_index(hh *g) {
+    return tk_iota(g->k, tile(TK_F32, 16, 16, TK_ROW), TK_PER_ROW);
+}
+
+/* y·2·log2(e) of the piece at feature row p16 for this warp's 16 tokens
+ * x, transposed: [16 features, 16 tokens] (W's rows are the mma's A), so
+ * that exp2 of it less the max is exp(2y - max). */
+static tk_value *piece_logits(hh *g, tk_value *x, tk_value *sw, tk_value *sbt, tk_value *p16) {
+    tk_kernel *k = g->k;
+    int P = g->D < KC ? g->D : KC;
+    tk_value *y = NULL;
+    for (int c = 0; c < g->D; c += P)
+        y = tk_mma(k, TK_MMA_ABT, lds(g, sw, 16, P, TK_ROW, p16, i64c(k, c)),
+                   tk_slice(k, x, 0, c, 16, P), y);
+    if (sbt) y = tk_add(k, y, tk_cvt(k, lds(g, sbt, 16, 16, TK_ROW, p16, i64c(k, 0)), TK_F32));
+    return tk_mul(k, y, f32c(k, (float)(2.0 * M_LOG2E)));
+}
+
+/* This warp's tokens of sx through the feature map, unnormalized: piece
+ * p's exps relative to the running max after it, into sp's rows 16p (2y)
+ * and D + 16p (-2y), the warp's 16 columns. Per token (PER_COL vectors):
+ * the running max m and sum l; row p of the tile M keeps m after piece p
+ * (8 registers, where a vector a piece takes 4). Returns the factors the
+ * rescale applies: row p is piece p's, per token. */
+static tk_value *feature_map(hh *g, tk_value *sx, tk_value *sw, tk_value *sbt, tk_value *sp) {
+    tk_kernel *k = g->k;
+    tk_type ft = tile(TK_F32, 16, 16, TK_ROW),
+            vt = tk_vec_type(TK_F32, 16, TK_PER_COL, TK_WARP, TK_ROW);
+    tk_value *x = lds(g, sx, 16, g->D, TK_ROW, g->r0, i64c(k, 0));
+    tk_value *init[3] = {tk_fill(k, vt, f32c(k, -INFINITY)), tk_zeros(k, vt), tk_zeros(k, ft)};
+    tk_value *cur[3], *next[3], *fin[3];
+    tk_value *p = tk_for_begin(k, i64c(k, 0), g->np, i64c(k, 1), 3, init, cur);
+    {
+        tk_value *p16 = tk_mul(k, p, i64c(k, 16));
+        tk_value *t = piece_logits(g, x, sw, sbt, p16);
+        tk_value *m = tk_max(k, cur[0], tk_col_max(k, tk_abs(k, t))); /* max(2y, -2y) */
+        tk_value *ep = tk_exp2(k, tk_sub(k, t, m)), *en = tk_exp2(k, tk_sub(k, tk_neg(k, t), m));
+        tk_value *s = tk_add(k, tk_col_sum(k, ep), tk_col_sum(k, en));
+        next[0] = m; /* exp2(-inf) = 0 at the first piece */
+        next[1] = tk_add(k, tk_mul(k, cur[1], tk_exp2(k, tk_sub(k, cur[0], m))), s);
+        tk_value *hit = tk_eq(k, row_index(g), tk_cvt(k, p, TK_F32));
+        next[2] = tk_select(k, hit, tk_add(k, tk_zeros(k, ft), m), cur[2]);
+        sts(g, sp, p16, g->r0, ep);
+        sts(g, sp, tk_add(k, p16, i64c(k, g->D)), g->r0, en);
+    }
+    tk_for_end(k, 3, next, fin);
+    /* piece p's factor, row p: exp(its max - the token's) / the token's sum */
+    return tk_mul(k, tk_exp2(k, tk_sub(k, fin[2], fin[0])), tk_div(k, f32c(k, 1.0f), fin[1]));
+}
+
+/* This warp's columns of sp times their pieces' factors, in place: φ
+ * final. The same warp stored them before the barrier before this. */
+static void rescale(hh *g, tk_value *sp, tk_value *facs) {
+    tk_kernel *k = g->k;
+    tk_value *p = tk_for_begin(k, i64c(k, 0), g->np, i64c(k, 1), 0, NULL, NULL);
+    {
+        tk_value *hit = tk_eq(k, row_index(g), tk_cvt(k, p, TK_F32));
+        tk_value *fac = tk_col_max(k, tk_select(k, hit, facs, f32c(k, 0.0f))); /* row p */
+        tk_value *p16 = tk_mul(k, p, i64c(k, 16));
+        for (int half = 0; half < 2; half++) {
+            tk_value *r = half ? tk_add(k, p16, i64c(k, g->D)) : p16;
+            tk_value *e = tk_cvt(k, lds(g, sp, 16, 16, TK_ROW, r, g->r0), TK_F32);
+            sts(g, sp, r, g->r0, tk_mul(k, e, fac));
+        }
+    }
+    tk_for_end(k, 0, NULL, NULL);
+}
+
+/* ---- the chunk's output, the state ---------------------------------------------- */
+/* φ(q)ᵀ's pieces [16 features, 16 tokens] are the A of ATB mmas: φ(q)·X
+ * over the features, 16 at a time. The scores (A) and the state's terms
+ * run one after the other, so that only one set of accumulators is live. */
+
+/* Key block kb's scores for this warp's rows, φq·φkᵀ, causal-masked. */
+static tk_value *scores(hh *g, int kb) {
+    tk_kernel *k = g->k;
+    int nb = g->C < KB ? g->C : KB;
+    tk_value *j0 = i64c(k, (int64_t)kb * nb), *init = tk_zeros(k, tile(TK_F32, 16, nb, TK_ROW));
+    tk_value *cur, *next, *fin;
+    tk_value *f = tk_for_begin(k, i64c(k, 0), g->nf, i64c(k, 1), 1, &init, &cur);
+    {
+        tk_value *r = tk_mul(k, f, i64c(k, 16));
+        next = tk_mma(k, TK_MMA_ATB, lds(g, g->sPq, 16, 16, TK_COL, r, g->r0),
+                      lds(g, g->sPk, 16, nb, TK_COL, r, j0), cur);
+    }
+    tk_for_end(k, 1, &next, &fin);
+    return tk_mask(k, fin, TK_MASK_CAUSAL, g->r0, j0, 0.0f);
+}
+
+/* The state's terms added: o += φ(q)·S; with z, z += φ(q)·z1 (an mma
+ * against z1 in every column: equal columns). */
+static tk_value *inter(hh *g, tk_value *o, tk_value **z) {
+    tk_kernel *k = g->k;
+    int n = g->z ? 2 : 1;
+    tk_value *init[2] = {o, tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW))}, *cur[2], *next[2], *fin[2];
+    tk_value *f = tk_for_begin(k, i64c(k, 0), g->nf, i64c(k, 1), n, init, cur);
+    {
+        tk_value *r = tk_mul(k, f, i64c(k, 16)), *c0 = i64c(k, 0);
+        tk_value *qp = lds(g, g->sPq, 16, 16, TK_COL, r, g->r0);
+        next[0] = tk_mma(k, TK_MMA_ATB, qp, lds(g, g->sS, 16, g->V, TK_COL, r, c0), cur[0]);
+        if (n > 1)
+            next[1] = tk_mma(k, TK_MMA_ATB, qp, lds(g, g->sZ, 16, 16, TK_COL, r, c0), cur[1]);
+    }
+    tk_for_end(k, n, next, fin);
+    if (g->z) *z = tk_add(k, *z, tk_row_max(k, fin[1]));
+    return fin[0];
+}
+
+/* acc + a·v over the value columns of stage block j0 (nb rows), 16
+ * columns at a time: a [16, nb] dtype; acc [16, V] f32 (NULL: zeros).
+ * (v whole would hold C·V/64 registers: 64 at 64 columns.) */
+static tk_value *times_v(hh *g, tk_value *a, tk_value *sv, tk_value *j0, int nb, tk_value *acc) {
+    tk_kernel *k = g->k;
+    tk_value *o = NULL;
+    for (int c = 0; c < g->V; c += 16) {
+        tk_value *vc = lds(g, sv, nb, 16, TK_COL, j0, i64c(k, c));
+        tk_value *oc = tk_mma(k, TK_MMA_AB, a, vc, acc ? tk_slice(k, acc, 0, c, 16, 16) : NULL);
+        o = o ? tk_concat(k, 1, o, oc) : oc;
+    }
+    return o;
+}
+
+/* o, z of this warp's rows: over the chunk's key blocks o += A·v, z +=
+ * rowsum(A), then the state's terms. A key block after all of this warp's
+ * rows is skipped (8 warps). *z: NULL without z. */
+static tk_value *chunk_attend(hh *g, tk_value *st, tk_value **z) {
+    tk_kernel *k = g->k;
+    int nb = g->C < KB ? g->C : KB, n = g->z ? 2 : 1;
+    tk_value *o = NULL, *sv = tk_stage(k, g->sV, st);
+    for (int kb = 0; kb < g->C / nb; kb++) {
+        tk_value *j0 = i64c(k, (int64_t)kb * nb), *carry[2] = {o, *z}, *res[2];
+        if (kb) tk_if_begin(k, tk_lt(k, j0, tk_add(k, g->r0, i64c(k, 16))));
+        tk_value *a = scores(g, kb);
+        res[0] = times_v(g, tk_cvt(k, a, g->dt), sv, j0, nb, o);
+        if (g->z) res[1] = kb ? tk_add(k, *z, tk_row_sum(k, a)) : tk_row_sum(k, a);
+        if (kb) {
+            tk_else(k, n, res);
+            tk_if_end(k, n, carry, res);
+        }
+        o = res[0];
+        if (g->z) *z = res[1];
+    }
+    return inter(g, o, z);
+}
+
+/* o and z of this warp's rows, scaled (normalized), to O and Z. */
+static void write_out(hh *g, tk_value *c0, tk_value *o, tk_value *z) {
+    tk_kernel *k = g->k;
+    if (g->c.normalize) /* s·num / (s·z + eps) */
+        o = tk_mul(k, o, tk_div(k, g->scale, tk_add(k, tk_mul(k, z, g->scale), g->eps)));
+    else
+        o = tk_mul(k, o, g->scale);
+    tk_value *row = tk_add(k, c0, g->r0);
+    tk_store(k, g->O, ((tk_value *[]){g->b, g->h, row, g->v0}), tk_cvt(k, o, g->dt));
+    if (!g->Z) return;
+    /* one block of the head's value slices writes z */
+    tk_if_begin(k, tk_eq(k, tk_block_id_i64(k, 0), i64c(k, 0)));
+    tk_store(k, g->Z, ((tk_value *[]){g->b, g->h, row}), tk_mul(k, z, g->scale));
+    tk_if_end(k, 0, NULL, NULL);
+}
+
+/* For each owned slab j (features 16j..16j+15): S_j += φkᵀ[j] v and z1_j
+ * += Σ_tokens φkᵀ[j], their dtype copies to sS and sZ; next as
+ * state_init's init. (The last chunk's rows past T add φ of zero rows to
+ * z1, which no chunk reads.) */
+static void state_update(hh *g, tk_value *st, tk_value *const *cur, tk_value **next) {
+    tk_kernel *k = g->k;
+    tk_value *z = i64c(k, 0), *sv = tk_stage(k, g->sV, st);
+    for (int s = 0; s < g->slots; s++) {
+        tk_value *j16 = tk_mul(k, tk_add(k, i64c(k, (int64_t)s * g->W), g->w), i64c(k, 16));
+        tk_value *pk = lds(g, g->sPk, 16, g->C, TK_ROW, j16, z);
+        next[s] = times_v(g, pk, sv, z, g->C, cur[s]);
+        sts(g, g->sS, j16, z, next[s]);
+        if (!g->z) continue;
+        tk_value *sum = cur[g->slots + s];
+        for (int c = 0; c < g->C; c += 16) /* 16 columns at a time in f32 */
+            sum = tk_add(k, sum, tk_row_sum(k, tk_cvt(k, tk_slice(k, pk, 0, c, 16, 16), TK_F32)));
+        next[g->slots + s] = sum;
+        sts(g, g->sZ, j16, z, tk_add(k, tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)), sum));
+    }
+}
+
+/* The feature maps of the chunk's k then q, each rescaled after a barrier;
+ * q and k of chunk ch + 1 issued once every warp has read this chunk's.
+ * Two of the barriers (marked lanes) order a warp's stores before its own
+ * loads of them by other lanes, which the interpreter's race checker takes
+ * as ordered (docs/DESIGN.md): without them every test still passes; a
+ * warp-level sync would do, the API has none. The others it demands. */
+static void feature_maps(hh *g, tk_value *ch1) {
+    tk_kernel *k = g->k;
+    tk_value *fk = feature_map(g, g->sK, g->sWk, g->sBk, g->sPk);
+    tk_barrier(k); /* lanes: the rescale reads back φk's exps */
+    rescale(g, g->sPk, fk);
+    tk_value *fq = feature_map(g, g->sQ, g->sWq, g->sBq, g->sPq);
+    tk_barrier(k); /* φk final for every warp; every warp has read sQ, sK */
+    tk_if_begin(k, tk_lt(k, ch1, g->nch));
+    copy_qk(g, ch1);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+    rescale(g, g->sPq, fq);
+    tk_barrier(k); /* lanes: the scores read back φq */
+}
+
+static void build(hh *g) {
+    tk_kernel *k = g->k;
+    params(g);
+    setup(g);
+    tk_value *init[2 * MAX_SLOTS], *cur[2 * MAX_SLOTS], *next[2 * MAX_SLOTS];
+    tk_value *fin[2 * MAX_SLOTS];
+    int n = state_init(g, init);
+    tk_value *ch = tk_for_begin(k, i64c(k, 0), g->nch, i64c(k, 1), n, init, cur);
+    {
+        tk_value *st = arrive(g, ch);
+        feature_maps(g, tk_add(k, ch, i64c(k, 1)));
+        tk_value *z = NULL, *o = chunk_attend(g, st, &z);
+        write_out(g, tk_mul(k, ch, i64c(k, g->C)), o, z);
+        tk_barrier(k); /* every warp is done reading sS and sZ */
+        state_update(g, st, cur, next);
+    }
+    tk_for_end(k, n, next, fin);
+}
+
+/* ---- tk_hedgehog_build ------------------------------------------------------------ */
+static tk_status bad(tk_ctx *ctx, const char *fn, const char *what, int v, const char *want) {
+    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %d; %s", fn, what, v, want);
+}
+
+static tk_status check_flag(tk_ctx *ctx, const char *fn, const char *what, int v) {
+    return v == 0 || v == 1 ? TK_OK : bad(ctx, fn, what, v, "expected 0 or 1");
+}
+
+static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_hedgehog_config *c) {
+    tk_status s;
+    if (c->dtype != TK_BF16 && c->dtype != TK_F16)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
+                                tk_dtype_name(c->dtype));
+    if (c->head_dim != 64 && c->head_dim != 128)
+        return bad(ctx, fn, "head_dim", c->head_dim, "expected 64 or 128");
+    if ((s = check_flag(ctx, fn, "normalize", c->normalize)) ||
+        (s = check_flag(ctx, fn, "stats", c->stats)) || (s = check_flag(ctx, fn, "bias", c->bias)))
+        return s;
+    int vc = c->v_cols;
+    if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
+        return bad(ctx, fn, "v_cols", vc, "expected 0 or a multiple of 16 in 16 .. 128");
+    int w = c->warps;
+    if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
+        return bad(ctx, fn, "warps", w, "expected 0, 1, 2, 4 or 8");
+    tk_hedgehog_config r = tk_hedgehog_resolve(c);
+    size_t smem = tk_hedgehog_smem_bytes(&r);
+    if (smem > TK_HEDGEHOG_SMEM_MAX)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: head_dim %d, v_cols %d and warps %d need %zu bytes of shared "
+                                "memory; a block has at most %d: fewer v_cols or warps",
+                                fn, r.head_dim, r.v_cols, r.warps, smem, TK_HEDGEHOG_SMEM_MAX);
+    return TK_OK;
+}
+
+/* Registers a thread may use: what lets the blocks that fit in an H100's
+ * shared memory (228 KiB an SM, 1 KiB of it each block's) run together.
+ * Shared memory allows 2 blocks of 4 warps at D 64 and 1 at D 128, so this
+ * is 255 for every configuration today (ptxas sm_90a, the defaults: 232
+ * and 242 registers, no spills; tk/tk_kernels.h). */
+static int reg_cap(const tk_hedgehog_config *c) {
+    size_t per = tk_hedgehog_smem_bytes(c) + 1024;
+    int blocks = (int)((228 * 1024) / per), threads = 32 * c->warps;
+    int cap = blocks ? 65536 / (blocks * threads) / 8 * 8 : 255;
+    return cap > 255 ? 255 : cap;
+}
+
+tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kernel **out) {
+    const char *fn = "tk_hedgehog_build";
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!out || !cfg)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, out ? "cfg" : "out");
+    *out = NULL;
+    tk_status s = check_config(ctx, fn, cfg);
+    if (s) return s;
+    hh g = {.c = tk_hedgehog_resolve(cfg)};
+    g.dt = g.c.dtype, g.D = g.c.head_dim, g.F = 2 * g.D, g.W = g.c.warps, g.C = 16 * g.W;
+    g.V = g.c.v_cols, g.slots = g.F / 16 / g.W, g.z = g.c.normalize || g.c.stats;
+    char name[96];
+    snprintf(name, sizeof name, "tk_hedgehog_fwd_%s_d%d_v%d_w%d%s%s%s", tk_dtype_name(g.dt), g.D,
+             g.V, g.W, g.c.normalize ? "_norm" : "", g.c.stats ? "_stats" : "",
+             g.c.bias ? "_bias" : "");
+    if ((s = tk_kernel_create(ctx, name, g.W, &g.k))) return s;
+    tk_kernel_set_maxnreg(g.k, reg_cap(&g.c));
+    build(&g);
+    if ((s = tk_kernel_finish(g.k))) {
+        tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(g.k));
+        tk_kernel_destroy(g.k);
+        return s;
+    }
+    *out = g.k;
+    return TK_OK;
+}

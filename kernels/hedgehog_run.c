@@ -1,0 +1,286 @@
+/* tk_hedgehog_forward and tk_hedgehog_prepare (tk/tk_run.h): the
+ * parameters checked, the kernel of the specialization from the registry,
+ * one launch. The kernel: hedgehog.c. */
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hedgehog_parts.h"
+#include "hedgehog_run_parts.h"
+#include "jit/registry.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_run.h"
+
+/* Registry programs per resolved tk_hedgehog_config: every field a
+ * specialization. */
+typedef struct hedgehog_key {
+    int32_t dtype, head_dim, normalize, stats, bias, v_cols, warps;
+} hedgehog_key;
+
+static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
+    const hedgehog_key *a = key;
+    tk_hedgehog_config cfg = {.dtype = (tk_dtype)a->dtype,
+                              .head_dim = a->head_dim,
+                              .normalize = a->normalize,
+                              .stats = a->stats,
+                              .bias = a->bias,
+                              .v_cols = a->v_cols,
+                              .warps = a->warps};
+    return tk_hedgehog_build(ctx, &cfg, out);
+}
+
+static const tk_kernel_def hedgehog_def = {"tk_hedgehog", sizeof(hedgehog_key), build_key};
+
+static tk_status program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **prog,
+                         tk_prepare_info *info) {
+    hedgehog_key key;
+    memset(&key, 0, sizeof key);
+    key.dtype = c->dtype, key.head_dim = c->head_dim, key.normalize = c->normalize;
+    key.stats = c->stats, key.bias = c->bias, key.v_cols = c->v_cols, key.warps = c->warps;
+    return tk_registry_program(ctx, &hedgehog_def, &key, prog, info);
+}
+
+/* The end of the first layout: every field of today's struct is required. */
+#define PARAMS_MIN (offsetof(tk_hedgehog_params, warps) + sizeof(int32_t))
+/* Grid y is the heads and z the batch (each at most 65535); tokens are
+ * indexed in i64. */
+#define MAX_GRID   65535
+#define MAX_SEQ    ((int64_t)INT32_MAX)
+#define MAX_DV     256
+#define MAX_OFFSET ((int64_t)1 << 60)
+
+static tk_status check_size(tk_ctx *ctx, const char *fn, const char *name, int64_t v, int64_t max) {
+    if (v >= 1 && v <= max) return TK_OK;
+    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; expected 1 .. %lld", fn, name,
+                            (long long)v, (long long)max);
+}
+
+static tk_status check_flag(tk_ctx *ctx, const char *fn, const char *name, int32_t v) {
+    if (v == 0 || v == 1) return TK_OK;
+    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %d; expected 0 or 1", fn, name, v);
+}
+
+static tk_status check_scalar(tk_ctx *ctx, const char *fn, const char *name, float v) {
+    if (v >= 0.0f && !isinf(v)) return TK_OK;
+    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                            "%s: %s is %g; expected 0 (the default) or a finite value > 0", fn,
+                            name, (double)v);
+}
+
+/* Strides all 0 (dense), or >= 0 with the last one 1 (rank 4) and every
+ * element's offset below 2^60 (the kernel's i64 address math never wraps). */
+static tk_status check_strides(tk_ctx *ctx, const char *fn, const char *name, int rank,
+                               const int64_t *st, const int64_t *dims) {
+    bool dense = true;
+    for (int d = 0; d < rank; d++) dense = dense && !st[d];
+    if (dense) return TK_OK;
+    int64_t end = 0;
+    for (int d = 0; d < rank; d++) {
+        bool last = d == rank - 1;
+        if (st[d] < 0 || st[d] > MAX_OFFSET || (last && rank == 4 && st[d] != 1))
+            return tk_ctx_set_error(
+                ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is %lld; expected %s", fn, name, d,
+                (long long)st[d], last && rank == 4 ? "1 (the dim stride)" : "0 .. 2^60");
+        if (st[d] && dims[d] - 1 > (MAX_OFFSET - end) / st[d])
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                    "%s: %s_strides reach past 2^60 elements", fn, name);
+        end += (dims[d] - 1) * st[d];
+    }
+    return TK_OK;
+}
+
+/* Kind, flags, scalars, sizes, the kernel's shape. */
+static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
+    if (p->dtype != TK_BF16 && p->dtype != TK_F16)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
+                                tk_dtype_name(p->dtype));
+    if (p->head_dim != 64 && p->head_dim != 128)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: head_dim is %d; expected 64 or 128",
+                                fn, p->head_dim);
+    tk_status s;
+    if ((s = check_flag(ctx, fn, "normalize", p->normalize)) ||
+        (s = check_flag(ctx, fn, "per_head", p->per_head)) ||
+        (s = check_scalar(ctx, fn, "scale", p->scale)) ||
+        (s = check_scalar(ctx, fn, "eps", p->eps)))
+        return s;
+    int vc = p->v_cols, w = p->warps;
+    if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: v_cols is %d; expected 0 or a multiple of 16 in 16 .. 128", fn,
+                                vc);
+    if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: warps is %d; expected 0, 1, 2, 4 or 8", fn, w);
+    return TK_OK;
+}
+
+static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
+    tk_status s;
+    if ((s = check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
+        (s = check_size(ctx, fn, "heads", p->heads, MAX_GRID)) ||
+        (s = check_size(ctx, fn, "seq", p->seq, MAX_SEQ)) ||
+        (s = check_size(ctx, fn, "head_dim_v", p->head_dim_v, MAX_DV)))
+        return s;
+    if (p->head_dim_v % 8)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: head_dim_v is %lld; expected a multiple of 8 (16-byte rows)",
+                                fn, (long long)p->head_dim_v);
+    return TK_OK;
+}
+
+static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
+    const struct {
+        const char *name;
+        const void *ptr;
+    } need[] = {{"q", p->q}, {"k", p->k}, {"v", p->v}, {"o", p->o}, {"wq", p->wq}, {"wk", p->wk}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!need[i].ptr)
+            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, need[i].name);
+    if (!p->bq != !p->bk)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: %s is NULL and %s is not; give both biases or neither", fn,
+                                p->bq ? "bk" : "bq", p->bq ? "bq" : "bk");
+    return TK_OK;
+}
+
+static tk_status check_layouts(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
+    const int64_t dq[4] = {p->batch, p->heads, p->seq, p->head_dim};
+    const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    tk_status s;
+    if ((s = check_strides(ctx, fn, "q", 4, p->q_strides, dq)) ||
+        (s = check_strides(ctx, fn, "k", 4, p->k_strides, dq)) ||
+        (s = check_strides(ctx, fn, "v", 4, p->v_strides, dv)) ||
+        (s = check_strides(ctx, fn, "o", 4, p->o_strides, dv)))
+        return s;
+    if (p->z && (s = check_strides(ctx, fn, "z", 3, p->z_strides, dv))) return s;
+    return TK_OK;
+}
+
+/* ---- the configuration ------------------------------------------------------ */
+/* Shared memory a block may have on this context's GPU (Hopper's without
+ * one, as the tests' launches assume). */
+static size_t smem_of_gpu(tk_ctx *ctx) {
+    char arch[16];
+    tk_target_caps caps;
+    tk_registry_arch(ctx, arch, sizeof arch);
+    if (!arch[0] || tk_target_caps_get(NULL, arch, &caps) != TK_OK) return TK_HEDGEHOG_SMEM_MAX;
+    return caps.smem_per_block < TK_HEDGEHOG_SMEM_MAX ? caps.smem_per_block : TK_HEDGEHOG_SMEM_MAX;
+}
+
+tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t smem_max) {
+    tk_hedgehog_config c = {.dtype = p->dtype,
+                            .head_dim = p->head_dim,
+                            .normalize = p->normalize,
+                            .stats = p->z != NULL,
+                            .bias = p->bq != NULL,
+                            .v_cols = p->v_cols,
+                            .warps = p->warps};
+    tk_hedgehog_config r = tk_hedgehog_resolve(&c);
+    /* the library's choices shrink until the block fits: v_cols first (down
+     * to 16), then warps, whose slabs of the state then grow (8 a warp at 2
+     * warps and D 128: 32 bytes of spills on sm_80, 600 with 32 columns) */
+    while (tk_hedgehog_smem_bytes(&r) > smem_max) {
+        if (!p->v_cols && r.v_cols > 16)
+            r.v_cols /= 2;
+        else if (!p->warps && r.warps > 1)
+            r.warps /= 2;
+        else
+            break;
+    }
+    return r;
+}
+
+static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p,
+                              size_t smem_max) {
+    tk_status s;
+    if ((s = check_kind(ctx, fn, p)) || (s = check_sizes(ctx, fn, p)) ||
+        (s = check_pointers(ctx, fn, p)) || (s = check_layouts(ctx, fn, p)))
+        return s;
+    tk_hedgehog_config c = tk_hedgehog_config_of(p, smem_max);
+    size_t need = tk_hedgehog_smem_bytes(&c);
+    if (need > TK_HEDGEHOG_SMEM_MAX)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: head_dim %d, v_cols %d and warps %d need %zu bytes of shared "
+                                "memory; a block has at most %d: fewer v_cols or warps",
+                                fn, c.head_dim, c.v_cols, c.warps, need, TK_HEDGEHOG_SMEM_MAX);
+    if (need > smem_max)
+        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                "%s: head_dim %d, v_cols %d and warps %d need %zu bytes of shared "
+                                "memory; this GPU's blocks have %zu",
+                                fn, c.head_dim, c.v_cols, c.warps, need, smem_max);
+    return TK_OK;
+}
+
+/* ---- the launch -------------------------------------------------------------- */
+static tk_arg tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
+                     const int64_t *st) {
+    bool dense = true;
+    for (int d = 0; d < rank; d++) dense = dense && !st[d];
+    return dense ? tk_arg_tensor((void *)data, dt, rank, dims)
+                 : tk_arg_strided((void *)data, dt, rank, dims, st);
+}
+
+int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max,
+                             tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]) {
+    const int64_t D = p->head_dim, hw = p->per_head ? p->heads : 1;
+    const int64_t dq[4] = {p->batch, p->heads, p->seq, D};
+    const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    const int64_t dz[3] = {p->batch, p->heads, p->seq};
+    const int64_t dw[3] = {hw, D, D}, db[2] = {hw, D};
+    tk_hedgehog_launch *l = &out[0];
+    tk_arg *a = l->args;
+    int m = 0;
+    l->cfg = tk_hedgehog_config_of(p, smem_max);
+    a[m++] = tensor(p->q, p->dtype, 4, dq, p->q_strides);
+    a[m++] = tensor(p->k, p->dtype, 4, dq, p->k_strides);
+    a[m++] = tensor(p->v, p->dtype, 4, dv, p->v_strides);
+    a[m++] = tk_arg_tensor((void *)p->wq, p->dtype, 3, dw);
+    a[m++] = tk_arg_tensor((void *)p->wk, p->dtype, 3, dw);
+    if (p->bq) {
+        a[m++] = tk_arg_tensor((void *)p->bq, p->dtype, 2, db);
+        a[m++] = tk_arg_tensor((void *)p->bk, p->dtype, 2, db);
+    }
+    a[m++] = tensor(p->o, p->dtype, 4, dv, p->o_strides);
+    if (p->z) a[m++] = tensor(p->z, TK_F32, 3, dz, p->z_strides);
+    a[m++] = tk_arg_f32(p->scale != 0.0f ? p->scale : 1.0f);
+    a[m++] = tk_arg_f32(p->eps != 0.0f ? p->eps : 1e-6f);
+    l->n = m;
+    return 1;
+}
+
+static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *user,
+                             tk_hedgehog_params *p, size_t *smem_max) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, PARAMS_MIN);
+    if (s) return s;
+    *smem_max = smem_of_gpu(ctx);
+    return check_params(ctx, fn, p, *smem_max);
+}
+
+tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *user, tk_prepare_info *info) {
+    tk_hedgehog_params p;
+    size_t smem;
+    tk_status s = read_params(ctx, "tk_hedgehog_prepare", user, &p, &smem);
+    if (s) return s;
+    tk_hedgehog_config c = tk_hedgehog_config_of(&p, smem);
+    tk_program *prog;
+    return program(ctx, &c, &prog, info);
+}
+
+tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *user, void *stream) {
+    tk_hedgehog_params p;
+    size_t smem;
+    tk_status s = read_params(ctx, "tk_hedgehog_forward", user, &p, &smem);
+    if (s) return s;
+    tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
+    int n = tk_hedgehog_fwd_launches(&p, smem, l);
+    for (int i = 0; i < n && !s; i++) {
+        tk_program *prog;
+        if (!(s = program(ctx, &l[i].cfg, &prog, NULL)))
+            s = tk_launch(prog, l[i].n, l[i].args, stream);
+    }
+    return s;
+}
