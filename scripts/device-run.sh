@@ -242,10 +242,12 @@ if [[ $what == *zoo* ]]; then # issue 17: norm, rotary, Based (Hedgehog when it 
     CK_RUN_CASE=gpu ./build-device/test_$t >"$out/zoo_$t.log" 2>&1 || rc=1
     summary "$out/zoo_$t.log"
   done
-  for t in memcheck racecheck; do # the Based kernels, segments included
-    CK_FORK=no CK_RUN_CASE=gpu timeout 300 compute-sanitizer --tool $t --print-limit 20 \
-      ./build-device/test_based >"$out/zoo_san_$t.log" 2>&1 || rc=1
-    echo "  $t test_based: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks' "$out/zoo_san_$t.log" | tr '\n' ' ')"
+  for s in based hedgehog; do # the linear attentions (Based's segments included)
+    for t in memcheck racecheck; do
+      CK_FORK=no CK_RUN_CASE=gpu timeout 300 compute-sanitizer --tool $t --print-limit 20 \
+        ./build-device/test_$s >"$out/zoo_san_${s}_$t.log" 2>&1 || rc=1
+      echo "  $t test_$s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks' "$out/zoo_san_${s}_$t.log" | tr '\n' ' ')"
+    done
   done
   for b in norm rotary based hedgehog; do
     [[ -f bench/bench_$b.py ]] || continue
