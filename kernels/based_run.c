@@ -9,6 +9,7 @@
 
 #include "based_run_parts.h"
 #include "jit/registry.h"
+#include "run_checks.h"
 #include "tk/tk_run.h"
 
 /* Registry programs per tk_based_config: every field a specialization. */
@@ -43,45 +44,9 @@ static tk_status program(tk_ctx *ctx, const tk_based_config *c, tk_program **pro
 #define PARAMS_MIN (offsetof(tk_based_params, v_cols) + sizeof(int32_t))
 /* Grid y is the heads and z the batch (each at most 65535); tokens are
  * indexed in i64, chunk counts fit easily. */
-#define MAX_GRID   65535
-#define MAX_SEQ    ((int64_t)INT32_MAX)
-#define MAX_DV     256
-#define MAX_OFFSET ((int64_t)1 << 60)
-
-static tk_status check_size(tk_ctx *ctx, const char *fn, const char *name, int64_t v, int64_t max) {
-    if (v >= 1 && v <= max) return TK_OK;
-    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; expected 1 .. %lld", fn, name,
-                            (long long)v, (long long)max);
-}
-
-/* Strides all 0 (dense), or >= 0 with the last one 1 and every element's
- * offset below 2^60 (the kernel's i64 address math never wraps). */
-static tk_status check_strides(tk_ctx *ctx, const char *fn, const char *name, int rank,
-                               const int64_t *st, const int64_t *dims) {
-    bool dense = true;
-    for (int d = 0; d < rank; d++) dense = dense && !st[d];
-    if (dense) return TK_OK;
-    int64_t end = 0;
-    for (int d = 0; d < rank; d++) {
-        bool last = d == rank - 1;
-        if (st[d] < 0 || st[d] > MAX_OFFSET || (last && rank == 4 && st[d] != 1))
-            return tk_ctx_set_error(
-                ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is %lld; expected %s", fn, name, d,
-                (long long)st[d], last && rank == 4 ? "1 (the dim stride)" : "0 .. 2^60");
-        if (st[d] && dims[d] - 1 > (MAX_OFFSET - end) / st[d])
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s_strides reach past 2^60 elements", fn, name);
-        end += (dims[d] - 1) * st[d];
-    }
-    return TK_OK;
-}
-
-static tk_status check_scalar(tk_ctx *ctx, const char *fn, const char *name, float v) {
-    if (v >= 0.0f && !isinf(v)) return TK_OK;
-    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                            "%s: %s is %g; expected 0 (the default) or a finite value > 0", fn,
-                            name, (double)v);
-}
+#define MAX_GRID 65535
+#define MAX_SEQ  ((int64_t)INT32_MAX)
+#define MAX_DV   256
 
 /* ---- sequence segments ----------------------------------------------------
  * The library splits the sequence when the blocks of the value slices,
@@ -142,11 +107,12 @@ static tk_status check_common(tk_ctx *ctx, const char *fn, tk_dtype dt, int norm
                                 "%s: v_cols is %d; expected 0 or a multiple of 16 in 16 .. 128", fn,
                                 vc);
     tk_status s;
-    if ((s = check_scalar(ctx, fn, "scale", scale)) || (s = check_scalar(ctx, fn, "eps", eps)) ||
-        (s = check_size(ctx, fn, "batch", sz[0], MAX_GRID)) ||
-        (s = check_size(ctx, fn, "heads", sz[1], MAX_GRID)) ||
-        (s = check_size(ctx, fn, "seq", sz[2], MAX_SEQ)) ||
-        (s = check_size(ctx, fn, "head_dim_v", sz[3], MAX_DV)))
+    if ((s = tk_run_check_scalar(ctx, fn, "scale", scale)) ||
+        (s = tk_run_check_scalar(ctx, fn, "eps", eps)) ||
+        (s = tk_run_check_size(ctx, fn, "batch", sz[0], MAX_GRID)) ||
+        (s = tk_run_check_size(ctx, fn, "heads", sz[1], MAX_GRID)) ||
+        (s = tk_run_check_size(ctx, fn, "seq", sz[2], MAX_SEQ)) ||
+        (s = tk_run_check_size(ctx, fn, "head_dim_v", sz[3], MAX_DV)))
         return s;
     if (sz[3] % 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -169,7 +135,7 @@ static tk_status check_tensors(tk_ctx *ctx, const char *fn, const int64_t sz[4],
         if (!t[i].ptr)
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, t[i].name);
         const int64_t dims[4] = {sz[0], sz[1], sz[2], t[i].qk ? 16 : sz[3]};
-        tk_status s = check_strides(ctx, fn, t[i].name, 4, t[i].st, dims);
+        tk_status s = tk_run_check_strides(ctx, fn, t[i].name, 4, t[i].st, dims);
         if (s) return s;
     }
     return TK_OK;
@@ -196,7 +162,7 @@ static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_based_params
                              {"o", p->o, p->o_strides, 0}};
     if (s || (s = check_tensors(ctx, fn, sz, t, 4)) || (s = check_segments(ctx, fn, p->segments)))
         return s;
-    if (p->z && (s = check_strides(ctx, fn, "z", 3, p->z_strides, sz))) return s;
+    if (p->z && (s = tk_run_check_strides(ctx, fn, "z", 3, p->z_strides, sz))) return s;
     if (!p->workspace && p->segments > 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: segments is %d with no workspace; the segments' states need "
@@ -363,7 +329,7 @@ static tk_status check_bwd(tk_ctx *ctx, const char *fn, const tk_based_bwd_param
     if (p->normalize) {
         if (!p->z)
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: z is NULL (normalize)", fn);
-        if ((s = check_strides(ctx, fn, "z", 3, p->z_strides, sz))) return s;
+        if ((s = tk_run_check_strides(ctx, fn, "z", 3, p->z_strides, sz))) return s;
     }
     if (!need_ws) return TK_OK;
     size_t off[4], total;

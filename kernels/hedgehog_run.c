@@ -10,6 +10,7 @@
 #include "hedgehog_parts.h"
 #include "hedgehog_run_parts.h"
 #include "jit/registry.h"
+#include "run_checks.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_run.h"
 
@@ -46,49 +47,13 @@ static tk_status program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **
 #define PARAMS_MIN (offsetof(tk_hedgehog_params, warps) + sizeof(int32_t))
 /* Grid y is the heads and z the batch (each at most 65535); tokens are
  * indexed in i64. */
-#define MAX_GRID   65535
-#define MAX_SEQ    ((int64_t)INT32_MAX)
-#define MAX_DV     256
-#define MAX_OFFSET ((int64_t)1 << 60)
-
-static tk_status check_size(tk_ctx *ctx, const char *fn, const char *name, int64_t v, int64_t max) {
-    if (v >= 1 && v <= max) return TK_OK;
-    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; expected 1 .. %lld", fn, name,
-                            (long long)v, (long long)max);
-}
+#define MAX_GRID 65535
+#define MAX_SEQ  ((int64_t)INT32_MAX)
+#define MAX_DV   256
 
 static tk_status check_flag(tk_ctx *ctx, const char *fn, const char *name, int32_t v) {
     if (v == 0 || v == 1) return TK_OK;
     return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %d; expected 0 or 1", fn, name, v);
-}
-
-static tk_status check_scalar(tk_ctx *ctx, const char *fn, const char *name, float v) {
-    if (v >= 0.0f && !isinf(v)) return TK_OK;
-    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                            "%s: %s is %g; expected 0 (the default) or a finite value > 0", fn,
-                            name, (double)v);
-}
-
-/* Strides all 0 (dense), or >= 0 with the last one 1 (rank 4) and every
- * element's offset below 2^60 (the kernel's i64 address math never wraps). */
-static tk_status check_strides(tk_ctx *ctx, const char *fn, const char *name, int rank,
-                               const int64_t *st, const int64_t *dims) {
-    bool dense = true;
-    for (int d = 0; d < rank; d++) dense = dense && !st[d];
-    if (dense) return TK_OK;
-    int64_t end = 0;
-    for (int d = 0; d < rank; d++) {
-        bool last = d == rank - 1;
-        if (st[d] < 0 || st[d] > MAX_OFFSET || (last && rank == 4 && st[d] != 1))
-            return tk_ctx_set_error(
-                ctx, TK_ERR_INVALID_ARG, "%s: %s_strides[%d] is %lld; expected %s", fn, name, d,
-                (long long)st[d], last && rank == 4 ? "1 (the dim stride)" : "0 .. 2^60");
-        if (st[d] && dims[d] - 1 > (MAX_OFFSET - end) / st[d])
-            return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                    "%s: %s_strides reach past 2^60 elements", fn, name);
-        end += (dims[d] - 1) * st[d];
-    }
-    return TK_OK;
 }
 
 /* Kind, flags, scalars, sizes, the kernel's shape. */
@@ -103,8 +68,8 @@ static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_hedgehog_param
     tk_status s;
     if ((s = check_flag(ctx, fn, "normalize", p->normalize)) ||
         (s = check_flag(ctx, fn, "per_head", p->per_head)) ||
-        (s = check_scalar(ctx, fn, "scale", p->scale)) ||
-        (s = check_scalar(ctx, fn, "eps", p->eps)))
+        (s = tk_run_check_scalar(ctx, fn, "scale", p->scale)) ||
+        (s = tk_run_check_scalar(ctx, fn, "eps", p->eps)))
         return s;
     int vc = p->v_cols, w = p->warps;
     if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
@@ -119,10 +84,10 @@ static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_hedgehog_param
 
 static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
     tk_status s;
-    if ((s = check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
-        (s = check_size(ctx, fn, "heads", p->heads, MAX_GRID)) ||
-        (s = check_size(ctx, fn, "seq", p->seq, MAX_SEQ)) ||
-        (s = check_size(ctx, fn, "head_dim_v", p->head_dim_v, MAX_DV)))
+    if ((s = tk_run_check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
+        (s = tk_run_check_size(ctx, fn, "heads", p->heads, MAX_GRID)) ||
+        (s = tk_run_check_size(ctx, fn, "seq", p->seq, MAX_SEQ)) ||
+        (s = tk_run_check_size(ctx, fn, "head_dim_v", p->head_dim_v, MAX_DV)))
         return s;
     if (p->head_dim_v % 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -150,12 +115,12 @@ static tk_status check_layouts(tk_ctx *ctx, const char *fn, const tk_hedgehog_pa
     const int64_t dq[4] = {p->batch, p->heads, p->seq, p->head_dim};
     const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
     tk_status s;
-    if ((s = check_strides(ctx, fn, "q", 4, p->q_strides, dq)) ||
-        (s = check_strides(ctx, fn, "k", 4, p->k_strides, dq)) ||
-        (s = check_strides(ctx, fn, "v", 4, p->v_strides, dv)) ||
-        (s = check_strides(ctx, fn, "o", 4, p->o_strides, dv)))
+    if ((s = tk_run_check_strides(ctx, fn, "q", 4, p->q_strides, dq)) ||
+        (s = tk_run_check_strides(ctx, fn, "k", 4, p->k_strides, dq)) ||
+        (s = tk_run_check_strides(ctx, fn, "v", 4, p->v_strides, dv)) ||
+        (s = tk_run_check_strides(ctx, fn, "o", 4, p->o_strides, dv)))
         return s;
-    if (p->z && (s = check_strides(ctx, fn, "z", 3, p->z_strides, dv))) return s;
+    if (p->z && (s = tk_run_check_strides(ctx, fn, "z", 3, p->z_strides, dv))) return s;
     return TK_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "jit/registry.h"
+#include "run_checks.h"
 #include "rotary_parts.h"
 #include "tk/tk_run.h"
 
@@ -79,12 +80,6 @@ static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_rotary_params 
     return TK_OK;
 }
 
-static tk_status check_size(tk_ctx *ctx, const char *fn, const char *name, int64_t v, int64_t max) {
-    if (v >= 1 && v <= max) return TK_OK;
-    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; expected 1 .. %lld", fn, name,
-                            (long long)v, (long long)max);
-}
-
 /* A [B, H, N, D] tensor's strides: all 0 (dense), or >= 0 with the dim
  * stride >= 1 and every element's offset below 2^60 (the kernel's i64
  * address math never wraps). */
@@ -118,7 +113,7 @@ static tk_status check_tensor(tk_ctx *ctx, const char *fn, const tk_rotary_param
     int64_t h = is_k ? p->heads_k : p->heads_q;
     if (!in) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, n);
     if (!out) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, no);
-    tk_status s = check_size(ctx, fn, is_k ? "heads_k" : "heads_q", h, MAX_GRID);
+    tk_status s = tk_run_check_size(ctx, fn, is_k ? "heads_k" : "heads_q", h, MAX_GRID);
     const int64_t dims[4] = {p->batch, h, p->seq, p->head_dim};
     if (s || (s = check_strides(ctx, fn, n, si, dims)) ||
         (s = check_strides(ctx, fn, no, so, dims)))
@@ -160,8 +155,9 @@ static tk_status check_angles(tk_ctx *ctx, const char *fn, const tk_rotary_param
 
 static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_rotary_params *p) {
     tk_status s = check_kind(ctx, fn, p);
-    if (s || (s = check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
-        (s = check_size(ctx, fn, "seq", p->seq, MAX_SEQ)) || (s = check_tensor(ctx, fn, p, false)))
+    if (s || (s = tk_run_check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
+        (s = tk_run_check_size(ctx, fn, "seq", p->seq, MAX_SEQ)) ||
+        (s = check_tensor(ctx, fn, p, false)))
         return s;
     if (p->k && (s = check_tensor(ctx, fn, p, true))) return s;
     if (!p->k && p->k_out)
