@@ -19,16 +19,13 @@ Environment: BASED_SHAPES=B:H:T,... replaces the timed shapes; BASED_CHECK_ONLY=
 BASED_VCOLS=32,64 also times the forward at those v_cols (printed per shape, not tabled);
 BASED_PROFILE=1 prints each kernel's time in a forward + backward call per shape.
 Usage (GPU machine): python3 bench/bench_based.py build-device"""
-import glob
 import os
 import sys
-import tempfile
-import zipfile
 
 import torch
 from triton.testing import do_bench
 
-from bench_util import profile, rel
+from bench_util import import_fla, profile, rel
 from tk_ctypes import TK
 
 BF, F16 = torch.bfloat16, torch.float16
@@ -65,42 +62,11 @@ FLA_CHECK = (2, 8, 1023, 64)  # fla against the reference, for information
 
 
 def load_fla():
-    """fla's (fused_chunk_based, parallel_based) from the wheels beside this script, or None."""
-    wheels = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wheels")
-    fla_whl = glob.glob(os.path.join(wheels, "fla_core-*.whl"))
-    sys.path[:0] = fla_whl + glob.glob(os.path.join(wheels, "einops-*.whl"))
-    try:
-        import einops  # noqa: F401
-    except ImportError:
-        print("fla: einops is not importable (pip install einops, or its wheel in bench/wheels):"
-              " the fla columns are skipped", flush=True)
-        return None
-    try:  # fla.utils imports packaging; pip carries a copy where it is not installed itself
-        import packaging.version  # noqa: F401
-    except ImportError:
-        try:
-            from pip._vendor import packaging
-            from pip._vendor.packaging import version
-            sys.modules["packaging"], sys.modules["packaging.version"] = packaging, version
-        except ImportError:
-            pass  # the fla import below says what is missing
-    for unpack in (False, True):
-        if unpack:  # a module that reads files beside it fails in a zip: retry from a folder
-            for m in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
-                del sys.modules[m]
-            d = tempfile.mkdtemp(prefix="fla-")
-            zipfile.ZipFile(fla_whl[0]).extractall(d)
-            sys.path.insert(0, d)
-        try:
-            from fla.ops.based import fused_chunk_based, parallel_based
-            return fused_chunk_based, parallel_based
-        except Exception as e:  # noqa: BLE001 (any failure only drops the fla columns)
-            print(f"fla: not importable{' unpacked' if unpack else ''} ({type(e).__name__}: "
-                  f"{e}){'' if unpack or not fla_whl else ': unpacking the wheel'}", flush=True)
-            if not fla_whl:
-                break
-    print("fla: the fla columns are skipped", flush=True)
-    return None
+    """fla's (fused_chunk_based, parallel_based), or None."""
+    def load():
+        from fla.ops.based import fused_chunk_based, parallel_based
+        return fused_chunk_based, parallel_based
+    return import_fla(load)
 
 
 def inputs(B, H, T, Dv, dt, bthd):

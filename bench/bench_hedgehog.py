@@ -21,16 +21,13 @@ Environment: HEDGEHOG_SHAPES=B:H:T:D,... replaces the timed shapes (Dv = D);
 HEDGEHOG_CHECK_ONLY=1 skips timing; HEDGEHOG_VCOLS=16,64 also times ours at those v_cols
 (printed per shape, not tabled).
 Usage (GPU machine): python3 bench/bench_hedgehog.py build-device"""
-import glob
 import os
 import sys
-import tempfile
-import zipfile
 
 import torch
 from triton.testing import do_bench
 
-from bench_util import rel
+from bench_util import import_fla, rel
 from tk_ctypes import TK
 
 BF, F16 = torch.bfloat16, torch.float16
@@ -60,42 +57,11 @@ FLA_CHECK = (2, 8, 1023, 128)  # fla against the reference, for information
 
 
 def load_fla():
-    """fla's (feature map class, chunk_linear_attn, fused_chunk_linear_attn or None) from the
-    wheels beside this script, or None. The feature map class is fla's HedgehogFeatureMap, or
-    the same computation written here where that module does not import."""
-    wheels = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wheels")
-    fla_whl = glob.glob(os.path.join(wheels, "fla_core-*.whl"))
-    sys.path[:0] = fla_whl + glob.glob(os.path.join(wheels, "einops-*.whl"))
-    try:
-        import einops  # noqa: F401
-    except ImportError:
-        print("fla: einops is not importable (pip install einops, or its wheel in bench/wheels):"
-              " the fla columns are skipped", flush=True)
-        return None
-    try:  # fla.utils imports packaging; pip carries a copy where it is not installed itself
-        import packaging.version  # noqa: F401
-    except ImportError:
-        try:
-            from pip._vendor import packaging
-            from pip._vendor.packaging import version
-            sys.modules["packaging"], sys.modules["packaging.version"] = packaging, version
-        except ImportError:
-            pass  # the fla import below says what is missing
-    for unpack in (False, True):
-        if unpack:  # a module that reads files beside it fails in a zip: retry from a folder
-            for m in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
-                del sys.modules[m]
-            d = tempfile.mkdtemp(prefix="fla-")
-            zipfile.ZipFile(fla_whl[0]).extractall(d)
-            sys.path.insert(0, d)
-        try:
-            from fla.ops.linear_attn import chunk_linear_attn
-        except Exception as e:  # noqa: BLE001 (any failure only drops the fla columns)
-            print(f"fla: not importable{' unpacked' if unpack else ''} ({type(e).__name__}: "
-                  f"{e}){'' if unpack or not fla_whl else ': unpacking the wheel'}", flush=True)
-            if not fla_whl:
-                break
-            continue
+    """fla's (feature map class, chunk_linear_attn, fused_chunk_linear_attn or None), or
+    None. The feature map class is fla's HedgehogFeatureMap, or the same computation
+    written here where that module does not import."""
+    def load():
+        from fla.ops.linear_attn import chunk_linear_attn
         try:
             from fla.ops.linear_attn import fused_chunk_linear_attn
         except Exception:  # noqa: BLE001
@@ -108,8 +74,7 @@ def load_fla():
                   "computation in torch stands in for it", flush=True)
             fmap = FeatureMap
         return fmap, chunk_linear_attn, fused_chunk_linear_attn
-    print("fla: the fla columns are skipped", flush=True)
-    return None
+    return import_fla(load)
 
 
 class FeatureMap(torch.nn.Module):

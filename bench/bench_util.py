@@ -1,7 +1,14 @@
 """What the benchmarks share: the attention shapes and torch SDPA on one chosen backend
 (bench_attention.py, bench_attention_bwd.py); the relative error and the bandwidth table of
 the memory-bound kernels (bench_norm.py, bench_rotary.py); each kernel's time in a call from
-the profiler's timeline (bench_decode.py, bench_based.py)."""
+the profiler's timeline (bench_decode.py, bench_based.py); flash-linear-attention from the
+wheels in bench/wheels (bench_based.py, bench_hedgehog.py)."""
+import glob
+import os
+import sys
+import tempfile
+import zipfile
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
@@ -77,3 +84,47 @@ def profile(label, fn, calls=30):
             names.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
     print(f"profile {label}: span {med(spans):.1f} us over {len(spans)} calls;", "; ".join(
         f"{n[:60]} {med(v):.1f} us" for n, v in names.items()), flush=True)
+
+
+def import_fla(load):
+    """load()'s result, where load imports what it needs from fla (flash-linear-attention)
+    and returns it, or None with a line saying why. fla and einops come from the wheels in
+    bench/wheels (pip download --no-deps fla-core flash-linear-attention einops): first as
+    zip imports, then, since a module that reads files beside it fails in a zip, from the
+    wheels unpacked into one folder (fla-core's ops and flash-linear-attention's modules)."""
+    wheels = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wheels")
+    fla_whl = sorted(glob.glob(os.path.join(wheels, "fla_core-*.whl")) +
+                     glob.glob(os.path.join(wheels, "flash_linear_attention-*.whl")))
+    sys.path[:0] = fla_whl[:1] + glob.glob(os.path.join(wheels, "einops-*.whl"))
+    try:
+        import einops  # noqa: F401
+    except ImportError:
+        print("fla: einops is not importable (pip install einops, or its wheel in bench/wheels):"
+              " the fla columns are skipped", flush=True)
+        return None
+    try:  # fla.utils imports packaging; pip carries a copy where it is not installed itself
+        import packaging.version  # noqa: F401
+    except ImportError:
+        try:
+            from pip._vendor import packaging
+            from pip._vendor.packaging import version
+            sys.modules["packaging"], sys.modules["packaging.version"] = packaging, version
+        except ImportError:
+            pass  # the fla import below says what is missing
+    for unpack in (False, True):
+        if unpack:
+            for m in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
+                del sys.modules[m]
+            d = tempfile.mkdtemp(prefix="fla-")
+            for w in fla_whl:
+                zipfile.ZipFile(w).extractall(d)
+            sys.path.insert(0, d)
+        try:
+            return load()
+        except Exception as e:  # noqa: BLE001 (any failure only drops the fla columns)
+            print(f"fla: not importable{' unpacked' if unpack else ''} ({type(e).__name__}: "
+                  f"{e}){'' if unpack or not fla_whl else ': unpacking the wheels'}", flush=True)
+            if not fla_whl:
+                break
+    print("fla: the fla columns are skipped", flush=True)
+    return None
