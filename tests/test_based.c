@@ -310,6 +310,23 @@ START_TEST(bad_params) {
     }
     ck_assert_int_eq(tk_based_forward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_based_forward(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
+    /* the forward's workspace: none for one chunk, some for a long
+     * sequence of few heads (the library's segments), none for segments 1 */
+    size_t bytes = 1;
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "bytes is NULL"));
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, &ok, &bytes), TK_OK);
+    ck_assert_uint_eq(bytes, 0);
+    tk_based_params ws = ok;
+    ws.batch = 1, ws.heads = 1, ws.seq = 100000;
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, &ws, &bytes), TK_OK);
+    ck_assert_uint_gt(bytes, 0);
+    ws.segments = 1;
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, &ws, &bytes), TK_OK);
+    ck_assert_uint_eq(bytes, 0);
+    ws.segments = -3;
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, &ws, &bytes), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "segments is -3"));
     tk_based_params p = ok;
     p.seq = -4;
     ck_assert_int_eq(tk_based_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
