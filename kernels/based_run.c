@@ -146,14 +146,19 @@ static int64_t fwd_v_cols(const tk_based_params *p) {
     return p->v_cols ? p->v_cols : TK_BASED_V_COLS;
 }
 
-/* The forward's segments: none without a workspace. */
-static seg_plan fwd_plan(const tk_based_params *p, int sms) {
+/* The forward's segments given a workspace (what it would need). */
+static seg_plan fwd_split(const tk_based_params *p, int sms) {
     const int64_t sz[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
-    if (!p->workspace) return (seg_plan){.L = 0, .ns = 1};
     return plan_segments(sz, fwd_v_cols(p), p->segments, sms);
 }
 
-static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_based_params *p, int sms) {
+/* The forward's segments: none without a workspace. */
+static seg_plan fwd_plan(const tk_based_params *p, int sms) {
+    return p->workspace ? fwd_split(p, sms) : (seg_plan){.L = 0, .ns = 1};
+}
+
+/* Everything but the workspace's size. */
+static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_based_params *p) {
     const int64_t sz[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
     tk_status s = check_common(ctx, fn, p->dtype, p->normalize, p->v_cols, p->scale, p->eps, sz);
     const tensor_ref t[4] = {{"q", p->q, p->q_strides, 1},
@@ -163,6 +168,10 @@ static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_based_params
     if (s || (s = check_tensors(ctx, fn, sz, t, 4)) || (s = check_segments(ctx, fn, p->segments)))
         return s;
     if (p->z && (s = tk_run_check_strides(ctx, fn, "z", 3, p->z_strides, sz))) return s;
+    return TK_OK;
+}
+
+static tk_status check_workspace(tk_ctx *ctx, const char *fn, const tk_based_params *p, int sms) {
     if (!p->workspace && p->segments > 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: segments is %d with no workspace; the segments' states need "
@@ -238,7 +247,8 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_based_params 
                              tk_based_params *p, int sms) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, PARAMS_MIN);
-    return s ? s : check_params(ctx, fn, p, sms);
+    if (!s) s = check_params(ctx, fn, p);
+    return s ? s : check_workspace(ctx, fn, p, sms);
 }
 
 /* The programs of launches l (info: the slowest to ready). */
@@ -269,11 +279,8 @@ tk_status tk_based_forward_workspace(tk_ctx *ctx, const tk_based_params *user, s
     tk_status s = tk_params_read(ctx, fn, user, &p, sizeof p, PARAMS_MIN);
     if (s) return s;
     if (!bytes) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
-    int sms = sm_count(ctx);
-    p.workspace = (void *)user; /* any non-NULL: the size a workspace would need */
-    p.workspace_bytes = SIZE_MAX;
-    if ((s = check_params(ctx, fn, &p, sms))) return s;
-    *bytes = fwd_plan(&p, sms).bytes;
+    if ((s = check_params(ctx, fn, &p))) return s; /* p.workspace unread */
+    *bytes = fwd_split(&p, sm_count(ctx)).bytes;
     return TK_OK;
 }
 
