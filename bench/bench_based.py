@@ -23,9 +23,8 @@ import os
 import sys
 
 import torch
-from triton.testing import do_bench
 
-from bench_util import import_fla, profile, rel
+from bench_util import env_shapes, import_fla, median_us, profile, rel
 from tk_ctypes import TK
 
 BF, F16 = torch.bfloat16, torch.float16
@@ -174,12 +173,6 @@ def fla_check(tk, stream, fla):
           ", ".join(f"{n} {e:.1e}" for n, e in errs.items()), flush=True)
 
 
-def bench(fn):
-    fn()
-    torch.cuda.synchronize()  # JIT or Triton compile outside the timing
-    return do_bench(fn, return_mode="median") * 1e3
-
-
 def timed(tk, stream, fla, B, H, T, Dv=64):
     """Microseconds: ours on [B, T, H, D] (the library's segments, and one); fla's fused_chunk and
     parallel."""
@@ -189,13 +182,13 @@ def timed(tk, stream, fla, B, H, T, Dv=64):
     qs, ks, vs = (x.contiguous().transpose(1, 2) for x in (qt, kt, vt))
     os_ = torch.empty_like(vs)  # kept: p holds only its address
     p_bthd, p_one = tk.based_params(qs, ks, vs, os_), tk.based_params(qs, ks, vs, os_, segments=1)
-    us = {"bthd": bench(lambda: tk.based_forward(p_bthd, stream)),
-          "one": bench(lambda: tk.based_forward(p_one, stream))}
+    us = {"bthd": median_us(lambda: tk.based_forward(p_bthd, stream)),
+          "one": median_us(lambda: tk.based_forward(p_one, stream))}
     for vc in [int(x) for x in os.environ.get("BASED_VCOLS", "").split(",") if x]:
         p_vc = tk.based_params(qs, ks, vs, os_, v_cols=vc)  # a sweep: printed, not tabled
-        us[f"vc{vc}"] = bench(lambda: tk.based_forward(p_vc, stream))
+        us[f"vc{vc}"] = median_us(lambda: tk.based_forward(p_vc, stream))
     for name, f in zip(("chunk", "parallel"), fla or ()):
-        us[name] = bench(lambda: f(qt, kt, vt, scale=None, use_norm=True))
+        us[name] = median_us(lambda: f(qt, kt, vt, scale=None, use_norm=True))
     return us
 
 
@@ -214,15 +207,15 @@ def timed_bwd(tk, stream, fla, B, H, T, Dv=64):
     def both():
         tk.based_forward(pf, stream)
         tk.based_backward(pb, stream)
-    us = {"bwd": bench(lambda: tk.based_backward(pb, stream)), "fwdbwd": bench(both),
-          "bwd1": bench(lambda: tk.based_backward(pb1, stream))}
+    us = {"bwd": median_us(lambda: tk.based_backward(pb, stream)), "fwdbwd": median_us(both),
+          "bwd1": median_us(lambda: tk.based_backward(pb1, stream))}
     qt, kt, vt, dt = (x.transpose(1, 2).detach() for x in (q, k, v, dout))
     qt, kt, vt = (x.requires_grad_() for x in (qt, kt, vt))
     for name, f in zip(("chunk", "parallel"), fla or ()):
         out = f(qt, kt, vt, scale=None, use_norm=True)
-        us[name + " bwd"] = bench(lambda: torch.autograd.grad(out, (qt, kt, vt), dt,
+        us[name + " bwd"] = median_us(lambda: torch.autograd.grad(out, (qt, kt, vt), dt,
                                                               retain_graph=True))
-        us[name + " fwdbwd"] = bench(lambda: torch.autograd.grad(
+        us[name + " fwdbwd"] = median_us(lambda: torch.autograd.grad(
             f(qt, kt, vt, scale=None, use_norm=True), (qt, kt, vt), dt))
     return us
 
@@ -254,9 +247,7 @@ def main():
     fla = load_fla()
     if fla:
         fla_check(tk, stream, fla)
-    env = os.environ.get("BASED_SHAPES")
-    shapes = ([tuple(int(x) for x in s.split(":")) for s in env.split(",")] if env
-              else TIME_SHAPES)
+    shapes = env_shapes("BASED_SHAPES", TIME_SHAPES)
     rows = []
     for B, H, T in shapes:
         us = timed(tk, stream, fla, B, H, T)

@@ -25,9 +25,8 @@ import os
 import sys
 
 import torch
-from triton.testing import do_bench
 
-from bench_util import import_fla, rel
+from bench_util import env_shapes, import_fla, median_us, rel
 from tk_ctypes import TK
 
 BF, F16 = torch.bfloat16, torch.float16
@@ -213,12 +212,6 @@ def fla_check(tk, stream, fla):
           "bf16): " + ", ".join(f"{n} {e:.1e}" for n, e in errs.items()), flush=True)
 
 
-def bench(fn):
-    fn()
-    torch.cuda.synchronize()  # JIT or Triton compile outside the timing
-    return do_bench(fn, return_mode="median") * 1e3
-
-
 def timed(tk, stream, fla, B, H, T, D):
     """Microseconds (bf16, normalized, bias, Dv = D): ours on [B, T, H, D] memory; fla's feature
     maps alone, and followed by chunk_linear_attn and fused_chunk_linear_attn."""
@@ -226,18 +219,18 @@ def timed(tk, stream, fla, B, H, T, D):
     wq, wk, bq, bk = weights(D, H, BF, 1, 0)
     o = torch.empty_like(v)  # kept: p holds only its address
     p = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk)
-    us = {"tk": bench(lambda: tk.hedgehog_forward(p, stream))}
+    us = {"tk": median_us(lambda: tk.hedgehog_forward(p, stream))}
     for vc in [int(x) for x in os.environ.get("HEDGEHOG_VCOLS", "").split(",") if x]:
         p_vc = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk, v_cols=vc)  # printed, not tabled
-        us[f"vc{vc}"] = bench(lambda: tk.hedgehog_forward(p_vc, stream))
+        us[f"vc{vc}"] = median_us(lambda: tk.hedgehog_forward(p_vc, stream))
     if fla:
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # contiguous [B, T, H, D]
         maps = fla_maps(fla, D, wq, wk, bq, bk)
         with torch.no_grad():
-            us["fmap"] = bench(lambda: (maps[0](qt), maps[1](kt)))
+            us["fmap"] = median_us(lambda: (maps[0](qt), maps[1](kt)))
             for name, f in zip(("chunk", "fused"), fla[1:]):
                 if f is not None:
-                    us[name] = bench(lambda: fla_forward(fla, maps, f, qt, kt, vt))
+                    us[name] = median_us(lambda: fla_forward(fla, maps, f, qt, kt, vt))
     return us
 
 
@@ -252,9 +245,7 @@ def main():
     fla = load_fla()
     if fla:
         fla_check(tk, stream, fla)
-    env = os.environ.get("HEDGEHOG_SHAPES")
-    shapes = ([tuple(int(x) for x in s.split(":")) for s in env.split(",")] if env
-              else TIME_SHAPES)
+    shapes = env_shapes("HEDGEHOG_SHAPES", TIME_SHAPES)
     rows = []
     for B, H, T, D in shapes:
         us = timed(tk, stream, fla, B, H, T, D)

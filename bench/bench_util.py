@@ -128,3 +128,18 @@ def import_fla(load):
                 break
     print("fla: the fla columns are skipped", flush=True)
     return None
+
+
+def median_us(fn):
+    """fn's median time in µs (triton do_bench, L2 flushed), after one call outside the
+    timing (a JIT or Triton compile)."""
+    from triton.testing import do_bench
+    fn()
+    torch.cuda.synchronize()
+    return do_bench(fn, return_mode="median") * 1e3
+
+
+def env_shapes(var, default):
+    """Shapes from the environment variable var ("a:b:c,a:b:c"), else default."""
+    env = os.environ.get(var)
+    return [tuple(int(x) for x in s.split(":")) for s in env.split(",")] if env else default
