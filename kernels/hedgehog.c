@@ -40,7 +40,6 @@
 #include "hedgehog_parts.h"
 
 #define MAX_SLOTS 16 /* F / 16 slabs over 1 warp                         */
-#define KC        64 /* W's columns an mma of the feature map takes     */
 #define KB        64 /* keys an intra-chunk score tile takes             */
 
 typedef struct hh {
@@ -61,17 +60,21 @@ typedef struct hh {
 } hh;
 
 static tk_value *i64c(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
-static tk_value *f32c(tk_kernel *k, float v) { return tk_const_f32(k, v); }
 static tk_type tile(tk_dtype dt, int rows, int cols, tk_layout l) {
     return tk_tile_type(dt, rows, cols, TK_WARP, l);
 }
 /* A rows x cols tile of shared tile s at (r, c), in g's dtype. */
+static tk_hh_fm fm_of(const hh *g) {
+    return (tk_hh_fm){g->k, g->dt, g->D, g->w, g->r0, g->np, g->h};
+}
 static tk_value *lds(hh *g, tk_value *s, int rows, int cols, tk_layout l, tk_value *r,
                      tk_value *c) {
-    return tk_load(g->k, tile(g->dt, rows, cols, l), s, ((tk_value *[]){r, c}), 0.0f);
+    tk_hh_fm fm = fm_of(g);
+    return tk_hh_lds(&fm, s, rows, cols, l, r, c);
 }
 static void sts(hh *g, tk_value *s, tk_value *r, tk_value *c, tk_value *x) {
-    tk_store(g->k, s, ((tk_value *[]){r, c}), tk_cvt(g->k, x, g->dt));
+    tk_hh_fm fm = fm_of(g);
+    tk_hh_sts(&fm, s, r, c, x);
 }
 
 /* ---- the configuration ---------------------------------------------------- */
@@ -136,21 +139,6 @@ static void copy_weights(hh *g) {
                       TK_COPY_ASYNC);
 }
 
-/* sb [D, 16] = b (from B) in every column, by warp `wi`: the feature map
- * works on yᵀ, whose rows are features, and adds a tile of it. (Once, at
- * the start: the first chunk's barrier orders it before every use.) */
-static void bias_cols(hh *g, tk_value *B, tk_value *sb, int wi) {
-    tk_kernel *k = g->k;
-    tk_type vt = tk_vec_type(g->dt, 16, TK_PER_ROW, TK_WARP, TK_ROW);
-    tk_value *hb = head_of(g, B);
-    tk_if_begin(k, tk_eq(k, g->w, i64c(k, wi)));
-    for (int f = 0; f < g->D; f += 16) {
-        tk_value *b = tk_cvt(k, tk_load(k, vt, B, ((tk_value *[]){hb, i64c(k, f)}), 0.0f), TK_F32);
-        sts(g, sb, i64c(k, f), i64c(k, 0), tk_add(k, tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)), b));
-    }
-    tk_if_end(k, 0, NULL, NULL);
-}
-
 static void shared_tiles(hh *g) {
     tk_kernel *k = g->k;
     tk_dtype dt = g->dt;
@@ -194,8 +182,9 @@ static void setup(hh *g) {
     copy_v(g, i64c(k, 0), i64c(k, 0));
     tk_async_commit(k);
     if (!g->c.bias) return;
-    bias_cols(g, g->Bq, g->sBq, 0);
-    bias_cols(g, g->Bk, g->sBk, 1 % g->W);
+    tk_hh_fm fm = fm_of(g);
+    tk_hh_bias_cols(&fm, g->Bq, g->sBq, 0);
+    tk_hh_bias_cols(&fm, g->Bk, g->sBk, 1 % g->W);
 }
 
 /* The state's first values (zeros): init[s] slab slot s, init[slots + s]
@@ -227,82 +216,6 @@ static tk_value *arrive(hh *g, tk_value *ch) {
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
     return st;
-}
-
-/* ---- the feature map ---------------------------------------------------------- */
-/* The pieces (16 output features) go through runtime loops, not unrolled
- * ones: unrolled, each piece's shared-memory accesses get addresses of
- * their own that the compiler hoists out of the chunk loop, and at D 128
- * those alone spill (ptxas, sm_90a: 248 against 163 registers for the
- * feature map of k). */
-
-/* An f32 [16, 16] tile whose element (i, j) is i. */
-static tk_value *row_index(hh *g) {
-    return tk_iota(g->k, tile(TK_F32, 16, 16, TK_ROW), TK_PER_ROW);
-}
-
-/* y·2·log2(e) of the piece at feature row p16 for this warp's 16 tokens
- * x, transposed: [16 features, 16 tokens] (W's rows are the mma's A), so
- * that exp2 of it less the max is exp(2y - max). */
-static tk_value *piece_logits(hh *g, tk_value *x, tk_value *sw, tk_value *sbt, tk_value *p16) {
-    tk_kernel *k = g->k;
-    int P = g->D < KC ? g->D : KC;
-    tk_value *y = NULL;
-    for (int c = 0; c < g->D; c += P)
-        y = tk_mma(k, TK_MMA_ABT, lds(g, sw, 16, P, TK_ROW, p16, i64c(k, c)),
-                   tk_slice(k, x, 0, c, 16, P), y);
-    if (sbt) y = tk_add(k, y, tk_cvt(k, lds(g, sbt, 16, 16, TK_ROW, p16, i64c(k, 0)), TK_F32));
-    return tk_mul(k, y, f32c(k, (float)(2.0 * M_LOG2E)));
-}
-
-/* This warp's tokens of sx through the feature map, unnormalized: piece
- * p's exps relative to the running max after it, into sp's rows 16p (2y)
- * and D + 16p (-2y), the warp's 16 columns. Per token (PER_COL vectors):
- * the running max m and sum l; row p of the tile M keeps m after piece p
- * (8 registers, where a vector a piece takes 4). Returns the factors the
- * rescale applies: row p is piece p's, per token. */
-static tk_value *feature_map(hh *g, tk_value *sx, tk_value *sw, tk_value *sbt, tk_value *sp) {
-    tk_kernel *k = g->k;
-    tk_type ft = tile(TK_F32, 16, 16, TK_ROW),
-            vt = tk_vec_type(TK_F32, 16, TK_PER_COL, TK_WARP, TK_ROW);
-    tk_value *x = lds(g, sx, 16, g->D, TK_ROW, g->r0, i64c(k, 0));
-    tk_value *init[3] = {tk_fill(k, vt, f32c(k, -INFINITY)), tk_zeros(k, vt), tk_zeros(k, ft)};
-    tk_value *cur[3], *next[3], *fin[3];
-    tk_value *p = tk_for_begin(k, i64c(k, 0), g->np, i64c(k, 1), 3, init, cur);
-    {
-        tk_value *p16 = tk_mul(k, p, i64c(k, 16));
-        tk_value *t = piece_logits(g, x, sw, sbt, p16);
-        tk_value *m = tk_max(k, cur[0], tk_col_max(k, tk_abs(k, t))); /* max(2y, -2y) */
-        tk_value *ep = tk_exp2(k, tk_sub(k, t, m)), *en = tk_exp2(k, tk_sub(k, tk_neg(k, t), m));
-        tk_value *s = tk_add(k, tk_col_sum(k, ep), tk_col_sum(k, en));
-        next[0] = m; /* exp2(-inf) = 0 at the first piece */
-        next[1] = tk_add(k, tk_mul(k, cur[1], tk_exp2(k, tk_sub(k, cur[0], m))), s);
-        tk_value *hit = tk_eq(k, row_index(g), tk_cvt(k, p, TK_F32));
-        next[2] = tk_select(k, hit, tk_add(k, tk_zeros(k, ft), m), cur[2]);
-        sts(g, sp, p16, g->r0, ep);
-        sts(g, sp, tk_add(k, p16, i64c(k, g->D)), g->r0, en);
-    }
-    tk_for_end(k, 3, next, fin);
-    /* piece p's factor, row p: exp(its max - the token's) / the token's sum */
-    return tk_mul(k, tk_exp2(k, tk_sub(k, fin[2], fin[0])), tk_div(k, f32c(k, 1.0f), fin[1]));
-}
-
-/* This warp's columns of sp times their pieces' factors, in place: φ
- * final. The same warp stored them before the barrier before this. */
-static void rescale(hh *g, tk_value *sp, tk_value *facs) {
-    tk_kernel *k = g->k;
-    tk_value *p = tk_for_begin(k, i64c(k, 0), g->np, i64c(k, 1), 0, NULL, NULL);
-    {
-        tk_value *hit = tk_eq(k, row_index(g), tk_cvt(k, p, TK_F32));
-        tk_value *fac = tk_col_max(k, tk_select(k, hit, facs, f32c(k, 0.0f))); /* row p */
-        tk_value *p16 = tk_mul(k, p, i64c(k, 16));
-        for (int half = 0; half < 2; half++) {
-            tk_value *r = half ? tk_add(k, p16, i64c(k, g->D)) : p16;
-            tk_value *e = tk_cvt(k, lds(g, sp, 16, 16, TK_ROW, r, g->r0), TK_F32);
-            sts(g, sp, r, g->r0, tk_mul(k, e, fac));
-        }
-    }
-    tk_for_end(k, 0, NULL, NULL);
 }
 
 /* ---- the chunk's output, the state ---------------------------------------------- */
@@ -427,16 +340,17 @@ static void state_update(hh *g, tk_value *st, tk_value *const *cur, tk_value **n
  * warp-level sync would do, the API has none. The others it demands. */
 static void feature_maps(hh *g, tk_value *ch1) {
     tk_kernel *k = g->k;
-    tk_value *fk = feature_map(g, g->sK, g->sWk, g->sBk, g->sPk);
+    tk_hh_fm fm = fm_of(g);
+    tk_value *fk = tk_hh_feature_map(&fm, g->sK, g->sWk, g->sBk, g->sPk);
     tk_barrier(k); /* lanes: the rescale reads back φk's exps */
-    rescale(g, g->sPk, fk);
-    tk_value *fq = feature_map(g, g->sQ, g->sWq, g->sBq, g->sPq);
+    tk_hh_rescale(&fm, g->sPk, fk);
+    tk_value *fq = tk_hh_feature_map(&fm, g->sQ, g->sWq, g->sBq, g->sPq);
     tk_barrier(k); /* φk final for every warp; every warp has read sQ, sK */
     tk_if_begin(k, tk_lt(k, ch1, g->nch));
     copy_qk(g, ch1);
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
-    rescale(g, g->sPq, fq);
+    tk_hh_rescale(&fm, g->sPq, fq);
     tk_barrier(k); /* lanes: the scores read back φq */
 }
 
