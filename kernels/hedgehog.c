@@ -399,6 +399,9 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_hedgehog_con
     int w = c->warps;
     if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
         return bad(ctx, fn, "warps", w, "expected 0, 1, 2, 4 or 8");
+    if (c->f_cols || c->c_side)
+        return bad(ctx, fn, c->f_cols ? "f_cols" : "c_side", c->f_cols ? c->f_cols : c->c_side,
+                   "the forward takes 0");
     tk_hedgehog_config r = tk_hedgehog_resolve(c);
     size_t smem = tk_hedgehog_smem_bytes(&r);
     if (smem > TK_HEDGEHOG_SMEM_MAX)
@@ -427,6 +430,7 @@ tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kerne
     if (!out || !cfg)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, out ? "cfg" : "out");
     *out = NULL;
+    if (cfg->part != TK_HEDGEHOG_FWD) return tk_hh_build_part(ctx, cfg, out);
     tk_status s = check_config(ctx, fn, cfg);
     if (s) return s;
     hh g = {.c = tk_hedgehog_resolve(cfg)};

@@ -50,4 +50,20 @@ tk_value *tk_hh_feature_map(const tk_hh_fm *g, tk_value *sx, tk_value *sw, tk_va
  * After a barrier (the lanes read back other lanes' stores). */
 void tk_hh_rescale(const tk_hh_fm *g, tk_value *sp, tk_value *facs);
 
+/* ---- the backward's builders (tk/tk_kernels.h has their contracts) ------
+ * tk_hedgehog_build checks ctx, cfg and out, then calls the one for
+ * cfg->part; each checks the fields its part reads (messages start with
+ * "tk_hedgehog_build: ") and sets *out only on success. */
+tk_status tk_hh_build_part(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
+tk_status tk_hh_build_prep(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
+tk_status tk_hh_build_dphi(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
+tk_status tk_hh_build_fmap(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
+tk_status tk_hh_build_reduce(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
+/* BWD_DPHI and BWD_FMAP: c with f_cols and warps filled in where 0, and
+ * the shared memory their kernel takes (bytes). */
+tk_hedgehog_config tk_hh_dphi_resolve(const tk_hedgehog_config *c);
+size_t tk_hh_dphi_smem_bytes(const tk_hedgehog_config *c);
+tk_hedgehog_config tk_hh_fmap_resolve(const tk_hedgehog_config *c);
+size_t tk_hh_fmap_smem_bytes(const tk_hedgehog_config *c);
+
 #endif

@@ -17,7 +17,7 @@
 /* Registry programs per resolved tk_hedgehog_config: every field a
  * specialization. */
 typedef struct hedgehog_key {
-    int32_t dtype, head_dim, normalize, stats, bias, v_cols, warps;
+    int32_t dtype, head_dim, normalize, stats, bias, v_cols, warps, part, f_cols, c_side;
 } hedgehog_key;
 
 static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -28,18 +28,22 @@ static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                               .stats = a->stats,
                               .bias = a->bias,
                               .v_cols = a->v_cols,
-                              .warps = a->warps};
+                              .warps = a->warps,
+                              .part = a->part,
+                              .f_cols = a->f_cols,
+                              .c_side = a->c_side};
     return tk_hedgehog_build(ctx, &cfg, out);
 }
 
 static const tk_kernel_def hedgehog_def = {"tk_hedgehog", sizeof(hedgehog_key), build_key};
 
-static tk_status program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **prog,
-                         tk_prepare_info *info) {
+tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **prog,
+                        tk_prepare_info *info) {
     hedgehog_key key;
     memset(&key, 0, sizeof key);
     key.dtype = c->dtype, key.head_dim = c->head_dim, key.normalize = c->normalize;
     key.stats = c->stats, key.bias = c->bias, key.v_cols = c->v_cols, key.warps = c->warps;
+    key.part = c->part, key.f_cols = c->f_cols, key.c_side = c->c_side;
     return tk_registry_program(ctx, &hedgehog_def, &key, prog, info);
 }
 
@@ -56,8 +60,8 @@ static tk_status check_flag(tk_ctx *ctx, const char *fn, const char *name, int32
     return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %d; expected 0 or 1", fn, name, v);
 }
 
-/* Kind, flags, scalars, sizes, the kernel's shape. */
-static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
+/* Kind, flags, scalars and sizes. */
+tk_status tk_hh_check_common(tk_ctx *ctx, const char *fn, const tk_hh_common *p) {
     if (p->dtype != TK_BF16 && p->dtype != TK_F16)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
@@ -69,22 +73,8 @@ static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_hedgehog_param
     if ((s = check_flag(ctx, fn, "normalize", p->normalize)) ||
         (s = check_flag(ctx, fn, "per_head", p->per_head)) ||
         (s = tk_run_check_scalar(ctx, fn, "scale", p->scale)) ||
-        (s = tk_run_check_scalar(ctx, fn, "eps", p->eps)))
-        return s;
-    int vc = p->v_cols, w = p->warps;
-    if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: v_cols is %d; expected 0 or a multiple of 16 in 16 .. 128", fn,
-                                vc);
-    if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: warps is %d; expected 0, 1, 2, 4 or 8", fn, w);
-    return TK_OK;
-}
-
-static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
-    tk_status s;
-    if ((s = tk_run_check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
+        (s = tk_run_check_scalar(ctx, fn, "eps", p->eps)) ||
+        (s = tk_run_check_size(ctx, fn, "batch", p->batch, MAX_GRID)) ||
         (s = tk_run_check_size(ctx, fn, "heads", p->heads, MAX_GRID)) ||
         (s = tk_run_check_size(ctx, fn, "seq", p->seq, MAX_SEQ)) ||
         (s = tk_run_check_size(ctx, fn, "head_dim_v", p->head_dim_v, MAX_DV)))
@@ -93,6 +83,23 @@ static tk_status check_sizes(tk_ctx *ctx, const char *fn, const tk_hedgehog_para
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: head_dim_v is %lld; expected a multiple of 8 (16-byte rows)",
                                 fn, (long long)p->head_dim_v);
+    return TK_OK;
+}
+
+/* The common fields, then the kernel's shape. */
+static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
+    const tk_hh_common c = {p->dtype, p->head_dim, p->normalize, p->per_head, p->scale,
+                            p->eps,   p->batch,    p->heads,     p->seq,      p->head_dim_v};
+    tk_status s = tk_hh_check_common(ctx, fn, &c);
+    if (s) return s;
+    int vc = p->v_cols, w = p->warps;
+    if (vc != 0 && (vc < 16 || vc > 128 || vc % 16))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: v_cols is %d; expected 0 or a multiple of 16 in 16 .. 128", fn,
+                                vc);
+    if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: warps is %d; expected 0, 1, 2, 4 or 8", fn, w);
     return TK_OK;
 }
 
@@ -127,7 +134,7 @@ static tk_status check_layouts(tk_ctx *ctx, const char *fn, const tk_hedgehog_pa
 /* ---- the configuration ------------------------------------------------------ */
 /* Shared memory a block may have on this context's GPU (Hopper's without
  * one, as the tests' launches assume). */
-static size_t smem_of_gpu(tk_ctx *ctx) {
+size_t tk_hh_smem_of_gpu(tk_ctx *ctx) {
     char arch[16];
     tk_target_caps caps;
     tk_registry_arch(ctx, arch, sizeof arch);
@@ -161,8 +168,8 @@ tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t sme
 static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p,
                               size_t smem_max) {
     tk_status s;
-    if ((s = check_kind(ctx, fn, p)) || (s = check_sizes(ctx, fn, p)) ||
-        (s = check_pointers(ctx, fn, p)) || (s = check_layouts(ctx, fn, p)))
+    if ((s = check_kind(ctx, fn, p)) || (s = check_pointers(ctx, fn, p)) ||
+        (s = check_layouts(ctx, fn, p)))
         return s;
     tk_hedgehog_config c = tk_hedgehog_config_of(p, smem_max);
     size_t need = tk_hedgehog_smem_bytes(&c);
@@ -180,8 +187,8 @@ static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_par
 }
 
 /* ---- the launch -------------------------------------------------------------- */
-static tk_arg tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
-                     const int64_t *st) {
+tk_arg tk_hh_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
+                    const int64_t *st) {
     bool dense = true;
     for (int d = 0; d < rank; d++) dense = dense && !st[d];
     return dense ? tk_arg_tensor((void *)data, dt, rank, dims)
@@ -199,17 +206,17 @@ int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max,
     tk_arg *a = l->args;
     int m = 0;
     l->cfg = tk_hedgehog_config_of(p, smem_max);
-    a[m++] = tensor(p->q, p->dtype, 4, dq, p->q_strides);
-    a[m++] = tensor(p->k, p->dtype, 4, dq, p->k_strides);
-    a[m++] = tensor(p->v, p->dtype, 4, dv, p->v_strides);
+    a[m++] = tk_hh_tensor(p->q, p->dtype, 4, dq, p->q_strides);
+    a[m++] = tk_hh_tensor(p->k, p->dtype, 4, dq, p->k_strides);
+    a[m++] = tk_hh_tensor(p->v, p->dtype, 4, dv, p->v_strides);
     a[m++] = tk_arg_tensor((void *)p->wq, p->dtype, 3, dw);
     a[m++] = tk_arg_tensor((void *)p->wk, p->dtype, 3, dw);
     if (p->bq) {
         a[m++] = tk_arg_tensor((void *)p->bq, p->dtype, 2, db);
         a[m++] = tk_arg_tensor((void *)p->bk, p->dtype, 2, db);
     }
-    a[m++] = tensor(p->o, p->dtype, 4, dv, p->o_strides);
-    if (p->z) a[m++] = tensor(p->z, TK_F32, 3, dz, p->z_strides);
+    a[m++] = tk_hh_tensor(p->o, p->dtype, 4, dv, p->o_strides);
+    if (p->z) a[m++] = tk_hh_tensor(p->z, TK_F32, 3, dz, p->z_strides);
     a[m++] = tk_arg_f32(p->scale != 0.0f ? p->scale : 1.0f);
     a[m++] = tk_arg_f32(p->eps != 0.0f ? p->eps : 1e-6f);
     l->n = m;
@@ -221,7 +228,7 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_para
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, PARAMS_MIN);
     if (s) return s;
-    *smem_max = smem_of_gpu(ctx);
+    *smem_max = tk_hh_smem_of_gpu(ctx);
     return check_params(ctx, fn, p, *smem_max);
 }
 
@@ -232,7 +239,7 @@ tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *user, tk_pr
     if (s) return s;
     tk_hedgehog_config c = tk_hedgehog_config_of(&p, smem);
     tk_program *prog;
-    return program(ctx, &c, &prog, info);
+    return tk_hh_program(ctx, &c, &prog, info);
 }
 
 tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *user, void *stream) {
@@ -244,7 +251,7 @@ tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *user, void 
     int n = tk_hedgehog_fwd_launches(&p, smem, l);
     for (int i = 0; i < n && !s; i++) {
         tk_program *prog;
-        if (!(s = program(ctx, &l[i].cfg, &prog, NULL)))
+        if (!(s = tk_hh_program(ctx, &l[i].cfg, &prog, NULL)))
             s = tk_launch(prog, l[i].n, l[i].args, stream);
     }
     return s;

@@ -7,11 +7,12 @@
 
 #include <stddef.h>
 
+#include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
 #define TK_HEDGEHOG_MAX_ARGS     12
-#define TK_HEDGEHOG_MAX_LAUNCHES 1 /* the forward */
+#define TK_HEDGEHOG_MAX_LAUNCHES 10 /* the backward's (the forward: 1) */
 
 typedef struct tk_hedgehog_launch {
     tk_hedgehog_config cfg; /* resolved: v_cols and warps set */
@@ -27,5 +28,32 @@ tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t sme
  * Returns the count. */
 int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max,
                              tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]);
+
+/* ---- shared with the backward's entry points (kernels/hedgehog_bwd_run.c) */
+/* The fields the forward's and the backward's parameters share. */
+typedef struct tk_hh_common {
+    tk_dtype dtype;
+    int32_t head_dim, normalize, per_head;
+    float scale, eps;
+    int64_t batch, heads, seq, head_dim_v;
+} tk_hh_common;
+
+/* Checks c's kind, flags, scalars and sizes (errors name fn and the field). */
+tk_status tk_hh_check_common(tk_ctx *ctx, const char *fn, const tk_hh_common *c);
+/* The registry's program of resolved config c. */
+tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **prog,
+                        tk_prepare_info *info);
+/* Shared memory a block may have on ctx's GPU (Hopper's without one). */
+size_t tk_hh_smem_of_gpu(tk_ctx *ctx);
+/* A tensor argument: dense when st is all 0, else strided. */
+tk_arg tk_hh_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims,
+                    const int64_t *st);
+
+/* The backward's launches for checked parameters and a GPU of `sms` SMs
+ * (smem_max as above). Returns the count. */
+int tk_hedgehog_bwd_launches(const tk_hedgehog_bwd_params *p, size_t smem_max, int sms,
+                             tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]);
+/* Its workspace in bytes. */
+size_t tk_hedgehog_bwd_workspace_bytes(const tk_hedgehog_bwd_params *p, size_t smem_max, int sms);
 
 #endif

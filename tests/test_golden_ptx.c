@@ -287,10 +287,10 @@ static int make_variants(variant *v) {
         /* Hedgehog linear attention: the defaults at D 64 (with z) and D 128,
          * an A100's D 128 shape, and 8 warps (two key blocks a chunk) */
         static const tk_hedgehog_config hhs[] = {
-            {TK_BF16, 64, 1, 1, 1, 64, 4},
-            {TK_BF16, 128, 1, 0, 1, 32, 4},
-            {TK_F16, 128, 0, 0, 0, 16, 2},
-            {TK_BF16, 64, 0, 1, 0, 16, 8},
+            {TK_BF16, 64, 1, 1, 1, 64, 4, 0, 0, 0},
+            {TK_BF16, 128, 1, 0, 1, 32, 4, 0, 0, 0},
+            {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0},
+            {TK_BF16, 64, 0, 1, 0, 16, 8, 0, 0, 0},
         };
         for (size_t i = 0; i < sizeof hhs / sizeof hhs[0]; i++) {
             const tk_hedgehog_config *h = &hhs[i];

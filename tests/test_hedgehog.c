@@ -63,10 +63,10 @@ START_TEST(smem_formula) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     static const tk_hedgehog_config cs[] = {
-        {TK_BF16, 64, 1, 1, 1, 0, 0},
-        {TK_F16, 128, 0, 0, 0, 16, 2},
-        {TK_BF16, 128, 1, 0, 1, 0, 0},
-        {TK_BF16, 64, 0, 1, 0, 128, 8},
+        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0},
+        {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0},
+        {TK_BF16, 128, 1, 0, 1, 0, 0, 0, 0, 0},
+        {TK_BF16, 64, 0, 1, 0, 128, 8, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tk_kernel *k = NULL;

@@ -473,6 +473,47 @@ TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kern
  * and 242 (D 128) registers, no spills; sm_80 28 and 16 bytes of spills. */
 #define TK_HEDGEHOG_WARPS 4 /* warps a block; a chunk is 16 rows a warp */
 
+/* The backward (kernels/hedgehog_bwd.c, hedgehog_dphi.c, hedgehog_fmap.c).
+ * With s the scale, Z the forward's saved z (already times s) and
+ * G_i = s·dO_i / (Z_i + eps), C_i = -s·(dO_i·O_i) / (Z_i + eps) (normalize;
+ * else G = s·dO, C = 0), the gradients of φ(q), φ(k) and v are
+ *   dφq_i = Σ_{j<=i} (G_i·v_j + C_i) φk_j,   dφk_j = Σ_{i>=j} (G_i·v_j + C_i) φq_i,
+ *   dv_j  = Σ_{i>=j} (φq_i·φk_j) G_i,
+ * then through the feature map: σ = Σ_f dφ_f φ_f, du = φ⊙(dφ - σ), dy =
+ * 2(du[:D] - du[D:]), dx = dy·W, dW = Σ_tokens dyᵀx, db = Σ_tokens dy.
+ * dφk and dv are dφq's and the forward's sums with time reversed: the run
+ * code passes views whose token stride is negative (row T-1 first), so
+ * every kernel takes any token stride. F = 2D; Hw entries of W (1 or H).
+ *   TK_HEDGEHOG_BWD_PREP, grid (ceil(T/64), H, B), 4 warps: dO [B, H, T,
+ *     Dv] dtype, [O [B, H, T, Dv] dtype, Z [B, H, T] f32 (normalize)], G
+ *     [B, H, T, Dv] dtype written, [C [B, H, T] f32 written (normalize)],
+ *     scale f32, eps f32.
+ *   TK_HEDGEHOG_BWD_DPHI, grid (F / f_cols, H, B), `warps` warps: X, Y [B,
+ *     H, T, Dv] dtype (Dv <= v_cols, the whole value dim a block), [CX [B,
+ *     H, T] f32 (c_side 1) | CY [B, H, T] f32 (c_side 2)], U [B, H, T, D]
+ *     dtype, Wu [Hw, D, D] dtype, [Bu [Hw, D] dtype (bias)], dPhi [B, H, T,
+ *     F] f32, written: dPhi_i[f] = Σ_{j<=i} (X_i·Y_j + CX_i + CY_j) φ(U_j)[f]
+ *     for the block's f_cols features (dφq: X = G, Y = V, CX = C, U = K;
+ *     dφk: the reversed views X = V, Y = G, CY = C, U = Q).
+ *   TK_HEDGEHOG_BWD_FMAP, grid (NS, H, B), `warps` warps: U [B, H, T, D]
+ *     dtype, W [Hw, D, D] dtype, [Bu [Hw, D] dtype (bias)], dPhi [B, H, T,
+ *     F] f32, dU [B, H, T, D] dtype written, PW [H, B·NS, D, D] f32 written,
+ *     [PB [H, B·NS, 1, D] f32 written (bias)]: block (s, h, b) takes the
+ *     s-th of NS equal runs of chunks of C = 16·warps tokens and writes its
+ *     partial sums of dW and db at [h, b·NS + s].
+ *   TK_HEDGEHOG_BWD_REDUCE, grid (ceil(R/16), ceil(Cc/64), Hw), 1 warp: P
+ *     [H, N, R, Cc] f32, Out [Hw, R, Cc] dtype written: Out[e] = Σ over h
+ *     ≡ e (mod Hw), then over n, of P[h, n], in that order (deterministic).
+ * The forward itself (normalize 0, scale 1, Q and K swapped with their
+ * weights, V = G, all reversed) gives dv. */
+typedef enum tk_hedgehog_part {
+    TK_HEDGEHOG_FWD = 0,
+    TK_HEDGEHOG_BWD_PREP = 1,  /* G and C from dO, O and Z                  */
+    TK_HEDGEHOG_BWD_DPHI = 2,  /* dφ of the queries or (reversed) keys      */
+    TK_HEDGEHOG_BWD_FMAP = 3,  /* through the feature map: dx, dW, db parts */
+    TK_HEDGEHOG_BWD_REDUCE = 4 /* the partial sums of dW, db, in order      */
+} tk_hedgehog_part;
+
 typedef struct tk_hedgehog_config {
     tk_dtype dtype; /* TK_BF16 or TK_F16                                       */
     int head_dim;   /* D: 64 or 128                                            */
@@ -480,8 +521,13 @@ typedef struct tk_hedgehog_config {
     int stats;      /* 1 writes Z                                              */
     int bias;       /* 1: Bq and Bk parameters (y = x·Wᵀ + b)                  */
     int v_cols;     /* value columns a block: a multiple of 16 in 16 .. 128;
-                       0: 64 at D 64, 32 at D 128                              */
+                       0: 64 at D 64, 32 at D 128 (BWD_DPHI: the whole value
+                       dim rounded up to 16, 16 .. 256; required)             */
     int warps;      /* 1, 2, 4 or 8; 0: TK_HEDGEHOG_WARPS                      */
+    int part;       /* a tk_hedgehog_part (0: the forward)                     */
+    int f_cols;     /* BWD_DPHI: features a block, a multiple of 16 dividing
+                       2·head_dim; 0: the library's choice                     */
+    int c_side;     /* BWD_DPHI: 0 no C term, 1 CX, 2 CY                        */
 } tk_hedgehog_config;
 
 TK_API tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kernel **out);

@@ -530,6 +530,51 @@ TK_API tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *p,
 /* Check, prepare and launch on `stream`. Asynchronous. */
 TK_API tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *p, void *stream);
 
+/* The backward: given dout (the gradient of o), the gradients of q, k, v
+ * and of the feature maps' weights and biases. Sizes, dtype, head_dim,
+ * normalize, scale, eps, per_head and the weights as in the forward's
+ * call; o and z are the forward's outputs (z required with normalize; o
+ * too). dq, dk [B, H, T, D], dv [B, H, T, Dv] are written in the dtype,
+ * as are dwq, dwk (the weights' shape) and, with a bias, dbq, dbk (the
+ * gradients are written, not added to). Strides as in the forward (all 0:
+ * dense). Deterministic: the sums over tokens run in a fixed order.
+ * workspace: at least tk_hedgehog_backward_workspace bytes of device
+ * memory (256-byte aligned), unused between calls. */
+typedef struct tk_hedgehog_bwd_params {
+    size_t struct_size;
+    tk_dtype dtype;
+    int32_t head_dim, normalize, per_head;
+    float scale, eps;
+    int64_t batch, heads, seq, head_dim_v;
+    const void *q, *k, *v, *dout;
+    const void *o;  /* normalize: the forward's o                  */
+    const float *z; /* normalize: the forward's z                  */
+    const void *wq, *wk, *bq, *bk;
+    void *dq, *dk, *dv;
+    void *dwq, *dwk, *dbq, *dbk; /* dbq, dbk: with a bias (else unread) */
+    int64_t q_strides[4], k_strides[4], v_strides[4], dout_strides[4], o_strides[4];
+    int64_t dq_strides[4], dk_strides[4], dv_strides[4], z_strides[3];
+    void *workspace;
+    size_t workspace_bytes;
+} tk_hedgehog_bwd_params;
+
+#ifdef __cplusplus
+#define TK_HEDGEHOG_BWD_PARAMS_INIT                                                                \
+    { sizeof(tk_hedgehog_bwd_params) }
+#else
+#define TK_HEDGEHOG_BWD_PARAMS_INIT                                                                \
+    { .struct_size = sizeof(tk_hedgehog_bwd_params) }
+#endif
+
+/* The workspace the backward needs for p's sizes (p->workspace unread). */
+TK_API tk_status tk_hedgehog_backward_workspace(tk_ctx *ctx, const tk_hedgehog_bwd_params *p,
+                                                size_t *bytes);
+/* Check p and ready the backward's kernels (info: the slowest one's). */
+TK_API tk_status tk_hedgehog_backward_prepare(tk_ctx *ctx, const tk_hedgehog_bwd_params *p,
+                                              tk_prepare_info *info);
+/* Check, prepare and launch the backward's kernels on `stream`. */
+TK_API tk_status tk_hedgehog_backward(tk_ctx *ctx, const tk_hedgehog_bwd_params *p, void *stream);
+
 /* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
  * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with
