@@ -179,7 +179,7 @@ static void selectors_to_shared(tk_based_kernel *g) {
 }
 
 tk_value *tk_based_colcast(tk_based_kernel *g, tk_value *xb, int j) {
-    return tk_mma(g->k, TK_MMA_ABT, xb, tk_based_selector(g, j), NULL); /* [i, c] = x[i, j] */
+    return tk_col_bcast(g->k, tk_cvt(g->k, xb, TK_F32), j); /* [i, c] = x[i, j] */
 }
 
 tk_value *tk_based_phi(tk_based_kernel *g, tk_value *xb, tk_value *xf, int j) {

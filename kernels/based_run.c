@@ -68,11 +68,18 @@ static int sm_count(tk_ctx *ctx) {
     return sm;
 }
 
-static seg_plan plan_segments(const int64_t sz[4], int64_t vc, int32_t want, int sms) {
+/* The library's choice splits a grid of fewer than `below` blocks into
+ * about 6 blocks an SM: the state passes cost more than the idle SMs of a
+ * grid near their count (H100, Dv 64, B·H·NV blocks: at 256 and 512 one
+ * segment ran 1.2-1.6x faster than the split, forward and backward; at 128
+ * the forward's too, 1.1x, the backward's split 1.24x faster; at 64 the
+ * split won both, 1.6x and 2.2x). */
+static seg_plan plan_segments(const int64_t sz[4], int64_t vc, int32_t want, int sms,
+                              int64_t below) {
     int64_t chunks = (sz[2] + CHUNK - 1) / CHUNK, nv = (sz[3] + vc - 1) / vc, ns = want;
     if (want == 0) {
         int64_t blocks = sz[0] * sz[1] * nv, target = 6 * (int64_t)sms;
-        ns = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+        ns = blocks >= below ? 1 : (target + blocks - 1) / blocks;
         if (ns > chunks / MIN_SEG_CHUNKS) ns = chunks / MIN_SEG_CHUNKS;
     }
     if (ns > chunks) ns = chunks;
@@ -149,7 +156,7 @@ static int64_t fwd_v_cols(const tk_based_params *p) {
 /* The forward's segments given a workspace (what it would need). */
 static seg_plan fwd_split(const tk_based_params *p, int sms) {
     const int64_t sz[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
-    return plan_segments(sz, fwd_v_cols(p), p->segments, sms);
+    return plan_segments(sz, fwd_v_cols(p), p->segments, sms, sms / 2);
 }
 
 /* The forward's segments: none without a workspace. */
@@ -309,7 +316,7 @@ static int64_t bwd_v_cols(const tk_based_bwd_params *p) {
 
 static seg_plan bwd_plan(const tk_based_bwd_params *p, int sms) {
     const int64_t sz[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
-    return plan_segments(sz, bwd_v_cols(p), p->segments, sms);
+    return plan_segments(sz, bwd_v_cols(p), p->segments, sms, sms);
 }
 
 /* Workspace: dq's and dk's partial sums [NV·B, H, T, 16] f32, dz, then the
