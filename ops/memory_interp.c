@@ -84,9 +84,12 @@ static void mem_write(const tk_arg *a, int64_t off, float v) {
     }
 }
 
-/* Offset of window element (i, j), or -1 when it is out of range. */
+/* Offset of window element (i, j), or OUTSIDE when it is out of range.
+ * An offset may be negative: a view with a negative stride (time reversed)
+ * has its data pointer at an element above others. */
+#define OUTSIDE INT64_MIN
 static int64_t window_off(const window *w, int i, int j) {
-    if (w->none || !in_range(w->r0, i, w->rdim) || !in_range(w->c0, j, w->cdim)) return -1;
+    if (w->none || !in_range(w->r0, i, w->rdim) || !in_range(w->c0, j, w->cdim)) return OUTSIDE;
     return w->base + (w->r0 + i) * w->rs + (w->c0 + j) * w->cs;
 }
 
@@ -94,7 +97,8 @@ static void gather(const window *w, float fill, float *dst) {
     for (int i = 0; i < w->rows; i++)
         for (int j = 0; j < w->cols; j++) {
             int64_t off = window_off(w, i, j);
-            dst[(size_t)i * (size_t)w->cols + (size_t)j] = off < 0 ? fill : mem_read(w->a, off);
+            dst[(size_t)i * (size_t)w->cols + (size_t)j] =
+                off == OUTSIDE ? fill : mem_read(w->a, off);
         }
 }
 
@@ -110,7 +114,7 @@ static void scatter(const window *w, const float *src, uint32_t mask, const tk_t
             int64_t off = window_off(w, i, j);
             bool live = !t || tk_interp_row_live(mask, t, inst, t->kind == TK_KIND_TILE ? i : j);
             float x = src[(size_t)i * (size_t)w->cols + (size_t)j];
-            if (off >= 0 && live) mem_write(w->a, off, add ? mem_read(w->a, off) + x : x);
+            if (off != OUTSIDE && live) mem_write(w->a, off, add ? mem_read(w->a, off) + x : x);
         }
 }
 
@@ -120,8 +124,9 @@ static tk_status race_window(tk_interp *I, const tk_op *op, int agent, const win
     for (int i = 0; i < w->rows; i++)
         for (int j = 0; j < w->cols; j++) {
             int64_t off = window_off(w, i, j);
-            tk_status s =
-                off < 0 ? TK_OK : tk_race_global(I, op, agent, w->param, w->shift + off, write);
+            tk_status s = off == OUTSIDE
+                              ? TK_OK
+                              : tk_race_global(I, op, agent, w->param, w->shift + off, write);
             if (s) return s;
         }
     return TK_OK;
