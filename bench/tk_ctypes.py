@@ -175,6 +175,29 @@ class HedgehogParams(ctypes.Structure):  # tk_hedgehog_params
     ]
 
 
+class HedgehogBwdParams(ctypes.Structure):  # tk_hedgehog_bwd_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int32),
+        ("normalize", ctypes.c_int32), ("per_head", ctypes.c_int32),
+        ("scale", ctypes.c_float), ("eps", ctypes.c_float),
+        ("batch", ctypes.c_int64), ("heads", ctypes.c_int64), ("seq", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("dout", ctypes.c_void_p), ("o", ctypes.c_void_p), ("z", ctypes.c_void_p),
+        ("wq", ctypes.c_void_p), ("wk", ctypes.c_void_p),
+        ("bq", ctypes.c_void_p), ("bk", ctypes.c_void_p),
+        ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
+        ("dwq", ctypes.c_void_p), ("dwk", ctypes.c_void_p),
+        ("dbq", ctypes.c_void_p), ("dbk", ctypes.c_void_p),
+        ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
+        ("v_strides", ctypes.c_int64 * 4), ("dout_strides", ctypes.c_int64 * 4),
+        ("o_strides", ctypes.c_int64 * 4), ("dq_strides", ctypes.c_int64 * 4),
+        ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
+        ("z_strides", ctypes.c_int64 * 3),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
 class PrepareInfo(ctypes.Structure):
     _fields_ = [("origin", ctypes.c_int), ("ms", ctypes.c_double), ("arch", ctypes.c_char * 16)]
 
@@ -220,6 +243,12 @@ class TK:
         for fn, arg in (("tk_hedgehog_forward", ctypes.c_void_p),
                         ("tk_hedgehog_prepare", ctypes.POINTER(PrepareInfo))):
             getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(HedgehogParams), arg]
+        for fn, arg in (("tk_hedgehog_backward", ctypes.c_void_p),
+                        ("tk_hedgehog_backward_prepare", ctypes.POINTER(PrepareInfo)),
+                        ("tk_hedgehog_backward_workspace", ctypes.POINTER(ctypes.c_size_t))):
+            if hasattr(L, fn):  # a library from before the Hedgehog backward still loads
+                getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(HedgehogBwdParams),
+                                           arg]
         L.tk_norm_backward_workspace.argtypes = [
             ctypes.c_void_p, ctypes.POINTER(NormBwdParams), ctypes.POINTER(ctypes.c_size_t)]
         self.ctx = ctypes.c_void_p()
@@ -516,3 +545,54 @@ class TK:
     def hedgehog_forward(self, p, stream):
         self._check(self.lib.tk_hedgehog_forward(self.ctx, ctypes.byref(p), stream),
                     "tk_hedgehog_forward")
+
+    def hedgehog_bwd_params(self, q, k, v, dout, dq, dk, dv, wq, wk, dwq, dwk, bq=None, bk=None,
+                            dbq=None, dbk=None, o=None, z=None, normalize=1, scale=0.0, eps=0.0):
+        """Hedgehog backward: dq, dk [B, H, T, D], dv [B, H, T, Dv] from dout [B, H, T, Dv]
+        (torch views as in hedgehog_params, any strides with the dim's 1; dq, dk like q, dv
+        like v); wq, wk, bq, bk as in hedgehog_params (kept on the struct, contiguous); dwq,
+        dwk (the weights' shape) and, with a bias, dbq, dbk (the biases'): dense, in the
+        dtype. A normalized forward's o and z (f32 [B, H, T], any strides) are required.
+        normalize, scale, eps as in the forward's call (0: 1 and 1e-6). The workspace is
+        allocated here with torch and kept on the returned struct (p.keep)."""
+        import torch
+        for name, t in (("dwq", dwq), ("dwk", dwk), ("dbq", dbq), ("dbk", dbk)):
+            if t is not None and not t.is_contiguous():
+                raise ValueError(f"hedgehog_bwd_params: {name} must be dense")
+        p = HedgehogBwdParams(struct_size=ctypes.sizeof(HedgehogBwdParams), normalize=normalize,
+                              scale=scale, eps=eps)
+        p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
+        p.batch, p.heads, p.seq, p.head_dim_v = v.shape
+        p.head_dim = q.shape[-1]
+        for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout), ("o", o),
+                        ("dq", dq), ("dk", dk), ("dv", dv)):
+            if t is not None:
+                setattr(p, name, t.data_ptr())
+                setattr(p, name + "_strides", self._strides(t))
+        ws = [w.contiguous() for w in (wq, wk, bq, bk) if w is not None]
+        p.per_head = int(wq.dim() == 3)
+        p.wq, p.wk = ws[0].data_ptr(), ws[1].data_ptr()
+        if bq is not None:
+            p.bq, p.bk = ws[2].data_ptr(), ws[3].data_ptr()
+        p.dwq, p.dwk, p.dbq, p.dbk = (self._ptr(t) for t in (dwq, dwk, dbq, dbk))
+        if z is not None:
+            p.z, p.z_strides = z.data_ptr(), (ctypes.c_int64 * 3)(*z.stride())
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_hedgehog_backward_workspace(self.ctx, ctypes.byref(p),
+                                                            ctypes.byref(n)),
+                    "tk_hedgehog_backward_workspace")
+        buf = torch.empty(max((n.value + 3) // 4, 1), device=q.device, dtype=torch.float32)
+        p.workspace, p.workspace_bytes = buf.data_ptr(), n.value
+        p.keep = ws + [buf]
+        return p
+
+    def hedgehog_backward_prepare(self, p):
+        info = PrepareInfo()
+        self._check(self.lib.tk_hedgehog_backward_prepare(self.ctx, ctypes.byref(p),
+                                                          ctypes.byref(info)),
+                    "tk_hedgehog_backward_prepare")
+        return info
+
+    def hedgehog_backward(self, p, stream):
+        self._check(self.lib.tk_hedgehog_backward(self.ctx, ctypes.byref(p), stream),
+                    "tk_hedgehog_backward")

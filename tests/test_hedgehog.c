@@ -19,6 +19,7 @@
 #include "tk/tk_kernels.h"
 #include "util/harness.h"
 #include "util/ref.h"
+#include "util/ref_hedgehog.h"
 #include "util/run.h"
 
 #define EPS 1e-6
@@ -143,19 +144,6 @@ static void bufs_free(hbufs *b) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ref_tensor_free(all[i]);
 }
 
-/* φ(x) = softmax([2y, -2y]), y = W x + b (b NULL: none), in double. */
-static void feature(const double *x, const double *W, const double *b, int D, double *phi) {
-    double m = -INFINITY, s = 0;
-    for (int o = 0; o < D; o++) {
-        double y = b ? b[o] : 0;
-        for (int i = 0; i < D; i++) y += W[o * D + i] * x[i];
-        phi[o] = 2 * y, phi[D + o] = -2 * y;
-        m = fmax(m, fabs(2 * y));
-    }
-    for (int f = 0; f < 2 * D; f++) s += phi[f] = exp(phi[f] - m);
-    for (int f = 0; f < 2 * D; f++) phi[f] /= s;
-}
-
 /* Float64 through the recurrence (S += φ(k_i) v_iᵀ, z1 += φ(k_i), then
  * row i): o [B, H, T, Dv] and z [B, H, T]. */
 static void reference(const hcase *c, const hbufs *b, double *o, double *z) {
@@ -172,8 +160,10 @@ static void reference(const hcase *c, const hbufs *b, double *o, double *z) {
         memset(S, 0, sizeof(double) * (size_t)(F * Dv)), memset(z1, 0, sizeof(double) * (size_t)F);
         for (int64_t i = 0; i < T; i++) {
             const double *vi = v + (bh * T + i) * Dv;
-            feature(q + (bh * T + i) * D, wq + hw * D * D, c->bias ? bq + hw * D : NULL, D, pq);
-            feature(k + (bh * T + i) * D, wk + hw * D * D, c->bias ? bk + hw * D : NULL, D, pk);
+            ref_hedgehog_phi(q + (bh * T + i) * D, wq + hw * D * D, c->bias ? bq + hw * D : NULL, D,
+                             pq);
+            ref_hedgehog_phi(k + (bh * T + i) * D, wk + hw * D * D, c->bias ? bk + hw * D : NULL, D,
+                             pk);
             double zi = 0;
             for (int f = 0; f < F; f++) {
                 z1[f] += pk[f];

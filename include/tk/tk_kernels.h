@@ -501,9 +501,11 @@ TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kern
  *     [PB [H, B·NS, 1, D] f32 written (bias)]: block (s, h, b) takes the
  *     s-th of NS equal runs of chunks of C = 16·warps tokens and writes its
  *     partial sums of dW and db at [h, b·NS + s].
- *   TK_HEDGEHOG_BWD_REDUCE, grid (ceil(R/16), ceil(Cc/64), Hw), 1 warp: P
- *     [H, N, R, Cc] f32, Out [Hw, R, Cc] dtype written: Out[e] = Σ over h
- *     ≡ e (mod Hw), then over n, of P[h, n], in that order (deterministic).
+ *   TK_HEDGEHOG_BWD_REDUCE, grid (ceil(R/16), ceil(Cc/32), Hw), 8 warps:
+ *     P [H, N, R, Cc] f32, Out [Hw, R, Cc] written in the dtype (BF16, F16
+ *     or F32): Out[e] = Σ of P[h, n] over h ≡ e (mod Hw), then n; term t of
+ *     that list goes to warp t mod 8, and warp 0 adds the warps' sums in
+ *     warp order (a fixed order: deterministic).
  * The forward itself (normalize 0, scale 1, Q and K swapped with their
  * weights, V = G, all reversed) gives dv. */
 typedef enum tk_hedgehog_part {
