@@ -11,6 +11,9 @@ chunk_linear_attn(normalize=True), and by fused_chunk_linear_attn where fla has 
 feature maps are part of its call (they are what our kernel fuses); its feature-map time alone
 is printed too. Millions of tokens (B·T·H) per second. Ours reads fla's [B, T, H, D] layout
 through strides; fla's feature maps take [B, T, H, D] tensors, its kernels their output.
+Ours splits the sequence into segments where B·H leaves the GPU idle (the library's choice,
+tk_hedgehog_forward_workspace; the checks' long, narrow shapes run split); the "one segment"
+column times the unsplit kernel.
 The shapes are fla's default LinearAttention layer (hidden 1024, 8 heads of 128; expand_v 1:
 Dv 128) and the same hidden size in 16 heads of 64, B·T = 16384, T 1024 .. 16384.
 triton do_bench, median, L2 flushed before each run.
@@ -218,13 +221,16 @@ def fla_check(tk, stream, fla):
 
 
 def timed(tk, stream, fla, B, H, T, D):
-    """Microseconds (bf16, normalized, bias, Dv = D): ours on [B, T, H, D] memory; fla's feature
-    maps alone, and followed by chunk_linear_attn and fused_chunk_linear_attn."""
+    """Microseconds (bf16, normalized, bias, Dv = D): ours on [B, T, H, D] memory (the
+    library's segments, and one); fla's feature maps alone, and followed by chunk_linear_attn
+    and fused_chunk_linear_attn."""
     q, k, v = inputs(B, H, T, D, D, BF, 1)  # views of [B, T, H, D] memory
     wq, wk, bq, bk = weights(D, H, BF, 1, 0)
     o = torch.empty_like(v)  # kept: p holds only its address
     p = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk)
-    us = {"tk": median_us(lambda: tk.hedgehog_forward(p, stream))}
+    p_one = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk, segments=1)
+    us = {"tk": median_us(lambda: tk.hedgehog_forward(p, stream)),
+          "tk1": median_us(lambda: tk.hedgehog_forward(p_one, stream))}
     for vc in [int(x) for x in os.environ.get("HEDGEHOG_VCOLS", "").split(",") if x]:
         p_vc = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk, v_cols=vc)  # printed, not tabled
         us[f"vc{vc}"] = median_us(lambda: tk.hedgehog_forward(p_vc, stream))
@@ -269,15 +275,16 @@ def main():
         print(f"B{B} H{H} T{T} D{D}: " + " ".join(f"{n} {t:.1f} us" for n, t in us.items()),
               flush=True)
     f1 = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
-    print("\n| B x H x T (bf16, norm, bias) | D = Dv | TK µs | fla feature maps µs "
+    print("\n| B x H x T (bf16, norm, bias) | D = Dv | TK µs | TK µs, one segment "
+          "| fla feature maps µs "
           "| fla maps + chunk µs | fla maps + fused_chunk µs | faster fla / TK | TK Mtok/s "
           "| faster fla Mtok/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for B, H, T, D, us in rows:
         best = min((us[n] for n in ("chunk", "fused") if n in us), default=None)
         speedup = "-" if best is None else f"{best / us['tk']:.2f}x"
         fla_tok = "-" if best is None else f"{B * H * T / best:.0f}"
-        print(f"| {B}x{H}x{T} | {D} | {us['tk']:.1f} | {f1(us.get('fmap'))} | "
+        print(f"| {B}x{H}x{T} | {D} | {us['tk']:.1f} | {us['tk1']:.1f} | {f1(us.get('fmap'))} | "
               f"{f1(us.get('chunk'))} | {f1(us.get('fused'))} | {speedup} | "
               f"{B * H * T / us['tk']:.0f} | {fla_tok} |")
     if bwd:

@@ -172,6 +172,8 @@ class HedgehogParams(ctypes.Structure):  # tk_hedgehog_params
         ("q_strides", ctypes.c_int64 * 4), ("k_strides", ctypes.c_int64 * 4),
         ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
         ("z_strides", ctypes.c_int64 * 3), ("v_cols", ctypes.c_int32), ("warps", ctypes.c_int32),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("segments", ctypes.c_int32),
     ]
 
 
@@ -243,6 +245,9 @@ class TK:
         for fn, arg in (("tk_hedgehog_forward", ctypes.c_void_p),
                         ("tk_hedgehog_prepare", ctypes.POINTER(PrepareInfo))):
             getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(HedgehogParams), arg]
+        if hasattr(L, "tk_hedgehog_forward_workspace"):  # a library from before segments loads
+            L.tk_hedgehog_forward_workspace.argtypes = [
+                ctypes.c_void_p, ctypes.POINTER(HedgehogParams), ctypes.POINTER(ctypes.c_size_t)]
         for fn, arg in (("tk_hedgehog_backward", ctypes.c_void_p),
                         ("tk_hedgehog_backward_prepare", ctypes.POINTER(PrepareInfo)),
                         ("tk_hedgehog_backward_workspace", ctypes.POINTER(ctypes.c_size_t))):
@@ -510,16 +515,18 @@ class TK:
                     "tk_based_backward")
 
     def hedgehog_params(self, q, k, v, o, wq, wk, bq=None, bk=None, z=None, normalize=1,
-                        scale=0.0, eps=0.0, v_cols=0, warps=0):
+                        scale=0.0, eps=0.0, v_cols=0, warps=0, segments=0):
         """Hedgehog linear attention forward. q, k [B, H, T, D] (D 64 or 128), v, o [B, H, T,
         Dv]: torch views in logical (batch, head, token, dim) order, any strides with the
         dim's 1 (fla's [B, T, H, D] tensor's .transpose(1, 2)). wq, wk: the feature maps'
         nn.Linear weights [D, D] (or [H, D, D]: one per head), bq, bk their biases [D]
         ([H, D]) or None, contiguous, in the dtype. z: None or f32 [B, H, T] (any strides).
-        scale 0: 1; eps 0: 1e-6; v_cols, warps 0: the library's choice. The weights are
-        kept on the struct (p holds only their addresses)."""
+        scale 0: 1; eps 0: 1e-6; v_cols, warps, segments 0: the library's choice. The weights
+        and the workspace the segments need (allocated here) are kept on the struct (p holds
+        only their addresses)."""
+        import torch
         p = HedgehogParams(struct_size=ctypes.sizeof(HedgehogParams), normalize=normalize,
-                           scale=scale, eps=eps, v_cols=v_cols, warps=warps)
+                           scale=scale, eps=eps, v_cols=v_cols, warps=warps, segments=segments)
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.batch, p.heads, p.seq, p.head_dim_v = v.shape
         p.head_dim = q.shape[-1]
@@ -534,6 +541,15 @@ class TK:
         if z is not None:
             p.z, p.z_strides = z.data_ptr(), (ctypes.c_int64 * 3)(*z.stride())
         p.keep = ws
+        n = ctypes.c_size_t()
+        if hasattr(self.lib, "tk_hedgehog_forward_workspace"):
+            self._check(self.lib.tk_hedgehog_forward_workspace(self.ctx, ctypes.byref(p),
+                                                               ctypes.byref(n)),
+                        "tk_hedgehog_forward_workspace")
+        if n.value:
+            st = torch.empty(n.value // 4, device=q.device, dtype=torch.float32)
+            p.workspace, p.workspace_bytes = st.data_ptr(), n.value
+            p.keep = ws + [st]
         return p
 
     def hedgehog_prepare(self, p):

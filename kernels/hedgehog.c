@@ -47,8 +47,9 @@ typedef struct hh {
     tk_hedgehog_config c; /* resolved */
     tk_dtype dt;
     int D, F, W, C, V,
-        slots; /* head dim, features, warps, chunk rows, value columns, slabs a warp */
-    bool z;    /* the key sums and z (normalize or stats)        */
+        slots;  /* head dim, features, warps, chunk rows, value columns, slabs a warp */
+    bool z;     /* the key sums and z (normalize or stats)        */
+    bool state; /* TK_HEDGEHOG_SEG_STATE: the segment's S (and z1) alone */
     tk_value *Q, *K, *Vv, *Wq, *Wk, *Bq, *Bk, *O, *Z, *scale, *eps;
     tk_value *b, *h, *v0, *w, *r0, *nch; /* ids, the warp's first row, chunks */
     tk_value *np, *nf;                   /* D / 16, F / 16 as run-time values   */
@@ -57,6 +58,9 @@ typedef struct hh {
     tk_value *sQ, *sK, *sV;              /* the chunk's q, k [C, D]; v [C, V] x 2 */
     tk_value *sPq, *sPk;                 /* φ(q)ᵀ, φ(k)ᵀ [F, C]: tokens in columns */
     tk_value *sS, *sZ;                   /* S [F, V], z1 in every column [F, 16] */
+    tk_value *St, *L;                    /* seg: the segments' states, chunks a segment */
+    tk_value *seg, *nseg;                /* seg: this block's segment, the count        */
+    tk_value *c_lo, *trips;              /* the block's first chunk (seg), its chunks   */
 } hh;
 
 static tk_value *i64c(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
@@ -76,6 +80,9 @@ static void sts(hh *g, tk_value *s, tk_value *r, tk_value *c, tk_value *x) {
     tk_hh_fm fm = fm_of(g);
     tk_hh_sts(&fm, s, r, c, x);
 }
+/* The chunk trip ch works on (emits nothing without segments, which keeps
+ * the whole-sequence kernel's code as it was). */
+static tk_value *chunk_of(hh *g, tk_value *ch) { return g->c_lo ? tk_add(g->k, g->c_lo, ch) : ch; }
 
 /* ---- the configuration ---------------------------------------------------- */
 tk_hedgehog_config tk_hedgehog_resolve(const tk_hedgehog_config *c) {
@@ -108,8 +115,15 @@ static void params(hh *g) {
         g->Bq = tk_param_tensor(k, "Bq", g->dt, 2);
         g->Bk = tk_param_tensor(k, "Bk", g->dt, 2);
     }
-    g->O = tk_param_tensor(k, "O", g->dt, 4);
-    if (g->c.stats) g->Z = tk_param_tensor(k, "Z", TK_F32, 3);
+    if (!g->state) {
+        g->O = tk_param_tensor(k, "O", g->dt, 4);
+        if (g->c.stats) g->Z = tk_param_tensor(k, "Z", TK_F32, 3);
+    }
+    if (g->c.seg) {
+        g->St = tk_param_tensor(k, "St", TK_F32, 4);
+        g->L = tk_param_scalar(k, "seg_chunks", TK_I64);
+    }
+    if (g->state) return;
     g->scale = tk_param_scalar(k, "scale", TK_F32);
     g->eps = tk_param_scalar(k, "eps", TK_F32);
 }
@@ -120,7 +134,7 @@ static tk_value *head_of(hh *g, tk_value *X) { return tk_rem(g->k, g->h, tk_dim(
 static void copy_qk(hh *g, tk_value *ch) {
     tk_kernel *k = g->k;
     tk_value *idx[4] = {g->b, g->h, tk_mul(k, ch, i64c(k, g->C)), i64c(k, 0)};
-    tk_copy_to_shared(k, g->sQ, g->Q, idx, 0.0f, TK_COPY_ASYNC);
+    if (!g->state) tk_copy_to_shared(k, g->sQ, g->Q, idx, 0.0f, TK_COPY_ASYNC);
     tk_copy_to_shared(k, g->sK, g->K, idx, 0.0f, TK_COPY_ASYNC);
 }
 
@@ -133,8 +147,9 @@ static void copy_v(hh *g, tk_value *st, tk_value *ch) {
 static void copy_weights(hh *g) {
     tk_kernel *k = g->k;
     tk_value *z = i64c(k, 0);
-    tk_copy_to_shared(k, g->sWq, g->Wq, ((tk_value *[]){head_of(g, g->Wq), z, z}), 0.0f,
-                      TK_COPY_ASYNC);
+    if (!g->state) /* the state pass maps only the keys */
+        tk_copy_to_shared(k, g->sWq, g->Wq, ((tk_value *[]){head_of(g, g->Wq), z, z}), 0.0f,
+                          TK_COPY_ASYNC);
     tk_copy_to_shared(k, g->sWk, g->Wk, ((tk_value *[]){head_of(g, g->Wk), z, z}), 0.0f,
                       TK_COPY_ASYNC);
 }
@@ -158,18 +173,46 @@ static void shared_tiles(hh *g) {
     if (g->z) g->sZ = tk_shared(k, dt, g->F, 16, TK_SMEM_SWIZZLE, 1);
 }
 
+/* The state pass's segments whose state another segment reads. */
+static tk_value *seg_used(hh *g) {
+    tk_kernel *k = g->k;
+    return tk_lt(k, g->seg, tk_sub(k, g->nseg, i64c(k, 1)));
+}
+
+/* Batch entry, segment and chunk range from block z (= b·NS + s). */
+static void seg_ids(hh *g, tk_value *z) {
+    tk_kernel *k = g->k;
+    g->b = tk_div(k, z, g->nseg);
+    g->seg = tk_rem(k, z, g->nseg);
+    g->c_lo = tk_mul(k, g->seg, g->L);
+    g->trips = tk_min(k, g->L, tk_sub(k, g->nch, g->c_lo));
+    if (g->state) /* no work where no one reads it */
+        g->trips = tk_select(k, seg_used(g), g->trips, i64c(k, 0));
+}
+
 /* Grid (ceil(Dv / V), H, B), ids, shared tiles; the weights and the first
- * chunk's copies issued, the biases' tiles filled. */
+ * chunk's copies issued, the biases' tiles filled. With segments grid z is
+ * B·NS and the block's chunks its segment's. */
 static void setup(hh *g) {
     tk_kernel *k = g->k;
     tk_value *B = tk_dim(k, g->Q, 0), *H = tk_dim(k, g->Q, 1), *T = tk_dim(k, g->Q, 2);
-    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, g->Vv, 3), i64c(k, g->V)), H, B);
+    if (g->c.seg) {
+        g->nch = tk_ceil_div(k, T, i64c(k, g->C));
+        g->nseg = tk_ceil_div(k, g->nch, g->L);
+        tk_set_grid(k, tk_ceil_div(k, tk_dim(k, g->Vv, 3), i64c(k, g->V)), H,
+                    tk_mul(k, B, g->nseg));
+    } else {
+        tk_set_grid(k, tk_ceil_div(k, tk_dim(k, g->Vv, 3), i64c(k, g->V)), H, B);
+    }
     g->v0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, g->V));
     g->h = tk_block_id_i64(k, 1);
-    g->b = tk_block_id_i64(k, 2);
+    if (g->c.seg)
+        seg_ids(g, tk_block_id_i64(k, 2));
+    else
+        g->b = tk_block_id_i64(k, 2);
     g->w = tk_warp_id_i64(k);
     g->r0 = tk_mul(k, g->w, i64c(k, 16));
-    g->nch = tk_ceil_div(k, T, i64c(k, g->C));
+    if (!g->c.seg) g->nch = g->trips = tk_ceil_div(k, T, i64c(k, g->C));
     /* D / 16 from Wq's run-time size (capped at it): with a constant trip
      * count LLVM unrolls the piece loops (D 64), undoing what they are for */
     g->np = tk_min(k, tk_div(k, tk_dim(k, g->Wq, 1), i64c(k, 16)), i64c(k, g->D / 16));
@@ -177,29 +220,90 @@ static void setup(hh *g) {
     tk_value_set_name(g->v0, "v0");
     tk_value_set_name(g->r0, "r0");
     shared_tiles(g);
+    if (g->state) tk_if_begin(k, tk_gt(k, g->trips, i64c(k, 0)));
     copy_weights(g);
-    copy_qk(g, i64c(k, 0));
-    copy_v(g, i64c(k, 0), i64c(k, 0));
+    copy_qk(g, chunk_of(g, i64c(k, 0)));
+    copy_v(g, i64c(k, 0), chunk_of(g, i64c(k, 0)));
+    if (g->state) tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
     if (!g->c.bias) return;
     tk_hh_fm fm = fm_of(g);
-    tk_hh_bias_cols(&fm, g->Bq, g->sBq, 0);
+    if (!g->state) tk_hh_bias_cols(&fm, g->Bq, g->sBq, 0);
     tk_hh_bias_cols(&fm, g->Bk, g->sBk, 1 % g->W);
 }
 
-/* The state's first values (zeros): init[s] slab slot s, init[slots + s]
- * its key sums (with z); the owned slabs' dtype copies zeroed. */
+/* ---- segments: the states in St ------------------------------------------------ */
+/* Slot s's slab (s·W + w): features 16j .. 16j + 15. */
+static tk_value *slab_of(hh *g, int s) { return tk_add(g->k, i64c(g->k, (int64_t)s * g->W), g->w); }
+
+/* Segment s's entry of St (its first index). */
+static tk_value *st_entry(hh *g, tk_value *s) {
+    tk_kernel *k = g->k;
+    tk_value *xb = tk_add(k, tk_mul(k, tk_block_id_i64(k, 0), tk_dim(k, g->Q, 0)), g->b);
+    return tk_add(k, tk_mul(k, xb, g->nseg), s);
+}
+
+/* *acc plus, in order, the St entries of segments 0 .. seg - 1 at (row,
+ * 0) as type ty: one value a loop, so that only one sum is in flight. */
+static void add_segments(hh *g, tk_type ty, tk_value *row, tk_value **acc) {
+    tk_kernel *k = g->k;
+    tk_value *cur, *next;
+    tk_value *s = tk_for_begin(k, i64c(k, 0), g->seg, i64c(k, 1), 1, acc, &cur);
+    {
+        tk_value *idx[4] = {st_entry(g, s), g->h, row, i64c(k, 0)};
+        next = tk_add(k, cur, tk_load(k, ty, g->St, idx, 0.0f));
+    }
+    tk_for_end(k, 1, &next, acc);
+}
+
+/* init (zeros, as state_init's) plus the earlier segments' states: the
+ * owned slabs of S, then their z1. */
+static void add_other_segments(hh *g, tk_value **init) {
+    tk_kernel *k = g->k;
+    for (int s = 0; s < g->slots; s++)
+        add_segments(g, tile(TK_F32, 16, g->V, TK_ROW), tk_mul(k, slab_of(g, s), i64c(k, 16)),
+                     &init[s]);
+    if (!g->z) return;
+    tk_type vt = tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW);
+    for (int s = 0; s < g->slots; s++)
+        add_segments(g, vt, tk_add(k, i64c(k, g->F), slab_of(g, s)), &init[g->slots + s]);
+}
+
+/* The state pass's end: the owned slabs of S (and z1) to the segment's St
+ * entry, where a later segment reads them. */
+static void state_write(hh *g, tk_value *const *fin) {
+    tk_kernel *k = g->k;
+    tk_if_begin(k, seg_used(g));
+    tk_value *e = st_entry(g, g->seg), *c0 = i64c(k, 0);
+    for (int s = 0; s < g->slots; s++) {
+        tk_value *j = slab_of(g, s);
+        tk_store(k, g->St, ((tk_value *[]){e, g->h, tk_mul(k, j, i64c(k, 16)), c0}), fin[s]);
+        if (g->z)
+            tk_store(k, g->St, ((tk_value *[]){e, g->h, tk_add(k, i64c(k, g->F), j), c0}),
+                     fin[g->slots + s]);
+    }
+    tk_if_end(k, 0, NULL, NULL);
+}
+
+/* The state's first values: init[s] slab slot s, init[slots + s] its key
+ * sums (with z); zeros, or in a segment's run the earlier segments' sum.
+ * The owned slabs' dtype copies set to them (the state pass reads none). */
 static int state_init(hh *g, tk_value **init) {
     tk_kernel *k = g->k;
     int n = 0;
+    bool run = g->c.seg == TK_HEDGEHOG_SEG_RUN;
     for (int s = 0; s < g->slots; s++) init[n++] = tk_zeros(k, tile(TK_F32, 16, g->V, TK_ROW));
     if (g->z)
         for (int s = 0; s < g->slots; s++)
             init[n++] = tk_zeros(k, tk_vec_type(TK_F32, 16, TK_PER_ROW, TK_WARP, TK_ROW));
+    if (run) add_other_segments(g, init);
+    if (g->state) return n;
     for (int s = 0; s < g->slots; s++) {
         tk_value *j16 = tk_mul(k, tk_add(k, i64c(k, (int64_t)s * g->W), g->w), i64c(k, 16));
-        sts(g, g->sS, j16, i64c(k, 0), tk_zeros(k, tile(TK_F32, 16, g->V, TK_ROW)));
-        if (g->z) sts(g, g->sZ, j16, i64c(k, 0), tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)));
+        sts(g, g->sS, j16, i64c(k, 0), run ? init[s] : tk_zeros(k, tile(TK_F32, 16, g->V, TK_ROW)));
+        if (!g->z) continue;
+        tk_value *z16 = tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW));
+        sts(g, g->sZ, j16, i64c(k, 0), run ? tk_add(k, z16, init[g->slots + s]) : z16);
     }
     return n;
 }
@@ -211,8 +315,8 @@ static tk_value *arrive(hh *g, tk_value *ch) {
     tk_value *st = tk_rem(k, ch, i64c(k, 2)), *ch1 = tk_add(k, ch, i64c(k, 1));
     tk_async_wait(k, 0);
     tk_barrier(k); /* chunk ch landed for all; every warp left chunk ch - 1 */
-    tk_if_begin(k, tk_lt(k, ch1, g->nch));
-    copy_v(g, tk_sub(k, i64c(k, 1), st), ch1);
+    tk_if_begin(k, tk_lt(k, ch1, g->trips));
+    copy_v(g, tk_sub(k, i64c(k, 1), st), chunk_of(g, ch1));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
     return st;
@@ -322,13 +426,14 @@ static void state_update(hh *g, tk_value *st, tk_value *const *cur, tk_value **n
         tk_value *j16 = tk_mul(k, tk_add(k, i64c(k, (int64_t)s * g->W), g->w), i64c(k, 16));
         tk_value *pk = lds(g, g->sPk, 16, g->C, TK_ROW, j16, z);
         next[s] = times_v(g, pk, sv, z, g->C, cur[s]);
-        sts(g, g->sS, j16, z, next[s]);
+        if (!g->state) sts(g, g->sS, j16, z, next[s]); /* the state pass reads no S */
         if (!g->z) continue;
         tk_value *sum = cur[g->slots + s];
         for (int c = 0; c < g->C; c += 16) /* 16 columns at a time in f32 */
             sum = tk_add(k, sum, tk_row_sum(k, tk_cvt(k, tk_slice(k, pk, 0, c, 16, 16), TK_F32)));
         next[g->slots + s] = sum;
-        sts(g, g->sZ, j16, z, tk_add(k, tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)), sum));
+        if (!g->state)
+            sts(g, g->sZ, j16, z, tk_add(k, tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)), sum));
     }
 }
 
@@ -346,12 +451,27 @@ static void feature_maps(hh *g, tk_value *ch1) {
     tk_hh_rescale(&fm, g->sPk, fk);
     tk_value *fq = tk_hh_feature_map(&fm, g->sQ, g->sWq, g->sBq, g->sPq);
     tk_barrier(k); /* φk final for every warp; every warp has read sQ, sK */
-    tk_if_begin(k, tk_lt(k, ch1, g->nch));
-    copy_qk(g, ch1);
+    tk_if_begin(k, tk_lt(k, ch1, g->trips));
+    copy_qk(g, chunk_of(g, ch1));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
     tk_hh_rescale(&fm, g->sPq, fq);
     tk_barrier(k); /* lanes: the scores read back φq */
+}
+
+/* The state pass's chunk: φ of the keys alone (no output), then the
+ * state's update; k of trip ch1 issued once every warp has read sK. */
+static void key_map(hh *g, tk_value *ch1) {
+    tk_kernel *k = g->k;
+    tk_hh_fm fm = fm_of(g);
+    tk_value *fk = tk_hh_feature_map(&fm, g->sK, g->sWk, g->sBk, g->sPk);
+    tk_barrier(k); /* lanes: the rescale reads back φk's exps */
+    tk_hh_rescale(&fm, g->sPk, fk);
+    tk_barrier(k); /* φk final for every warp; every warp has read sK */
+    tk_if_begin(k, tk_lt(k, ch1, g->trips));
+    copy_qk(g, chunk_of(g, ch1));
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
 }
 
 static void build(hh *g) {
@@ -361,16 +481,21 @@ static void build(hh *g) {
     tk_value *init[2 * MAX_SLOTS], *cur[2 * MAX_SLOTS], *next[2 * MAX_SLOTS];
     tk_value *fin[2 * MAX_SLOTS];
     int n = state_init(g, init);
-    tk_value *ch = tk_for_begin(k, i64c(k, 0), g->nch, i64c(k, 1), n, init, cur);
+    tk_value *ch = tk_for_begin(k, i64c(k, 0), g->trips, i64c(k, 1), n, init, cur);
     {
         tk_value *st = arrive(g, ch);
-        feature_maps(g, tk_add(k, ch, i64c(k, 1)));
-        tk_value *z = NULL, *o = chunk_attend(g, st, &z);
-        write_out(g, tk_mul(k, ch, i64c(k, g->C)), o, z);
-        tk_barrier(k); /* every warp is done reading sS and sZ */
+        if (g->state) {
+            key_map(g, tk_add(k, ch, i64c(k, 1)));
+        } else {
+            feature_maps(g, tk_add(k, ch, i64c(k, 1)));
+            tk_value *z = NULL, *o = chunk_attend(g, st, &z);
+            write_out(g, tk_mul(k, chunk_of(g, ch), i64c(k, g->C)), o, z);
+            tk_barrier(k); /* every warp is done reading sS and sZ */
+        }
         state_update(g, st, cur, next);
     }
     tk_for_end(k, n, next, fin);
+    if (g->state) state_write(g, fin);
 }
 
 /* ---- tk_hedgehog_build ------------------------------------------------------------ */
@@ -399,6 +524,8 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_hedgehog_con
     int w = c->warps;
     if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
         return bad(ctx, fn, "warps", w, "expected 0, 1, 2, 4 or 8");
+    if (c->seg < TK_HEDGEHOG_SEG_NONE || c->seg > TK_HEDGEHOG_SEG_STATE)
+        return bad(ctx, fn, "seg", c->seg, "expected 0 (none), 1 (run) or 2 (state)");
     if (c->f_cols || c->c_side)
         return bad(ctx, fn, c->f_cols ? "f_cols" : "c_side", c->f_cols ? c->f_cols : c->c_side,
                    "the forward takes 0");
@@ -430,16 +557,20 @@ tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kerne
     if (!out || !cfg)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, out ? "cfg" : "out");
     *out = NULL;
+    if (cfg->part != TK_HEDGEHOG_FWD && cfg->seg)
+        return bad(ctx, fn, "seg", cfg->seg, "only the forward (part 0) takes segments");
     if (cfg->part != TK_HEDGEHOG_FWD) return tk_hh_build_part(ctx, cfg, out);
     tk_status s = check_config(ctx, fn, cfg);
     if (s) return s;
     hh g = {.c = tk_hedgehog_resolve(cfg)};
     g.dt = g.c.dtype, g.D = g.c.head_dim, g.F = 2 * g.D, g.W = g.c.warps, g.C = 16 * g.W;
     g.V = g.c.v_cols, g.slots = g.F / 16 / g.W, g.z = g.c.normalize || g.c.stats;
+    g.state = g.c.seg == TK_HEDGEHOG_SEG_STATE;
+    static const char *const segs[] = {"", "_segrun", "_segstate"};
     char name[96];
-    snprintf(name, sizeof name, "tk_hedgehog_fwd_%s_d%d_v%d_w%d%s%s%s", tk_dtype_name(g.dt), g.D,
+    snprintf(name, sizeof name, "tk_hedgehog_fwd_%s_d%d_v%d_w%d%s%s%s%s", tk_dtype_name(g.dt), g.D,
              g.V, g.W, g.c.normalize ? "_norm" : "", g.c.stats ? "_stats" : "",
-             g.c.bias ? "_bias" : "");
+             g.c.bias ? "_bias" : "", segs[g.c.seg]);
     if ((s = tk_kernel_create(ctx, name, g.W, &g.k))) return s;
     tk_kernel_set_maxnreg(g.k, reg_cap(&g.c));
     build(&g);

@@ -1,6 +1,8 @@
-/* tk_hedgehog_forward and tk_hedgehog_prepare (tk/tk_run.h): the
- * parameters checked, the kernel of the specialization from the registry,
- * one launch. The kernel: hedgehog.c. */
+/* tk_hedgehog_forward, tk_hedgehog_prepare and
+ * tk_hedgehog_forward_workspace (tk/tk_run.h): the parameters checked, the
+ * kernels of the specialization from the registry, one launch (two with
+ * sequence segments: the segments' states, then the run). The kernel:
+ * hedgehog.c. */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,7 +19,7 @@
 /* Registry programs per resolved tk_hedgehog_config: every field a
  * specialization. */
 typedef struct hedgehog_key {
-    int32_t dtype, head_dim, normalize, stats, bias, v_cols, warps, part, f_cols, c_side;
+    int32_t dtype, head_dim, normalize, stats, bias, v_cols, warps, part, f_cols, c_side, seg;
 } hedgehog_key;
 
 static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -31,7 +33,8 @@ static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                               .warps = a->warps,
                               .part = a->part,
                               .f_cols = a->f_cols,
-                              .c_side = a->c_side};
+                              .c_side = a->c_side,
+                              .seg = a->seg};
     return tk_hedgehog_build(ctx, &cfg, out);
 }
 
@@ -43,7 +46,7 @@ tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **p
     memset(&key, 0, sizeof key);
     key.dtype = c->dtype, key.head_dim = c->head_dim, key.normalize = c->normalize;
     key.stats = c->stats, key.bias = c->bias, key.v_cols = c->v_cols, key.warps = c->warps;
-    key.part = c->part, key.f_cols = c->f_cols, key.c_side = c->c_side;
+    key.part = c->part, key.f_cols = c->f_cols, key.c_side = c->c_side, key.seg = c->seg;
     return tk_registry_program(ctx, &hedgehog_def, &key, prog, info);
 }
 
@@ -54,6 +57,54 @@ tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **p
 #define MAX_GRID 65535
 #define MAX_SEQ  ((int64_t)INT32_MAX)
 #define MAX_DV   256
+
+/* ---- sequence segments -----------------------------------------------------
+ * As the Based forward's (kernels/based_run.c, measured there): the library
+ * splits the sequence when the blocks of the value slices, B·H·NV, are
+ * fewer than half the SMs, into about 6 blocks an SM with at least
+ * MIN_SEG_CHUNKS chunks a segment; grid z (B·NS) stays within MAX_GRID. */
+#define MIN_SEG_CHUNKS 4
+
+typedef struct seg_plan {
+    int64_t L, ns; /* chunks a segment, segments (1: no split)          */
+    size_t bytes;  /* St [NV·B·NS, H, F + 16, v_cols] f32 (0: no split) */
+} seg_plan;
+
+static int sm_count(tk_ctx *ctx) {
+    int sm = 0;
+    if (tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132; /* an H100 / H200 */
+    return sm;
+}
+
+static int64_t st_rows(const tk_hedgehog_config *c) { return 2 * (int64_t)c->head_dim + 16; }
+static int64_t slices(const tk_hedgehog_params *p, const tk_hedgehog_config *c) {
+    return (p->head_dim_v + c->v_cols - 1) / c->v_cols;
+}
+
+/* The segments of checked p given a workspace (what it would need), for
+ * config c on a GPU of `sms` SMs. */
+static seg_plan fwd_split(const tk_hedgehog_params *p, const tk_hedgehog_config *c, int sms) {
+    int64_t C = 16 * (int64_t)c->warps, chunks = (p->seq + C - 1) / C, nv = slices(p, c);
+    int64_t ns = p->segments;
+    if (ns == 0) {
+        int64_t blocks = p->batch * p->heads * nv, target = 6 * (int64_t)sms;
+        ns = blocks >= sms / 2 ? 1 : (target + blocks - 1) / blocks;
+        if (ns > chunks / MIN_SEG_CHUNKS) ns = chunks / MIN_SEG_CHUNKS;
+    }
+    if (ns > chunks) ns = chunks;
+    if (ns > MAX_GRID / p->batch) ns = MAX_GRID / p->batch;
+    if (ns < 1) ns = 1;
+    seg_plan pl = {.L = (chunks + ns - 1) / ns};
+    pl.ns = (chunks + pl.L - 1) / pl.L;
+    if (pl.ns > 1)
+        pl.bytes = (size_t)(nv * p->batch * pl.ns * p->heads * st_rows(c) * c->v_cols) * 4;
+    return pl;
+}
+
+/* The segments: none without a workspace. */
+static seg_plan fwd_plan(const tk_hedgehog_params *p, const tk_hedgehog_config *c, int sms) {
+    return p->workspace ? fwd_split(p, c, sms) : (seg_plan){.L = 0, .ns = 1};
+}
 
 static tk_status check_flag(tk_ctx *ctx, const char *fn, const char *name, int32_t v) {
     if (v == 0 || v == 1) return TK_OK;
@@ -195,17 +246,40 @@ tk_arg tk_hh_tensor(const void *data, tk_dtype dt, int rank, const int64_t *dims
                  : tk_arg_strided((void *)data, dt, rank, dims, st);
 }
 
-int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max,
-                             tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]) {
+static tk_status check_count(tk_ctx *ctx, const char *fn, int32_t segments) {
+    if (segments >= 0) return TK_OK;
+    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                            "%s: segments is %d; expected 0 (the library's choice), 1 (none) or "
+                            "more",
+                            fn, segments);
+}
+
+static tk_status check_segments(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p,
+                                size_t smem_max, int sms) {
+    tk_status s = check_count(ctx, fn, p->segments);
+    if (s) return s;
+    if (!p->workspace && p->segments > 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: segments is %d with no workspace; the segments' states need "
+                                "tk_hedgehog_forward_workspace bytes",
+                                fn, p->segments);
+    tk_hedgehog_config c = tk_hedgehog_config_of(p, smem_max);
+    seg_plan pl = fwd_plan(p, &c, sms);
+    if (p->workspace && p->workspace_bytes < pl.bytes)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: workspace_bytes is %zu; %lld segments need %zu "
+                                "(tk_hedgehog_forward_workspace)",
+                                fn, p->workspace_bytes, (long long)pl.ns, pl.bytes);
+    return TK_OK;
+}
+
+/* The arguments both passes start with: Q, K, V, Wq, Wk, [Bq, Bk]. */
+static int inputs(const tk_hedgehog_params *p, tk_arg *a) {
     const int64_t D = p->head_dim, hw = p->per_head ? p->heads : 1;
     const int64_t dq[4] = {p->batch, p->heads, p->seq, D};
     const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
-    const int64_t dz[3] = {p->batch, p->heads, p->seq};
     const int64_t dw[3] = {hw, D, D}, db[2] = {hw, D};
-    tk_hedgehog_launch *l = &out[0];
-    tk_arg *a = l->args;
     int m = 0;
-    l->cfg = tk_hedgehog_config_of(p, smem_max);
     a[m++] = tk_hh_tensor(p->q, p->dtype, 4, dq, p->q_strides);
     a[m++] = tk_hh_tensor(p->k, p->dtype, 4, dq, p->k_strides);
     a[m++] = tk_hh_tensor(p->v, p->dtype, 4, dv, p->v_strides);
@@ -215,44 +289,98 @@ int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max,
         a[m++] = tk_arg_tensor((void *)p->bq, p->dtype, 2, db);
         a[m++] = tk_arg_tensor((void *)p->bk, p->dtype, 2, db);
     }
+    return m;
+}
+
+int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max, int sms,
+                             tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]) {
+    const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    const int64_t dz[3] = {p->batch, p->heads, p->seq};
+    tk_hedgehog_config c = tk_hedgehog_config_of(p, smem_max);
+    seg_plan pl = fwd_plan(p, &c, sms);
+    bool split = pl.ns > 1;
+    const int64_t ds[4] = {slices(p, &c) * p->batch * pl.ns, p->heads, st_rows(&c), c.v_cols};
+    tk_arg st = tk_arg_tensor(p->workspace, TK_F32, 4, ds), L = tk_arg_i64(pl.L);
+    int n = 0;
+    if (split) { /* the segments' own states first */
+        tk_hedgehog_launch *l = &out[n++];
+        l->cfg = c, l->cfg.seg = TK_HEDGEHOG_SEG_STATE;
+        l->n = inputs(p, l->args);
+        l->args[l->n++] = st, l->args[l->n++] = L;
+    }
+    tk_hedgehog_launch *l = &out[n++];
+    tk_arg *a = l->args;
+    l->cfg = c, l->cfg.seg = split ? TK_HEDGEHOG_SEG_RUN : TK_HEDGEHOG_SEG_NONE;
+    int m = inputs(p, a);
     a[m++] = tk_hh_tensor(p->o, p->dtype, 4, dv, p->o_strides);
     if (p->z) a[m++] = tk_hh_tensor(p->z, TK_F32, 3, dz, p->z_strides);
+    if (split) a[m++] = st, a[m++] = L;
     a[m++] = tk_arg_f32(p->scale != 0.0f ? p->scale : 1.0f);
     a[m++] = tk_arg_f32(p->eps != 0.0f ? p->eps : 1e-6f);
     l->n = m;
-    return 1;
+    return n;
 }
 
 static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *user,
-                             tk_hedgehog_params *p, size_t *smem_max) {
+                             tk_hedgehog_params *p, size_t *smem_max, int *sms) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, PARAMS_MIN);
     if (s) return s;
     *smem_max = tk_hh_smem_of_gpu(ctx);
-    return check_params(ctx, fn, p, *smem_max);
+    *sms = sm_count(ctx);
+    s = check_params(ctx, fn, p, *smem_max);
+    return s ? s : check_segments(ctx, fn, p, *smem_max, *sms);
+}
+
+/* The programs of launches l (info: the slowest to ready). */
+static tk_status programs(tk_ctx *ctx, const tk_hedgehog_launch *l, int n,
+                          tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES], tk_prepare_info *info) {
+    for (int i = 0; i < n; i++) {
+        tk_prepare_info one;
+        tk_status s = tk_hh_program(ctx, &l[i].cfg, &prog[i], info ? &one : NULL);
+        if (s) return s;
+        if (info && (i == 0 || one.ms > info->ms)) *info = one;
+    }
+    return TK_OK;
 }
 
 tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *user, tk_prepare_info *info) {
     tk_hedgehog_params p;
     size_t smem;
-    tk_status s = read_params(ctx, "tk_hedgehog_prepare", user, &p, &smem);
+    int sms;
+    tk_status s = read_params(ctx, "tk_hedgehog_prepare", user, &p, &smem, &sms);
     if (s) return s;
+    tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
+    tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES];
+    return programs(ctx, l, tk_hedgehog_fwd_launches(&p, smem, sms, l), prog, info);
+}
+
+tk_status tk_hedgehog_forward_workspace(tk_ctx *ctx, const tk_hedgehog_params *user,
+                                        size_t *bytes) {
+    const char *fn = "tk_hedgehog_forward_workspace";
+    tk_hedgehog_params p;
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_status s = tk_params_read(ctx, fn, user, &p, sizeof p, PARAMS_MIN);
+    if (s) return s;
+    if (!bytes) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
+    size_t smem = tk_hh_smem_of_gpu(ctx);
+    /* p.workspace unread */
+    if ((s = check_params(ctx, fn, &p, smem)) || (s = check_count(ctx, fn, p.segments))) return s;
     tk_hedgehog_config c = tk_hedgehog_config_of(&p, smem);
-    tk_program *prog;
-    return tk_hh_program(ctx, &c, &prog, info);
+    *bytes = fwd_split(&p, &c, sm_count(ctx)).bytes;
+    return TK_OK;
 }
 
 tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *user, void *stream) {
     tk_hedgehog_params p;
     size_t smem;
-    tk_status s = read_params(ctx, "tk_hedgehog_forward", user, &p, &smem);
+    int sms;
+    tk_status s = read_params(ctx, "tk_hedgehog_forward", user, &p, &smem, &sms);
     if (s) return s;
     tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
-    int n = tk_hedgehog_fwd_launches(&p, smem, l);
-    for (int i = 0; i < n && !s; i++) {
-        tk_program *prog;
-        if (!(s = tk_hh_program(ctx, &l[i].cfg, &prog, NULL)))
-            s = tk_launch(prog, l[i].n, l[i].args, stream);
-    }
+    tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES];
+    int n = tk_hedgehog_fwd_launches(&p, smem, sms, l);
+    if ((s = programs(ctx, l, n, prog, NULL))) return s;
+    for (int i = 0; i < n && !s; i++) s = tk_launch(prog[i], l[i].n, l[i].args, stream);
     return s;
 }

@@ -12,7 +12,7 @@
 #include "tk/tk_run.h"
 
 #define TK_HEDGEHOG_MAX_ARGS     12
-#define TK_HEDGEHOG_MAX_LAUNCHES 10 /* the backward's (the forward: 1) */
+#define TK_HEDGEHOG_MAX_LAUNCHES 10 /* the backward's (the forward: 1 or 2) */
 
 typedef struct tk_hedgehog_launch {
     tk_hedgehog_config cfg; /* resolved: v_cols and warps set */
@@ -24,9 +24,10 @@ typedef struct tk_hedgehog_launch {
  * blocks have `smem_max` bytes of shared memory: p's v_cols and warps, or
  * (where 0) the defaults, smaller until it fits. */
 tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t smem_max);
-/* The forward's launches for checked parameters (smem_max as above).
- * Returns the count. */
-int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max,
+/* The forward's launches for checked parameters (smem_max as above) on a
+ * GPU of `sms` SMs: one, or with sequence segments two (the segments'
+ * states, then the run). Returns the count. */
+int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max, int sms,
                              tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]);
 
 /* ---- shared with the backward's entry points (kernels/hedgehog_bwd_run.c) */

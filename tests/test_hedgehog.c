@@ -23,6 +23,7 @@
 #include "util/run.h"
 
 #define EPS 1e-6
+#define SMS 132 /* an H100's SMs: the launches' plan */
 
 /* ---- the config checks -------------------------------------------------- */
 START_TEST(bad_configs) {
@@ -64,10 +65,12 @@ START_TEST(smem_formula) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     static const tk_hedgehog_config cs[] = {
-        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0},
-        {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0},
-        {TK_BF16, 128, 1, 0, 1, 0, 0, 0, 0, 0},
-        {TK_BF16, 64, 0, 1, 0, 128, 8, 0, 0, 0},
+        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+        {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0, 0},
+        {TK_BF16, 128, 1, 0, 1, 0, 0, 0, 0, 0, 0},
+        {TK_BF16, 64, 0, 1, 0, 128, 8, 0, 0, 0, 0},
+        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0, TK_HEDGEHOG_SEG_RUN},
+        {TK_F16, 128, 0, 1, 1, 16, 2, 0, 0, 0, TK_HEDGEHOG_SEG_STATE},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tk_kernel *k = NULL;
@@ -308,6 +311,9 @@ START_TEST(bad_params) {
         "reach past 2^60",
         "z_strides[2] is -3",
         "bytes of shared memory",
+        "segments is -2",
+        "segments is 3 with no workspace",
+        "workspace_bytes is 16; 2 segments need",
         "struct_size",
     };
     for (int i = 0; i < (int)(sizeof msg / sizeof msg[0]); i++) {
@@ -336,6 +342,9 @@ START_TEST(bad_params) {
         case 20: p.o_strides[0] = (int64_t)1 << 60, p.o_strides[3] = 1; break;
         case 21: p.z = (float *)buf, p.z_strides[2] = -3; break;
         case 22: p.head_dim = 128, p.v_cols = 128, p.warps = 4; break;
+        case 23: p.segments = -2; break;
+        case 24: p.segments = 3; break;
+        case 25: p.seq = 300, p.segments = 2, p.workspace = buf, p.workspace_bytes = 16; break;
         default: p.struct_size = 3; break;
         }
         ck_assert_int_eq(tk_hedgehog_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
@@ -385,7 +394,7 @@ START_TEST(run_api_interp) {
     tk_hedgehog_params p = params_of(c, &b);
     void *gaps = ref_tensor_snapshot(&b.o); /* o has padding between rows */
     tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
-    int n = tk_hedgehog_fwd_launches(&p, TK_HEDGEHOG_SMEM_MAX, l);
+    int n = tk_hedgehog_fwd_launches(&p, TK_HEDGEHOG_SMEM_MAX, SMS, l);
     for (int i = 0; i < n; i++) {
         tk_kernel *k = NULL;
         ck_assert_msg(tk_hedgehog_build(ctx, &l[i].cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
@@ -396,6 +405,107 @@ START_TEST(run_api_interp) {
     ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
     free(gaps);
     bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* ---- sequence segments ------------------------------------------------------
+ * Forced splits through the run API's launches (a state pass, then the
+ * run) against float64: the last segment's chunk partial, several value
+ * slices, normalized and not, with z, biases, per-head weights; and the
+ * library's own split of a small grid. */
+typedef struct scase {
+    hcase c;
+    int32_t segments; /* 0: the library's choice (a workspace given) */
+    int64_t ns;       /* the segments the plan makes                 */
+} scase;
+
+static const scase seg_cases[] = {
+    {{TK_BF16, 64, 1, 1, 1, 0, 32, 4, 1, 2, 300, 64, 1.0, 0}, 3, 3},
+    {{TK_F16, 128, 1, 0, 1, 1, 32, 2, 2, 1, 150, 40, 1.0, 1}, 2, 2},
+    {{TK_BF16, 64, 0, 1, 0, 0, 16, 1, 1, 1, 70, 16, 0.125, 0}, 3, 3},
+    {{TK_BF16, 64, 0, 0, 1, 1, 64, 4, 1, 2, 200, 64, 0.5, 1}, 2, 2},
+    {{TK_F16, 64, 1, 1, 0, 0, 16, 1, 1, 1, 150, 32, 1.0, 0}, 0, 2},
+};
+#define NSEG (int)(sizeof seg_cases / sizeof seg_cases[0])
+
+START_TEST(seg_interp_against_f64) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    const scase *sc = &seg_cases[_i];
+    const hcase *c = &sc->c;
+    hbufs b;
+    bufs_make(&b, c);
+    tk_hedgehog_params p = params_of(c, &b);
+    p.segments = sc->segments;
+    size_t bytes = 0;
+    ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s", tk_ctx_error(ctx));
+    int64_t nv = (c->Dv + c->v_cols - 1) / c->v_cols;
+    ck_assert_uint_eq(bytes, (size_t)(nv * c->B * sc->ns * c->H * (2 * c->D + 16) * c->v_cols) * 4);
+    float *ws = malloc(bytes);
+    for (size_t i = 0; i < bytes / 4; i++) ws[i] = NAN; /* rows no one writes are never read */
+    p.workspace = ws, p.workspace_bytes = bytes;
+    void *gaps = ref_tensor_snapshot(&b.o);
+    tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
+    int n = tk_hedgehog_fwd_launches(&p, TK_HEDGEHOG_SMEM_MAX, SMS, l);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(l[0].cfg.seg, TK_HEDGEHOG_SEG_STATE);
+    ck_assert_int_eq(l[1].cfg.seg, TK_HEDGEHOG_SEG_RUN);
+    for (int i = 0; i < n; i++) {
+        tk_kernel *k = NULL;
+        ck_assert_msg(tk_hedgehog_build(ctx, &l[i].cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+        ck_assert_msg(tk_interp_run(k, l[i].n, l[i].args) == TK_OK, "%s", tk_ctx_error(ctx));
+        tk_kernel_destroy(k);
+    }
+    check_result("segments", c, &b);
+    ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
+    free(gaps), free(ws);
+    bufs_free(&b);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* tk_hedgehog_forward_workspace: 0 where the sequence is not split (a grid
+ * of half the SMs or more, one segment asked for, too few chunks), the
+ * plan's St otherwise; its bad input named. */
+START_TEST(forward_workspace) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    char buf[64];
+    tk_hedgehog_params p = TK_HEDGEHOG_PARAMS_INIT;
+    p.dtype = TK_BF16, p.head_dim = 64, p.batch = 1, p.heads = 1, p.seq = 4096;
+    p.head_dim_v = 64, p.q = p.k = p.v = p.wq = p.wk = buf, p.o = buf;
+    static const struct {
+        int64_t B, H, T;
+        int32_t segments;
+        size_t bytes; /* D 64, Dv 64: v_cols 64, chunks of 64; F + 16 = 144 rows */
+    } want[] = {
+        {1, 1, 4096, 0, 16 * 144 * 64 * 4}, /* 64 chunks: 16 segments of 4 */
+        {1, 1, 4096, 1, 0},
+        {2, 33, 4096, 0, 0},                      /* 66 blocks, half of 132 SMs: no split */
+        {1, 1, 200, 0, 0},                        /* 4 chunks: not 2 segments of 4 */
+        {2, 3, 300, 3, 2 * 3 * 3 * 144 * 64 * 4}, /* forced */
+        {1, 1, 64, 5, 0},                         /* one chunk */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        p.batch = want[i].B, p.heads = want[i].H, p.seq = want[i].T, p.segments = want[i].segments;
+        size_t bytes = 1;
+        ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s",
+                      tk_ctx_error(ctx));
+        ck_assert_msg(bytes == want[i].bytes, "%zu: %zu bytes, want %zu", i, bytes, want[i].bytes);
+    }
+    ck_assert_int_eq(tk_hedgehog_forward_workspace(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(
+        strstr(tk_ctx_error(ctx), "tk_hedgehog_forward_workspace: bytes is NULL"));
+    size_t bytes;
+    p.segments = -1;
+    ck_assert_int_eq(tk_hedgehog_forward_workspace(ctx, &p, &bytes), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "segments is -1"));
+    p.segments = 0, p.seq = 0;
+    ck_assert_int_eq(tk_hedgehog_forward_workspace(ctx, &p, &bytes), TK_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(tk_ctx_error(ctx), "tk_hedgehog_forward_workspace: seq is 0"));
+    ck_assert_int_eq(tk_hedgehog_forward_workspace(ctx, NULL, &bytes), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_hedgehog_forward_workspace(NULL, &p, &bytes), TK_ERR_INVALID_ARG);
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -464,11 +574,13 @@ static Suite *suite(void) {
     tcase_add_test(t, smem_formula);
     tcase_add_test(t, bad_params);
     tcase_add_test(t, config_fits);
+    tcase_add_test(t, forward_workspace);
     suite_add_tcase(s, t);
     t = tcase_create("interp");
     tcase_set_timeout(t, 600);
     tcase_add_loop_test(t, fwd_interp_against_f64, 0, NCASES);
     tcase_add_loop_test(t, run_api_interp, 0, NCASES);
+    tcase_add_loop_test(t, seg_interp_against_f64, 0, NSEG);
     suite_add_tcase(s, t);
     t = tcase_create("gpu");
     tcase_set_timeout(t, 600);

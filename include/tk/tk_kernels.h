@@ -470,7 +470,26 @@ TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kern
  * (tk_kernel_smem_bytes; the build refuses more than 227 KiB): the
  * defaults take 104 KiB at D 64 (2 blocks an SM) and 200 KiB at D 128 (1).
  * ptxas (CUDA 13, the defaults, bf16, bias, normalize): sm_90a 232 (D 64)
- * and 242 (D 128) registers, no spills; sm_80 28 and 16 bytes of spills. */
+ * and 242 (D 128) registers, no spills; sm_80 28 and 16 bytes of spills.
+ * Sequence segments (`seg`, the forward only), as Based's: a block walks
+ * its head's chunks in order, so the grid above has few blocks when B·H is
+ * small. With seg set, the chunks split into NS = ceil(chunks / L)
+ * segments of L chunks (L: the i64 scalar seg_chunks), grid z = B·NS
+ * (entry b, segment s at b·NS + s), and the states cross segments through
+ * St [NV·B·NS, H, F + 16, v_cols] f32, NV = ceil(Dv / v_cols) (slice x,
+ * entry b, segment s at (x·B + b)·NS + s; rows 0..F-1 the state S, row
+ * F + j columns 0..15 z1 of features 16j..16j+15, written with normalize
+ * or stats only; the rest unused):
+ *   TK_HEDGEHOG_SEG_STATE  Q, K, V, Wq, Wk, [Bq, Bk], St written,
+ *     seg_chunks: each segment's own S (and z1) over its chunks (the last
+ *     segment writes nothing: no one reads it; Q, Wq, Bq unread).
+ *   TK_HEDGEHOG_SEG_RUN  the parameters above with St and seg_chunks
+ *     before scale: the segment starts from the sum, in segment order, of
+ *     the earlier segments' St entries, then runs its chunks as the whole-
+ *     sequence kernel does (the same result within rounding).
+ * Shared memory is the whole-sequence kernel's for either. ptxas sm_90a
+ * (the defaults as above): RUN 255 registers at both dims, D 64 with 36
+ * bytes of spill stores; STATE 213 (D 64) and 243 (D 128), no spills. */
 #define TK_HEDGEHOG_WARPS 4 /* warps a block; a chunk is 16 rows a warp */
 
 /* The backward (kernels/hedgehog_bwd.c, hedgehog_dphi.c, hedgehog_fmap.c).
@@ -516,6 +535,12 @@ typedef enum tk_hedgehog_part {
     TK_HEDGEHOG_BWD_REDUCE = 4 /* the partial sums of dW, db, in order      */
 } tk_hedgehog_part;
 
+typedef enum tk_hedgehog_seg {
+    TK_HEDGEHOG_SEG_NONE = 0, /* the whole sequence, one block a value slice */
+    TK_HEDGEHOG_SEG_RUN = 1,  /* a segment, from the earlier segments' states */
+    TK_HEDGEHOG_SEG_STATE = 2 /* a segment's own state, written to St         */
+} tk_hedgehog_seg;
+
 typedef struct tk_hedgehog_config {
     tk_dtype dtype; /* TK_BF16 or TK_F16                                       */
     int head_dim;   /* D: 64 or 128                                            */
@@ -530,6 +555,7 @@ typedef struct tk_hedgehog_config {
     int f_cols;     /* BWD_DPHI: features a block, a multiple of 16 dividing
                        2·head_dim; 0: the library's choice                     */
     int c_side;     /* BWD_DPHI: 0 no C term, 1 CX, 2 CY                        */
+    int seg;        /* FWD: a tk_hedgehog_seg (the other parts take 0)         */
 } tk_hedgehog_config;
 
 TK_API tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kernel **out);

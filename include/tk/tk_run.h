@@ -498,7 +498,16 @@ TK_API tk_status tk_based_backward(tk_ctx *ctx, const tk_based_bwd_params *p, vo
  * kernel's shape (tk_hedgehog_config; 0: the library's choice, shrunk to
  * the GPU's shared memory: an A100 runs D 128 at 16 columns and 2 warps;
  * sm_86 / sm_89 cannot run D 128, TK_ERR_UNSUPPORTED). Initialize with
- * TK_HEDGEHOG_PARAMS_INIT (struct_size as in tk_attention_params). */
+ * TK_HEDGEHOG_PARAMS_INIT (struct_size as in tk_attention_params).
+ * Sequence segments, as tk_based_params': a block walks a head's chunks in
+ * order, so with few batch entries and heads the GPU would idle; the
+ * sequence then splits into segments that run side by side, each starting
+ * from the earlier segments' states (a state pass first, into
+ * `workspace`). segments 0: the library's choice (from batch, heads,
+ * head_dim_v and the GPU's SM count), 1: never, n > 1: at most n. The
+ * forward splits only with a workspace of at least
+ * tk_hedgehog_forward_workspace bytes (NULL: never). Results are
+ * deterministic for given segments. */
 typedef struct tk_hedgehog_params {
     size_t struct_size;
     tk_dtype dtype;                        /* TK_BF16 or TK_F16                       */
@@ -514,6 +523,10 @@ typedef struct tk_hedgehog_params {
     int32_t per_head;    /* 0: one W and b for all heads; 1: one per head    */
     int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4], z_strides[3];
     int32_t v_cols, warps; /* 0: the library's choice                         */
+    /* grown fields: a struct_size ending before them reads them as 0 / NULL */
+    void *workspace; /* device memory, 4-byte aligned; NULL: no segments      */
+    size_t workspace_bytes;
+    int32_t segments; /* 0: the library's choice; 1: none; n > 1: at most n  */
 } tk_hedgehog_params;
 
 #ifdef __cplusplus
@@ -529,6 +542,10 @@ TK_API tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *p,
                                      tk_prepare_info *info);
 /* Check, prepare and launch on `stream`. Asynchronous. */
 TK_API tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *p, void *stream);
+/* The workspace the forward's segments need for p's sizes and segments (0:
+ * the sequence is not split; p->workspace unread). */
+TK_API tk_status tk_hedgehog_forward_workspace(tk_ctx *ctx, const tk_hedgehog_params *p,
+                                               size_t *bytes);
 
 /* The backward: given dout (the gradient of o), the gradients of q, k, v
  * and of the feature maps' weights and biases. Sizes, dtype, head_dim,
