@@ -6,6 +6,7 @@
 #include "attention_decode.h"
 #include "attention_parts.h"
 #include "jit/registry.h"
+#include "run_checks.h"
 
 bool tk_attn_decode_wanted(const tk_attention_params *p) {
     return p->kernel == TK_ATTN_DECODE ||
@@ -293,16 +294,10 @@ static tk_status program(tk_ctx *ctx, const tk_attention_params *p, const tk_att
     return s;
 }
 
-static int sm_count(tk_ctx *ctx) {
-    int sm = 0;
-    if (tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132; /* an H100 / H200 */
-    return sm;
-}
-
 tk_status tk_attn_decode_workspace(tk_ctx *ctx, const tk_attention_params *p, size_t *bytes) {
     tk_attn_decode_plan pl;
-    tk_status s = tk_attn_decode_plan_for(ctx, "tk_attention_forward_workspace", p, sm_count(ctx),
-                                          false, &pl);
+    tk_status s = tk_attn_decode_plan_for(ctx, "tk_attention_forward_workspace", p,
+                                          tk_run_sm_count(ctx), false, &pl);
     if (!s) *bytes = pl.bytes;
     return s;
 }
@@ -314,7 +309,7 @@ tk_status tk_attn_decode_run(tk_ctx *ctx, const tk_attention_params *p, void *st
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: workspace is not 256-byte aligned",
                                 fn);
     tk_attn_decode_plan pl;
-    tk_status s = tk_attn_decode_plan_for(ctx, fn, p, sm_count(ctx), true, &pl);
+    tk_status s = tk_attn_decode_plan_for(ctx, fn, p, tk_run_sm_count(ctx), true, &pl);
     if (s) return s;
     if (info) memset(info, 0, sizeof *info);
     int parts[3], np = tk_attn_decode_parts(p, &pl, parts);

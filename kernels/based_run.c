@@ -62,12 +62,6 @@ typedef struct seg_plan {
     size_t bytes;  /* St [NV·B·NS, H, 320, v_cols] f32 (0: no split) */
 } seg_plan;
 
-static int sm_count(tk_ctx *ctx) {
-    int sm = 0;
-    if (tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132; /* an H100 / H200 */
-    return sm;
-}
-
 /* The library's choice splits a grid of fewer than `below` blocks into
  * about 6 blocks an SM: the state passes cost more than the idle SMs of a
  * grid near their count (H100, Dv 64, B·H·NV blocks: at 256 and 512 one
@@ -274,7 +268,7 @@ tk_status tk_based_prepare(tk_ctx *ctx, const tk_based_params *user, tk_prepare_
     tk_based_params p;
     tk_program *prog[TK_BASED_MAX_LAUNCHES];
     tk_based_launch l[TK_BASED_MAX_LAUNCHES];
-    int sms = ctx ? sm_count(ctx) : 0;
+    int sms = tk_run_sm_count(ctx);
     tk_status s = read_params(ctx, "tk_based_prepare", user, &p, sms);
     return s ? s : programs(ctx, l, tk_based_fwd_launches(&p, sms, l), prog, info);
 }
@@ -287,7 +281,7 @@ tk_status tk_based_forward_workspace(tk_ctx *ctx, const tk_based_params *user, s
     if (s) return s;
     if (!bytes) return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
     if ((s = check_params(ctx, fn, &p))) return s; /* p.workspace unread */
-    *bytes = fwd_split(&p, sm_count(ctx)).bytes;
+    *bytes = fwd_split(&p, tk_run_sm_count(ctx)).bytes;
     return TK_OK;
 }
 
@@ -295,7 +289,7 @@ tk_status tk_based_forward(tk_ctx *ctx, const tk_based_params *user, void *strea
     tk_based_params p;
     tk_program *prog[TK_BASED_MAX_LAUNCHES];
     tk_based_launch l[TK_BASED_MAX_LAUNCHES];
-    int sms = ctx ? sm_count(ctx) : 0;
+    int sms = tk_run_sm_count(ctx);
     tk_status s = read_params(ctx, "tk_based_forward", user, &p, sms);
     if (s) return s;
     int n = tk_based_fwd_launches(&p, sms, l);
@@ -441,7 +435,7 @@ static tk_status read_bwd(tk_ctx *ctx, const char *fn, const tk_based_bwd_params
 
 tk_status tk_based_backward_workspace(tk_ctx *ctx, const tk_based_bwd_params *user, size_t *bytes) {
     tk_based_bwd_params p;
-    int sms = ctx ? sm_count(ctx) : 0;
+    int sms = tk_run_sm_count(ctx);
     tk_status s = read_bwd(ctx, "tk_based_backward_workspace", user, &p, sms, false);
     if (s) return s;
     if (!bytes)
@@ -455,7 +449,7 @@ tk_status tk_based_backward_workspace(tk_ctx *ctx, const tk_based_bwd_params *us
 tk_status tk_based_backward_prepare(tk_ctx *ctx, const tk_based_bwd_params *user,
                                     tk_prepare_info *info) {
     tk_based_bwd_params p;
-    int sms = ctx ? sm_count(ctx) : 0;
+    int sms = tk_run_sm_count(ctx);
     tk_status s = read_bwd(ctx, "tk_based_backward_prepare", user, &p, sms, false);
     tk_program *prog[TK_BASED_MAX_LAUNCHES];
     tk_based_launch l[TK_BASED_MAX_LAUNCHES];
@@ -464,7 +458,7 @@ tk_status tk_based_backward_prepare(tk_ctx *ctx, const tk_based_bwd_params *user
 
 tk_status tk_based_backward(tk_ctx *ctx, const tk_based_bwd_params *user, void *stream) {
     tk_based_bwd_params p;
-    int sms = ctx ? sm_count(ctx) : 0;
+    int sms = tk_run_sm_count(ctx);
     tk_status s = read_bwd(ctx, "tk_based_backward", user, &p, sms, true);
     if (s) return s;
     tk_program *prog[TK_BASED_MAX_LAUNCHES];

@@ -24,12 +24,6 @@
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-static int sm_count(tk_ctx *ctx) {
-    int sm = 0;
-    if (tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132; /* an H100 / H200 */
-    return sm;
-}
-
 /* ---- the plan ---------------------------------------------------------------- */
 typedef struct bwd_plan {
     tk_hedgehog_config prep, dphi_q, dphi_k, fmap, reduce, fwd;
@@ -211,34 +205,20 @@ int tk_hedgehog_bwd_launches(const tk_hedgehog_bwd_params *p, size_t smem_max, i
 #define BWD_MIN (offsetof(tk_hedgehog_bwd_params, workspace_bytes) + sizeof(size_t))
 
 static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_hedgehog_bwd_params *p) {
+    const char *norm = p->normalize ? " (normalize)" : NULL, *bias = p->bq ? " (bias)" : NULL;
     const struct {
         const char *name;
         const void *ptr;
-        bool need;
-    } t[] = {{"q", p->q, 1},
-             {"k", p->k, 1},
-             {"v", p->v, 1},
-             {"dout", p->dout, 1},
-             {"wq", p->wq, 1},
-             {"wk", p->wk, 1},
-             {"dq", p->dq, 1},
-             {"dk", p->dk, 1},
-             {"dv", p->dv, 1},
-             {"dwq", p->dwq, 1},
-             {"dwk", p->dwk, 1},
-             {"o", p->o, p->normalize},
-             {"z", p->z, p->normalize},
-             {"dbq", p->dbq, p->bq != NULL},
-             {"dbk", p->dbk, p->bq != NULL}};
+        const char *why; /* NULL: not needed by this call */
+    } t[] = {{"q", p->q, ""},   {"k", p->k, ""},       {"v", p->v, ""},      {"dout", p->dout, ""},
+             {"wq", p->wq, ""}, {"wk", p->wk, ""},     {"dq", p->dq, ""},    {"dk", p->dk, ""},
+             {"dv", p->dv, ""}, {"dwq", p->dwq, ""},   {"dwk", p->dwk, ""},  {"o", p->o, norm},
+             {"z", p->z, norm}, {"dbq", p->dbq, bias}, {"dbk", p->dbk, bias}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (t[i].need && !t[i].ptr)
+        if (t[i].why && !t[i].ptr)
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL%s", fn, t[i].name,
-                                    i >= 11 ? (i >= 13 ? " (bias)" : " (normalize)") : "");
-    if (!p->bq != !p->bk)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: %s is NULL and %s is not; give both biases or neither", fn,
-                                p->bq ? "bk" : "bq", p->bq ? "bq" : "bk");
-    return TK_OK;
+                                    t[i].why);
+    return tk_run_check_bias_pair(ctx, fn, p->bq, p->bk);
 }
 
 static tk_status check_layouts(tk_ctx *ctx, const char *fn, const tk_hedgehog_bwd_params *p) {
@@ -292,7 +272,7 @@ static tk_status read_bwd(tk_ctx *ctx, const char *fn, const tk_hedgehog_bwd_par
         (s = check_layouts(ctx, fn, p)))
         return s;
     c->smem_max = tk_hh_smem_of_gpu(ctx);
-    c->sms = sm_count(ctx);
+    c->sms = tk_run_sm_count(ctx);
     bwd_plan pl = plan_of(p, c->smem_max, c->sms);
     if ((s = check_fits(ctx, fn, &pl, c->smem_max))) return s;
     if (need_ws && (!p->workspace || p->workspace_bytes < pl.total))
@@ -316,18 +296,6 @@ tk_status tk_hedgehog_backward_workspace(tk_ctx *ctx, const tk_hedgehog_bwd_para
     return TK_OK;
 }
 
-/* The programs of launches l (info: the slowest to ready). */
-static tk_status programs(tk_ctx *ctx, const tk_hedgehog_launch *l, int n,
-                          tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES], tk_prepare_info *info) {
-    for (int i = 0; i < n; i++) {
-        tk_prepare_info one;
-        tk_status s = tk_hh_program(ctx, &l[i].cfg, &prog[i], info ? &one : NULL);
-        if (s) return s;
-        if (info && (i == 0 || one.ms > info->ms)) *info = one;
-    }
-    return TK_OK;
-}
-
 tk_status tk_hedgehog_backward_prepare(tk_ctx *ctx, const tk_hedgehog_bwd_params *user,
                                        tk_prepare_info *info) {
     bwd_call c;
@@ -335,7 +303,7 @@ tk_status tk_hedgehog_backward_prepare(tk_ctx *ctx, const tk_hedgehog_bwd_params
     if (s) return s;
     tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES];
     tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
-    return programs(ctx, l, tk_hedgehog_bwd_launches(&c.p, c.smem_max, c.sms, l), prog, info);
+    return tk_hh_programs(ctx, l, tk_hedgehog_bwd_launches(&c.p, c.smem_max, c.sms, l), prog, info);
 }
 
 tk_status tk_hedgehog_backward(tk_ctx *ctx, const tk_hedgehog_bwd_params *user, void *stream) {
@@ -345,7 +313,7 @@ tk_status tk_hedgehog_backward(tk_ctx *ctx, const tk_hedgehog_bwd_params *user, 
     tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES];
     tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
     int n = tk_hedgehog_bwd_launches(&c.p, c.smem_max, c.sms, l);
-    if ((s = programs(ctx, l, n, prog, NULL))) return s;
+    if ((s = tk_hh_programs(ctx, l, n, prog, NULL))) return s;
     for (int i = 0; i < n && !s; i++) s = tk_launch(prog[i], l[i].n, l[i].args, stream);
     return s;
 }

@@ -70,12 +70,6 @@ typedef struct seg_plan {
     size_t bytes;  /* St [NV·B·NS, H, F + 16, v_cols] f32 (0: no split) */
 } seg_plan;
 
-static int sm_count(tk_ctx *ctx) {
-    int sm = 0;
-    if (tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132; /* an H100 / H200 */
-    return sm;
-}
-
 static int64_t st_rows(const tk_hedgehog_config *c) { return 2 * (int64_t)c->head_dim + 16; }
 static int64_t slices(const tk_hedgehog_params *p, const tk_hedgehog_config *c) {
     return (p->head_dim_v + c->v_cols - 1) / c->v_cols;
@@ -162,11 +156,7 @@ static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_hedgehog_p
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (!need[i].ptr)
             return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is NULL", fn, need[i].name);
-    if (!p->bq != !p->bk)
-        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: %s is NULL and %s is not; give both biases or neither", fn,
-                                p->bq ? "bk" : "bq", p->bq ? "bq" : "bk");
-    return TK_OK;
+    return tk_run_check_bias_pair(ctx, fn, p->bq, p->bk);
 }
 
 static tk_status check_layouts(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
@@ -327,14 +317,14 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_para
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, PARAMS_MIN);
     if (s) return s;
     *smem_max = tk_hh_smem_of_gpu(ctx);
-    *sms = sm_count(ctx);
+    *sms = tk_run_sm_count(ctx);
     s = check_params(ctx, fn, p, *smem_max);
     return s ? s : check_segments(ctx, fn, p, *smem_max, *sms);
 }
 
 /* The programs of launches l (info: the slowest to ready). */
-static tk_status programs(tk_ctx *ctx, const tk_hedgehog_launch *l, int n,
-                          tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES], tk_prepare_info *info) {
+tk_status tk_hh_programs(tk_ctx *ctx, const tk_hedgehog_launch *l, int n,
+                         tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES], tk_prepare_info *info) {
     for (int i = 0; i < n; i++) {
         tk_prepare_info one;
         tk_status s = tk_hh_program(ctx, &l[i].cfg, &prog[i], info ? &one : NULL);
@@ -352,7 +342,7 @@ tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *user, tk_pr
     if (s) return s;
     tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
     tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES];
-    return programs(ctx, l, tk_hedgehog_fwd_launches(&p, smem, sms, l), prog, info);
+    return tk_hh_programs(ctx, l, tk_hedgehog_fwd_launches(&p, smem, sms, l), prog, info);
 }
 
 tk_status tk_hedgehog_forward_workspace(tk_ctx *ctx, const tk_hedgehog_params *user,
@@ -367,7 +357,7 @@ tk_status tk_hedgehog_forward_workspace(tk_ctx *ctx, const tk_hedgehog_params *u
     /* p.workspace unread */
     if ((s = check_params(ctx, fn, &p, smem)) || (s = check_count(ctx, fn, p.segments))) return s;
     tk_hedgehog_config c = tk_hedgehog_config_of(&p, smem);
-    *bytes = fwd_split(&p, &c, sm_count(ctx)).bytes;
+    *bytes = fwd_split(&p, &c, tk_run_sm_count(ctx)).bytes;
     return TK_OK;
 }
 
@@ -380,7 +370,7 @@ tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *user, void 
     tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
     tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES];
     int n = tk_hedgehog_fwd_launches(&p, smem, sms, l);
-    if ((s = programs(ctx, l, n, prog, NULL))) return s;
+    if ((s = tk_hh_programs(ctx, l, n, prog, NULL))) return s;
     for (int i = 0; i < n && !s; i++) s = tk_launch(prog[i], l[i].n, l[i].args, stream);
     return s;
 }

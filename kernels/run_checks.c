@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "tk/tk_jit.h"
+
 tk_status tk_run_check_size(tk_ctx *ctx, const char *fn, const char *name, int64_t v, int64_t max) {
     if (v >= 1 && v <= max) return TK_OK;
     return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: %s is %lld; expected 1 .. %lld", fn, name,
@@ -35,4 +37,17 @@ tk_status tk_run_check_strides(tk_ctx *ctx, const char *fn, const char *name, in
         end += (dims[d] - 1) * st[d];
     }
     return TK_OK;
+}
+
+int tk_run_sm_count(tk_ctx *ctx) {
+    int sm = 0;
+    if (!ctx || tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132;
+    return sm;
+}
+
+tk_status tk_run_check_bias_pair(tk_ctx *ctx, const char *fn, const void *bq, const void *bk) {
+    if (!bq == !bk) return TK_OK;
+    return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                            "%s: %s is NULL and %s is not; give both biases or neither", fn,
+                            bq ? "bk" : "bq", bq ? "bq" : "bk");
 }
