@@ -13,7 +13,9 @@ is printed too. Millions of tokens (B·T·H) per second. Ours reads fla's [B, T,
 through strides; fla's feature maps take [B, T, H, D] tensors, its kernels their output.
 Ours splits the sequence into segments where B·H leaves the GPU idle (the library's choice,
 tk_hedgehog_forward_workspace; the checks' long, narrow shapes run split); the "one segment"
-column times the unsplit kernel.
+column times the unsplit kernel. With the workspace the feature maps run apart, once (the
+checks take that path); the "maps fused" column times the kernel that maps each chunk in each
+value slice (fused_maps 1; the C tests check it on the GPU).
 The shapes are fla's default LinearAttention layer (hidden 1024, 8 heads of 128; expand_v 1:
 Dv 128) and the same hidden size in 16 heads of 64, B·T = 16384, T 1024 .. 16384.
 triton do_bench, median, L2 flushed before each run.
@@ -24,8 +26,8 @@ The backward (tk_hedgehog_backward) follows, from bench_hedgehog_bwd.py (its doc
 how it is checked and timed): its checks after the forward's (one count, one exit status: any
 failure exits 1 before timing), its table after the forward's.
 Environment: HEDGEHOG_SHAPES=B:H:T:D,... replaces the timed shapes (Dv = D; both tables);
-HEDGEHOG_CHECK_ONLY=1 skips timing; HEDGEHOG_VCOLS=16,64 also times ours at those v_cols
-(printed per shape, not tabled); HEDGEHOG_BWD=0 skips the backward (its checks and table;
+HEDGEHOG_CHECK_ONLY=1 skips timing; HEDGEHOG_VCOLS=16,64 also times ours at those v_cols,
+maps apart and fused (printed per shape, not tabled); HEDGEHOG_BWD=0 skips the backward (its checks and table;
 skipped too, with a line, where the library has no tk_hedgehog_backward).
 Usage (GPU machine): python3 bench/bench_hedgehog.py build-device"""
 import os
@@ -229,11 +231,14 @@ def timed(tk, stream, fla, B, H, T, D):
     o = torch.empty_like(v)  # kept: p holds only its address
     p = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk)
     p_one = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk, segments=1)
+    p_fused = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk, fused_maps=1)
     us = {"tk": median_us(lambda: tk.hedgehog_forward(p, stream)),
-          "tk1": median_us(lambda: tk.hedgehog_forward(p_one, stream))}
+          "tk1": median_us(lambda: tk.hedgehog_forward(p_one, stream)),
+          "tkf": median_us(lambda: tk.hedgehog_forward(p_fused, stream))}
     for vc in [int(x) for x in os.environ.get("HEDGEHOG_VCOLS", "").split(",") if x]:
-        p_vc = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk, v_cols=vc)  # printed, not tabled
-        us[f"vc{vc}"] = median_us(lambda: tk.hedgehog_forward(p_vc, stream))
+        for fm in (0, 1):  # printed, not tabled
+            p_vc = tk.hedgehog_params(q, k, v, o, wq, wk, bq, bk, v_cols=vc, fused_maps=fm)
+            us[f"vc{vc}{'f' if fm else ''}"] = median_us(lambda: tk.hedgehog_forward(p_vc, stream))
     if fla:
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # contiguous [B, T, H, D]
         maps = fla_maps(fla, D, wq, wk, bq, bk)
@@ -276,15 +281,16 @@ def main():
               flush=True)
     f1 = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
     print("\n| B x H x T (bf16, norm, bias) | D = Dv | TK µs | TK µs, one segment "
-          "| fla feature maps µs "
+          "| TK µs, maps fused | fla feature maps µs "
           "| fla maps + chunk µs | fla maps + fused_chunk µs | faster fla / TK | TK Mtok/s "
           "| faster fla Mtok/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for B, H, T, D, us in rows:
         best = min((us[n] for n in ("chunk", "fused") if n in us), default=None)
         speedup = "-" if best is None else f"{best / us['tk']:.2f}x"
         fla_tok = "-" if best is None else f"{B * H * T / best:.0f}"
-        print(f"| {B}x{H}x{T} | {D} | {us['tk']:.1f} | {us['tk1']:.1f} | {f1(us.get('fmap'))} | "
+        print(f"| {B}x{H}x{T} | {D} | {us['tk']:.1f} | {us['tk1']:.1f} | {us['tkf']:.1f} | "
+              f"{f1(us.get('fmap'))} | "
               f"{f1(us.get('chunk'))} | {f1(us.get('fused'))} | {speedup} | "
               f"{B * H * T / us['tk']:.0f} | {fla_tok} |")
     if bwd:

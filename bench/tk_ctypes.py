@@ -173,7 +173,7 @@ class HedgehogParams(ctypes.Structure):  # tk_hedgehog_params
         ("v_strides", ctypes.c_int64 * 4), ("o_strides", ctypes.c_int64 * 4),
         ("z_strides", ctypes.c_int64 * 3), ("v_cols", ctypes.c_int32), ("warps", ctypes.c_int32),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
-        ("segments", ctypes.c_int32),
+        ("segments", ctypes.c_int32), ("fused_maps", ctypes.c_int32),
     ]
 
 
@@ -515,18 +515,20 @@ class TK:
                     "tk_based_backward")
 
     def hedgehog_params(self, q, k, v, o, wq, wk, bq=None, bk=None, z=None, normalize=1,
-                        scale=0.0, eps=0.0, v_cols=0, warps=0, segments=0):
+                        scale=0.0, eps=0.0, v_cols=0, warps=0, segments=0, fused_maps=0):
         """Hedgehog linear attention forward. q, k [B, H, T, D] (D 64 or 128), v, o [B, H, T,
         Dv]: torch views in logical (batch, head, token, dim) order, any strides with the
         dim's 1 (fla's [B, T, H, D] tensor's .transpose(1, 2)). wq, wk: the feature maps'
         nn.Linear weights [D, D] (or [H, D, D]: one per head), bq, bk their biases [D]
         ([H, D]) or None, contiguous, in the dtype. z: None or f32 [B, H, T] (any strides).
-        scale 0: 1; eps 0: 1e-6; v_cols, warps, segments 0: the library's choice. The weights
-        and the workspace the segments need (allocated here) are kept on the struct (p holds
-        only their addresses)."""
+        scale 0: 1; eps 0: 1e-6; v_cols, warps, segments 0: the library's choice; fused_maps
+        1: the feature maps inside the forward kernel (0: apart, into the workspace). The
+        weights and the workspace (allocated here) are kept on the struct (p holds only their
+        addresses)."""
         import torch
         p = HedgehogParams(struct_size=ctypes.sizeof(HedgehogParams), normalize=normalize,
-                           scale=scale, eps=eps, v_cols=v_cols, warps=warps, segments=segments)
+                           scale=scale, eps=eps, v_cols=v_cols, warps=warps, segments=segments,
+                           fused_maps=fused_maps)
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.batch, p.heads, p.seq, p.head_dim_v = v.shape
         p.head_dim = q.shape[-1]

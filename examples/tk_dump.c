@@ -13,6 +13,7 @@
  *                        warps=1|2|4|8
  *     hedgehog options:  dtype=bf16|f16 d=64|128 norm=0|1 stats=0|1 bias=0|1
  *                        v=16..128 warps=1|2|4|8 (v, warps 0: the defaults)
+ *                        part=fwd|map seg=0|1|2 phi=0|1
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +81,12 @@ int main(int argc, char **argv) {
                                 .stats = atoi(opt(argc, argv, "stats", "0")),
                                 .bias = atoi(opt(argc, argv, "bias", "1")),
                                 .v_cols = atoi(opt(argc, argv, "v", "0")),
-                                .warps = atoi(opt(argc, argv, "warps", "0"))};
+                                .warps = atoi(opt(argc, argv, "warps", "0")),
+                                .part = !strcmp(opt(argc, argv, "part", "fwd"), "map")
+                                            ? TK_HEDGEHOG_MAP
+                                            : TK_HEDGEHOG_FWD,
+                                .seg = atoi(opt(argc, argv, "seg", "0")),
+                                .phi = atoi(opt(argc, argv, "phi", "0"))};
         s = tk_hedgehog_build(ctx, &c, &k);
     } else if (kind == 3) {
         int d = atoi(opt(argc, argv, "d", "128"));

@@ -50,6 +50,7 @@ typedef struct hh {
         slots;  /* head dim, features, warps, chunk rows, value columns, slabs a warp */
     bool z;     /* the key sums and z (normalize or stats)        */
     bool state; /* TK_HEDGEHOG_SEG_STATE: the segment's S (and z1) alone */
+    bool phi;   /* φ(q)ᵀ, φ(k)ᵀ read from Q, K (TK_HEDGEHOG_MAP's P)      */
     tk_value *Q, *K, *Vv, *Wq, *Wk, *Bq, *Bk, *O, *Z, *scale, *eps;
     tk_value *b, *h, *v0, *w, *r0, *nch; /* ids, the warp's first row, chunks */
     tk_value *np, *nf;                   /* D / 16, F / 16 as run-time values   */
@@ -97,24 +98,26 @@ tk_hedgehog_config tk_hedgehog_resolve(const tk_hedgehog_config *c) {
 
 size_t tk_hedgehog_smem_bytes(const tk_hedgehog_config *c) {
     size_t D = (size_t)c->head_dim, C = 16 * (size_t)c->warps, V = (size_t)c->v_cols, F = 2 * D;
-    size_t n = 2 * D * D + 2 * C * D + 2 * C * V + 2 * C * F + F * V; /* elements */
-    if (c->bias) n += 2 * D * 16;
+    size_t n = 2 * C * V + 2 * C * F + F * V; /* elements */
+    if (!c->phi) n += 2 * D * D + 2 * C * D;  /* W, q and k */
+    if (c->bias && !c->phi) n += 2 * D * 16;
     if (c->normalize || c->stats) n += F * 16;
     return n * 2; /* bf16 / f16 */
 }
 
 /* ---- setup ------------------------------------------------------------------ */
-static void params(hh *g) {
+static void params_weights(hh *g) {
     tk_kernel *k = g->k;
-    g->Q = tk_param_tensor(k, "Q", g->dt, 4);
-    g->K = tk_param_tensor(k, "K", g->dt, 4);
-    g->Vv = tk_param_tensor(k, "V", g->dt, 4);
     g->Wq = tk_param_tensor(k, "Wq", g->dt, 3);
     g->Wk = tk_param_tensor(k, "Wk", g->dt, 3);
     if (g->c.bias) {
         g->Bq = tk_param_tensor(k, "Bq", g->dt, 2);
         g->Bk = tk_param_tensor(k, "Bk", g->dt, 2);
     }
+}
+
+static void params_rest(hh *g) {
+    tk_kernel *k = g->k;
     if (!g->state) {
         g->O = tk_param_tensor(k, "O", g->dt, 4);
         if (g->c.stats) g->Z = tk_param_tensor(k, "Z", TK_F32, 3);
@@ -128,11 +131,32 @@ static void params(hh *g) {
     g->eps = tk_param_scalar(k, "eps", TK_F32);
 }
 
+static void params(hh *g) {
+    tk_kernel *k = g->k;
+    g->Q = tk_param_tensor(k, g->phi ? "PQ" : "Q", g->dt, 4);
+    g->K = tk_param_tensor(k, g->phi ? "PK" : "K", g->dt, 4);
+    g->Vv = tk_param_tensor(k, "V", g->dt, 4);
+    if (!g->phi) params_weights(g);
+    params_rest(g);
+}
+
 /* The entry of weights X [Hw, ...] head h uses: h mod Hw. */
 static tk_value *head_of(hh *g, tk_value *X) { return tk_rem(g->k, g->h, tk_dim(g->k, X, 0)); }
 
+/* phi: chunk ch's φ(q)ᵀ (q) or φ(k)ᵀ [F, C] from PQ or PK. */
+static void copy_phi(hh *g, tk_value *ch, bool q) {
+    tk_kernel *k = g->k;
+    tk_value *idx[4] = {g->b, g->h, i64c(k, 0), tk_mul(k, ch, i64c(k, g->C))};
+    tk_copy_to_shared(k, q ? g->sPq : g->sPk, q ? g->Q : g->K, idx, 0.0f, TK_COPY_ASYNC);
+}
+
 static void copy_qk(hh *g, tk_value *ch) {
     tk_kernel *k = g->k;
+    if (g->phi) {
+        if (!g->state) copy_phi(g, ch, true);
+        copy_phi(g, ch, false);
+        return;
+    }
     tk_value *idx[4] = {g->b, g->h, tk_mul(k, ch, i64c(k, g->C)), i64c(k, 0)};
     if (!g->state) tk_copy_to_shared(k, g->sQ, g->Q, idx, 0.0f, TK_COPY_ASYNC);
     tk_copy_to_shared(k, g->sK, g->K, idx, 0.0f, TK_COPY_ASYNC);
@@ -158,15 +182,19 @@ static void shared_tiles(hh *g) {
     tk_kernel *k = g->k;
     tk_dtype dt = g->dt;
     /* the wide tiles first (they want the larger alignment) */
-    g->sWq = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
-    g->sWk = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
+    if (!g->phi) {
+        g->sWq = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
+        g->sWk = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
+    }
     g->sPq = tk_shared(k, dt, g->F, g->C, TK_SMEM_SWIZZLE, 1);
     g->sPk = tk_shared(k, dt, g->F, g->C, TK_SMEM_SWIZZLE, 1);
     g->sS = tk_shared(k, dt, g->F, g->V, TK_SMEM_SWIZZLE, 1);
-    g->sQ = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
-    g->sK = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
+    if (!g->phi) {
+        g->sQ = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
+        g->sK = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
+    }
     g->sV = tk_shared(k, dt, g->C, g->V, TK_SMEM_SWIZZLE, 2);
-    if (g->c.bias) {
+    if (g->c.bias && !g->phi) {
         g->sBq = tk_shared(k, dt, g->D, 16, TK_SMEM_SWIZZLE, 1);
         g->sBk = tk_shared(k, dt, g->D, 16, TK_SMEM_SWIZZLE, 1);
     }
@@ -195,7 +223,8 @@ static void seg_ids(hh *g, tk_value *z) {
  * B·NS and the block's chunks its segment's. */
 static void setup(hh *g) {
     tk_kernel *k = g->k;
-    tk_value *B = tk_dim(k, g->Q, 0), *H = tk_dim(k, g->Q, 1), *T = tk_dim(k, g->Q, 2);
+    tk_value *sh = g->phi ? g->Vv : g->Q; /* [B, H, T, ...] */
+    tk_value *B = tk_dim(k, sh, 0), *H = tk_dim(k, sh, 1), *T = tk_dim(k, sh, 2);
     if (g->c.seg) {
         g->nch = tk_ceil_div(k, T, i64c(k, g->C));
         g->nseg = tk_ceil_div(k, g->nch, g->L);
@@ -215,18 +244,21 @@ static void setup(hh *g) {
     if (!g->c.seg) g->nch = g->trips = tk_ceil_div(k, T, i64c(k, g->C));
     /* D / 16 from Wq's run-time size (capped at it): with a constant trip
      * count LLVM unrolls the piece loops (D 64), undoing what they are for */
-    g->np = tk_min(k, tk_div(k, tk_dim(k, g->Wq, 1), i64c(k, 16)), i64c(k, g->D / 16));
+    if (g->phi) /* F / 32 from PQ's */
+        g->np = tk_min(k, tk_div(k, tk_dim(k, g->Q, 2), i64c(k, 32)), i64c(k, g->D / 16));
+    else
+        g->np = tk_min(k, tk_div(k, tk_dim(k, g->Wq, 1), i64c(k, 16)), i64c(k, g->D / 16));
     g->nf = tk_mul(k, g->np, i64c(k, 2));
     tk_value_set_name(g->v0, "v0");
     tk_value_set_name(g->r0, "r0");
     shared_tiles(g);
     if (g->state) tk_if_begin(k, tk_gt(k, g->trips, i64c(k, 0)));
-    copy_weights(g);
+    if (!g->phi) copy_weights(g);
     copy_qk(g, chunk_of(g, i64c(k, 0)));
     copy_v(g, i64c(k, 0), chunk_of(g, i64c(k, 0)));
     if (g->state) tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
-    if (!g->c.bias) return;
+    if (!g->c.bias || g->phi) return;
     tk_hh_fm fm = fm_of(g);
     if (!g->state) tk_hh_bias_cols(&fm, g->Bq, g->sBq, 0);
     tk_hh_bias_cols(&fm, g->Bk, g->sBk, 1 % g->W);
@@ -474,6 +506,16 @@ static void key_map(hh *g, tk_value *ch1) {
     tk_async_commit(k);
 }
 
+/* phi: chunk ch1's φ(q)ᵀ or φ(k)ᵀ issued (its tile's last reader past a
+ * barrier), landing by the next trip's arrive. */
+static void next_phi(hh *g, tk_value *ch1, bool q) {
+    tk_kernel *k = g->k;
+    tk_if_begin(k, tk_lt(k, ch1, g->trips));
+    copy_phi(g, chunk_of(g, ch1), q);
+    tk_if_end(k, 0, NULL, NULL);
+    tk_async_commit(k);
+}
+
 static void build(hh *g) {
     tk_kernel *k = g->k;
     params(g);
@@ -483,16 +525,21 @@ static void build(hh *g) {
     int n = state_init(g, init);
     tk_value *ch = tk_for_begin(k, i64c(k, 0), g->trips, i64c(k, 1), n, init, cur);
     {
-        tk_value *st = arrive(g, ch);
+        tk_value *st = arrive(g, ch), *ch1 = tk_add(k, ch, i64c(k, 1));
         if (g->state) {
-            key_map(g, tk_add(k, ch, i64c(k, 1)));
+            if (!g->phi) key_map(g, ch1);
         } else {
-            feature_maps(g, tk_add(k, ch, i64c(k, 1)));
+            if (!g->phi) feature_maps(g, ch1);
             tk_value *z = NULL, *o = chunk_attend(g, st, &z);
             write_out(g, tk_mul(k, chunk_of(g, ch), i64c(k, g->C)), o, z);
-            tk_barrier(k); /* every warp is done reading sS and sZ */
+            tk_barrier(k); /* every warp is done reading sS and sZ (phi: and sPq) */
+            if (g->phi) next_phi(g, ch1, true);
         }
         state_update(g, st, cur, next);
+        if (g->phi) {
+            tk_barrier(k); /* every warp is done reading sPk */
+            next_phi(g, ch1, false);
+        }
     }
     tk_for_end(k, n, next, fin);
     if (g->state) state_write(g, fin);
@@ -529,6 +576,7 @@ static tk_status check_config(tk_ctx *ctx, const char *fn, const tk_hedgehog_con
     if (c->f_cols || c->c_side)
         return bad(ctx, fn, c->f_cols ? "f_cols" : "c_side", c->f_cols ? c->f_cols : c->c_side,
                    "the forward takes 0");
+    if ((s = check_flag(ctx, fn, "phi", c->phi))) return s;
     tk_hedgehog_config r = tk_hedgehog_resolve(c);
     size_t smem = tk_hedgehog_smem_bytes(&r);
     if (smem > TK_HEDGEHOG_SMEM_MAX)
@@ -559,6 +607,8 @@ tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kerne
     *out = NULL;
     if (cfg->part != TK_HEDGEHOG_FWD && cfg->seg)
         return bad(ctx, fn, "seg", cfg->seg, "only the forward (part 0) takes segments");
+    if (cfg->part != TK_HEDGEHOG_FWD && cfg->phi)
+        return bad(ctx, fn, "phi", cfg->phi, "only the forward (part 0) reads mapped inputs");
     if (cfg->part != TK_HEDGEHOG_FWD) return tk_hh_build_part(ctx, cfg, out);
     tk_status s = check_config(ctx, fn, cfg);
     if (s) return s;
@@ -566,11 +616,12 @@ tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kerne
     g.dt = g.c.dtype, g.D = g.c.head_dim, g.F = 2 * g.D, g.W = g.c.warps, g.C = 16 * g.W;
     g.V = g.c.v_cols, g.slots = g.F / 16 / g.W, g.z = g.c.normalize || g.c.stats;
     g.state = g.c.seg == TK_HEDGEHOG_SEG_STATE;
+    g.phi = g.c.phi;
     static const char *const segs[] = {"", "_segrun", "_segstate"};
     char name[96];
-    snprintf(name, sizeof name, "tk_hedgehog_fwd_%s_d%d_v%d_w%d%s%s%s%s", tk_dtype_name(g.dt), g.D,
-             g.V, g.W, g.c.normalize ? "_norm" : "", g.c.stats ? "_stats" : "",
-             g.c.bias ? "_bias" : "", segs[g.c.seg]);
+    snprintf(name, sizeof name, "tk_hedgehog_fwd_%s_d%d_v%d_w%d%s%s%s%s%s", tk_dtype_name(g.dt),
+             g.D, g.V, g.W, g.c.normalize ? "_norm" : "", g.c.stats ? "_stats" : "",
+             g.c.bias && !g.phi ? "_bias" : "", segs[g.c.seg], g.phi ? "_phi" : "");
     if ((s = tk_kernel_create(ctx, name, g.W, &g.k))) return s;
     tk_kernel_set_maxnreg(g.k, reg_cap(&g.c));
     build(&g);

@@ -85,13 +85,15 @@ tk_status tk_hh_build_prep(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel *
     return TK_OK;
 }
 
-/* tk_hedgehog_build for the backward's parts (ctx, cfg and out checked). */
+/* tk_hedgehog_build for the parts other than the forward (ctx, cfg and out
+ * checked). */
 tk_status tk_hh_build_part(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out) {
     switch (c->part) {
     case TK_HEDGEHOG_BWD_PREP: return tk_hh_build_prep(ctx, c, out);
     case TK_HEDGEHOG_BWD_DPHI: return tk_hh_build_dphi(ctx, c, out);
     case TK_HEDGEHOG_BWD_FMAP: return tk_hh_build_fmap(ctx, c, out);
     case TK_HEDGEHOG_BWD_REDUCE: return tk_hh_build_reduce(ctx, c, out);
+    case TK_HEDGEHOG_MAP: return tk_hh_build_map(ctx, c, out);
     default: return bad(ctx, "part", c->part, "expected a tk_hedgehog_part");
     }
 }

@@ -3,6 +3,8 @@
  * (kernels/hedgehog_dphi.c) compute it: a warp's 16 tokens at a time,
  * transposed (features in rows), W and b in shared memory. */
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 
 #include "hedgehog_parts.h"
 
@@ -116,4 +118,77 @@ void tk_hh_rescale(const tk_hh_fm *g, tk_value *sp, tk_value *facs) {
         }
     }
     tk_for_end(k, 0, NULL, NULL);
+}
+
+/* ---- TK_HEDGEHOG_MAP: the feature map alone, φᵀ to global memory ---------
+ * The forward's maps of one chunk, in the same ops (so the same bits in the
+ * same dtype), written out for the forward's phi mode to read instead of
+ * mapping each chunk again in every value slice. Grid (Tp / C, H, B); rows
+ * of X past T read as zeros, so the padding columns are φ(b), as the fused
+ * forward's. */
+static void build_map(tk_kernel *k, tk_dtype dt, int D, int W, bool bias) {
+    const int C = 16 * W, F = 2 * D;
+    tk_value *X = tk_param_tensor(k, "X", dt, 4), *Wx = tk_param_tensor(k, "Wx", dt, 3);
+    tk_value *Bx = bias ? tk_param_tensor(k, "Bx", dt, 2) : NULL;
+    tk_value *P = tk_param_tensor(k, "P", dt, 4);
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, P, 3), i64c(k, C)), tk_dim(k, X, 1), tk_dim(k, X, 0));
+    tk_value *c0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, C));
+    tk_value *h = tk_block_id_i64(k, 1), *b = tk_block_id_i64(k, 2), *w = tk_warp_id_i64(k);
+    /* D / 16 at run time, as the forward's (a rolled piece loop) */
+    tk_value *np = tk_min(k, tk_div(k, tk_dim(k, Wx, 1), i64c(k, 16)), i64c(k, D / 16));
+    tk_hh_fm g = {k, dt, D, w, tk_mul(k, w, i64c(k, 16)), np, h};
+    tk_value *sw = tk_shared(k, dt, D, D, TK_SMEM_SWIZZLE, 1);
+    tk_value *sp = tk_shared(k, dt, F, C, TK_SMEM_SWIZZLE, 1);
+    tk_value *sx = tk_shared(k, dt, C, D, TK_SMEM_SWIZZLE, 1);
+    tk_value *sb = bias ? tk_shared(k, dt, D, 16, TK_SMEM_SWIZZLE, 1) : NULL;
+    tk_value *z = i64c(k, 0);
+    tk_copy_to_shared(k, sw, Wx, ((tk_value *[]){tk_rem(k, h, tk_dim(k, Wx, 0)), z, z}), 0.0f,
+                      TK_COPY_ASYNC);
+    tk_copy_to_shared(k, sx, X, ((tk_value *[]){b, h, c0, z}), 0.0f, TK_COPY_ASYNC);
+    tk_async_commit(k);
+    if (bias) tk_hh_bias_cols(&g, Bx, sb, 0);
+    tk_async_wait(k, 0);
+    tk_barrier(k); /* W, x and the bias tile in place */
+    tk_value *facs = tk_hh_feature_map(&g, sx, sw, sb, sp);
+    tk_barrier(k); /* lanes: the rescale reads back the exps */
+    tk_hh_rescale(&g, sp, facs);
+    tk_barrier(k); /* φᵀ final in every warp's columns */
+    tk_copy_to_global(k, P, ((tk_value *[]){b, h, z, c0}), sp);
+}
+
+size_t tk_hh_map_smem_bytes(const tk_hedgehog_config *c) {
+    size_t D = (size_t)c->head_dim, C = 16 * (size_t)(c->warps ? c->warps : TK_HEDGEHOG_WARPS);
+    return 2 * (D * D + 3 * C * D + (c->bias ? 16 * D : 0)); /* W, x, φᵀ [2D, C], b */
+}
+
+tk_status tk_hh_build_map(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out) {
+    const char *fn = "tk_hedgehog_build";
+    if (c->dtype != TK_BF16 && c->dtype != TK_F16)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: dtype is %s; expected TK_BF16 or TK_F16", fn,
+                                tk_dtype_name(c->dtype));
+    if (c->head_dim != 64 && c->head_dim != 128)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: head_dim is %d; expected 64 or 128",
+                                fn, c->head_dim);
+    if (c->bias != 0 && c->bias != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: bias is %d; expected 0 or 1", fn,
+                                c->bias);
+    int W = c->warps ? c->warps : TK_HEDGEHOG_WARPS;
+    if (W != 1 && W != 2 && W != 4 && W != 8)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: warps is %d; expected 0, 1, 2, 4 or 8", fn, c->warps);
+    char name[64];
+    snprintf(name, sizeof name, "tk_hedgehog_map_%s_d%d_w%d%s", tk_dtype_name(c->dtype),
+             c->head_dim, W, c->bias ? "_bias" : "");
+    tk_kernel *k;
+    tk_status s = tk_kernel_create(ctx, name, W, &k);
+    if (s) return s;
+    build_map(k, c->dtype, c->head_dim, W, c->bias);
+    if ((s = tk_kernel_finish(k))) {
+        tk_ctx_set_error(ctx, s, "%s: %s", fn, tk_kernel_error(k));
+        tk_kernel_destroy(k);
+        return s;
+    }
+    *out = k;
+    return TK_OK;
 }

@@ -59,6 +59,9 @@ tk_status tk_hh_build_prep(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel *
 tk_status tk_hh_build_dphi(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
 tk_status tk_hh_build_fmap(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
 tk_status tk_hh_build_reduce(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
+tk_status tk_hh_build_map(tk_ctx *ctx, const tk_hedgehog_config *c, tk_kernel **out);
+/* TK_HEDGEHOG_MAP's shared memory (bytes). */
+size_t tk_hh_map_smem_bytes(const tk_hedgehog_config *c);
 /* BWD_DPHI and BWD_FMAP: c with f_cols and warps filled in where 0, and
  * the shared memory their kernel takes (bytes). */
 tk_hedgehog_config tk_hh_dphi_resolve(const tk_hedgehog_config *c);

@@ -1,12 +1,14 @@
 /* tk_hedgehog_forward, tk_hedgehog_prepare and
  * tk_hedgehog_forward_workspace (tk/tk_run.h): the parameters checked, the
- * kernels of the specialization from the registry, one launch (two with
- * sequence segments: the segments' states, then the run). The kernel:
- * hedgehog.c. */
+ * kernels of the specialization from the registry, one launch, or up to
+ * four with a workspace (the feature maps of q and k apart, the sequence
+ * segments' states, then the run). The kernels: hedgehog.c, and
+ * hedgehog_fm.c for the maps. */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "hedgehog_parts.h"
@@ -19,7 +21,7 @@
 /* Registry programs per resolved tk_hedgehog_config: every field a
  * specialization. */
 typedef struct hedgehog_key {
-    int32_t dtype, head_dim, normalize, stats, bias, v_cols, warps, part, f_cols, c_side, seg;
+    int32_t dtype, head_dim, normalize, stats, bias, v_cols, warps, part, f_cols, c_side, seg, phi;
 } hedgehog_key;
 
 static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -34,7 +36,8 @@ static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                               .part = a->part,
                               .f_cols = a->f_cols,
                               .c_side = a->c_side,
-                              .seg = a->seg};
+                              .seg = a->seg,
+                              .phi = a->phi};
     return tk_hedgehog_build(ctx, &cfg, out);
 }
 
@@ -47,6 +50,7 @@ tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **p
     key.dtype = c->dtype, key.head_dim = c->head_dim, key.normalize = c->normalize;
     key.stats = c->stats, key.bias = c->bias, key.v_cols = c->v_cols, key.warps = c->warps;
     key.part = c->part, key.f_cols = c->f_cols, key.c_side = c->c_side, key.seg = c->seg;
+    key.phi = c->phi;
     return tk_registry_program(ctx, &hedgehog_def, &key, prog, info);
 }
 
@@ -66,11 +70,28 @@ tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **p
 #define MIN_SEG_CHUNKS 4
 
 typedef struct seg_plan {
-    int64_t L, ns; /* chunks a segment, segments (1: no split)          */
-    size_t bytes;  /* St [NV·B·NS, H, F + 16, v_cols] f32 (0: no split) */
+    int64_t L, ns;   /* chunks a segment, segments (1: no split)          */
+    size_t st_bytes; /* St [NV·B·NS, H, F + 16, v_cols] f32 (0: no split) */
+    bool maps;       /* φ(q), φ(k) apart: PQ, PK after St                 */
+    size_t map_off;  /* PQ's offset in the workspace (PK follows it)     */
+    size_t bytes;    /* the whole workspace (0: none needed)             */
 } seg_plan;
 
 static int64_t st_rows(const tk_hedgehog_config *c) { return 2 * (int64_t)c->head_dim + 16; }
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+/* ---- the maps apart ----------------------------------------------------------
+ * MAP's blocks of MAP_WARPS warps; P's columns Tp a multiple of every
+ * forward chunk (16·warps <= 128) and of MAP's. */
+#define MAP_WARPS 4
+static int64_t map_cols(int64_t T) { return (T + 127) / 128 * 128; }
+static size_t map_bytes(const tk_hedgehog_params *p) { /* PQ or PK */
+    return (size_t)(p->batch * p->heads * 2 * p->head_dim * map_cols(p->seq)) * 2;
+}
+/* With a workspace (or asking its size) the maps go apart unless fused_maps. */
+static bool maps_apart(const tk_hedgehog_params *p, bool workspace) {
+    return workspace && !p->fused_maps;
+}
 static int64_t slices(const tk_hedgehog_params *p, const tk_hedgehog_config *c) {
     return (p->head_dim_v + c->v_cols - 1) / c->v_cols;
 }
@@ -91,11 +112,16 @@ static seg_plan fwd_split(const tk_hedgehog_params *p, const tk_hedgehog_config 
     seg_plan pl = {.L = (chunks + ns - 1) / ns};
     pl.ns = (chunks + pl.L - 1) / pl.L;
     if (pl.ns > 1)
-        pl.bytes = (size_t)(nv * p->batch * pl.ns * p->heads * st_rows(c) * c->v_cols) * 4;
+        pl.st_bytes = (size_t)(nv * p->batch * pl.ns * p->heads * st_rows(c) * c->v_cols) * 4;
+    pl.bytes = pl.st_bytes;
+    if ((pl.maps = c->phi)) {
+        pl.map_off = align256(pl.st_bytes);
+        pl.bytes = pl.map_off + 2 * map_bytes(p);
+    }
     return pl;
 }
 
-/* The segments: none without a workspace. */
+/* The segments and maps: neither without a workspace. */
 static seg_plan fwd_plan(const tk_hedgehog_params *p, const tk_hedgehog_config *c, int sms) {
     return p->workspace ? fwd_split(p, c, sms) : (seg_plan){.L = 0, .ns = 1};
 }
@@ -145,7 +171,7 @@ static tk_status check_kind(tk_ctx *ctx, const char *fn, const tk_hedgehog_param
     if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: warps is %d; expected 0, 1, 2, 4 or 8", fn, w);
-    return TK_OK;
+    return check_flag(ctx, fn, "fused_maps", p->fused_maps);
 }
 
 static tk_status check_pointers(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p) {
@@ -183,14 +209,16 @@ size_t tk_hh_smem_of_gpu(tk_ctx *ctx) {
     return caps.smem_per_block < TK_HEDGEHOG_SMEM_MAX ? caps.smem_per_block : TK_HEDGEHOG_SMEM_MAX;
 }
 
-tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t smem_max) {
+static tk_hedgehog_config config_of(const tk_hedgehog_params *p, size_t smem_max, bool workspace) {
+    bool phi = maps_apart(p, workspace);
     tk_hedgehog_config c = {.dtype = p->dtype,
                             .head_dim = p->head_dim,
                             .normalize = p->normalize,
                             .stats = p->z != NULL,
-                            .bias = p->bq != NULL,
+                            .bias = p->bq != NULL && !phi, /* phi: MAP's */
                             .v_cols = p->v_cols,
-                            .warps = p->warps};
+                            .warps = p->warps,
+                            .phi = phi};
     tk_hedgehog_config r = tk_hedgehog_resolve(&c);
     /* the library's choices shrink until the block fits: v_cols first (down
      * to 16), then warps, whose slabs of the state then grow (8 a warp at 2
@@ -204,6 +232,10 @@ tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t sme
             break;
     }
     return r;
+}
+
+tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t smem_max) {
+    return config_of(p, smem_max, p->workspace != NULL);
 }
 
 static tk_status check_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_params *p,
@@ -255,21 +287,62 @@ static tk_status check_segments(tk_ctx *ctx, const char *fn, const tk_hedgehog_p
                                 fn, p->segments);
     tk_hedgehog_config c = tk_hedgehog_config_of(p, smem_max);
     seg_plan pl = fwd_plan(p, &c, sms);
-    if (p->workspace && p->workspace_bytes < pl.bytes)
+    if (p->workspace && p->workspace_bytes < pl.bytes) {
+        char what[96] = "";
+        if (pl.ns > 1)
+            snprintf(what, sizeof what, "the states of %lld segments%s", (long long)pl.ns,
+                     pl.maps ? " and " : "");
+        if (pl.maps) strcat(what, "the feature maps");
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
-                                "%s: workspace_bytes is %zu; %lld segments need %zu "
+                                "%s: workspace_bytes is %zu; %s need %zu "
                                 "(tk_hedgehog_forward_workspace)",
-                                fn, p->workspace_bytes, (long long)pl.ns, pl.bytes);
+                                fn, p->workspace_bytes, what, pl.bytes);
+    }
+    if ((uintptr_t)p->workspace % 256)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: workspace is not 256-byte aligned",
+                                fn);
     return TK_OK;
 }
 
-/* The arguments both passes start with: Q, K, V, Wq, Wk, [Bq, Bk]. */
-static int inputs(const tk_hedgehog_params *p, tk_arg *a) {
+/* PQ (k: PK) in the workspace, [B, H, F, Tp]. */
+static tk_arg map_arg(const tk_hedgehog_params *p, const seg_plan *pl, bool k) {
+    const int64_t dp[4] = {p->batch, p->heads, 2 * (int64_t)p->head_dim, map_cols(p->seq)};
+    char *at = (char *)p->workspace + pl->map_off + (k ? map_bytes(p) : 0);
+    return tk_arg_tensor(at, p->dtype, 4, dp);
+}
+
+/* MAP's launch for q (k: for k) into the workspace. */
+static void map_launch(const tk_hedgehog_params *p, const seg_plan *pl, bool k,
+                       tk_hedgehog_launch *l) {
+    const int64_t D = p->head_dim, hw = p->per_head ? p->heads : 1;
+    const int64_t dq[4] = {p->batch, p->heads, p->seq, D}, dw[3] = {hw, D, D}, db[2] = {hw, D};
+    l->cfg = (tk_hedgehog_config){.dtype = p->dtype,
+                                  .head_dim = p->head_dim,
+                                  .bias = p->bq != NULL,
+                                  .warps = MAP_WARPS,
+                                  .part = TK_HEDGEHOG_MAP};
+    int m = 0;
+    l->args[m++] = tk_hh_tensor(k ? p->k : p->q, p->dtype, 4, dq, k ? p->k_strides : p->q_strides);
+    l->args[m++] = tk_arg_tensor((void *)(k ? p->wk : p->wq), p->dtype, 3, dw);
+    if (p->bq) l->args[m++] = tk_arg_tensor((void *)(k ? p->bk : p->bq), p->dtype, 2, db);
+    l->args[m++] = map_arg(p, pl, k);
+    l->n = m;
+}
+
+/* The arguments both passes start with: Q, K, V, Wq, Wk, [Bq, Bk]; with
+ * the maps apart PQ, PK, V. */
+static int inputs(const tk_hedgehog_params *p, const seg_plan *pl, tk_arg *a) {
     const int64_t D = p->head_dim, hw = p->per_head ? p->heads : 1;
     const int64_t dq[4] = {p->batch, p->heads, p->seq, D};
     const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
     const int64_t dw[3] = {hw, D, D}, db[2] = {hw, D};
     int m = 0;
+    if (pl->maps) {
+        a[m++] = map_arg(p, pl, false);
+        a[m++] = map_arg(p, pl, true);
+        a[m++] = tk_hh_tensor(p->v, p->dtype, 4, dv, p->v_strides);
+        return m;
+    }
     a[m++] = tk_hh_tensor(p->q, p->dtype, 4, dq, p->q_strides);
     a[m++] = tk_hh_tensor(p->k, p->dtype, 4, dq, p->k_strides);
     a[m++] = tk_hh_tensor(p->v, p->dtype, 4, dv, p->v_strides);
@@ -292,16 +365,20 @@ int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max, int s
     const int64_t ds[4] = {slices(p, &c) * p->batch * pl.ns, p->heads, st_rows(&c), c.v_cols};
     tk_arg st = tk_arg_tensor(p->workspace, TK_F32, 4, ds), L = tk_arg_i64(pl.L);
     int n = 0;
-    if (split) { /* the segments' own states first */
+    if (pl.maps) { /* φ(q), φ(k) into the workspace */
+        map_launch(p, &pl, false, &out[n++]);
+        map_launch(p, &pl, true, &out[n++]);
+    }
+    if (split) { /* the segments' own states */
         tk_hedgehog_launch *l = &out[n++];
         l->cfg = c, l->cfg.seg = TK_HEDGEHOG_SEG_STATE;
-        l->n = inputs(p, l->args);
+        l->n = inputs(p, &pl, l->args);
         l->args[l->n++] = st, l->args[l->n++] = L;
     }
     tk_hedgehog_launch *l = &out[n++];
     tk_arg *a = l->args;
     l->cfg = c, l->cfg.seg = split ? TK_HEDGEHOG_SEG_RUN : TK_HEDGEHOG_SEG_NONE;
-    int m = inputs(p, a);
+    int m = inputs(p, &pl, a);
     a[m++] = tk_hh_tensor(p->o, p->dtype, 4, dv, p->o_strides);
     if (p->z) a[m++] = tk_hh_tensor(p->z, TK_F32, 3, dz, p->z_strides);
     if (split) a[m++] = st, a[m++] = L;
@@ -356,7 +433,7 @@ tk_status tk_hedgehog_forward_workspace(tk_ctx *ctx, const tk_hedgehog_params *u
     size_t smem = tk_hh_smem_of_gpu(ctx);
     /* p.workspace unread */
     if ((s = check_params(ctx, fn, &p, smem)) || (s = check_count(ctx, fn, p.segments))) return s;
-    tk_hedgehog_config c = tk_hedgehog_config_of(&p, smem);
+    tk_hedgehog_config c = config_of(&p, smem, true);
     *bytes = fwd_split(&p, &c, tk_run_sm_count(ctx)).bytes;
     return TK_OK;
 }

@@ -25,8 +25,9 @@ typedef struct tk_hedgehog_launch {
  * (where 0) the defaults, smaller until it fits. */
 tk_hedgehog_config tk_hedgehog_config_of(const tk_hedgehog_params *p, size_t smem_max);
 /* The forward's launches for checked parameters (smem_max as above) on a
- * GPU of `sms` SMs: one, or with sequence segments two (the segments'
- * states, then the run). Returns the count. */
+ * GPU of `sms` SMs: with the maps apart, MAP of q and of k first; with
+ * sequence segments, the segments' states; then the run. Returns the
+ * count (1 to 4). */
 int tk_hedgehog_fwd_launches(const tk_hedgehog_params *p, size_t smem_max, int sms,
                              tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]);
 

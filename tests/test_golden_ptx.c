@@ -288,22 +288,29 @@ static int make_variants(variant *v) {
          * an A100's D 128 shape, and 8 warps (two key blocks a chunk); the
          * backward's kernels: PREP normalized, DPHI of the queries (CX) at D
          * 128 and of the keys (CY) at D 64, FMAP at both, REDUCE; the
-         * forward's sequence segments (RUN at D 64, STATE at D 128) */
+         * forward's sequence segments (RUN at D 64, STATE at D 128); the maps
+         * apart: MAP at both dims, the forward reading them (phi), plain and
+         * in segments */
         static const tk_hedgehog_config hhs[] = {
-            {TK_BF16, 64, 1, 1, 1, 64, 4, 0, 0, 0, 0},
-            {TK_BF16, 128, 1, 0, 1, 32, 4, 0, 0, 0, 0},
-            {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0, 0},
-            {TK_BF16, 64, 0, 1, 0, 16, 8, 0, 0, 0, 0},
-            {TK_BF16, 0, 1, 0, 0, 0, 0, TK_HEDGEHOG_BWD_PREP, 0, 0, 0},
-            {TK_BF16, 128, 0, 0, 1, 128, 0, TK_HEDGEHOG_BWD_DPHI, 0, 1, 0},
-            {TK_F16, 64, 0, 0, 0, 64, 0, TK_HEDGEHOG_BWD_DPHI, 0, 2, 0},
-            {TK_BF16, 128, 0, 0, 1, 0, 0, TK_HEDGEHOG_BWD_FMAP, 0, 0, 0},
-            {TK_BF16, 64, 0, 0, 0, 0, 0, TK_HEDGEHOG_BWD_FMAP, 0, 0, 0},
-            {TK_BF16, 0, 0, 0, 0, 0, 0, TK_HEDGEHOG_BWD_REDUCE, 0, 0, 0},
-            {TK_BF16, 64, 1, 0, 1, 64, 4, 0, 0, 0, TK_HEDGEHOG_SEG_RUN},
-            {TK_BF16, 128, 1, 1, 1, 32, 4, 0, 0, 0, TK_HEDGEHOG_SEG_STATE},
+            {TK_BF16, 64, 1, 1, 1, 64, 4, 0, 0, 0, 0, 0},
+            {TK_BF16, 128, 1, 0, 1, 32, 4, 0, 0, 0, 0, 0},
+            {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0, 0, 0},
+            {TK_BF16, 64, 0, 1, 0, 16, 8, 0, 0, 0, 0, 0},
+            {TK_BF16, 0, 1, 0, 0, 0, 0, TK_HEDGEHOG_BWD_PREP, 0, 0, 0, 0},
+            {TK_BF16, 128, 0, 0, 1, 128, 0, TK_HEDGEHOG_BWD_DPHI, 0, 1, 0, 0},
+            {TK_F16, 64, 0, 0, 0, 64, 0, TK_HEDGEHOG_BWD_DPHI, 0, 2, 0, 0},
+            {TK_BF16, 128, 0, 0, 1, 0, 0, TK_HEDGEHOG_BWD_FMAP, 0, 0, 0, 0},
+            {TK_BF16, 64, 0, 0, 0, 0, 0, TK_HEDGEHOG_BWD_FMAP, 0, 0, 0, 0},
+            {TK_BF16, 0, 0, 0, 0, 0, 0, TK_HEDGEHOG_BWD_REDUCE, 0, 0, 0, 0},
+            {TK_BF16, 64, 1, 0, 1, 64, 4, 0, 0, 0, TK_HEDGEHOG_SEG_RUN, 0},
+            {TK_BF16, 128, 1, 1, 1, 32, 4, 0, 0, 0, TK_HEDGEHOG_SEG_STATE, 0},
+            {TK_BF16, 128, 0, 0, 1, 0, 4, TK_HEDGEHOG_MAP, 0, 0, 0, 0},
+            {TK_F16, 64, 0, 0, 0, 0, 4, TK_HEDGEHOG_MAP, 0, 0, 0, 0},
+            {TK_BF16, 128, 1, 0, 0, 32, 4, 0, 0, 0, 0, 1},
+            {TK_BF16, 64, 1, 1, 0, 64, 4, 0, 0, 0, TK_HEDGEHOG_SEG_RUN, 1},
+            {TK_BF16, 128, 1, 0, 0, 32, 4, 0, 0, 0, TK_HEDGEHOG_SEG_STATE, 1},
         };
-        static const char *const hh_parts[] = {"fwd", "prep", "dphi", "fmap", "reduce"};
+        static const char *const hh_parts[] = {"fwd", "prep", "dphi", "fmap", "reduce", "map"};
         for (size_t i = 0; i < sizeof hhs / sizeof hhs[0]; i++) {
             const tk_hedgehog_config *h = &hhs[i];
             variant *x = &v[n++];
@@ -311,10 +318,11 @@ static int make_variants(variant *v) {
             x->is_hh = 1;
             x->hc = *h;
             static const char *const segs[] = {"", "_segrun", "_segstate"};
-            snprintf(x->name, sizeof x->name, "hedgehog_%s_%s_d%d_v%d_w%d%s%s%s%s%s",
+            snprintf(x->name, sizeof x->name, "hedgehog_%s_%s_d%d_v%d_w%d%s%s%s%s%s%s",
                      hh_parts[h->part], tk_dtype_name(h->dtype), h->head_dim, h->v_cols, h->warps,
                      h->normalize ? "_norm" : "", h->stats ? "_stats" : "", h->bias ? "_bias" : "",
-                     h->c_side ? (h->c_side == 1 ? "_cx" : "_cy") : "", segs[h->seg]);
+                     h->c_side ? (h->c_side == 1 ? "_cx" : "_cy") : "", segs[h->seg],
+                     h->phi ? "_phi" : "");
         }
         { /* the one-warp merge (at most one group of partials) */
             variant *x = &v[n++];

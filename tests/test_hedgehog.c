@@ -9,6 +9,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,18 +66,31 @@ START_TEST(smem_formula) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     static const tk_hedgehog_config cs[] = {
-        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0, 0},
-        {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0, 0},
-        {TK_BF16, 128, 1, 0, 1, 0, 0, 0, 0, 0, 0},
-        {TK_BF16, 64, 0, 1, 0, 128, 8, 0, 0, 0, 0},
-        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0, TK_HEDGEHOG_SEG_RUN},
-        {TK_F16, 128, 0, 1, 1, 16, 2, 0, 0, 0, TK_HEDGEHOG_SEG_STATE},
+        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+        {TK_F16, 128, 0, 0, 0, 16, 2, 0, 0, 0, 0, 0},
+        {TK_BF16, 128, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+        {TK_BF16, 64, 0, 1, 0, 128, 8, 0, 0, 0, 0, 0},
+        {TK_BF16, 64, 1, 1, 1, 0, 0, 0, 0, 0, TK_HEDGEHOG_SEG_RUN, 0},
+        {TK_F16, 128, 0, 1, 1, 16, 2, 0, 0, 0, TK_HEDGEHOG_SEG_STATE, 0},
+        {TK_BF16, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {TK_F16, 64, 1, 1, 0, 64, 8, 0, 0, 0, TK_HEDGEHOG_SEG_RUN, 1},
+        {TK_BF16, 128, 0, 0, 0, 32, 4, 0, 0, 0, TK_HEDGEHOG_SEG_STATE, 1},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         tk_kernel *k = NULL;
         ck_assert_msg(tk_hedgehog_build(ctx, &cs[i], &k) == TK_OK, "%s", tk_ctx_error(ctx));
         tk_hedgehog_config r = tk_hedgehog_resolve(&cs[i]);
         ck_assert_uint_eq(tk_kernel_smem_bytes(k), tk_hedgehog_smem_bytes(&r));
+        tk_kernel_destroy(k);
+    }
+    static const tk_hedgehog_config maps[] = {
+        {.dtype = TK_BF16, .head_dim = 128, .bias = 1, .part = TK_HEDGEHOG_MAP},
+        {.dtype = TK_F16, .head_dim = 64, .warps = 8, .part = TK_HEDGEHOG_MAP},
+    };
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
+        tk_kernel *k = NULL;
+        ck_assert_msg(tk_hedgehog_build(ctx, &maps[i], &k) == TK_OK, "%s", tk_ctx_error(ctx));
+        ck_assert_uint_eq(tk_kernel_smem_bytes(k), tk_hh_map_smem_bytes(&maps[i]));
         tk_kernel_destroy(k);
     }
     tk_ctx_destroy(ctx);
@@ -313,7 +327,11 @@ START_TEST(bad_params) {
         "bytes of shared memory",
         "segments is -2",
         "segments is 3 with no workspace",
-        "workspace_bytes is 16; 2 segments need",
+        "workspace_bytes is 16; the states of 2 segments need",
+        "workspace_bytes is 16; the states of 2 segments and the feature maps need",
+        "workspace_bytes is 16; the feature maps need",
+        "fused_maps is 3",
+        "workspace is not 256-byte aligned",
         "struct_size",
     };
     for (int i = 0; i < (int)(sizeof msg / sizeof msg[0]); i++) {
@@ -344,7 +362,14 @@ START_TEST(bad_params) {
         case 22: p.head_dim = 128, p.v_cols = 128, p.warps = 4; break;
         case 23: p.segments = -2; break;
         case 24: p.segments = 3; break;
-        case 25: p.seq = 300, p.segments = 2, p.workspace = buf, p.workspace_bytes = 16; break;
+        case 25:
+            p.seq = 300, p.segments = 2, p.workspace = buf, p.workspace_bytes = 16;
+            p.fused_maps = 1;
+            break;
+        case 26: p.seq = 300, p.segments = 2, p.workspace = buf, p.workspace_bytes = 16; break;
+        case 27: p.workspace = buf, p.workspace_bytes = 16; break;
+        case 28: p.fused_maps = 3; break;
+        case 29: p.workspace = buf + 1, p.workspace_bytes = SIZE_MAX / 2; break;
         default: p.struct_size = 3; break;
         }
         ck_assert_int_eq(tk_hedgehog_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
@@ -384,7 +409,42 @@ START_TEST(config_fits) {
 }
 END_TEST
 
-/* tk_hedgehog_forward's launches (from the parameters) on the interpreter. */
+/* p's launches (tk_hedgehog_forward's) on the interpreter; returns the
+ * count. */
+static int run_launches(tk_ctx *ctx, const tk_hedgehog_params *p) {
+    tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
+    int n = tk_hedgehog_fwd_launches(p, TK_HEDGEHOG_SMEM_MAX, SMS, l);
+    for (int i = 0; i < n; i++) {
+        tk_kernel *k = NULL;
+        ck_assert_msg(tk_hedgehog_build(ctx, &l[i].cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+        ck_assert_msg(tk_interp_run(k, l[i].n, l[i].args) == TK_OK, "%s", tk_ctx_error(ctx));
+        tk_kernel_destroy(k);
+    }
+    return n;
+}
+
+/* A workspace of `bytes` (256-byte aligned), poisoned: NaN where f32, and
+ * 0xff bytes (NaN in bf16 and f16) for the maps. */
+static void *workspace_new(size_t bytes) {
+    void *ws = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    memset(ws, 0xff, bytes);
+    return ws;
+}
+
+static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
+
+/* o and z of b (the result of a run) as a copy; then poisoned again. */
+static void *take_result(hbufs *b) {
+    size_t no = bytes_of(&b->o), nz = bytes_of(&b->z);
+    char *r = malloc(no + nz);
+    memcpy(r, b->o.data, no), memcpy(r + no, b->z.data, nz);
+    ref_tensor_fill_all(&b->o, NAN), ref_tensor_fill_all(&b->z, NAN);
+    return r;
+}
+
+/* tk_hedgehog_forward's launches on the interpreter, the maps fused (no
+ * workspace: one launch) and apart (MAP of q, of k, then the forward
+ * reading them): each against float64, and the two the same bits. */
 START_TEST(run_api_interp) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -393,17 +453,20 @@ START_TEST(run_api_interp) {
     bufs_make(&b, c);
     tk_hedgehog_params p = params_of(c, &b);
     void *gaps = ref_tensor_snapshot(&b.o); /* o has padding between rows */
-    tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
-    int n = tk_hedgehog_fwd_launches(&p, TK_HEDGEHOG_SMEM_MAX, SMS, l);
-    for (int i = 0; i < n; i++) {
-        tk_kernel *k = NULL;
-        ck_assert_msg(tk_hedgehog_build(ctx, &l[i].cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
-        ck_assert_msg(tk_interp_run(k, l[i].n, l[i].args) == TK_OK, "%s", tk_ctx_error(ctx));
-        tk_kernel_destroy(k);
-    }
+    ck_assert_int_eq(run_launches(ctx, &p), 1);
     check_result("run api", c, &b);
+    void *fused = take_result(&b);
+    p.segments = 1;
+    size_t bytes = 0;
+    ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s", tk_ctx_error(ctx));
+    p.workspace = workspace_new(bytes), p.workspace_bytes = bytes;
+    ck_assert_int_eq(run_launches(ctx, &p), 3);
+    check_result("maps apart", c, &b);
+    void *apart = take_result(&b);
+    size_t n = bytes_of(&b.o) + bytes_of(&b.z);
+    ck_assert_msg(!memcmp(fused, apart, n), "the maps apart changed the result's bits");
     ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
-    free(gaps);
+    free(gaps), free(fused), free(apart), free(p.workspace);
     bufs_free(&b);
     tk_ctx_destroy(ctx);
 }
@@ -411,9 +474,10 @@ END_TEST
 
 /* ---- sequence segments ------------------------------------------------------
  * Forced splits through the run API's launches (a state pass, then the
- * run) against float64: the last segment's chunk partial, several value
- * slices, normalized and not, with z, biases, per-head weights; and the
- * library's own split of a small grid. */
+ * run) against float64, the maps fused and apart (the same bits): the last
+ * segment's chunk partial, several value slices, normalized and not, with
+ * z, biases, per-head weights; and the library's own split of a small
+ * grid. */
 typedef struct scase {
     hcase c;
     int32_t segments; /* 0: the library's choice (a workspace given) */
@@ -438,36 +502,40 @@ START_TEST(seg_interp_against_f64) {
     bufs_make(&b, c);
     tk_hedgehog_params p = params_of(c, &b);
     p.segments = sc->segments;
-    size_t bytes = 0;
-    ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s", tk_ctx_error(ctx));
+    void *gaps = ref_tensor_snapshot(&b.o), *res[2];
     int64_t nv = (c->Dv + c->v_cols - 1) / c->v_cols;
-    ck_assert_uint_eq(bytes, (size_t)(nv * c->B * sc->ns * c->H * (2 * c->D + 16) * c->v_cols) * 4);
-    float *ws = malloc(bytes);
-    for (size_t i = 0; i < bytes / 4; i++) ws[i] = NAN; /* rows no one writes are never read */
-    p.workspace = ws, p.workspace_bytes = bytes;
-    void *gaps = ref_tensor_snapshot(&b.o);
-    tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
-    int n = tk_hedgehog_fwd_launches(&p, TK_HEDGEHOG_SMEM_MAX, SMS, l);
-    ck_assert_int_eq(n, 2);
-    ck_assert_int_eq(l[0].cfg.seg, TK_HEDGEHOG_SEG_STATE);
-    ck_assert_int_eq(l[1].cfg.seg, TK_HEDGEHOG_SEG_RUN);
-    for (int i = 0; i < n; i++) {
-        tk_kernel *k = NULL;
-        ck_assert_msg(tk_hedgehog_build(ctx, &l[i].cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
-        ck_assert_msg(tk_interp_run(k, l[i].n, l[i].args) == TK_OK, "%s", tk_ctx_error(ctx));
-        tk_kernel_destroy(k);
+    size_t st = (size_t)(nv * c->B * sc->ns * c->H * (2 * c->D + 16) * c->v_cols) * 4;
+    size_t maps = (size_t)(2 * c->B * c->H * 2 * c->D * ((c->T + 127) / 128 * 128)) * 2;
+    for (int fm = 1; fm >= 0; fm--) { /* fused, then apart */
+        p.fused_maps = fm;
+        size_t bytes = 0;
+        ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s",
+                      tk_ctx_error(ctx));
+        ck_assert_uint_eq(bytes, fm ? st : (st + 255) / 256 * 256 + maps);
+        p.workspace = workspace_new(bytes), p.workspace_bytes = bytes;
+        tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
+        int n = tk_hedgehog_fwd_launches(&p, TK_HEDGEHOG_SMEM_MAX, SMS, l);
+        ck_assert_int_eq(n, fm ? 2 : 4);
+        ck_assert_int_eq(l[n - 2].cfg.seg, TK_HEDGEHOG_SEG_STATE);
+        ck_assert_int_eq(l[n - 1].cfg.seg, TK_HEDGEHOG_SEG_RUN);
+        run_launches(ctx, &p);
+        check_result(fm ? "segments" : "segments, maps apart", c, &b);
+        res[fm] = take_result(&b);
+        free(p.workspace);
     }
-    check_result("segments", c, &b);
+    size_t n = bytes_of(&b.o) + bytes_of(&b.z);
+    ck_assert_msg(!memcmp(res[0], res[1], n), "the maps apart changed the result's bits");
     ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
-    free(gaps), free(ws);
+    free(gaps), free(res[0]), free(res[1]);
     bufs_free(&b);
     tk_ctx_destroy(ctx);
 }
 END_TEST
 
-/* tk_hedgehog_forward_workspace: 0 where the sequence is not split (a grid
- * of half the SMs or more, one segment asked for, too few chunks), the
- * plan's St otherwise; its bad input named. */
+/* tk_hedgehog_forward_workspace: with the maps fused, 0 where the sequence
+ * is not split (a grid of half the SMs or more, one segment asked for, too
+ * few chunks), the plan's St otherwise; apart, the maps after it; its bad
+ * input named. */
 START_TEST(forward_workspace) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -487,12 +555,17 @@ START_TEST(forward_workspace) {
         {2, 3, 300, 3, 2 * 3 * 3 * 144 * 64 * 4}, /* forced */
         {1, 1, 64, 5, 0},                         /* one chunk */
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        p.batch = want[i].B, p.heads = want[i].H, p.seq = want[i].T, p.segments = want[i].segments;
-        size_t bytes = 1;
+    for (size_t i = 0; i < 2 * sizeof want / sizeof want[0]; i++) { /* fused, then apart */
+        size_t w = i % (sizeof want / sizeof want[0]);
+        p.batch = want[w].B, p.heads = want[w].H, p.seq = want[w].T, p.segments = want[w].segments;
+        p.fused_maps = w == i;
+        /* apart: PQ and PK [B, H, 128, T to 128] bf16 after St, at 256 bytes */
+        size_t bytes = 1,
+               maps = (size_t)(2 * p.batch * p.heads * 128 * ((p.seq + 127) / 128 * 128)) * 2,
+               need = p.fused_maps ? want[w].bytes : (want[w].bytes + 255) / 256 * 256 + maps;
         ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s",
                       tk_ctx_error(ctx));
-        ck_assert_msg(bytes == want[i].bytes, "%zu: %zu bytes, want %zu", i, bytes, want[i].bytes);
+        ck_assert_msg(bytes == need, "%zu: %zu bytes, want %zu", i, bytes, need);
     }
     ck_assert_int_eq(tk_hedgehog_forward_workspace(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(

@@ -489,7 +489,23 @@ TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kern
  *     sequence kernel does (the same result within rounding).
  * Shared memory is the whole-sequence kernel's for either. ptxas sm_90a
  * (the defaults as above): RUN 255 registers at both dims, D 64 with 36
- * bytes of spill stores; STATE 213 (D 64) and 243 (D 128), no spills. */
+ * bytes of spill stores; STATE 213 (D 64) and 243 (D 128), no spills.
+ * The feature maps apart (`phi` = 1): each value slice of the kernel above
+ * maps the chunk's q and k again (two D x D mmas a token each), and W
+ * takes 2·D² of its shared memory. TK_HEDGEHOG_MAP maps a tensor once:
+ *   TK_HEDGEHOG_MAP, grid (Tp / C, H, B), `warps` warps (C = 16·warps;
+ *     v_cols, normalize, stats unread): X [B, H, T, D] dtype (any strides,
+ *     unit last; a negative token stride reads it reversed), Wx [Hw, D, D],
+ *     [Bx [Hw, D] (bias)] dtype, P [B, H, F, Tp] dtype written: column t
+ *     is φ(x_t) (features in rows), rows of X past T mapped as zero rows
+ *     (φ(b)); Tp a multiple of C.
+ * and the forward with phi = 1 takes PQ, PK [B, H, F, Tp] dtype (MAP's P of
+ * q and of k, Tp a multiple of its C: at least ceil(T / C)·C) in place of
+ * Q, K, Wq, Wk, Bq, Bk (bias unread), B, H, T from V; everything else as
+ * above, segments included, and its result the same bits as phi = 0's. Its
+ * shared memory drops the weights', q's and k's tiles: 2·(2·C·Dvb + 4·C·D
+ * + 2·D·Dvb [+ 32·D]) bytes, 48 KiB at D 64 and 96 KiB at D 128 with the
+ * defaults: two blocks an SM at D 128. */
 #define TK_HEDGEHOG_WARPS 4 /* warps a block; a chunk is 16 rows a warp */
 
 /* The backward (kernels/hedgehog_bwd.c, hedgehog_dphi.c, hedgehog_fmap.c).
@@ -529,10 +545,11 @@ TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kern
  * weights, V = G, all reversed) gives dv. */
 typedef enum tk_hedgehog_part {
     TK_HEDGEHOG_FWD = 0,
-    TK_HEDGEHOG_BWD_PREP = 1,  /* G and C from dO, O and Z                  */
-    TK_HEDGEHOG_BWD_DPHI = 2,  /* dφ of the queries or (reversed) keys      */
-    TK_HEDGEHOG_BWD_FMAP = 3,  /* through the feature map: dx, dW, db parts */
-    TK_HEDGEHOG_BWD_REDUCE = 4 /* the partial sums of dW, db, in order      */
+    TK_HEDGEHOG_BWD_PREP = 1,   /* G and C from dO, O and Z                  */
+    TK_HEDGEHOG_BWD_DPHI = 2,   /* dφ of the queries or (reversed) keys      */
+    TK_HEDGEHOG_BWD_FMAP = 3,   /* through the feature map: dx, dW, db parts */
+    TK_HEDGEHOG_BWD_REDUCE = 4, /* the partial sums of dW, db, in order     */
+    TK_HEDGEHOG_MAP = 5         /* φ alone, transposed, for the phi forward */
 } tk_hedgehog_part;
 
 typedef enum tk_hedgehog_seg {
@@ -556,6 +573,7 @@ typedef struct tk_hedgehog_config {
                        2·head_dim; 0: the library's choice                     */
     int c_side;     /* BWD_DPHI: 0 no C term, 1 CX, 2 CY                        */
     int seg;        /* FWD: a tk_hedgehog_seg (the other parts take 0)         */
+    int phi;        /* FWD: 1 reads φ(q)ᵀ, φ(k)ᵀ from TK_HEDGEHOG_MAP's output */
 } tk_hedgehog_config;
 
 TK_API tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kernel **out);

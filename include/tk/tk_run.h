@@ -507,7 +507,15 @@ TK_API tk_status tk_based_backward(tk_ctx *ctx, const tk_based_bwd_params *p, vo
  * head_dim_v and the GPU's SM count), 1: never, n > 1: at most n. The
  * forward splits only with a workspace of at least
  * tk_hedgehog_forward_workspace bytes (NULL: never). Results are
- * deterministic for given segments. */
+ * deterministic for given segments.
+ * The feature maps apart: with a workspace (and fused_maps 0), φ(q) and
+ * φ(k) are computed once, by two launches of their own, into it, and the
+ * forward reads them rather than mapping each chunk again for each of its
+ * value slices (tk/tk_kernels.h, `phi`; the same results, bit for bit).
+ * The workspace then also holds them: 2·B·H·2D·ceil(T/128)·128 elements of
+ * the dtype. fused_maps 1 keeps the maps inside the forward kernel (the
+ * workspace holds the segments' states alone). The workspace: device
+ * memory, 256-byte aligned. */
 typedef struct tk_hedgehog_params {
     size_t struct_size;
     tk_dtype dtype;                        /* TK_BF16 or TK_F16                       */
@@ -524,9 +532,10 @@ typedef struct tk_hedgehog_params {
     int64_t q_strides[4], k_strides[4], v_strides[4], o_strides[4], z_strides[3];
     int32_t v_cols, warps; /* 0: the library's choice                         */
     /* grown fields: a struct_size ending before them reads them as 0 / NULL */
-    void *workspace; /* device memory, 4-byte aligned; NULL: no segments      */
+    void *workspace; /* device memory, 256-byte aligned; NULL: none           */
     size_t workspace_bytes;
-    int32_t segments; /* 0: the library's choice; 1: none; n > 1: at most n  */
+    int32_t segments;   /* 0: the library's choice; 1: none; n > 1: at most n  */
+    int32_t fused_maps; /* 0: maps apart with a workspace; 1: always fused    */
 } tk_hedgehog_params;
 
 #ifdef __cplusplus
@@ -542,8 +551,9 @@ TK_API tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *p,
                                      tk_prepare_info *info);
 /* Check, prepare and launch on `stream`. Asynchronous. */
 TK_API tk_status tk_hedgehog_forward(tk_ctx *ctx, const tk_hedgehog_params *p, void *stream);
-/* The workspace the forward's segments need for p's sizes and segments (0:
- * the sequence is not split; p->workspace unread). */
+/* The workspace the forward needs for p's sizes, segments and fused_maps
+ * (0: the sequence is not split and the maps are fused; p->workspace
+ * unread). */
 TK_API tk_status tk_hedgehog_forward_workspace(tk_ctx *ctx, const tk_hedgehog_params *p,
                                                size_t *bytes);
 
