@@ -504,8 +504,10 @@ TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kern
  * Q, K, Wq, Wk, Bq, Bk (bias unread), B, H, T from V; everything else as
  * above, segments included, and its result the same bits as phi = 0's. Its
  * shared memory drops the weights', q's and k's tiles: 2·(2·C·Dvb + 4·C·D
- * + 2·D·Dvb [+ 32·D]) bytes, 48 KiB at D 64 and 96 KiB at D 128 with the
- * defaults: two blocks an SM at D 128. */
+ * + 2·D·Dvb [+ 32·D with normalize or stats]) bytes, 68 KiB at D 64 and 96
+ * KiB at D 128 with the defaults: three and two blocks an SM. ptxas sm_90a
+ * (bf16, normalize): 168 registers with 192 bytes of spills (D 64; the cap
+ * that three blocks allow) and 231, none (D 128). */
 #define TK_HEDGEHOG_WARPS 4 /* warps a block; a chunk is 16 rows a warp */
 
 /* The backward (kernels/hedgehog_bwd.c, hedgehog_dphi.c, hedgehog_fmap.c).
