@@ -197,6 +197,7 @@ class HedgehogBwdParams(ctypes.Structure):  # tk_hedgehog_bwd_params
         ("dk_strides", ctypes.c_int64 * 4), ("dv_strides", ctypes.c_int64 * 4),
         ("z_strides", ctypes.c_int64 * 3),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("fused_maps", ctypes.c_int32),
     ]
 
 

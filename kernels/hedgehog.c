@@ -607,8 +607,9 @@ tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kerne
     *out = NULL;
     if (cfg->part != TK_HEDGEHOG_FWD && cfg->seg)
         return bad(ctx, fn, "seg", cfg->seg, "only the forward (part 0) takes segments");
-    if (cfg->part != TK_HEDGEHOG_FWD && cfg->phi)
-        return bad(ctx, fn, "phi", cfg->phi, "only the forward (part 0) reads mapped inputs");
+    if (cfg->part != TK_HEDGEHOG_FWD && cfg->part != TK_HEDGEHOG_BWD_DPHI && cfg->phi)
+        return bad(ctx, fn, "phi", cfg->phi,
+                   "only the forward (part 0) and BWD_DPHI (part 2) read mapped inputs");
     if (cfg->part != TK_HEDGEHOG_FWD) return tk_hh_build_part(ctx, cfg, out);
     tk_status s = check_config(ctx, fn, cfg);
     if (s) return s;

@@ -1,16 +1,24 @@
 /* tk_hedgehog_backward, its workspace and prepare (tk/tk_run.h): the
- * parameters checked, then ten launches on one stream (the kernels and
- * their notation: tk/tk_kernels.h, "The backward"):
+ * parameters checked, then up to thirteen launches on one stream (the
+ * kernels and their notation: tk/tk_kernels.h, "The backward"):
  *   PREP        G, C from dO, O, Z
- *   DPHI, FMAP  dφq (from G, V, C and φ(k)), then dq and the partial sums
- *               of dWq, dbq; REDUCE twice: dWq, dbq
+ *   MAP x3      the maps apart (fused_maps 0): φᵀ of k, of q reversed and
+ *               of k reversed into the workspace, PK, PQr, PKr
+ *   DPHI, FMAP  dφq (from G, V, C and φ(k): PK), then dq and the partial
+ *               sums of dWq, dbq; REDUCE twice: dWq, dbq
  *   DPHI, FMAP  dφk, the same kernel on time-reversed views (negative
- *               token strides: X = V, Y = G, CY = C, U = Q), then dk, dWk,
- *               dbk
+ *               token strides: X = V, Y = G, CY = C, U = Q: PQr), then dk,
+ *               dWk, dbk
  *   FWD         dv: the forward with q and k (and their weights) swapped,
- *               G for v, unnormalized, scale 1, all reversed
- * dφq and dφk share the workspace's dΦ, and the two FMAPs its partial
- * sums: stream order keeps them apart. */
+ *               G for v, unnormalized, scale 1, all reversed (apart: PQ =
+ *               PKr, PK = PQr)
+ * Apart, each φ is made once where the fused kernels map every chunk again
+ * in each DPHI feature slice and each forward value slice; the same ops
+ * make the same bits (the fused plan's chunks and slices are kept), so
+ * fused_maps changes no result. FMAP maps U itself either way (tokens in
+ * rows, e± in f32 as it goes, not the dtype's φ). dφq and dφk share the
+ * workspace's dΦ, and the two FMAPs its partial sums: stream order keeps
+ * them apart. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,12 +34,19 @@ static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 /* ---- the plan ---------------------------------------------------------------- */
 typedef struct bwd_plan {
-    tk_hedgehog_config prep, dphi_q, dphi_k, fmap, reduce, fwd;
+    tk_hedgehog_config prep, dphi_q, dphi_k, fmap, reduce, fwd, map;
+    bool apart;           /* the maps apart: MAP launches, phi in DPHI and FWD */
     int64_t ns;           /* FMAP's runs of chunks per (batch, head)          */
-    size_t off[5], total; /* workspace: G, C, dΦ, PW, PB; its size             */
+    int64_t tp;           /* the maps' columns: T rounded up to 128           */
+    size_t off[8], total; /* workspace: G, C, dΦ, PW, PB, PK, PQr, PKr; size */
 } bwd_plan;
 
-enum { WS_G, WS_C, WS_PHI, WS_PW, WS_PB };
+enum { WS_G, WS_C, WS_PHI, WS_PW, WS_PB, WS_PK, WS_PQR, WS_PKR, WS_N };
+
+/* MAP's blocks of 4 warps; P's columns a multiple of every chunk (16·warps
+ * <= 128) of DPHI, of the forward and of MAP. */
+#define MAP_WARPS 4
+static int64_t map_cols(int64_t T) { return (T + 127) / 128 * 128; }
 
 /* c halved (warps where the library chose them) until it fits smem_max
  * bytes, as far as it can. */
@@ -58,6 +73,21 @@ static tk_hedgehog_config dphi_config(const tk_hedgehog_bwd_params *p, int c_sid
     return shrink(c, smem_max, tk_hh_dphi_smem_bytes);
 }
 
+/* The maps apart: MAP's config, and DPHI and the forward reading its
+ * output. They keep the fused plan's f_cols, warps and v_cols (the same
+ * chunks and slices: the same bits), which fit wherever the fused ones do
+ * (phi's kernels drop the weights', U's and q's, k's tiles). */
+static void maps_apart(bwd_plan *pl, const tk_hedgehog_bwd_params *p) {
+    pl->apart = true;
+    pl->map = (tk_hedgehog_config){.dtype = p->dtype,
+                                   .head_dim = p->head_dim,
+                                   .bias = p->bq != NULL,
+                                   .warps = MAP_WARPS,
+                                   .part = TK_HEDGEHOG_MAP};
+    tk_hedgehog_config *phi[3] = {&pl->dphi_q, &pl->dphi_k, &pl->fwd};
+    for (int i = 0; i < 3; i++) phi[i]->phi = 1, phi[i]->bias = 0; /* the bias: MAP's */
+}
+
 static bwd_plan plan_of(const tk_hedgehog_bwd_params *p, size_t smem_max, int sms) {
     bwd_plan pl = {0};
     bool norm = p->normalize, bias = p->bq != NULL;
@@ -71,17 +101,26 @@ static bwd_plan plan_of(const tk_hedgehog_bwd_params *p, size_t smem_max, int sm
     pl.reduce = (tk_hedgehog_config){.dtype = p->dtype, .part = TK_HEDGEHOG_BWD_REDUCE};
     tk_hedgehog_params fp = {.dtype = p->dtype, .head_dim = p->head_dim, .bq = p->bq};
     pl.fwd = tk_hedgehog_config_of(&fp, smem_max);
+    if (!p->fused_maps) maps_apart(&pl, p);
     /* FMAP: about two blocks an SM, each at least one chunk */
     int64_t heads = p->batch * p->heads,
             chunks = (p->seq + 16 * pl.fmap.warps - 1) / (16 * pl.fmap.warps);
     pl.ns = (2 * (int64_t)sms + heads - 1) / heads;
     if (pl.ns > chunks) pl.ns = chunks;
     if (pl.ns < 1) pl.ns = 1;
+    pl.tp = map_cols(p->seq);
     size_t tokens = (size_t)(heads * p->seq), D = (size_t)p->head_dim;
-    size_t parts = (size_t)(heads * pl.ns);
-    size_t sz[5] = {tokens * (size_t)p->head_dim_v * 2, norm ? tokens * 4 : 0, tokens * 2 * D * 4,
-                    parts * D * D * 4, bias ? parts * D * 4 : 0};
-    for (int i = 0; i < 5; i++) {
+    size_t parts = (size_t)(heads * pl.ns),
+           map = pl.apart ? (size_t)(heads * pl.tp) * 2 * D * 2 : 0;
+    size_t sz[WS_N] = {tokens * (size_t)p->head_dim_v * 2,
+                       norm ? tokens * 4 : 0,
+                       tokens * 2 * D * 4,
+                       parts * D * D * 4,
+                       bias ? parts * D * 4 : 0,
+                       map,
+                       map,
+                       map};
+    for (int i = 0; i < WS_N; i++) {
         pl.off[i] = pl.total;
         pl.total += align_up(sz[i]);
     }
@@ -103,7 +142,13 @@ static tk_arg reversed(tk_arg a) {
 
 typedef struct bwd_args {
     tk_arg q, k, v, g, c, phi, pw, pb, wq, wk, bq, bk;
+    tk_arg pk, pqr, pkr; /* the maps apart: φᵀ of k, of q and k reversed */
 } bwd_args;
+
+/* What a feature map reads, U, W, [b], and MAP's φᵀ of U (the maps apart). */
+typedef struct map_src {
+    tk_arg u, w, b, p;
+} map_src;
 
 static tk_hedgehog_launch *next(tk_hedgehog_launch *out, int *n, tk_hedgehog_config cfg) {
     tk_hedgehog_launch *l = &out[(*n)++];
@@ -114,13 +159,24 @@ static tk_hedgehog_launch *next(tk_hedgehog_launch *out, int *n, tk_hedgehog_con
 
 static void add(tk_hedgehog_launch *l, tk_arg a) { l->args[l->n++] = a; }
 
-/* DPHI: X, Y, [C], U, W, [b], dΦ. */
-static void dphi(tk_hedgehog_launch *l, tk_arg x, tk_arg y, tk_arg c, tk_arg u, tk_arg w, tk_arg b,
+/* MAP: U, W, [b], P. */
+static void map(tk_hedgehog_launch *l, const map_src *u) {
+    add(l, u->u), add(l, u->w);
+    if (l->cfg.bias) add(l, u->b);
+    add(l, u->p);
+}
+
+/* DPHI: X, Y, [C], U, W, [b] (phi: PU), dΦ. */
+static void dphi(tk_hedgehog_launch *l, tk_arg x, tk_arg y, tk_arg c, const map_src *u,
                  tk_arg phi) {
     add(l, x), add(l, y);
     if (l->cfg.c_side) add(l, c);
-    add(l, u), add(l, w);
-    if (l->cfg.bias) add(l, b);
+    if (l->cfg.phi) {
+        add(l, u->p);
+    } else {
+        add(l, u->u), add(l, u->w);
+        if (l->cfg.bias) add(l, u->b);
+    }
     add(l, phi);
 }
 
@@ -147,6 +203,7 @@ static bwd_args args_of(const tk_hedgehog_bwd_params *p, const bwd_plan *pl) {
     const int64_t dq[4] = {B, H, T, D}, dv[4] = {B, H, T, p->head_dim_v}, dz[3] = {B, H, T};
     const int64_t dphi[4] = {B, H, T, 2 * D}, dw[3] = {hw, D, D}, db[2] = {hw, D};
     const int64_t dpw[4] = {H, B * pl->ns, D, D}, dpb[4] = {H, B * pl->ns, 1, D};
+    const int64_t dmap[4] = {B, H, 2 * D, pl->tp};
     char *ws = p->workspace;
     bwd_args a = {
         .q = tk_hh_tensor(p->q, p->dtype, 4, dq, p->q_strides),
@@ -159,6 +216,9 @@ static bwd_args args_of(const tk_hedgehog_bwd_params *p, const bwd_plan *pl) {
         .pb = tk_arg_tensor(ws + pl->off[WS_PB], TK_F32, 4, dpb),
         .wq = tk_arg_tensor((void *)p->wq, p->dtype, 3, dw),
         .wk = tk_arg_tensor((void *)p->wk, p->dtype, 3, dw),
+        .pk = tk_arg_tensor(ws + pl->off[WS_PK], p->dtype, 4, dmap),
+        .pqr = tk_arg_tensor(ws + pl->off[WS_PQR], p->dtype, 4, dmap),
+        .pkr = tk_arg_tensor(ws + pl->off[WS_PKR], p->dtype, 4, dmap),
     };
     if (p->bq) {
         a.bq = tk_arg_tensor((void *)p->bq, p->dtype, 2, db);
@@ -167,36 +227,56 @@ static bwd_args args_of(const tk_hedgehog_bwd_params *p, const bwd_plan *pl) {
     return a;
 }
 
-int tk_hedgehog_bwd_launches(const tk_hedgehog_bwd_params *p, size_t smem_max, int sms,
-                             tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]) {
-    const int64_t B = p->batch, H = p->heads, T = p->seq, D = p->head_dim;
-    const int64_t dq[4] = {B, H, T, D}, dv[4] = {B, H, T, p->head_dim_v}, dz[3] = {B, H, T};
-    bwd_plan pl = plan_of(p, smem_max, sms);
-    bwd_args a = args_of(p, &pl);
-    tk_arg scale = tk_arg_f32(p->scale != 0.0f ? p->scale : 1.0f);
-    tk_arg eps = tk_arg_f32(p->eps != 0.0f ? p->eps : 1e-6f);
-    int n = 0;
-    tk_hedgehog_launch *l = next(out, &n, pl.prep);
+/* PREP: dO, [O, Z], G, [C], scale, eps. */
+static void prep(tk_hedgehog_launch *l, const tk_hedgehog_bwd_params *p, const bwd_args *a,
+                 tk_arg eps) {
+    const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    const int64_t dz[3] = {p->batch, p->heads, p->seq};
     add(l, tk_hh_tensor(p->dout, p->dtype, 4, dv, p->dout_strides));
     if (p->normalize) {
         add(l, tk_hh_tensor(p->o, p->dtype, 4, dv, p->o_strides));
         add(l, tk_hh_tensor(p->z, TK_F32, 3, dz, p->z_strides));
     }
-    add(l, a.g);
-    if (p->normalize) add(l, a.c);
-    add(l, scale), add(l, eps);
-    dphi(next(out, &n, pl.dphi_q), a.g, a.v, a.c, a.k, a.wk, a.bk, a.phi);
-    fmap(out, &n, &pl, &a, p, false, tk_hh_tensor(p->dq, p->dtype, 4, dq, p->dq_strides));
-    dphi(next(out, &n, pl.dphi_k), reversed(a.v), reversed(a.g), reversed(a.c), reversed(a.q), a.wq,
-         a.bq, reversed(a.phi));
-    fmap(out, &n, &pl, &a, p, true, tk_hh_tensor(p->dk, p->dtype, 4, dq, p->dk_strides));
-    /* dv: queries k (their weights Wk, bk), keys q, values G */
-    l = next(out, &n, pl.fwd);
-    add(l, reversed(a.k)), add(l, reversed(a.q)), add(l, reversed(a.g));
-    add(l, a.wk), add(l, a.wq);
-    if (p->bq) add(l, a.bk), add(l, a.bq);
+    add(l, a->g);
+    if (p->normalize) add(l, a->c);
+    add(l, tk_arg_f32(p->scale != 0.0f ? p->scale : 1.0f)), add(l, eps);
+}
+
+/* dv: the forward, queries k (their weights Wk, bk; apart: PKr), keys q
+ * (PQr), values G, all reversed. */
+static void dv_fwd(tk_hedgehog_launch *l, const tk_hedgehog_bwd_params *p, const bwd_args *a,
+                   tk_arg eps) {
+    const int64_t dv[4] = {p->batch, p->heads, p->seq, p->head_dim_v};
+    if (l->cfg.phi) {
+        add(l, a->pkr), add(l, a->pqr), add(l, reversed(a->g));
+    } else {
+        add(l, reversed(a->k)), add(l, reversed(a->q)), add(l, reversed(a->g));
+        add(l, a->wk), add(l, a->wq);
+        if (p->bq) add(l, a->bk), add(l, a->bq);
+    }
     add(l, reversed(tk_hh_tensor(p->dv, p->dtype, 4, dv, p->dv_strides)));
     add(l, tk_arg_f32(1.0f)), add(l, eps);
+}
+
+int tk_hedgehog_bwd_launches(const tk_hedgehog_bwd_params *p, size_t smem_max, int sms,
+                             tk_hedgehog_launch out[TK_HEDGEHOG_MAX_LAUNCHES]) {
+    const int64_t dq[4] = {p->batch, p->heads, p->seq, p->head_dim};
+    bwd_plan pl = plan_of(p, smem_max, sms);
+    bwd_args a = args_of(p, &pl);
+    tk_arg eps = tk_arg_f32(p->eps != 0.0f ? p->eps : 1e-6f);
+    /* DPHI of the queries maps k, that of the keys q reversed; dv's
+     * forward maps k reversed (queries) and q reversed (keys) */
+    const map_src k = {a.k, a.wk, a.bk, a.pk}, qr = {reversed(a.q), a.wq, a.bq, a.pqr},
+                  kr = {reversed(a.k), a.wk, a.bk, a.pkr}, *maps[3] = {&k, &qr, &kr};
+    int n = 0;
+    prep(next(out, &n, pl.prep), p, &a, eps);
+    for (int i = 0; pl.apart && i < 3; i++) map(next(out, &n, pl.map), maps[i]);
+    dphi(next(out, &n, pl.dphi_q), a.g, a.v, a.c, &k, a.phi);
+    fmap(out, &n, &pl, &a, p, false, tk_hh_tensor(p->dq, p->dtype, 4, dq, p->dq_strides));
+    dphi(next(out, &n, pl.dphi_k), reversed(a.v), reversed(a.g), reversed(a.c), &qr,
+         reversed(a.phi));
+    fmap(out, &n, &pl, &a, p, true, tk_hh_tensor(p->dk, p->dtype, 4, dq, p->dk_strides));
+    dv_fwd(next(out, &n, pl.fwd), p, &a, eps);
     return n;
 }
 
@@ -244,7 +324,8 @@ static tk_status check_fits(tk_ctx *ctx, const char *fn, const bwd_plan *pl, siz
         size_t bytes;
     } t[] = {{"dphi", tk_hh_dphi_smem_bytes(&pl->dphi_q)},
              {"fmap", tk_hh_fmap_smem_bytes(&pl->fmap)},
-             {"forward", tk_hedgehog_smem_bytes(&pl->fwd)}};
+             {"forward", tk_hedgehog_smem_bytes(&pl->fwd)},
+             {"map", pl->apart ? tk_hh_map_smem_bytes(&pl->map) : 0}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (t[i].bytes > smem_max)
             return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
@@ -271,15 +352,22 @@ static tk_status read_bwd(tk_ctx *ctx, const char *fn, const tk_hedgehog_bwd_par
     if ((s = tk_hh_check_common(ctx, fn, &cm)) || (s = check_pointers(ctx, fn, p)) ||
         (s = check_layouts(ctx, fn, p)))
         return s;
+    if (p->fused_maps != 0 && p->fused_maps != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: fused_maps is %d; expected 0 or 1",
+                                fn, p->fused_maps);
     c->smem_max = tk_hh_smem_of_gpu(ctx);
     c->sms = tk_run_sm_count(ctx);
     bwd_plan pl = plan_of(p, c->smem_max, c->sms);
     if ((s = check_fits(ctx, fn, &pl, c->smem_max))) return s;
-    if (need_ws && (!p->workspace || p->workspace_bytes < pl.total))
+    if (!need_ws) return TK_OK;
+    if (!p->workspace || p->workspace_bytes < pl.total)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: workspace is %s with %zu bytes; the call needs %zu "
                                 "(tk_hedgehog_backward_workspace)",
                                 fn, p->workspace ? "set" : "NULL", p->workspace_bytes, pl.total);
+    if ((uintptr_t)p->workspace % ALIGN) /* its parts' offsets are multiples of ALIGN */
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: workspace is not %d-byte aligned", fn,
+                                ALIGN);
     return TK_OK;
 }
 

@@ -28,7 +28,14 @@
  * this one's, X of the next once every warp has made its out. Four
  * barriers a chunk. Any token stride works, negative included (the run
  * code's time-reversed views): only the copies, the loads of CX or CY and
- * the stores of dPhi touch global memory, each through its view. */
+ * the stores of dPhi touch global memory, each through its view.
+ * phi = 1 (the maps apart): φᵀ comes from PU [B, H, F, Tp], TK_HEDGEHOG_MAP's
+ * output for U (the same ops, so the same bits), and each chunk copies only
+ * the block's f_cols rows of it, [f_cols, C], where every block of a head
+ * would otherwise map all of U (D x D mmas a token) for each f_cols slice.
+ * No W, b or U tiles then. sP and sY are read until the chunk's state
+ * update, so both are issued at the top of the next trip, with only the C
+ * column's loads to overlap them: three barriers a chunk. */
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -46,17 +53,18 @@ typedef struct dp {
     tk_kernel *k;
     tk_hedgehog_config c; /* resolved */
     tk_dtype dt;
+    bool phi;              /* φᵀ read from PU (the block's rows) instead of mapping U */
     int D, F, W, C, V, FC; /* head dim, features, warps, chunk, value columns, f_cols */
     int NS, VW, NVP, P;    /* slabs of 16 features; a piece's values; pieces a slab, in all */
     int slots, zslots;     /* pieces of S, slabs of zz a warp holds (the most) */
-    tk_value *X, *Y, *CX, *CY, *U, *Wu, *Bu, *dPhi;
+    tk_value *X, *Y, *CX, *CY, *U, *Wu, *Bu, *PU, *dPhi;
     /* ids; the first feature; the warp, its first row; chunks; D / 16 */
     tk_value *b, *h, *f0, *w, *r0, *nch, *np;
     tk_value *vend;         /* the value loops' end: Dv rounded up to 16, at most V */
     tk_value *c0, *tend;    /* the chunk's first token; the key loops' end (up to T) */
     tk_value *sW, *sB;      /* W [D, D]; b in every column [D, 16] */
     tk_value *sU, *sX, *sY; /* the chunk's U [C, D], X and Y [C, V] */
-    tk_value *sP;           /* φᵀ [F, C]: tokens in columns */
+    tk_value *sP;           /* φᵀ [F, C] (phi: [f_cols, C]): tokens in columns */
     tk_value *sS, *sZ;      /* S [f_cols, V]; zz in columns 0, 1 [f_cols, 16] */
     tk_value *sA, *sWt;     /* a_i, w_j in columns 0, 1 [C, 16] (the C column) */
 } dp;
@@ -94,8 +102,11 @@ static int piece_width(int V) {
 size_t tk_hh_dphi_smem_bytes(const tk_hedgehog_config *c) {
     size_t D = (size_t)c->head_dim, C = 16 * (size_t)c->warps, V = (size_t)c->v_cols;
     size_t F = 2 * D, FC = (size_t)c->f_cols;
-    size_t n = D * D + C * D + 2 * C * V + F * C + FC * V; /* elements */
-    if (c->bias) n += D * 16;
+    size_t n = 2 * C * V + FC * V; /* elements: X, Y, S */
+    if (c->phi)
+        n += FC * C; /* the block's rows of φᵀ */
+    else
+        n += D * D + C * D + F * C + (c->bias ? D * 16 : 0); /* W, U, φᵀ, b */
     if (c->c_side) n += FC * 16 + 2 * C * 16;
     return n * 2; /* bf16 / f16 */
 }
@@ -121,9 +132,13 @@ static void params(dp *g) {
     g->Y = tk_param_tensor(k, "Y", g->dt, 4);
     if (g->c.c_side == 1) g->CX = tk_param_tensor(k, "CX", TK_F32, 3);
     if (g->c.c_side == 2) g->CY = tk_param_tensor(k, "CY", TK_F32, 3);
-    g->U = tk_param_tensor(k, "U", g->dt, 4);
-    g->Wu = tk_param_tensor(k, "Wu", g->dt, 3);
-    if (g->c.bias) g->Bu = tk_param_tensor(k, "Bu", g->dt, 2);
+    if (g->phi) {
+        g->PU = tk_param_tensor(k, "PU", g->dt, 4);
+    } else {
+        g->U = tk_param_tensor(k, "U", g->dt, 4);
+        g->Wu = tk_param_tensor(k, "Wu", g->dt, 3);
+        if (g->c.bias) g->Bu = tk_param_tensor(k, "Bu", g->dt, 2);
+    }
     g->dPhi = tk_param_tensor(k, "dPhi", TK_F32, 4);
 }
 
@@ -143,17 +158,27 @@ static void copy_next(dp *g, tk_value *s, tk_value *src, tk_value *ch) {
     tk_async_commit(k);
 }
 
+/* phi: the block's rows f0.. of chunk c0's φᵀ, [f_cols, C], from PU. */
+static void copy_phi(dp *g) {
+    tk_value *idx[4] = {g->b, g->h, g->f0, g->c0};
+    tk_copy_to_shared(g->k, g->sP, g->PU, idx, 0.0f, TK_COPY_ASYNC);
+}
+
 static void shared_tiles(dp *g) {
     tk_kernel *k = g->k;
     tk_dtype dt = g->dt;
     /* the wide tiles first (they want the larger alignment) */
-    g->sW = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
-    g->sP = tk_shared(k, dt, g->F, g->C, TK_SMEM_SWIZZLE, 1);
-    g->sU = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
+    if (g->phi) {
+        g->sP = tk_shared(k, dt, g->FC, g->C, TK_SMEM_SWIZZLE, 1);
+    } else {
+        g->sW = tk_shared(k, dt, g->D, g->D, TK_SMEM_SWIZZLE, 1);
+        g->sP = tk_shared(k, dt, g->F, g->C, TK_SMEM_SWIZZLE, 1);
+        g->sU = tk_shared(k, dt, g->C, g->D, TK_SMEM_SWIZZLE, 1);
+    }
     g->sX = tk_shared(k, dt, g->C, g->V, TK_SMEM_SWIZZLE, 1);
     g->sY = tk_shared(k, dt, g->C, g->V, TK_SMEM_SWIZZLE, 1);
     g->sS = tk_shared(k, dt, g->FC, g->V, TK_SMEM_SWIZZLE, 1);
-    if (g->c.bias) g->sB = tk_shared(k, dt, g->D, 16, TK_SMEM_SWIZZLE, 1);
+    if (g->c.bias && !g->phi) g->sB = tk_shared(k, dt, g->D, 16, TK_SMEM_SWIZZLE, 1);
     if (!g->c.c_side) return;
     g->sZ = tk_shared(k, dt, g->FC, 16, TK_SMEM_SWIZZLE, 1);
     g->sA = tk_shared(k, dt, g->C, 16, TK_SMEM_SWIZZLE, 1);
@@ -206,8 +231,16 @@ static tk_value *up_to(dp *g, tk_value *n, int m) {
     return tk_min(k, n16, i64c(k, m));
 }
 
-/* Grid (F / f_cols, H, B), ids, shared tiles; W, U and X of the first
- * chunk issued, the bias tile filled. */
+/* W (the head's entry) and U of the first chunk issued (z: 0). */
+static void copy_map_inputs(dp *g, tk_value *z) {
+    tk_kernel *k = g->k;
+    tk_value *hw = tk_rem(k, g->h, tk_dim(k, g->Wu, 0)); /* head h: W entry h mod Hw */
+    tk_copy_to_shared(k, g->sW, g->Wu, ((tk_value *[]){hw, z, z}), 0.0f, TK_COPY_ASYNC);
+    copy_chunk(g, g->sU, g->U, z);
+}
+
+/* Grid (F / f_cols, H, B), ids, shared tiles; W, U (not with phi) and X
+ * of the first chunk issued, the bias tile filled. */
 static void setup(dp *g) {
     tk_kernel *k = g->k;
     tk_value *T = tk_dim(k, g->X, 2), *z = i64c(k, 0);
@@ -220,22 +253,20 @@ static void setup(dp *g) {
     g->nch = tk_ceil_div(k, T, i64c(k, g->C));
     /* D / 16 at run time (capped at it), as the forward: a constant trip
      * count would have LLVM unroll the feature map's piece loops */
-    g->np = tk_min(k, tk_div(k, tk_dim(k, g->Wu, 1), i64c(k, 16)), i64c(k, g->D / 16));
+    if (!g->phi) g->np = tk_min(k, tk_div(k, tk_dim(k, g->Wu, 1), i64c(k, 16)), i64c(k, g->D / 16));
     /* V's zero columns past Dv skipped; a run-time trip count, too */
     g->vend = up_to(g, tk_dim(k, g->X, 3), g->V);
     tk_value_set_name(g->f0, "f0");
     tk_value_set_name(g->r0, "r0");
     shared_tiles(g);
-    tk_value *hw = tk_rem(k, g->h, tk_dim(k, g->Wu, 0)); /* head h: W entry h mod Hw */
-    tk_copy_to_shared(k, g->sW, g->Wu, ((tk_value *[]){hw, z, z}), 0.0f, TK_COPY_ASYNC);
-    copy_chunk(g, g->sU, g->U, z);
+    if (!g->phi) copy_map_inputs(g, z);
     copy_chunk(g, g->sX, g->X, z);
     tk_async_commit(k);
     if (g->c.c_side) { /* the ones meet both of C's columns */
         tk_value *one = tk_fill(k, vec(16, TK_PER_ROW), f32c(k, 1.0f));
         c_column(g, c_tile(g, true), one, one);
     }
-    if (!g->c.bias) return;
+    if (!g->c.bias || g->phi) return;
     tk_hh_fm fm = fm_of(g);
     tk_hh_bias_cols(&fm, g->Bu, g->sB, 0);
 }
@@ -283,13 +314,21 @@ static int state_init(dp *g, tk_value **init) {
 
 /* ---- one chunk ----------------------------------------------------------------- */
 /* Top of trip ch: U and X of ch (and, at ch 0, W) have landed, and every
- * warp is past trip ch - 1, its reads of sY included: Y of ch issued. */
+ * warp is past trip ch - 1, its reads of sY (and sP) included: Y of ch
+ * issued (phi: and the block's rows of φᵀ). */
 static void arrive(dp *g, tk_value *ch) {
     tk_kernel *k = g->k;
     tk_async_wait(k, 0);
     tk_barrier(k); /* U, X of ch landed for all; every warp left chunk ch - 1 */
     copy_chunk(g, g->sY, g->Y, ch);
+    if (g->phi) copy_phi(g);
     tk_async_commit(k);
+}
+
+/* phi: Y and φᵀ of the chunk (and the C column) in place for every warp. */
+static void phi_landed(dp *g) {
+    tk_async_wait(g->k, 0);
+    tk_barrier(g->k);
 }
 
 /* φ of the chunk's U into sP, rescaled after a barrier, U of chunk ch + 1
@@ -351,11 +390,12 @@ static void out_group(dp *g, tk_value *fg, tk_value *a) {
     tk_kernel *k = g->k;
     int fw = g->FC < FG ? g->FC : FG;
     tk_value *pr = tk_add(k, g->f0, fg), *o = NULL;
+    tk_value *sr = g->phi ? fg : pr; /* sP's row: phi's holds the block's rows alone */
     for (int j = 0; j < g->C; j += 16) {
         tk_value *res, *j0 = i64c(k, j);
         if (j) tk_if_begin(k, tk_le(k, j0, g->r0));
         res = tk_mma(k, TK_MMA_ABT, tk_slice(k, a, 0, j, 16, 16),
-                     lds(g, g->sP, fw, 16, TK_ROW, pr, j0), o);
+                     lds(g, g->sP, fw, 16, TK_ROW, sr, j0), o);
         if (j) {
             tk_else(k, 1, &res);
             tk_if_end(k, 1, &o, &res);
@@ -398,7 +438,7 @@ static tk_value *piece_update(dp *g, tk_value *p, tk_value *cur) {
     tk_kernel *k = g->k;
     tk_value *fs16 = tk_mul(k, tk_div(k, p, i64c(k, g->NVP)), i64c(k, 16));
     tk_value *v0 = tk_mul(k, tk_rem(k, p, i64c(k, g->NVP)), i64c(k, g->VW));
-    tk_value *pr = tk_add(k, g->f0, fs16), *s, *next, *fin;
+    tk_value *pr = g->phi ? fs16 : tk_add(k, g->f0, fs16), *s, *next, *fin; /* sP's row */
     tk_value *t = keys_begin(g, cur, &s);
     {
         tk_value *ph = lds(g, g->sP, 16, 16, TK_ROW, pr, t);
@@ -414,7 +454,8 @@ static tk_value *piece_update(dp *g, tk_value *p, tk_value *cur) {
  * columns 0 and 1); its copy to sZ. */
 static tk_value *zz_update(dp *g, tk_value *fs, tk_value *cur) {
     tk_kernel *k = g->k;
-    tk_value *fs16 = tk_mul(k, fs, i64c(k, 16)), *pr = tk_add(k, g->f0, fs16), *m, *next, *fin;
+    tk_value *fs16 = tk_mul(k, fs, i64c(k, 16)), *m, *next, *fin;
+    tk_value *pr = g->phi ? fs16 : tk_add(k, g->f0, fs16); /* sP's row */
     tk_value *t = keys_begin(g, tk_zeros(k, tile(TK_F32, 16, 16, TK_ROW)), &m);
     {
         tk_value *ph = lds(g, g->sP, 16, 16, TK_ROW, pr, t);
@@ -456,7 +497,10 @@ static void build(dp *g) {
         g->tend = up_to(g, tk_sub(k, tk_dim(k, g->X, 2), g->c0), g->C);
         arrive(g, ch);
         if (g->c.c_side) c_split(g);
-        feature_map(g, ch1);
+        if (g->phi)
+            phi_landed(g);
+        else
+            feature_map(g, ch1);
         chunk_out(g);
         tk_barrier(k); /* every warp is done reading sX, sA, sS and sZ */
         copy_next(g, g->sX, g->X, ch1);
@@ -485,6 +529,7 @@ static tk_status check_fields(tk_ctx *ctx, const tk_hedgehog_config *c) {
     if (fc < 0 || fc % 16 || (fc && (2 * c->head_dim) % fc))
         return bad(ctx, "f_cols", fc, "0 or a multiple of 16 dividing 2·head_dim");
     if (c->c_side < 0 || c->c_side > 2) return bad(ctx, "c_side", c->c_side, "0, 1 or 2");
+    if (c->phi != 0 && c->phi != 1) return bad(ctx, "phi", c->phi, "0 or 1");
     if (w != 0 && w != 1 && w != 2 && w != 4 && w != 8)
         return bad(ctx, "warps", w, "0, 1, 2, 4 or 8");
     return TK_OK;
@@ -492,6 +537,7 @@ static tk_status check_fields(tk_ctx *ctx, const tk_hedgehog_config *c) {
 
 static void layout(dp *g) {
     g->dt = g->c.dtype, g->D = g->c.head_dim, g->F = 2 * g->D, g->W = g->c.warps;
+    g->phi = g->c.phi;
     g->C = 16 * g->W, g->V = g->c.v_cols, g->FC = g->c.f_cols, g->NS = g->FC / 16;
     g->VW = piece_width(g->V), g->NVP = g->V / g->VW, g->P = g->NS * g->NVP;
     g->slots = (g->P + g->W - 1) / g->W;
@@ -551,9 +597,10 @@ tk_status tk_hh_build_dphi(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kernel
     dp g = {.c = tk_hh_dphi_resolve(cfg)};
     layout(&g);
     static const char *const side[] = {"", "_cx", "_cy"};
-    char name[96];
-    snprintf(name, sizeof name, "tk_hedgehog_dphi_%s_d%d_v%d_f%d_w%d%s%s", tk_dtype_name(g.dt), g.D,
-             g.V, g.FC, g.W, side[g.c.c_side], g.c.bias ? "_bias" : "");
+    char name[96]; /* phi: the bias is MAP's (unread here) */
+    snprintf(name, sizeof name, "tk_hedgehog_dphi_%s_d%d_v%d_f%d_w%d%s%s%s", tk_dtype_name(g.dt),
+             g.D, g.V, g.FC, g.W, side[g.c.c_side], g.c.bias && !g.phi ? "_bias" : "",
+             g.phi ? "_phi" : "");
     if ((s = tk_kernel_create(ctx, name, g.W, &g.k))) return s;
     tk_kernel_set_maxnreg(g.k, reg_cap(&g.c));
     build(&g);

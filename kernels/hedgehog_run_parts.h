@@ -12,7 +12,7 @@
 #include "tk/tk_run.h"
 
 #define TK_HEDGEHOG_MAX_ARGS     12
-#define TK_HEDGEHOG_MAX_LAUNCHES 10 /* the backward's (the forward: 1 or 2) */
+#define TK_HEDGEHOG_MAX_LAUNCHES 13 /* the backward's (the forward: 1 to 4) */
 
 typedef struct tk_hedgehog_launch {
     tk_hedgehog_config cfg; /* resolved: v_cols and warps set */

@@ -309,6 +309,9 @@ static int make_variants(variant *v) {
             {TK_BF16, 128, 1, 0, 0, 32, 4, 0, 0, 0, 0, 1},
             {TK_BF16, 64, 1, 1, 0, 64, 4, 0, 0, 0, TK_HEDGEHOG_SEG_RUN, 1},
             {TK_BF16, 128, 1, 0, 0, 32, 4, 0, 0, 0, TK_HEDGEHOG_SEG_STATE, 1},
+            /* dΦ reading MAP's φᵀ (the backward's maps apart; the bias MAP's) */
+            {TK_BF16, 128, 0, 0, 0, 128, 0, TK_HEDGEHOG_BWD_DPHI, 0, 1, 0, 1},
+            {TK_F16, 64, 0, 0, 0, 64, 0, TK_HEDGEHOG_BWD_DPHI, 0, 2, 0, 1},
         };
         static const char *const hh_parts[] = {"fwd", "prep", "dphi", "fmap", "reduce", "map"};
         for (size_t i = 0; i < sizeof hhs / sizeof hhs[0]; i++) {

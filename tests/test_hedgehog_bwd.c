@@ -1,9 +1,10 @@
 /* Hedgehog linear attention, backward (tk_hedgehog_backward; the kernels:
  * kernels/hedgehog_bwd.c, hedgehog_dphi.c, hedgehog_fmap.c, the forward
- * for dv): the PREP kernel, then the run API's launches on the interpreter
- * against a float64 reference of every gradient (dq, dk, dv, dWq, dWk,
- * dbq, dbk) at ragged shapes, both head dims and dtypes, normalized or
- * not, bias or not, per-head weights, fla's [B, T, H, D] layout; the
+ * for dv, hedgehog_fm.c's MAP): the PREP kernel, then the run API's
+ * launches on the interpreter against a float64 reference of every
+ * gradient (dq, dk, dv, dWq, dWk, dbq, dbk) at ragged shapes, both head
+ * dims and dtypes, normalized or not, bias or not, per-head weights, fla's
+ * [B, T, H, D] layout, the maps fused and apart (the same bits); the
  * parameter checks and their messages; on the GPU, the run API against
  * float64 and twice for bitwise-equal results (skipped, with a line,
  * without one). */
@@ -253,8 +254,9 @@ static void check_grads(const char *what, const bcase *c, bbufs *b, const grads 
     ck_assert_msg(worst <= tol, "%s", line); /* NaN fails */
 }
 
-/* The launches for p on the interpreter, the plan made for c->sms SMs. */
-static void run_interp(tk_ctx *ctx, const tk_hedgehog_bwd_params *p, int sms) {
+/* The launches for p on the interpreter, the plan made for c->sms SMs;
+ * returns their count. */
+static int run_interp(tk_ctx *ctx, const tk_hedgehog_bwd_params *p, int sms) {
     tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
     int n = tk_hedgehog_bwd_launches(p, TK_HEDGEHOG_SMEM_MAX, sms, l);
     for (int i = 0; i < n; i++) {
@@ -264,8 +266,44 @@ static void run_interp(tk_ctx *ctx, const tk_hedgehog_bwd_params *p, int sms) {
                       tk_ctx_error(ctx));
         tk_kernel_destroy(k);
     }
+    return n;
 }
 
+/* The plan for p reads the maps apart (three MAPs; DPHI twice and dv's
+ * forward with phi) or fused (none of them). */
+static void check_plan(const tk_hedgehog_bwd_params *p, int sms, bool apart) {
+    tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
+    int n = tk_hedgehog_bwd_launches(p, TK_HEDGEHOG_SMEM_MAX, sms, l), maps = 0, phi = 0;
+    for (int i = 0; i < n; i++) maps += l[i].cfg.part == TK_HEDGEHOG_MAP, phi += l[i].cfg.phi;
+    ck_assert_int_eq(maps, apart ? 3 : 0);
+    ck_assert_int_eq(phi, apart ? 3 : 0);
+}
+
+/* A workspace of `bytes` (256-byte aligned, as the run API wants it),
+ * poisoned: NaN in every f32, bf16 and f16 slot, so that a read before
+ * the kernels' writes shows. */
+static void *workspace_new(size_t bytes) {
+    void *ws = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    ck_assert_ptr_nonnull(ws);
+    memset(ws, 0xff, bytes);
+    return ws;
+}
+
+static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
+
+/* The gradients of a run, copied (res[i]: output i); then poisoned again
+ * for the next run. */
+static void take_grads(bbufs *b, void *res[NBUFS - NIN]) {
+    for (int i = NIN; i < NBUFS; i++) {
+        res[i - NIN] = ref_tensor_snapshot(buf_at(b, i));
+        ref_tensor_fill_all(buf_at(b, i), NAN);
+    }
+}
+
+/* The backward's launches with the maps fused (the kernels map q and k
+ * themselves: PREP, DPHI, FMAP, REDUCEs, DPHI, FMAP, REDUCEs, FWD) and
+ * apart (three MAPs more, their φᵀ in a workspace that grows by them):
+ * each against float64, and every gradient the same bits. */
 START_TEST(bwd_interp_against_f64) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -274,17 +312,30 @@ START_TEST(bwd_interp_against_f64) {
     grads g;
     bufs_make(&b, c);
     reference(c, &b, &g);
-    tk_hedgehog_bwd_params p = params_of(c, &b, NULL, 0);
-    size_t bytes = tk_hedgehog_bwd_workspace_bytes(&p, TK_HEDGEHOG_SMEM_MAX, c->sms);
-    void *ws = malloc(bytes);
-    memset(ws, 0xff, bytes); /* NaN in every f32 and bf16 slot: the kernels write before reading */
-    p.workspace = ws, p.workspace_bytes = bytes;
     void *gaps[2] = {ref_tensor_snapshot(&b.dq), ref_tensor_snapshot(&b.dv)};
-    run_interp(ctx, &p, c->sms);
-    check_grads("interp", c, &b, &g);
-    ck_assert_int_eq(ref_tensor_stray_writes(&b.dq, gaps[0]), 0);
-    ck_assert_int_eq(ref_tensor_stray_writes(&b.dv, gaps[1]), 0);
-    free(gaps[0]), free(gaps[1]), free(ws);
+    void *res[2][NBUFS - NIN];
+    size_t bytes[2];
+    for (int fm = 1; fm >= 0; fm--) { /* fused, then apart */
+        tk_hedgehog_bwd_params p = params_of(c, &b, NULL, 0);
+        p.fused_maps = fm;
+        bytes[fm] = tk_hedgehog_bwd_workspace_bytes(&p, TK_HEDGEHOG_SMEM_MAX, c->sms);
+        p.workspace = workspace_new(bytes[fm]), p.workspace_bytes = bytes[fm];
+        check_plan(&p, c->sms, !fm);
+        ck_assert_int_eq(run_interp(ctx, &p, c->sms), (c->bias ? 10 : 8) + (fm ? 0 : 3));
+        check_grads(fm ? "interp, maps fused" : "interp, maps apart", c, &b, &g);
+        ck_assert_int_eq(ref_tensor_stray_writes(&b.dq, gaps[0]), 0);
+        ck_assert_int_eq(ref_tensor_stray_writes(&b.dv, gaps[1]), 0);
+        take_grads(&b, res[fm]);
+        free(p.workspace);
+    }
+    /* apart: PK, PQr, PKr [B, H, 2D, ceil(T/128)·128] in the dtype after the rest */
+    size_t map = (size_t)(c->B * c->H * 2 * c->D * ((c->T + 127) / 128 * 128)) * 2;
+    ck_assert_uint_eq(bytes[0], bytes[1] + 3 * ((map + 255) / 256 * 256));
+    for (int i = 0; i < NBUFS - NIN; i++)
+        ck_assert_msg(!memcmp(res[0][i], res[1][i], bytes_of(buf_at(&b, NIN + i))),
+                      "the maps apart changed output %d's bits", i);
+    for (int i = 0; i < NBUFS - NIN; i++) free(res[0][i]), free(res[1][i]);
+    free(gaps[0]), free(gaps[1]);
     grads_free(&g);
     bufs_free(&b);
     tk_ctx_destroy(ctx);
@@ -365,6 +416,7 @@ START_TEST(bad_params) {
         "dk_strides[3] is 2",
         "z_strides[2] is -3",
         "workspace is NULL",
+        "fused_maps is 2; expected 0 or 1",
         "struct_size",
     };
     for (int i = 0; i < (int)(sizeof msg / sizeof msg[0]); i++) {
@@ -387,6 +439,7 @@ START_TEST(bad_params) {
         case 14: p.dk_strides[3] = 2; break;
         case 15: p.normalize = 1, p.o = buf, p.z = (float *)buf, p.z_strides[2] = -3; break;
         case 16: break;
+        case 17: p.fused_maps = 2; break;
         default: p.struct_size = 3; break;
         }
         ck_assert_int_eq(tk_hedgehog_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
@@ -403,6 +456,14 @@ START_TEST(bad_params) {
     p.workspace = buf, p.workspace_bytes = bytes - 1;
     ck_assert_int_eq(tk_hedgehog_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_msg(strstr(tk_ctx_error(ctx), "the call needs"), "%s", tk_ctx_error(ctx));
+    p.workspace = buf + 1, p.workspace_bytes = bytes; /* its parts' offsets are 256-aligned */
+    ck_assert_int_eq(tk_hedgehog_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(tk_ctx_error(ctx), "workspace is not 256-byte aligned"), "%s",
+                  tk_ctx_error(ctx));
+    p.fused_maps = 1; /* a smaller workspace then: the maps' share of it */
+    size_t fused = 0;
+    ck_assert_int_eq(tk_hedgehog_backward_workspace(ctx, &p, &fused), TK_OK);
+    ck_assert_uint_lt(fused, bytes);
     p.seq = -4;
     ck_assert_int_eq(tk_hedgehog_backward_prepare(ctx, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_msg(strstr(tk_ctx_error(ctx), "tk_hedgehog_backward_prepare: seq is -4"), "%s",
@@ -423,6 +484,11 @@ START_TEST(bad_part) {
     ck_assert_int_eq(tk_hedgehog_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_msg(strstr(tk_ctx_error(ctx), "f_cols is 32; the forward takes 0"), "%s",
                   tk_ctx_error(ctx));
+    c = (tk_hedgehog_config){
+        .dtype = TK_BF16, .head_dim = 64, .part = TK_HEDGEHOG_BWD_FMAP, .phi = 1};
+    ck_assert_int_eq(tk_hedgehog_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(tk_ctx_error(ctx), "phi is 1; only the forward (part 0) and BWD_DPHI"),
+                  "%s", tk_ctx_error(ctx));
     c = (tk_hedgehog_config){.dtype = TK_F32, .part = TK_HEDGEHOG_BWD_PREP};
     ck_assert_int_eq(tk_hedgehog_build(ctx, &c, &k), TK_ERR_INVALID_ARG);
     ck_assert_msg(strstr(tk_ctx_error(ctx), "dtype is f32"), "%s", tk_ctx_error(ctx));
@@ -432,7 +498,9 @@ END_TEST
 
 /* ---- the GPU -------------------------------------------------------------------------- */
 /* tk_hedgehog_backward on device buffers (outputs and workspace poisoned)
- * against float64, then again: the gradients bitwise the same. */
+ * against float64, then again, then with the maps fused (the workspace
+ * the apart plan's, which holds the fused one's): the gradients bitwise
+ * the same each time. */
 START_TEST(run_api_gpu) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -456,7 +524,8 @@ START_TEST(run_api_gpu) {
     ck_assert_int_eq(tk_gpu_memset(ctx, ws, 0xff, bytes), TK_OK);
     p.workspace = ws, p.workspace_bytes = bytes;
     void *first[7];
-    for (int run = 0; run < 2; run++) {
+    for (int run = 0; run < 3; run++) {
+        p.fused_maps = run == 2;
         ck_assert_msg(tk_hedgehog_backward(ctx, &p, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
         ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
         for (int i = NIN; i < NBUFS; i++) {
@@ -466,8 +535,8 @@ START_TEST(run_api_gpu) {
             if (!run)
                 first[i - NIN] = ref_tensor_snapshot(h);
             else
-                ck_assert_msg(!memcmp(first[i - NIN], h->data, n), "run 2 differs in output %d",
-                              i - NIN);
+                ck_assert_msg(!memcmp(first[i - NIN], h->data, n), "run %d%s differs in output %d",
+                              run + 1, run == 2 ? " (maps fused)" : "", i - NIN);
         }
         if (!run) check_grads("gpu", c, &b, &g);
     }

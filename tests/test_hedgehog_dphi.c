@@ -7,7 +7,9 @@
  * or not, shared and per-head weights, value dims not a multiple of 16 and
  * up to 250, other f_cols and warps, and time-reversed views (negative
  * token strides, as the run code passes for dφk); the race checker on,
- * twice with the warps shuffled, and no writes between dPhi's rows. */
+ * twice with the warps shuffled, and no writes between dPhi's rows. Each
+ * case also runs with the maps apart (phi = 1: φᵀ from TK_HEDGEHOG_MAP of
+ * the same U, reversed where the case is): the same bits. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +48,7 @@ START_TEST(bad_configs) {
         {5, 3, "c_side is 3; expected 0, 1 or 2"},
         {5, -1, "c_side is -1"},
         {6, 3, "warps is 3; expected 0, 1, 2, 4 or 8"},
+        {7, 2, "phi is 2; expected 0 or 1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tk_hedgehog_config c = dphi_config(TK_BF16, 64, 64);
@@ -57,7 +60,8 @@ START_TEST(bad_configs) {
         case 3: c.v_cols = v; break;
         case 4: c.f_cols = v; break;
         case 5: c.c_side = v; break;
-        default: c.warps = v; break;
+        case 6: c.warps = v; break;
+        default: c.phi = v; break;
         }
         tk_kernel *k = (tk_kernel *)1;
         ck_assert_int_eq(tk_hh_build_dphi(ctx, &c, &k), TK_ERR_INVALID_ARG);
@@ -84,7 +88,8 @@ START_TEST(bad_configs) {
 END_TEST
 
 /* The library's f_cols (the most whose state fits 64 registers a thread)
- * and warps; the kernel's name; tk_hh_dphi_smem_bytes is what it takes. */
+ * and warps; the kernel's name; tk_hh_dphi_smem_bytes is what it takes,
+ * with phi too (no W, U or b tiles; the block's rows of φᵀ alone). */
 START_TEST(resolve_and_smem) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -98,20 +103,33 @@ START_TEST(resolve_and_smem) {
         tk_hedgehog_config c = dphi_config(TK_F16, cs[i].D, cs[i].v_cols);
         c.warps = cs[i].warps, c.f_cols = cs[i].f_cols, c.c_side = cs[i].c_side;
         c.bias = cs[i].bias;
-        tk_hedgehog_config r = tk_hh_dphi_resolve(&c);
-        ck_assert_msg(r.f_cols == cs[i].want_f && r.warps == cs[i].want_w,
-                      "%zu: f_cols %d warps %d", i, r.f_cols, r.warps);
-        tk_kernel *k = NULL;
-        ck_assert_msg(tk_hh_build_dphi(ctx, &c, &k) == TK_OK, "%s", tk_ctx_error(ctx));
-        ck_assert_uint_eq(tk_kernel_smem_bytes(k), tk_hh_dphi_smem_bytes(&r));
-        ck_assert_uint_le(tk_kernel_smem_bytes(k), TK_HEDGEHOG_SMEM_MAX);
-        tk_kernel_destroy(k);
+        for (int phi = 0; phi < 2; phi++) {
+            c.phi = phi;
+            tk_hedgehog_config r = tk_hh_dphi_resolve(&c);
+            ck_assert_msg(r.f_cols == cs[i].want_f && r.warps == cs[i].want_w,
+                          "%zu phi %d: f_cols %d warps %d", i, phi, r.f_cols, r.warps);
+            tk_kernel *k = NULL;
+            ck_assert_msg(tk_hh_build_dphi(ctx, &c, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+            ck_assert_uint_eq(tk_kernel_smem_bytes(k), tk_hh_dphi_smem_bytes(&r));
+            ck_assert_uint_le(tk_kernel_smem_bytes(k), TK_HEDGEHOG_SMEM_MAX);
+            tk_kernel_destroy(k);
+        }
+        /* phi drops W, U, φᵀ [F, C] and b, and keeps the block's rows of φᵀ */
+        tk_hedgehog_config r = tk_hh_dphi_resolve(&c), r0 = r, r1 = r;
+        r0.phi = 0, r1.phi = 1;
+        size_t D = (size_t)r.head_dim, C = 16 * (size_t)r.warps, FC = (size_t)r.f_cols;
+        size_t dropped = D * D + C * D + 2 * D * C + (r.bias ? 16 * D : 0) - FC * C;
+        ck_assert_uint_eq(tk_hh_dphi_smem_bytes(&r0) - tk_hh_dphi_smem_bytes(&r1), 2 * dropped);
     }
     tk_hedgehog_config c = dphi_config(TK_BF16, 128, 128);
     c.c_side = 1, c.bias = 1;
     tk_kernel *k = NULL;
     ck_assert_msg(tk_hh_build_dphi(ctx, &c, &k) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_str_eq(tk_kernel_name(k), "tk_hedgehog_dphi_bf16_d128_v128_f64_w4_cx_bias");
+    tk_kernel_destroy(k);
+    c.phi = 1; /* the bias is MAP's then */
+    ck_assert_msg(tk_hh_build_dphi(ctx, &c, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_str_eq(tk_kernel_name(k), "tk_hedgehog_dphi_bf16_d128_v128_f64_w4_cx_phi");
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
 }
@@ -253,6 +271,45 @@ static int args_of(const dcase *c, const dbufs *b, tk_arg *args) {
     return n;
 }
 
+/* cfg's kernel, built and run on args on the interpreter. */
+static void run_kernel(tk_ctx *ctx, const tk_hedgehog_config *cfg, int n, const tk_arg *args) {
+    tk_kernel *k = NULL;
+    ck_assert_msg(tk_hedgehog_build(ctx, cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_msg(tk_interp_run(k, n, args) == TK_OK, "%s: %s", tk_kernel_name(k),
+                  tk_ctx_error(ctx));
+    tk_kernel_destroy(k);
+}
+
+/* The maps apart: MAP (4 warps, as the run code's) of the case's U view
+ * into PU [B, H, F, Tp] (poisoned first), then DPHI with phi reading it
+ * into a second dPhi: every byte as b's out, the gaps included (both
+ * poisoned alike). */
+static void phi_same_bits(tk_ctx *ctx, const dcase *c, const dbufs *b) {
+    int64_t tp = (c->T + 127) / 128 * 128, dp[4] = {c->B, c->H, 2 * c->D, tp};
+    ref_tensor pu = ref_tensor_new(c->dt, 4, dp);
+    ref_tensor out = ref_tensor_new_layout(TK_F32, 4, b->out.dims, NULL, 8);
+    ref_tensor_fill_all(&pu, NAN), ref_tensor_fill_all(&out, NAN);
+    tk_hedgehog_config map = {
+        .dtype = c->dt, .head_dim = c->D, .bias = c->bias, .warps = 4, .part = TK_HEDGEHOG_MAP};
+    tk_arg args[8];
+    int n = 0;
+    args[n++] = arg_of(c, &b->u), args[n++] = ref_tensor_arg(&b->w);
+    if (c->bias) args[n++] = ref_tensor_arg(&b->bias);
+    args[n++] = ref_tensor_arg(&pu);
+    run_kernel(ctx, &map, n, args);
+    tk_hedgehog_config cfg = config_of(c);
+    cfg.phi = 1;
+    n = 0;
+    args[n++] = arg_of(c, &b->x), args[n++] = arg_of(c, &b->y);
+    if (c->c_side) args[n++] = arg_of(c, &b->c);
+    args[n++] = ref_tensor_arg(&pu), args[n++] = arg_of(c, &out);
+    run_kernel(ctx, &cfg, n, args);
+    ck_assert_int_eq(out.elems, b->out.elems);
+    ck_assert_msg(!memcmp(out.data, b->out.data, (size_t)out.elems * 4),
+                  "phi: dPhi differs from the fused map's");
+    ref_tensor_free(&pu), ref_tensor_free(&out);
+}
+
 static void run_case(const dcase *c, uint64_t shuffle) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -279,6 +336,8 @@ static void run_case(const dcase *c, uint64_t shuffle) {
            c->reversed ? " reversed" : "", shuffle ? " shuffled warps" : "");
     ck_assert_msg(e <= (c->dt == TK_BF16 ? 1e-2 : 3e-3), "rel err %.3e", e); /* NaN fails */
     ck_assert_int_eq(ref_tensor_stray_writes(&b.out, gaps), 0);
+    phi_same_bits(ctx, c, &b);
+    printf("  phi: the same bits\n");
     free(ref), free(out), free(gaps);
     tk_kernel_destroy(k);
     bufs_free(&b);

@@ -532,6 +532,18 @@ TK_API tk_status tk_based_build(tk_ctx *ctx, const tk_based_config *cfg, tk_kern
  *     F] f32, written: dPhi_i[f] = Σ_{j<=i} (X_i·Y_j + CX_i + CY_j) φ(U_j)[f]
  *     for the block's f_cols features (dφq: X = G, Y = V, CX = C, U = K;
  *     dφk: the reversed views X = V, Y = G, CY = C, U = Q).
+ *     With phi = 1 (the maps apart), PU [B, H, F, Tp] dtype, MAP's P of U
+ *     in the token order of the other views (of the reversed view for dφk;
+ *     Tp a multiple of C, at least ceil(T / C)·C), takes the place of U,
+ *     Wu and Bu (bias unread): each chunk copies the block's f_cols rows of
+ *     φᵀ where every block would map the chunk's whole U. The same bits as
+ *     phi = 0's. Shared memory, bytes: 2·(2·C·Dvb + fc·Dvb + [D² + C·D +
+ *     2·D·C + 16·D with bias] (phi 0) | fc·C (phi 1) [+ 16·fc + 32·C with a
+ *     C side]), Dvb = v_cols, fc = f_cols: with a C side, D 64, Dvb 64, fc
+ *     128, 74 KiB (phi 0, bias) and 56 KiB (phi 1); D 128, Dvb 128, fc 64,
+ *     138 and 62 KiB. ptxas sm_90a (CUDA 13, bf16, a C side, fc from 16 to
+ *     the default): phi 0 216 .. 229 registers, phi 1 214 .. 225, no
+ *     spills.
  *   TK_HEDGEHOG_BWD_FMAP, grid (NS, H, B), `warps` warps: U [B, H, T, D]
  *     dtype, W [Hw, D, D] dtype, [Bu [Hw, D] dtype (bias)], dPhi [B, H, T,
  *     F] f32, dU [B, H, T, D] dtype written, PW [H, B·NS, D, D] f32 written,
@@ -575,7 +587,8 @@ typedef struct tk_hedgehog_config {
                        2·head_dim; 0: the library's choice                     */
     int c_side;     /* BWD_DPHI: 0 no C term, 1 CX, 2 CY                        */
     int seg;        /* FWD: a tk_hedgehog_seg (the other parts take 0)         */
-    int phi;        /* FWD: 1 reads φ(q)ᵀ, φ(k)ᵀ from TK_HEDGEHOG_MAP's output */
+    int phi;        /* FWD: 1 reads φ(q)ᵀ, φ(k)ᵀ from TK_HEDGEHOG_MAP's output;
+                       BWD_DPHI: 1 reads φ(U)ᵀ from it                      */
 } tk_hedgehog_config;
 
 TK_API tk_status tk_hedgehog_build(tk_ctx *ctx, const tk_hedgehog_config *cfg, tk_kernel **out);

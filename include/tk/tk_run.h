@@ -566,7 +566,14 @@ TK_API tk_status tk_hedgehog_forward_workspace(tk_ctx *ctx, const tk_hedgehog_pa
  * gradients are written, not added to). Strides as in the forward (all 0:
  * dense). Deterministic: the sums over tokens run in a fixed order.
  * workspace: at least tk_hedgehog_backward_workspace bytes of device
- * memory (256-byte aligned), unused between calls. */
+ * memory (256-byte aligned), unused between calls.
+ * The feature maps apart: with fused_maps 0, φ(k), φ of q reversed and φ
+ * of k reversed are computed once, by three launches of their own, into
+ * the workspace, and the dφ kernels and dv's forward read them rather
+ * than mapping each chunk again for each feature or value slice
+ * (tk/tk_kernels.h, `phi`; the same results, bit for bit). The workspace
+ * then also holds them: 3·B·H·2D·ceil(T/128)·128 elements of the dtype.
+ * fused_maps 1 keeps the maps inside those kernels. */
 typedef struct tk_hedgehog_bwd_params {
     size_t struct_size;
     tk_dtype dtype;
@@ -583,6 +590,8 @@ typedef struct tk_hedgehog_bwd_params {
     int64_t dq_strides[4], dk_strides[4], dv_strides[4], z_strides[3];
     void *workspace;
     size_t workspace_bytes;
+    /* grown fields: a struct_size ending before them reads them as 0 */
+    int32_t fused_maps; /* 0: maps apart (in the workspace); 1: fused     */
 } tk_hedgehog_bwd_params;
 
 #ifdef __cplusplus
@@ -593,7 +602,8 @@ typedef struct tk_hedgehog_bwd_params {
     { .struct_size = sizeof(tk_hedgehog_bwd_params) }
 #endif
 
-/* The workspace the backward needs for p's sizes (p->workspace unread). */
+/* The workspace the backward needs for p's sizes and fused_maps
+ * (p->workspace unread). */
 TK_API tk_status tk_hedgehog_backward_workspace(tk_ctx *ctx, const tk_hedgehog_bwd_params *p,
                                                 size_t *bytes);
 /* Check p and ready the backward's kernels (info: the slowest one's). */
