@@ -566,20 +566,22 @@ class TK:
                     "tk_hedgehog_forward")
 
     def hedgehog_bwd_params(self, q, k, v, dout, dq, dk, dv, wq, wk, dwq, dwk, bq=None, bk=None,
-                            dbq=None, dbk=None, o=None, z=None, normalize=1, scale=0.0, eps=0.0):
+                            dbq=None, dbk=None, o=None, z=None, normalize=1, scale=0.0, eps=0.0,
+                            fused_maps=0):
         """Hedgehog backward: dq, dk [B, H, T, D], dv [B, H, T, Dv] from dout [B, H, T, Dv]
         (torch views as in hedgehog_params, any strides with the dim's 1; dq, dk like q, dv
         like v); wq, wk, bq, bk as in hedgehog_params (kept on the struct, contiguous); dwq,
         dwk (the weights' shape) and, with a bias, dbq, dbk (the biases'): dense, in the
         dtype. A normalized forward's o and z (f32 [B, H, T], any strides) are required.
-        normalize, scale, eps as in the forward's call (0: 1 and 1e-6). The workspace is
+        normalize, scale, eps as in the forward's call (0: 1 and 1e-6); fused_maps 1: the
+        feature maps inside the kernels (0: apart, in the workspace). The workspace is
         allocated here with torch and kept on the returned struct (p.keep)."""
         import torch
         for name, t in (("dwq", dwq), ("dwk", dwk), ("dbq", dbq), ("dbk", dbk)):
             if t is not None and not t.is_contiguous():
                 raise ValueError(f"hedgehog_bwd_params: {name} must be dense")
         p = HedgehogBwdParams(struct_size=ctypes.sizeof(HedgehogBwdParams), normalize=normalize,
-                              scale=scale, eps=eps)
+                              scale=scale, eps=eps, fused_maps=fused_maps)
         p.dtype = TK_BF16 if str(q.dtype) == "torch.bfloat16" else TK_F16
         p.batch, p.heads, p.seq, p.head_dim_v = v.shape
         p.head_dim = q.shape[-1]
