@@ -2,7 +2,7 @@
 """Draws the benchmark tables of bench/RESULTS.md as PNG bar charts: GEMM beside
 cuBLAS, attention forward and backward beside FlashAttention-2 and cuDNN, and the
 kernel zoo: LayerNorm/RMSNorm and rotary beside torch eager and torch.compile
-(GB/s), Based beside flash-linear-attention (µs).
+(GB/s), Based and Hedgehog beside flash-linear-attention (µs).
 
     bench/plot.py [--results bench/RESULTS.md] [--entry TEXT] [--out DIR]
 
@@ -112,7 +112,7 @@ def kind(caption, header):
     if "cuBLAS" in header:
         return "gemm"
     if any(h.startswith("fla") for h in header):
-        return "based"
+        return "hedgehog" if "hedgehog" in caption.lower() else "based"
     if any(h.startswith(("eager", "compile")) for h in header):
         return header[0].lower().replace(" ", "_")  # the first column names the kernel
     backward = "backward" in caption.lower() or any("bit-identical" in h for h in header)
