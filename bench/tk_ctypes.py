@@ -36,6 +36,7 @@ class AttentionParams(ctypes.Structure):
         ("k_new_strides", ctypes.c_int64 * 4), ("v_new_strides", ctypes.c_int64 * 4),
         ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_kv", ctypes.c_void_p),
         ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_kv", ctypes.c_int64),
+        ("rotary", ctypes.c_void_p),  # const tk_rotary_params * (RotaryParams), NULL: none
     ]
 
 

@@ -4,7 +4,9 @@
  *   tk_dump gemm|attention|norm|rotary|based|hedgehog [ir|llvm|ptx] [arch] [options]
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
  *                        stages= tma= wgmma= to override the default block shape
- *     attention options: dtype=bf16|f16 d=64|128 causal=0|1 warps=4|8
+ *     attention options: dtype=bf16|f16 d=64|128|256 causal=0|1 warps=4|8|12
+ *                        wgmma=0|1 varlen=0|1 rotary=none|neox|gptj (Q's fused
+ *                        rotation) rd=0|2..d (0: d) tables=0|1 (neox: Cos/Sin)
  *     norm options:      dtype=bf16|f16 kind=layer|rms part=fwd|bwd|reduce res=0|1
  *                        w=0|1 b=0|1 stats=0|1 warps=1..16 cols=0|32·warps·n
  *     rotary options:    dtype=bf16|f16 style=neox|gptj d=64|128|256 rd= tables=0|1
@@ -13,7 +15,9 @@
  *                        warps=1|2|4|8
  *     hedgehog options:  dtype=bf16|f16 d=64|128 norm=0|1 stats=0|1 bias=0|1
  *                        v=16..128 warps=1|2|4|8 (v, warps 0: the defaults)
- *                        part=fwd|map seg=0|1|2 phi=0|1
+ *                        part=fwd|map|dphi seg=0|1|2 phi=0|1; dphi: v=16..256
+ *                        (required: the value dim), f=0|16·n (f_cols; 0: the
+ *                        library's), c=0|1|2 (c_side)
  *   e.g. tk_dump attention ptx sm_90a d=128 > attn.ptx && ptxas -arch=sm_90a -v attn.ptx */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +79,7 @@ int main(int argc, char **argv) {
                              .seg = atoi(opt(argc, argv, "seg", "0"))};
         s = tk_based_build(ctx, &c, &k);
     } else if (kind == 5) {
+        const char *part = opt(argc, argv, "part", "fwd");
         tk_hedgehog_config c = {.dtype = dtype(opt(argc, argv, "dtype", "bf16")),
                                 .head_dim = atoi(opt(argc, argv, "d", "128")),
                                 .normalize = atoi(opt(argc, argv, "norm", "1")),
@@ -82,9 +87,11 @@ int main(int argc, char **argv) {
                                 .bias = atoi(opt(argc, argv, "bias", "1")),
                                 .v_cols = atoi(opt(argc, argv, "v", "0")),
                                 .warps = atoi(opt(argc, argv, "warps", "0")),
-                                .part = !strcmp(opt(argc, argv, "part", "fwd"), "map")
-                                            ? TK_HEDGEHOG_MAP
-                                            : TK_HEDGEHOG_FWD,
+                                .part = !strcmp(part, "map")    ? TK_HEDGEHOG_MAP
+                                        : !strcmp(part, "dphi") ? TK_HEDGEHOG_BWD_DPHI
+                                                                : TK_HEDGEHOG_FWD,
+                                .f_cols = atoi(opt(argc, argv, "f", "0")),
+                                .c_side = atoi(opt(argc, argv, "c", "0")),
                                 .seg = atoi(opt(argc, argv, "seg", "0")),
                                 .phi = atoi(opt(argc, argv, "phi", "0"))};
         s = tk_hedgehog_build(ctx, &c, &k);
@@ -115,10 +122,18 @@ int main(int argc, char **argv) {
                             .cols = atoi(opt(argc, argv, "cols", "0"))};
         s = tk_norm_build(ctx, &c, &k);
     } else {
-        tk_attention_config c = {
-            dtype(opt(argc, argv, "dtype", "bf16")), atoi(opt(argc, argv, "d", "128")),
-            atoi(opt(argc, argv, "causal", "0")),    atoi(opt(argc, argv, "warps", "0")),
-            atoi(opt(argc, argv, "wgmma", "0")),     atoi(opt(argc, argv, "varlen", "0"))};
+        const char *rope = opt(argc, argv, "rotary", "none");
+        tk_attention_config c = {.dtype = dtype(opt(argc, argv, "dtype", "bf16")),
+                                 .head_dim = atoi(opt(argc, argv, "d", "128")),
+                                 .causal = atoi(opt(argc, argv, "causal", "0")),
+                                 .warps = atoi(opt(argc, argv, "warps", "0")),
+                                 .wgmma = atoi(opt(argc, argv, "wgmma", "0")),
+                                 .varlen = atoi(opt(argc, argv, "varlen", "0")),
+                                 .rotary = !strcmp(rope, "neox")   ? TK_ATTN_ROTARY_NEOX
+                                           : !strcmp(rope, "gptj") ? TK_ATTN_ROTARY_GPTJ
+                                                                   : atoi(rope),
+                                 .rotary_dim = atoi(opt(argc, argv, "rd", "0")),
+                                 .rotary_tables = atoi(opt(argc, argv, "tables", "0"))};
         s = tk_attention_fwd_build(ctx, &c, &k);
     }
     char *text = NULL;

@@ -61,7 +61,12 @@
  * (there exp2(-inf - m) = 0). The first tile in which a row of the warp
  * sees a key rescales (mx - m is huge), which scales l = O = 0. A row that
  * attends no key at all ends with l = 0, O = 0 (divided by max(l, tiny))
- * and L = -inf. */
+ * and L = -inf.
+ *
+ * Rotary (cfg->rotary): each warp rotates its Q rows once, before the key
+ * loop (kernels/rotary_tile.c): in registers, or, Q in shared memory, its
+ * rows there once Q's copy (group 0, with K_0) has landed, stored back in
+ * place. K comes rotated (tk/tk_kernels.h says why). */
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -77,6 +82,7 @@
 
 typedef struct attn {
     tk_kernel *k;
+    const tk_attention_config *cfg;
     tk_dtype dt;
     int D, causal;
     int bq;       /* query rows per block                             */
@@ -86,6 +92,8 @@ typedef struct attn {
     tk_value *Q, *K, *V, *O, *L;
     tk_value *b, *h, *hk; /* batch, query head, kv head                      */
     tk_value *sK, *sV;    /* 2-stage shared rings                              */
+    tk_rope rope;         /* Q's rotation (cfg->rotary)                        */
+    tk_value *q_pos0;     /* its i64 parameter: row i's position is i + q_pos0 */
 } attn;
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
@@ -101,12 +109,45 @@ static void copy_kv(attn *a, tk_value *ring, tk_value *st, tk_value *view, tk_va
     tk_copy_to_shared(k, tk_stage(k, ring, st), view, idx, 0.0f, 1);
 }
 
+/* The warp's rows from query row qw: their first position (i64) and where
+ * they lie in Q (at[4]). */
+static tk_value *rope_at(attn *a, tk_value *qw, tk_value **at) {
+    tk_kernel *k = a->k;
+    at[0] = a->b, at[1] = a->h, at[2] = qw, at[3] = i32c(k, 0);
+    return tk_add(k, tk_cvt(k, qw, TK_I64), a->q_pos0);
+}
+
+/* Q in registers (16-column tiles q[0..ND)): rotated as one tile (concat
+ * and slice rename registers). */
+static void rope_regs(attn *a, tk_value **q, tk_value *qw) {
+    tk_kernel *k = a->k;
+    const int ND = a->D / 16;
+    tk_value *x = q[0], *at[4], *pos0 = rope_at(a, qw, at);
+    for (int d = 1; d < ND; d++) x = tk_concat(k, 1, x, q[d]);
+    tk_type xt = tk_tile_type(a->dt, a->wrows, a->D, TK_WARP, TK_ROW);
+    x = tk_rope_tile(k, &a->rope, x, xt, pos0, 4, at);
+    for (int d = 0; d < ND; d++) q[d] = tk_slice(k, x, 0, 16 * d, a->wrows, 16);
+}
+
+/* Q in shared memory: once its copy (group 0) has landed, each warp
+ * rotates its own rows in place, 16 columns at a time; the key loop's
+ * first barrier orders the stores before the lanes' first reads. */
+static void rope_shared(attn *a, tk_value *sQ, tk_value *wr0, tk_value *qw) {
+    tk_kernel *k = a->k;
+    tk_async_wait(k, 0);
+    tk_barrier(k); /* every thread's chunks of Q */
+    tk_value *at[4], *pos0 = rope_at(a, qw, at);
+    tk_type bt = tk_tile_type(a->dt, a->wrows, 16, TK_WARP, TK_ROW);
+    tk_rope_shared(k, &a->rope, sQ, wr0, bt, pos0, 4, at);
+}
+
 static void build(attn *a) {
     tk_kernel *k = a->k;
     const int D = a->D, ND = a->D / 16, WROWS = a->wrows;
     tk_dtype dt = a->dt;
     tk_attn_io io;
     tk_attn_fwd_params(k, dt, a->varlen, &io);
+    tk_attn_fwd_rope(k, a->cfg, &io, &a->rope, &a->q_pos0);
     tk_spec(k, "head_dim", D);
     tk_spec(k, "causal", a->causal);
     if (a->varlen) tk_spec(k, "varlen", 1);
@@ -136,6 +177,7 @@ static void build(attn *a) {
             tk_value *idx[4] = {a->b, a->h, qw, i32c(k, 16 * d)};
             q[d] = tk_load(k, q_t, Q, idx, 0.0f);
         }
+        if (a->q_pos0) rope_regs(a, q, qw);
     } else {
         sQ = tk_shared(k, dt, a->bq, D, TK_SMEM_SWIZZLE, 1);
         tk_value *idx[4] = {a->b, a->h, q0, i32c(k, 0)};
@@ -153,6 +195,7 @@ static void build(attn *a) {
     copy_kv(a, a->sK, i32c(k, 0), K, i32c(k, 0));
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
+    if (sQ && a->q_pos0) rope_shared(a, sQ, wr0, qw);
 
     /* Loop-carried state: m, l, O[0..ND). */
     tk_type vrow = tk_vec_type(TK_F32, WROWS, TK_PER_ROW, TK_WARP, TK_ROW);
@@ -241,6 +284,25 @@ void tk_attn_fwd_params(tk_kernel *k, tk_dtype dt, bool varlen, tk_attn_io *io) 
     io->cu_q = tk_param_tensor(k, "cu_seqlens_q", TK_I32, 1);
     io->cu_kv = tk_param_tensor(k, "cu_seqlens_kv", TK_I32, 1);
     io->max_q = tk_param_scalar(k, "max_seqlen_q", TK_I32);
+}
+
+void tk_attn_fwd_rope(tk_kernel *k, const tk_attention_config *cfg, const tk_attn_io *io,
+                      tk_rope *r, tk_value **q_pos0) {
+    *r = (tk_rope){0};
+    *q_pos0 = NULL;
+    if (!cfg->rotary) return;
+    r->style = cfg->rotary == TK_ATTN_ROTARY_GPTJ ? TK_ROTARY_GPTJ : TK_ROTARY_NEOX;
+    r->rotary_dim = cfg->rotary_dim ? cfg->rotary_dim : cfg->head_dim;
+    r->src = io->Q;
+    *q_pos0 = tk_param_scalar(k, "q_pos0", TK_I64);
+    if (cfg->rotary_tables) {
+        r->cos = tk_param_tensor(k, "Cos", TK_F32, 2);
+        r->sin = tk_param_tensor(k, "Sin", TK_F32, 2);
+    } else {
+        r->base = tk_param_scalar(k, "base", TK_F32);
+    }
+    tk_spec(k, "rotary", cfg->rotary);
+    tk_spec(k, "rotary_dim", r->rotary_dim);
 }
 
 void tk_attn_sequence(tk_kernel *k, tk_value *cu, tk_value *s, int n, tk_value **v,
@@ -376,6 +438,53 @@ tk_status tk_attn_check_spec(tk_ctx *ctx, const char *fn, tk_dtype dt, int head_
     return TK_OK;
 }
 
+/* The fused rotation's fields (tk/tk_kernels.h): all 0 without rotary. */
+static tk_status check_rope(tk_ctx *ctx, const char *fn, const tk_attention_config *c) {
+    if (c->rotary < TK_ATTN_ROTARY_NONE || c->rotary > TK_ATTN_ROTARY_GPTJ)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: rotary is %d; expected TK_ATTN_ROTARY_NONE (0), "
+                                "TK_ATTN_ROTARY_NEOX (1) or TK_ATTN_ROTARY_GPTJ (2)",
+                                fn, c->rotary);
+    if (!c->rotary && (c->rotary_dim || c->rotary_tables))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: rotary_dim is %d and rotary_tables %d without rotary; "
+                                "expected 0",
+                                fn, c->rotary_dim, c->rotary_tables);
+    if (!c->rotary) return TK_OK;
+    if (c->rotary_dim && (c->rotary_dim < 2 || c->rotary_dim > c->head_dim || c->rotary_dim % 2))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "%s: rotary_dim is %d; expected 0 (head_dim) or an even number "
+                                "in 2 .. head_dim (%d)",
+                                fn, c->rotary_dim, c->head_dim);
+    if (c->rotary_tables != 0 && c->rotary_tables != 1)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: rotary_tables is %d; expected 0 or 1",
+                                fn, c->rotary_tables);
+    if (c->rotary_tables && c->rotary == TK_ATTN_ROTARY_GPTJ)
+        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                "%s: rotary tables with TK_ATTN_ROTARY_GPTJ are not supported "
+                                "(as in tk_rotary); use a base",
+                                fn);
+    if (c->varlen)
+        return tk_ctx_set_error(ctx, TK_ERR_UNSUPPORTED,
+                                "%s: rotary with varlen is not supported (a sequence's rows would "
+                                "need their own positions)",
+                                fn);
+    return TK_OK;
+}
+
+/* The kernel's name: shape, then the specialization's suffixes. */
+static void kernel_name(const tk_attention_config *cfg, int warps, char *name, size_t n) {
+    char shape[16], rope[32] = "";
+    snprintf(shape, sizeof shape, cfg->wgmma ? (warps == 8 ? "wgmma" : "wgmma12") : "w%d", warps);
+    if (cfg->rotary)
+        snprintf(rope, sizeof rope, "_rope_%s_r%d%s",
+                 cfg->rotary == TK_ATTN_ROTARY_GPTJ ? "gptj" : "neox",
+                 cfg->rotary_dim ? cfg->rotary_dim : cfg->head_dim,
+                 cfg->rotary_tables ? "_tables" : "");
+    snprintf(name, n, "tk_attn_fwd_%s_d%d_%s%s%s%s", tk_dtype_name(cfg->dtype), cfg->head_dim,
+             shape, cfg->causal ? "_causal" : "", cfg->varlen ? "_varlen" : "", rope);
+}
+
 tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk_kernel **out) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (!out || !cfg)
@@ -391,6 +500,7 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
     if (cfg->varlen != 0 && cfg->varlen != 1)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: varlen is %d; expected 0 or 1", fn,
                                 cfg->varlen);
+    if ((s = check_rope(ctx, fn, cfg))) return s;
     /* the wgmma kernel: warpgroups of 64 rows (attention_hopper.c says
      * how many); mma.sync: see "Shape" */
     int warps = cfg->warps ? cfg->warps : cfg->wgmma ? tk_attn_hopper_warps(cfg->head_dim) : 4;
@@ -402,10 +512,8 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
     if (!cfg->wgmma && warps != 4 && warps != 8)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: warps is %d; expected 0 (default), 4 or 8", fn, cfg->warps);
-    char shape[16], name[64];
-    snprintf(shape, sizeof shape, cfg->wgmma ? (warps == 8 ? "wgmma" : "wgmma12") : "w%d", warps);
-    snprintf(name, sizeof name, "tk_attn_fwd_%s_d%d_%s%s%s", tk_dtype_name(cfg->dtype),
-             cfg->head_dim, shape, cfg->causal ? "_causal" : "", cfg->varlen ? "_varlen" : "");
+    char name[96];
+    kernel_name(cfg, warps, name, sizeof name);
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, warps, &k))) return s;
     if (cfg->wgmma) {
@@ -416,6 +524,7 @@ tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg, tk
          * target */
         const int bq = cfg->head_dim == 256 ? 16 * warps : BQ;
         attn a = {.k = k,
+                  .cfg = cfg,
                   .dt = cfg->dtype,
                   .D = cfg->head_dim,
                   .causal = cfg->causal,

@@ -43,7 +43,22 @@
  *   softmax; wait(1): V_j landed; barrier; O += P·V_j
  * V_{j+1} refills the stage P·V_{j-1} read, waited for before the barriers
  * of trip j. No NaN, as in attention.c: m starts at -FLT_MAX, a row
- * without keys ends with l = O = 0 and L = -inf. */
+ * without keys ends with l = O = 0 and L = -inf.
+ *
+ * Rotary (cfg->rotary): once Q's group has landed, each warpgroup loads its
+ * 64 rows of Q from shared memory, rotates them (each warp its own 16 rows,
+ * kernels/rotary_tile.c) and, up to D 128, keeps them in registers as S's A
+ * operand (D/4 registers a thread; ptxas: no spills at D 64 and 128), not
+ * stored back: a tile the consumers write and wgmma reads makes the plan
+ * order every wgmma wait before the next barrier across all consumer
+ * warpgroups (jit/plan.c, `touches`): both barriers of each key tile become
+ * a rendezvous of the consumers (a named bar.sync), where they are otherwise
+ * only releases to the producer and one warpgroup's softmax overlaps the
+ * other's multiplies. At D 256 Q's 64 more registers spill (O alone is 128;
+ * ptxas sm_90a: 172 to 1608 bytes of spill stores): there each warp stores
+ * its rotated rows back into the shared tile, and pays that rendezvous
+ * (neither measured on a GPU yet). K comes rotated (tk/tk_kernels.h says
+ * why). */
 #include "attention_parts.h"
 
 #include <float.h>
@@ -54,6 +69,8 @@ typedef struct hattn {
     int D, BKV, BQ, causal; /* BQ: query rows per block, 64 per warpgroup */
     int varlen;             /* packed sequences (attention_parts.h)         */
     tk_value *b, *h, *hk;
+    tk_rope rope;     /* Q's rotation (cfg->rotary)                          */
+    tk_value *q_pos0; /* its i64 parameter: row i's position is i + q_pos0 */
 } hattn;
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
@@ -74,12 +91,42 @@ static void copy_kv_if(hattn *a, tk_value *ring, tk_value *view, tk_value *j, tk
     tk_async_commit(k);
 }
 
-static void build(hattn *a) {
+/* Rows `row`.. of the block (query rows q0 + row..): their first position
+ * (i64) and where they lie in Q (at[4]). */
+static tk_value *rope_at(hattn *a, tk_value *q0, tk_value *row, tk_value **at) {
+    tk_kernel *k = a->k;
+    tk_value *qr = tk_add(k, q0, row);
+    at[0] = a->b, at[1] = a->h, at[2] = qr, at[3] = i32c(k, 0);
+    return tk_add(k, tk_cvt(k, qr, TK_I64), a->q_pos0);
+}
+
+/* S's A operand with Q rotated, once Q's group 0 has landed: the
+ * warpgroup's rows `row`.. in registers, or (D 256) sQ with each warp's 16
+ * rows rotated in place (the header says why). */
+static tk_value *rope_q(hattn *a, tk_value *sQ, tk_value *q0, tk_value *row) {
+    tk_kernel *k = a->k;
+    tk_async_wait(k, 0);
+    tk_barrier(k); /* every thread's part of Q (the lockstep copy) */
+    tk_value *at[4];
+    if (a->D <= 128) {
+        tk_type xt = tk_tile_type(a->dt, 64, a->D, TK_WARPGROUP, TK_ROW);
+        tk_value *is[2] = {row, i32c(k, 0)}, *pos0 = rope_at(a, q0, row, at);
+        return tk_rope_tile(k, &a->rope, tk_load(k, xt, sQ, is, 0.0f), xt, pos0, 4, at);
+    }
+    tk_value *wrow = tk_mul(k, tk_warp_id(k), i32c(k, 16)), *pos0 = rope_at(a, q0, wrow, at);
+    tk_type bt = tk_tile_type(a->dt, 16, 16, TK_WARP, TK_ROW);
+    tk_rope_shared(k, &a->rope, sQ, wrow, bt, pos0, 4, at);
+    tk_barrier(k); /* the stores, fenced over to wgmma's async proxy */
+    return sQ;
+}
+
+static void build(hattn *a, const tk_attention_config *cfg) {
     tk_kernel *k = a->k;
     const int D = a->D, BKV = a->BKV, BQ = a->BQ;
     tk_dtype dt = a->dt;
     tk_attn_io v; /* the longest causal blocks first, as in attention.c */
     tk_attn_fwd_params(k, dt, a->varlen, &v);
+    tk_attn_fwd_rope(k, cfg, &v, &a->rope, &a->q_pos0);
     tk_spec(k, "head_dim", D);
     tk_spec(k, "causal", a->causal);
     tk_spec(k, "wgmma", 1);
@@ -108,6 +155,9 @@ static void build(hattn *a) {
     tk_copy_to_shared(k, sQ, Q, iq, 0.0f, TK_COPY_TMA);
     copy_kv_if(a, sK, K, i32c(k, 0), ntiles); /* group 0: Q and K_0 */
 
+    /* S's A: the shared Q tile, or Q rotated (registers; D 256: sQ) */
+    tk_value *qa = a->q_pos0 ? rope_q(a, sQ, q0, row) : sQ;
+
     tk_type vrow = tk_vec_type(TK_F32, 64, TK_PER_ROW, TK_WARPGROUP, TK_ROW);
     tk_type s_t = tk_tile_type(TK_F32, 64, BKV, TK_WARPGROUP, TK_ROW);
     tk_type o_t = tk_tile_type(TK_F32, 64, D, TK_WARPGROUP, TK_ROW);
@@ -120,7 +170,8 @@ static void build(hattn *a) {
         tk_async_commit(k);
         tk_async_wait(k, 1); /* K_j landed (V_j may be in flight) */
         tk_barrier(k);
-        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, s_t), sQ, tk_stage(k, sK, st), row);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, s_t), qa, tk_stage(k, sK, st),
+                               qa == sQ ? row : NULL);
         s = tk_wgmma_wait(k, s, 0);
         copy_kv_if(a, sK, K, tk_add(k, j, i32c(k, 1)), ntiles);
         s = tk_attn_mask(k, s, BKV, a->causal, kv0, Nkv, qw, q0, diag);
@@ -156,7 +207,7 @@ void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg) {
                .BQ = 16 * tk_kernel_warps(k),
                .causal = cfg->causal,
                .varlen = cfg->varlen};
-    build(&a);
+    build(&a, cfg);
 }
 
 /* Measured on the H200 (bench/RESULTS.md, session 10): at D 64 three

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "rotary_parts.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
 
@@ -29,6 +30,11 @@ typedef struct tk_attn_io {
 } tk_attn_io;
 /* The parameters (first, before any spec). */
 void tk_attn_fwd_params(tk_kernel *k, tk_dtype dt, bool varlen, tk_attn_io *io);
+/* Q's fused rotation (cfg->rotary != 0, checked): its parameters, after the
+ * forward's (tk/tk_kernels.h: q_pos0, then Cos and Sin or base) into *r and
+ * *q_pos0, and its specs; r->src is io->Q. Nothing when rotary is 0. */
+void tk_attn_fwd_rope(tk_kernel *k, const tk_attention_config *cfg, const tk_attn_io *io,
+                      tk_rope *r, tk_value **q_pos0);
 /* The grid of tiles of bq rows and the block's start (after the specs). */
 void tk_attn_fwd_grid(tk_kernel *k, tk_attn_io *io, int bq);
 /* Key tiles a block visits: ntiles, or 0 for a varlen block past its
@@ -47,6 +53,22 @@ tk_arg tk_attn_packed_lse(float *lse, int64_t heads, int64_t rows, const int64_t
  * dense, or packed sequences (cu_seqlens_q); returns their count. */
 #define TK_ATTN_FWD_MAX_ARGS 9
 int tk_attn_fwd_args(const tk_attention_params *p, tk_arg *args);
+
+/* What tk_attention_forward launches on the prefill kernels (attention_run.c),
+ * so that tests run the very calls on the interpreter: with rotary, K's
+ * rotation into the workspace (tk_rotary's kernel) first, then the forward
+ * on that K with Q's rotation fused. */
+typedef struct tk_attn_fwd_launches {
+    int rotate_k;            /* 1: `rot` runs first                          */
+    tk_rotary_launch rot;    /* its config and arguments                     */
+    tk_attention_config cfg; /* the forward's specialization (default warps) */
+    int n;                   /* the forward's arguments                      */
+    tk_arg args[TK_ATTN_FWD_MAX_ARGS];
+} tk_attn_fwd_launches;
+/* The launches of tk_attention_forward(ctx, user) after the same checks
+ * (the workspace's too); a call the decoding kernels would run is
+ * TK_ERR_UNSUPPORTED here (they have launches of their own). */
+tk_status tk_attn_fwd_plan(tk_ctx *ctx, const tk_attention_params *user, tk_attn_fwd_launches *out);
 
 /* Key tiles of bkv keys a block of bq query rows from q0 visits: all of
  * Nkv, or when causal up to the tile of the last key its last valid row

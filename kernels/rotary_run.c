@@ -1,6 +1,7 @@
 /* tk_rotary and tk_rotary_prepare (tk/tk_run.h): the parameters checked, the
  * kernels of the specialization from the registry, one launch for q and one
- * for k. The kernel: rotary.c. */
+ * for k. The kernel: rotary.c. tk_attention_forward with a rotation rotates
+ * K through these launches too (kernels/attention_run.c). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,8 +33,8 @@ static tk_status build_rotary_key(tk_ctx *ctx, const void *key, tk_kernel **out)
 
 static const tk_kernel_def rotary_def = {"tk_rotary", sizeof(rotary_key), build_rotary_key};
 
-static tk_status program(tk_ctx *ctx, const tk_rotary_config *c, tk_program **prog,
-                         tk_prepare_info *info) {
+tk_status tk_rotary_program(tk_ctx *ctx, const tk_rotary_config *c, tk_program **prog,
+                            tk_prepare_info *info) {
     rotary_key key;
     memset(&key, 0, sizeof key);
     key.dtype = c->dtype, key.style = c->style, key.head_dim = c->head_dim;
@@ -220,11 +221,11 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_rotary_params
     if (!s) s = check_params(ctx, fn, p);
     if (s) return s;
     tk_rotary_config cq = config_of(p, false), ck = config_of(p, true);
-    if ((s = program(ctx, &cq, &prog[0], info))) return s;
+    if ((s = tk_rotary_program(ctx, &cq, &prog[0], info))) return s;
     prog[1] = NULL;
     if (!p->k) return TK_OK;
     tk_prepare_info one;
-    if ((s = program(ctx, &ck, &prog[1], info ? &one : NULL))) return s;
+    if ((s = tk_rotary_program(ctx, &ck, &prog[1], info ? &one : NULL))) return s;
     if (info && one.ms > info->ms) *info = one;
     return TK_OK;
 }

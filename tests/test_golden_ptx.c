@@ -124,6 +124,33 @@ static int make_variants(variant *v) {
                     snprintf(x->name, sizeof x->name, "attn_wgmma_bf16_d%d_%s", d,
                              c ? "causal" : "full");
                 }
+        /* Q's fused rotation: the Hopper kernel's paths (register A: NeoX
+         * tables, GPT-J from base; D 256 stored back, NeoX pairs across
+         * blocks) and the mma.sync kernel's Q in shared memory (D 128) */
+        static const struct {
+            int wg, d, c, rot, rd, tables;
+        } ropes[] = {
+            {1, 128, 0, TK_ATTN_ROTARY_NEOX, 0, 1},
+            {1, 64, 1, TK_ATTN_ROTARY_GPTJ, 0, 0},
+            {1, 256, 1, TK_ATTN_ROTARY_NEOX, 200, 1},
+            {0, 128, 0, TK_ATTN_ROTARY_NEOX, 0, 0},
+        };
+        for (size_t i = 0; i < sizeof ropes / sizeof ropes[0]; i++) {
+            if (ropes[i].wg && strcmp(archs[a], "sm_90a")) continue;
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->a = (tk_attention_config){.dtype = TK_BF16,
+                                         .head_dim = ropes[i].d,
+                                         .causal = ropes[i].c,
+                                         .wgmma = ropes[i].wg,
+                                         .rotary = ropes[i].rot,
+                                         .rotary_dim = ropes[i].rd,
+                                         .rotary_tables = ropes[i].tables};
+            snprintf(x->name, sizeof x->name, "attn_%sbf16_d%d_%s_rope_%s%s%s",
+                     ropes[i].wg ? "wgmma_" : "", ropes[i].d, ropes[i].c ? "causal" : "full",
+                     ropes[i].rot == TK_ATTN_ROTARY_GPTJ ? "gptj" : "neox",
+                     ropes[i].rd == 200 ? "_r200" : "", ropes[i].tables ? "_tables" : "");
+        }
         static const char *const parts[] = {"dq", "dkdv", "prep", "fused", "convert"};
         for (int wg = 0; wg < 2; wg++)
             for (int part = 0; part < 5; part++)

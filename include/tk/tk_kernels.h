@@ -116,7 +116,33 @@ TK_API tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel
  * right; an empty one does nothing. The sums are read in the kernel and
  * clamped to the tensors: a pair that decreases is an empty sequence, rows
  * past Tq / Tkv do not exist, and no access leaves the tensors. Grid:
- * (ceil(max_seqlen_q/R), Hq, B); a block past its sequence's rows exits. */
+ * (ceil(max_seqlen_q/R), Hq, B); a block past its sequence's rows exits.
+ * rotary: Q's rotary embedding fused into the kernel (not with varlen), with
+ * the conventions of "Rotary embeddings" below (θ_i = pos · base^(-2i/rd) in
+ * f32, NEOX or GPTJ pairs, columns rd.. untouched, each result rounded once
+ * to the dtype): each warp rotates its own query rows once per block, right
+ * after they land and before the first Q·Kᵀ, in registers where the kernel
+ * keeps Q there, else in place in shared memory (the mma.sync kernel at D
+ * 128 with 4 warps and at D 256, the wgmma kernel at D 256; below that its
+ * warpgroups keep their 64 rotated rows in registers as the multiply's A,
+ * kernels/attention_hopper.c says why). Query row i sits at position i +
+ * q_pos0, which is also its row of the tables (rows outside them read cos =
+ * sin = 0). K is read as given: rotate it first (tk_rotary). Every query
+ * block reads every key tile, so K rotated here would be rotated ceil(Nq/R)
+ * times over, and each key tile would need a rendezvous of the consumer
+ * warpgroups; tk_attention_forward rotates it once, into its workspace.
+ * Parameters after the six above:
+ *   6 q_pos0  i64 scalar  (tk_attention_forward: Nkv - Nq, the keys' frame,
+ *                         bottom-right as the causal mask)
+ *   7 Cos [T, rd/2] f32, 8 Sin [T, rd/2] f32   (rotary_tables = 1, NEOX)
+ *   7 base    f32 scalar  (rotary_tables = 0; finite, > 0)
+ * Kernel names gain _rope_neox / _rope_gptj, _r<rd> and _tables. */
+typedef enum tk_attn_rotary {
+    TK_ATTN_ROTARY_NONE = 0,
+    TK_ATTN_ROTARY_NEOX = 1, /* TK_ROTARY_NEOX + 1: pairs (i, i + rd/2)   */
+    TK_ATTN_ROTARY_GPTJ = 2  /* TK_ROTARY_GPTJ + 1: pairs (2i, 2i + 1)    */
+} tk_attn_rotary;
+
 typedef struct tk_attention_config {
     tk_dtype dtype; /* Q, K, V, O: TK_BF16 or TK_F16                           */
     int head_dim;   /* D: 64, 128 or 256 (a specialization constant)           */
@@ -129,6 +155,10 @@ typedef struct tk_attention_config {
                        at D 64, 12 (three; D 128 does not fit their registers);
                        0: 12 at D 64 (measured fastest), else 8               */
     int varlen;     /* 1: packed variable-length sequences (below)            */
+    int rotary;     /* a tk_attn_rotary: Q rotated in the kernel (above); 0: none */
+    int rotary_dim; /* rd: even, 2 .. head_dim; 0: head_dim (with rotary)     */
+    /* 1: Cos and Sin table parameters (NEOX only); 0: the angles from base */
+    int rotary_tables;
 } tk_attention_config;
 
 TK_API tk_status tk_attention_fwd_build(tk_ctx *ctx, const tk_attention_config *cfg,

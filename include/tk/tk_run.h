@@ -126,6 +126,28 @@ typedef struct tk_attention_params {
      * rows max_seqlen_q needs: some of its O and L rows are not written). */
     const int32_t *cu_seqlens_q, *cu_seqlens_kv;
     int64_t max_seqlen_q, max_seqlen_kv;
+    /* Rotary embeddings (RoPE) on Q and K, as tk_rotary rotates them
+     * (tk_rotary_params below; grown field: NULL, none, when a struct_size
+     * ends before it). Of *rotary the call reads struct_size, style,
+     * rotary_dim (0: head_dim), inverse (must be 0), cos, sin, table_rows,
+     * base (0: 10000) and positions (must be NULL: per-token positions are
+     * tk_rotary's); its dtype, head_dim, batch, seq, heads_q, heads_k, q, k,
+     * q_out, k_out and strides are ignored (this call's own apply). Query i
+     * sits at position i + seq_kv - seq_q (the keys' frame, bottom-right as
+     * the causal mask: i when seq_q == seq_kv), key j at j; with tables,
+     * table_rows >= seq_kv (a position outside the table, a query's when
+     * seq_q > seq_kv, reads cos = sin = 0, as in tk_rotary). Q is rotated
+     * inside the attention kernel, where its rows land. K is rotated once by
+     * tk_rotary's kernel, out of place, into `workspace` ([batch, heads_kv,
+     * seq_kv, head_dim] dense in the dtype at offset 0; at least
+     * tk_attention_forward_workspace bytes, 256-byte aligned; k itself is
+     * not written), and the attention kernel reads it from there: every
+     * query block reads every key tile, so K rotated inside the attention
+     * kernel would be rotated ceil(seq_q / 128) times over. Prefill kernels
+     * only (TK_ATTN_AUTO, which then never picks the decoding kernels,
+     * TK_ATTN_MMA_SYNC, TK_ATTN_WGMMA); not with cu_seqlens_q, a KV cache
+     * or TK_ATTN_DECODE. */
+    const struct tk_rotary_params *rotary;
 } tk_attention_params;
 
 /* designated in C, as TK_GEMM_PARAMS_INIT below */
@@ -155,14 +177,16 @@ TK_API tk_status tk_attention_forward(tk_ctx *ctx, const tk_attention_params *p,
 /* The workspace bytes tk_attention_forward may use for p's sizes (its
  * decoding kernels' partials; 0 when seq_q > 16 or the call would not split):
  * for the split count it chooses on this context's GPU (a 132-SM one where
- * there is none), or for p->num_splits when set. */
+ * there is none), or for p->num_splits when set. With rotary: the larger of
+ * that and the rotated K (batch · heads_kv · seq_kv · head_dim elements of
+ * the dtype, rounded up to 256 bytes). */
 TK_API tk_status tk_attention_forward_workspace(tk_ctx *ctx, const tk_attention_params *p,
                                                 size_t *bytes);
 
 /* Which kernel tk_attention_forward runs for p, after the same checks:
  * TK_ATTN_AUTO resolved for this context's GPU (TK_ATTN_DECODE for seq_q <=
- * 16 without cu_seqlens_q, else TK_ATTN_WGMMA on sm_90a and TK_ATTN_MMA_SYNC
- * elsewhere and without a GPU) into *out. */
+ * 16 without cu_seqlens_q and rotary, else TK_ATTN_WGMMA on sm_90a and
+ * TK_ATTN_MMA_SYNC elsewhere and without a GPU) into *out. */
 TK_API tk_status tk_attention_kernel_for(tk_ctx *ctx, const tk_attention_params *p,
                                          tk_attn_kernel *out);
 
