@@ -78,6 +78,8 @@ class AttentionParams(_Params):
         ("cu_seqlens_kv", ctypes.c_void_p),
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_kv", ctypes.c_int64),
+        # Q's rotary embedding fused into the forward (a const tk_rotary_params *; NULL: none)
+        ("rotary", ctypes.c_void_p),
     ]
 
 
