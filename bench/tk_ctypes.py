@@ -202,6 +202,53 @@ class HedgehogBwdParams(ctypes.Structure):  # tk_hedgehog_bwd_params
     ]
 
 
+class AdamwConfig(ctypes.Structure):  # tk_adamw_config (the run API reads warps and cols)
+    _fields_ = [(n, ctypes.c_int) for n in
+                ("part", "grad_dtype", "lowp_dtype", "clip", "warps", "cols")]
+
+
+class GradNormParams(ctypes.Structure):  # tk_grad_norm_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("grad_dtype", ctypes.c_int), ("n", ctypes.c_int64),
+        ("grad", ctypes.c_void_p), ("norm", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("width", ctypes.c_int64), ("config", ctypes.POINTER(AdamwConfig)),
+    ]
+
+
+class AdamwParams(ctypes.Structure):  # tk_adamw_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("grad_dtype", ctypes.c_int),
+        ("lowp_dtype", ctypes.c_int), ("n", ctypes.c_int64),
+        ("weight", ctypes.c_void_p), ("m", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("grad", ctypes.c_void_p), ("weight_lowp", ctypes.c_void_p),
+        ("grad_norm", ctypes.c_void_p), ("max_norm", ctypes.c_float),
+        ("lr", ctypes.c_float), ("beta1", ctypes.c_float), ("beta2", ctypes.c_float),
+        ("eps", ctypes.c_float), ("weight_decay", ctypes.c_float),
+        ("step", ctypes.c_int64), ("width", ctypes.c_int64),
+        ("config", ctypes.POINTER(AdamwConfig)),
+    ]
+
+
+class XentConfig(ctypes.Structure):  # tk_xent_config (the run API reads split, warps, cols)
+    _fields_ = [(n, ctypes.c_int) for n in
+                ("dtype", "part", "backward", "per_row_scale", "lse", "mean", "split", "warps",
+                 "cols")]
+
+
+class XentParams(ctypes.Structure):  # tk_xent_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("ignore_index", ctypes.c_int32),
+        ("dtype", ctypes.c_int), ("rows", ctypes.c_int64), ("vocab", ctypes.c_int64),
+        ("logits", ctypes.c_void_p), ("targets", ctypes.c_void_p), ("dlogits", ctypes.c_void_p),
+        ("dloss", ctypes.c_void_p), ("dloss_scale", ctypes.c_float),
+        ("loss", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("loss_mean", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("logits_stride", ctypes.c_int64), ("dlogits_stride", ctypes.c_int64),
+        ("config", ctypes.POINTER(XentConfig)),
+    ]
+
+
 class PrepareInfo(ctypes.Structure):
     _fields_ = [("origin", ctypes.c_int), ("ms", ctypes.c_double), ("arch", ctypes.c_char * 16)]
 
@@ -618,3 +665,123 @@ class TK:
     def hedgehog_backward(self, p, stream):
         self._check(self.lib.tk_hedgehog_backward(self.ctx, ctypes.byref(p), stream),
                     "tk_hedgehog_backward")
+
+    # ---- the optimizer step (tk_grad_norm, tk_adamw) ----
+    def _adamw_bind(self):
+        """Declares the optimizer step's entry points once (pointers must not be truncated
+        to C ints); a library without them raises AttributeError here."""
+        if getattr(self, "_adamw_bound", False):
+            return
+        L, size = self.lib, ctypes.POINTER(ctypes.c_size_t)
+        for fn, st, arg in (("tk_grad_norm", GradNormParams, ctypes.c_void_p),
+                            ("tk_grad_norm_workspace", GradNormParams, size),
+                            ("tk_adamw", AdamwParams, ctypes.c_void_p)):
+            getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(st), arg]
+        self._adamw_bound = True
+
+    @staticmethod
+    def _tk_dtype(t):
+        return _DT[{"torch.bfloat16": "bf16", "torch.float16": "f16",
+                    "torch.float32": "f32"}[str(t.dtype)]]
+
+    def grad_norm_params(self, grad, norm, width=0):
+        """‖grad‖ (a flat torch tensor, f32/bf16/f16) into norm (f32, one element, on the
+        device). The workspace is allocated here with torch and kept on p (p.keep)."""
+        import torch
+        self._adamw_bind()
+        p = GradNormParams(struct_size=ctypes.sizeof(GradNormParams), width=width)
+        p.grad_dtype, p.n = self._tk_dtype(grad), grad.numel()
+        p.grad, p.norm = grad.data_ptr(), norm.data_ptr()
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_grad_norm_workspace(self.ctx, ctypes.byref(p), ctypes.byref(n)),
+                    "tk_grad_norm_workspace")
+        ws = torch.empty(max(n.value // 4, 1), device=grad.device, dtype=torch.float32)
+        p.workspace, p.workspace_bytes, p.keep = ws.data_ptr(), n.value, ws
+        return p
+
+    def grad_norm(self, p, stream):
+        self._check(self.lib.tk_grad_norm(self.ctx, ctypes.byref(p), stream), "tk_grad_norm")
+
+    def adamw_params(self, weight, m, v, grad, weight_lowp=None, grad_norm=None, max_norm=0.0,
+                     lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, step=1,
+                     width=0):
+        """One AdamW step on flat torch tensors: weight, m, v f32 (updated in place), grad
+        f32/bf16/f16, weight_lowp bf16/f16 (written) or None; grad_norm: tk_grad_norm's
+        output (a one-element f32 tensor) or None (no clipping)."""
+        self._adamw_bind()
+        p = AdamwParams(struct_size=ctypes.sizeof(AdamwParams), max_norm=max_norm, lr=lr,
+                        beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                        step=step, width=width)
+        p.grad_dtype, p.n = self._tk_dtype(grad), weight.numel()
+        p.weight, p.m, p.v, p.grad = (t.data_ptr() for t in (weight, m, v, grad))
+        if weight_lowp is not None:
+            p.weight_lowp, p.lowp_dtype = weight_lowp.data_ptr(), self._tk_dtype(weight_lowp)
+        p.grad_norm = self._ptr(grad_norm)
+        return p
+
+    @staticmethod
+    def adamw_shape(p, warps, cols):
+        """Makes p (either struct) run the block shape (warps, cols) of its kernel."""
+        cfg = AdamwConfig(warps=warps, cols=cols)
+        p.config, p.keep_cfg = ctypes.pointer(cfg), cfg
+
+    def adamw(self, p, stream):
+        self._check(self.lib.tk_adamw(self.ctx, ctypes.byref(p), stream), "tk_adamw")
+
+    # ---- softmax cross-entropy (tk_cross_entropy) ----
+    def _xent_bind(self):
+        """Declares tk_cross_entropy's entry points once (pointers must not be truncated to
+        C ints); a library without them raises AttributeError here."""
+        if getattr(self, "_xent_bound", False):
+            return
+        L = self.lib
+        for fn, arg in (("tk_cross_entropy", ctypes.c_void_p),
+                        ("tk_cross_entropy_prepare", ctypes.POINTER(PrepareInfo)),
+                        ("tk_cross_entropy_workspace", ctypes.POINTER(ctypes.c_size_t))):
+            getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(XentParams), arg]
+        self._xent_bound = True
+
+    def xent_params(self, logits, targets, loss, dlogits=None, dloss=None, dloss_scale=1.0,
+                    lse=None, loss_mean=None, ignore_index=-1):
+        """Cross-entropy over 2-D torch logits [rows, vocab] (bf16/f16/f32, any row pitch)
+        and int32 targets [rows]: loss (f32 [rows]) written; dlogits (the logits' dtype,
+        may be logits itself) written with the gradient scaled by dloss (f32 [rows]) or
+        dloss_scale; lse (f32 [rows]) and loss_mean (f32, one element) optional. The mean's
+        workspace is allocated here with torch and kept on p (p.keep)."""
+        import torch
+        self._xent_bind()
+        p = XentParams(struct_size=ctypes.sizeof(XentParams), ignore_index=ignore_index,
+                       dloss_scale=dloss_scale)
+        p.dtype = _DT[{"torch.bfloat16": "bf16", "torch.float16": "f16",
+                       "torch.float32": "f32"}[str(logits.dtype)]]
+        p.rows, p.vocab = logits.shape
+        p.logits, p.logits_stride = logits.data_ptr(), logits.stride(0)
+        p.targets, p.loss = targets.data_ptr(), loss.data_ptr()
+        if dlogits is not None:
+            p.dlogits, p.dlogits_stride = dlogits.data_ptr(), dlogits.stride(0)
+        p.dloss, p.lse, p.loss_mean = self._ptr(dloss), self._ptr(lse), self._ptr(loss_mean)
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_cross_entropy_workspace(self.ctx, ctypes.byref(p),
+                                                        ctypes.byref(n)),
+                    "tk_cross_entropy_workspace")
+        if n.value:
+            ws = torch.empty(n.value // 4, device=logits.device, dtype=torch.float32)
+            p.workspace, p.workspace_bytes, p.keep = ws.data_ptr(), n.value, ws
+        return p
+
+    @staticmethod
+    def xent_shape(p, split, warps, cols):
+        """Makes p run the row kernel's layout and block shape (split, warps, cols)."""
+        cfg = XentConfig(split=split, warps=warps, cols=cols)
+        p.config, p.keep_cfg = ctypes.pointer(cfg), cfg
+
+    def xent_prepare(self, p):
+        info = PrepareInfo()
+        self._check(self.lib.tk_cross_entropy_prepare(self.ctx, ctypes.byref(p),
+                                                      ctypes.byref(info)),
+                    "tk_cross_entropy_prepare")
+        return info
+
+    def cross_entropy(self, p, stream):
+        self._check(self.lib.tk_cross_entropy(self.ctx, ctypes.byref(p), stream),
+                    "tk_cross_entropy")

@@ -45,6 +45,10 @@ typedef struct variant {
     tk_based_config bc;
     int is_hh;
     tk_hedgehog_config hc;
+    int is_adamw;
+    tk_adamw_config ac;
+    int is_xent;
+    tk_xent_config xc;
 } variant;
 
 enum { MAX_VARIANTS = 640 };
@@ -397,6 +401,38 @@ static int make_variants(variant *v) {
                                                  .key_warps = cached[i].kw};
             snprintf(x->name, sizeof x->name, "attn_decode_%s_bf16_d128", cached[i].name);
         }
+        /* The optimizer step: the partial sums of squares (f32 gradients), the
+         * norm, the fused clip + AdamW with the bf16 copy (the defaults) */
+        static const tk_adamw_config adamws[] = {
+            {TK_ADAMW_SUMSQ, TK_F32, TK_DT_NONE, 0, 0, 0},
+            {TK_ADAMW_NORM, TK_DT_NONE, TK_DT_NONE, 0, 0, 0},
+            {TK_ADAMW_STEP, TK_F32, TK_BF16, 1, 0, 0},
+        };
+        static const char *const adamw_parts[] = {"sumsq_f32", "norm", "step_f32_bf16_clip"};
+        for (size_t i = 0; i < sizeof adamws / sizeof adamws[0]; i++) {
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_adamw = 1;
+            x->ac = adamws[i];
+            snprintf(x->name, sizeof x->name, "adamw_%s", adamw_parts[i]);
+        }
+        /* Softmax cross-entropy: 16-row blocks (a byte vocabulary) with every
+         * output, split rows (GPT-2's vocabulary) with a per-row scale, and the
+         * mean of the partials */
+        static const tk_xent_config xents[] = {
+            {TK_BF16, TK_XENT_ROWS, 1, 0, 1, 1, 0, 0, 0},
+            {TK_BF16, TK_XENT_ROWS, 1, 1, 1, 0, 1, 0, 0},
+            {TK_DT_NONE, TK_XENT_MEAN, 0, 0, 0, 0, 0, 0, 0},
+        };
+        static const char *const xent_names[] = {"xent_rows_bf16_bwd_lse_mean",
+                                                 "xent_split_bf16_bwd_rowscale_lse", "xent_mean"};
+        for (size_t i = 0; i < sizeof xents / sizeof xents[0]; i++) {
+            variant *x = &v[n++];
+            x->arch = archs[a];
+            x->is_xent = 1;
+            x->xc = xents[i];
+            snprintf(x->name, sizeof x->name, "%s", xent_names[i]);
+        }
     }
     return n;
 }
@@ -427,6 +463,8 @@ static void lower_one(const variant *v, result *r) {
                 : v->is_rot   ? tk_rotary_build(ctx, &v->rc, &k)
                 : v->is_based ? tk_based_build(ctx, &v->bc, &k)
                 : v->is_hh    ? tk_hedgehog_build(ctx, &v->hc, &k)
+                : v->is_adamw ? tk_adamw_build(ctx, &v->ac, &k)
+                : v->is_xent  ? tk_xent_build(ctx, &v->xc, &k)
                               : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));
