@@ -1,5 +1,7 @@
 /* tk_compile and tk_precompile: IR text -> key -> memory table -> disk ->
- * lowering + PTX->cubin, then loading (see jit/cache.h for the keys).
+ * lowering + PTX->cubin, then loading (see jit/cache.h for the keys). On
+ * a context of the interpreter backend tk_compile goes to jit/host.c
+ * instead: no key, no cache, no lowering.
  *
  * Which disk entries tk_compile may use: a cubin the driver's JIT linker
  * made (key with "cuLink <driver version>"), else one that tk_precompile
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "jit/build.h"
+#include "jit/host.h"
 #include "jit/lower.h"
 #include "jit/program.h"
 
@@ -195,6 +198,7 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
     tk_status s = tk_jit_check_kernel(ctx, "tk_compile", k, NULL);
     if (s != TK_OK) return s;
     if (!out) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_compile: out is NULL");
+    if (tk_host_backend(ctx, NULL)) return tk_host_compile(ctx, k, out);
     struct tk_jit *j;
     tk_cuda *cu;
     char *text = NULL;
@@ -217,6 +221,7 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
     free(text);
     if (s != TK_OK)
         return tk_ctx_fail(ctx, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), dg.msg);
+    tk_jit_commit(j);
     *out = p;
     return TK_OK;
 }

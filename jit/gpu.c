@@ -1,10 +1,13 @@
 /* Public device entry points of tk_jit.h: device memory and synchronization
  * on device 0's primary context. Each one starts the driver on first use and
- * reports failures (no driver, CUDA errors) through the context's error. */
+ * reports failures (no driver, CUDA errors) through the context's error.
+ * On a context of the interpreter backend they never touch the driver: host
+ * memory stands in for the device's (jit/host.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "jit/host.h"
 #include "jit/jit.h"
 
 /* The driver, with the primary context current on this thread. */
@@ -31,18 +34,25 @@ static CUdeviceptr tk_dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 
 tk_status tk_gpu_init(tk_ctx *ctx) {
     tk_cuda *cu;
+    if (tk_host_backend(ctx, NULL)) return TK_OK; /* the interpreter needs no device */
     return tk_gpu_begin(ctx, "tk_gpu_init", &cu);
+}
+
+/* arch into buf, which must hold it. */
+static tk_status tk_gpu_arch_copy(tk_ctx *ctx, const char *arch, char *buf, size_t n) {
+    if (!buf || n <= strlen(arch))
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_arch: buffer too small for \"%s\"",
+                           arch);
+    memcpy(buf, arch, strlen(arch) + 1);
+    return TK_OK;
 }
 
 tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n) {
     tk_cuda *cu;
+    tk_host_target t;
+    if (tk_host_backend(ctx, &t)) return tk_gpu_arch_copy(ctx, t.arch, buf, n);
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_arch", &cu);
-    if (s != TK_OK) return s;
-    if (!buf || n <= strlen(cu->arch))
-        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_arch: buffer too small for \"%s\"",
-                           cu->arch);
-    memcpy(buf, cu->arch, strlen(cu->arch) + 1);
-    return TK_OK;
+    return s != TK_OK ? s : tk_gpu_arch_copy(ctx, cu->arch, buf, n);
 }
 
 tk_status tk_gpu_sm_count(tk_ctx *ctx, int *n) {
@@ -51,6 +61,11 @@ tk_status tk_gpu_sm_count(tk_ctx *ctx, int *n) {
         return ctx ? tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_sm_count: n is NULL")
                    : TK_ERR_INVALID_ARG;
     *n = 0;
+    tk_host_target t;
+    if (tk_host_backend(ctx, &t)) {
+        *n = t.sms;
+        return TK_OK;
+    }
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_sm_count", &cu);
     if (s == TK_OK) *n = cu->sm_count;
     return s;
@@ -62,17 +77,22 @@ tk_status tk_gpu_alloc(tk_ctx *ctx, size_t bytes, void **dptr) {
         return ctx ? tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_alloc: dptr is NULL")
                    : TK_ERR_INVALID_ARG;
     *dptr = NULL;
+    if (tk_host_backend(ctx, NULL)) return tk_host_alloc(ctx, bytes, dptr);
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_alloc", &cu);
     if (s != TK_OK || bytes == 0) /* zero bytes: NULL, like malloc may */
         return s;
     CUdeviceptr p = 0;
     s = tk_gpu_check(ctx, cu, cu->cuMemAlloc(&p, bytes), "tk_gpu_alloc", "cuMemAlloc");
-    if (s == TK_OK) *dptr = (void *)(uintptr_t)p;
+    if (s == TK_OK) {
+        tk_jit_commit(tk_jit_of(ctx)); /* made by tk_gpu_begin */
+        *dptr = (void *)(uintptr_t)p;
+    }
     return s;
 }
 
 tk_status tk_gpu_free(tk_ctx *ctx, void *dptr) {
     tk_cuda *cu;
+    if (tk_host_backend(ctx, NULL)) return tk_host_free(ctx, dptr);
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_free", &cu);
     if (s != TK_OK || !dptr) return s;
     return tk_gpu_check(ctx, cu, cu->cuMemFree(tk_dptr(dptr)), "tk_gpu_free", "cuMemFree");
@@ -80,6 +100,7 @@ tk_status tk_gpu_free(tk_ctx *ctx, void *dptr) {
 
 tk_status tk_gpu_upload(tk_ctx *ctx, void *dst, const void *src, size_t bytes) {
     tk_cuda *cu;
+    if (tk_host_backend(ctx, NULL)) return tk_host_copy(ctx, "tk_gpu_upload", dst, src, bytes);
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_upload", &cu);
     if (s != TK_OK || bytes == 0) return s;
     if (!dst || !src) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_upload: NULL pointer");
@@ -89,6 +110,7 @@ tk_status tk_gpu_upload(tk_ctx *ctx, void *dst, const void *src, size_t bytes) {
 
 tk_status tk_gpu_download(tk_ctx *ctx, void *dst, const void *src, size_t bytes) {
     tk_cuda *cu;
+    if (tk_host_backend(ctx, NULL)) return tk_host_copy(ctx, "tk_gpu_download", dst, src, bytes);
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_download", &cu);
     if (s != TK_OK || bytes == 0) return s;
     if (!dst || !src) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_download: NULL pointer");
@@ -98,6 +120,7 @@ tk_status tk_gpu_download(tk_ctx *ctx, void *dst, const void *src, size_t bytes)
 
 tk_status tk_gpu_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes) {
     tk_cuda *cu;
+    if (tk_host_backend(ctx, NULL)) return tk_host_memset(ctx, dst, byte, bytes);
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_memset", &cu);
     if (s != TK_OK || bytes == 0) return s;
     if (!dst) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_gpu_memset: NULL pointer");
@@ -107,6 +130,7 @@ tk_status tk_gpu_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes) {
 
 tk_status tk_gpu_sync(tk_ctx *ctx) {
     tk_cuda *cu;
+    if (tk_host_backend(ctx, NULL)) return TK_OK; /* launches there are synchronous */
     tk_status s = tk_gpu_begin(ctx, "tk_gpu_sync", &cu);
     if (s != TK_OK) return s;
     return tk_gpu_check(ctx, cu, cu->cuCtxSynchronize(), "tk_gpu_sync", "cuCtxSynchronize");

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "jit/host.h"
 #include "jit/jit.h"
 #include "jit/lower.h"
 #include "jit/program.h"
@@ -61,6 +62,7 @@ void tk_jit_destroy(struct tk_jit *j) {
     if (!j) return;
     /* Programs still held by users keep their own driver reference. */
     tk_cache_fini(&j->cache);
+    tk_host_free_all(j);
     tk_cuda_unref(j->cu);
     pthread_mutex_destroy(&j->lock);
     free(j);

@@ -1,6 +1,7 @@
-/* The JIT's per-context state: CUDA driver table, ptxas probe, memory +
- * disk caches and statistics. A context slot (ir/ctx.h): made by the first
- * JIT/GPU entry point (tk_jit_of), destroyed with the context. */
+/* The JIT's per-context state: the backend (tk_ctx_set_backend), CUDA
+ * driver table, ptxas probe, memory + disk caches and statistics, and the
+ * interpreter backend's host allocations. A context slot (ir/ctx.h): made by
+ * the first JIT/GPU entry point (tk_jit_of), destroyed with the context. */
 #ifndef TK_JIT_JIT_H
 #define TK_JIT_JIT_H
 
@@ -15,8 +16,15 @@
 #include "jit/link.h"
 #include "tk/tk_jit.h"
 
+/* What an interpreter-backend context plans for (tk_ctx_set_backend). */
+typedef struct tk_host_target {
+    char arch[16]; /* a known target, "sm_90a" by default */
+    int sms;       /* 132 by default                     */
+} tk_host_target;
+
 struct tk_jit {
-    pthread_mutex_t lock; /* guards the driver start and the ptxas probe     */
+    pthread_mutex_t lock; /* guards the driver start, the ptxas probe and the
+                             backend (below)                                 */
     tk_cuda *cu;          /* refcounted; NULL until the driver is up        */
     bool cu_tried;        /* driver start attempted (failures are sticky)   */
     tk_diag cu_diag;      /* TK_OK, or why the driver is unusable           */
@@ -24,6 +32,14 @@ struct tk_jit {
     bool ptxas_tried;
     tk_diag ptxas_diag; /* TK_OK, or why no ptxas was found               */
     tk_cache cache;     /* memory table, disk settings, statistics        */
+
+    /* The backend (tk_ctx_set_backend, jit/host.c), under `lock`. */
+    tk_backend backend;    /* TK_BACKEND_GPU unless set                      */
+    tk_host_target target; /* TK_BACKEND_INTERP: the GPU the plans are for   */
+    bool committed;        /* a program or an allocation was made: the backend
+                              can no longer change                           */
+    void **host;           /* TK_BACKEND_INTERP: live tk_gpu_alloc blocks,    */
+    size_t nhost, caphost; /* freed with the context as a GPU context's are  */
 };
 
 /* A standalone JIT state (tests use it without a context). NULL: no memory. */

@@ -1,11 +1,14 @@
 /* tk_launch: check arguments against the program's signature, evaluate the
- * grid, pack parameters per ir/abi.h and launch. */
+ * grid, pack parameters per ir/abi.h and launch; or, for a program of the
+ * interpreter backend, interpret it (jit/host.c) after the same checks,
+ * without tensor maps or the driver. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ir/abi.h"
+#include "jit/host.h"
 #include "jit/jit.h"
 #include "jit/program.h"
 #include "ops/grid_eval.h"
@@ -175,11 +178,12 @@ tk_status tk_launch(tk_program *p, int nargs, const tk_arg *args, void *stream) 
     if (!p) return TK_ERR_INVALID_ARG;
     tk_status s = tk_program_check_args(p, nargs, args, &dg);
     if (s == TK_OK) s = tk_program_grid(p, args, g, &dg);
-    if (s == TK_OK && !p->fn)
+    if (s == TK_OK && !p->fn && !p->interp)
         s = tk_diag_fail(&dg, TK_ERR_STATE, "tk_launch: program '%s' has no loaded module",
                          p->name);
     if (s != TK_OK) return tk_ctx_report(p->ctx, "", &dg);
     if (g[0] == 0 || g[1] == 0 || g[2] == 0) return TK_OK; /* an empty problem: nothing to run */
+    if (p->interp) return tk_host_launch(p, nargs, args);
     tk_slot slot[TK_MAX_SLOTS];
     void *ptrs[TK_MAX_SLOTS];
     CUtensorMap maps[TK_TMA_MAX_MAPS];

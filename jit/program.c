@@ -107,6 +107,7 @@ void tk_program_release(tk_program *p) {
         if (tk_cuda_enter(p->cu, &dg) == TK_OK) p->cu->cuModuleUnload(p->mod);
     }
     tk_cuda_unref(p->cu);
+    tk_kernel_destroy(p->interp);
     tk_grid_free(&p->grid);
     pthread_mutex_destroy(&p->maps_mu);
     free(p->name);

@@ -1,7 +1,8 @@
 /* A compiled kernel: the loaded module and function, plus what tk_launch
  * needs of the kernel (signature, grid code, and its plan: block size,
  * shared memory, tensor maps), so the kernel itself may be destroyed after
- * tk_compile. */
+ * tk_compile. On the interpreter backend (jit/host.h) the program holds a
+ * copy of the kernel instead of a module. */
 #ifndef TK_JIT_PROGRAM_H
 #define TK_JIT_PROGRAM_H
 
@@ -31,6 +32,11 @@ struct tk_program {
     tk_cuda *cu;       /* a reference, once a module is loaded           */
     CUmodule mod;
     CUfunction fn;
+
+    /* The interpreter backend's: the kernel tk_launch runs (a copy, owned
+     * and destroyed with the program), which then has no module. */
+    tk_kernel *interp;
+
     char *name;       /* kernel (= PTX entry) name                      */
     tk_plan plan;     /* made once (jit/plan.c): the lowering reads it,
                               tk_launch takes threads, smem and maps from it */

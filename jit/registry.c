@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ir/ctx.h"
+#include "jit/host.h"
 #include "jit/jit.h"
 #include "jit/registry.h"
 
@@ -117,6 +118,13 @@ tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void 
 void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n) {
     if (!buf || !n) return;
     buf[0] = '\0';
+    /* The interpreter's: never a driver's, never remembered (a memo made
+     * before tk_ctx_set_backend may hold the GPU's). */
+    tk_host_target t;
+    if (tk_host_backend(ctx, &t)) {
+        if (strlen(t.arch) < n) memcpy(buf, t.arch, strlen(t.arch) + 1);
+        return;
+    }
     tk_memo *m = tk_ctx_slot(ctx, &memo_slot);
     if (!m) return; /* out of memory: the caller's next step reports it */
     pthread_mutex_lock(&m->mu);

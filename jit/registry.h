@@ -45,7 +45,8 @@ tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void 
                               tk_program **out, tk_prepare_info *info);
 
 /* The GPU's arch ("sm_90a") into buf, "" where there is none: asked of the
- * driver once per context (again only while it gave none). */
+ * driver once per context (again only while it gave none); on the
+ * interpreter backend, the arch tk_ctx_set_backend set. */
 void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n);
 
 /* The caller's parameter struct `src` (a tk_attention_params, a

@@ -4,7 +4,8 @@
  *
  * libcuda.so.1 is loaded with dlopen on first use; on a machine without a
  * driver every GPU entry point returns TK_ERR_NO_DRIVER with a message and
- * the rest of the library works. */
+ * the rest of the library works. A context set to the interpreter backend
+ * (tk_ctx_set_backend) runs the same entry points on the CPU instead. */
 #ifndef TK_TK_JIT_H
 #define TK_TK_JIT_H
 
@@ -46,6 +47,37 @@ typedef struct tk_target_caps {
 TK_API tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_caps *out);
 
 /* ---- Device -------------------------------------------------------------- */
+/* Where a context's programs run (tk_ctx_set_backend). */
+typedef enum tk_backend { TK_BACKEND_GPU = 0, TK_BACKEND_INTERP = 1 } tk_backend;
+/* Where this context's programs run.
+ * TK_BACKEND_GPU (the default): device 0, through the CUDA driver.
+ * TK_BACKEND_INTERP: the CPU interpreter (tk_interp_run); no driver needed.
+ * tk_gpu_alloc returns host memory aligned to 256 bytes (tk_gpu_free takes
+ * only this context's blocks; tk_ctx_destroy frees those left), which
+ * tk_gpu_upload, tk_gpu_download and tk_gpu_memset copy and fill;
+ * tk_gpu_init and tk_gpu_sync return TK_OK. tk_compile makes a program that
+ * keeps its own copy of the kernel instead of a module (no LLVM, no PTX,
+ * neither memory nor disk cache: tk_cache_stats stays zero). tk_launch
+ * checks the arguments and the grid as for the GPU, then interprets the
+ * kernel before it returns (the stream is ignored), with the context's
+ * interpreter options (tk_interp_set_options: race_check is on unless
+ * TK_RACE_CHECK=0); a failed run is its status (TK_ERR_RUNTIME for an
+ * invalid access or a race) with a message naming the kernel. Launches may
+ * run on several threads at once, as on the GPU.
+ * `arch` and `sms` are the GPU the ready-made entry points (tk/tk_run.h)
+ * plan for: their kernel choices, block shapes, shared-memory limits and
+ * splits, and what tk_gpu_arch and tk_gpu_sm_count answer. NULL and 0 mean
+ * "sm_90a" and 132 (an H100); arch may be any arch tk_target_caps_get
+ * knows, sms 0 .. 4096. Every kernel runs whatever the arch (the
+ * interpreter runs the IR, which is the same for every target); tk_compile
+ * refuses one whose shared memory exceeds arch's limit (TK_ERR_UNSUPPORTED,
+ * as that GPU would), and tk_program_resident_blocks is an estimate from
+ * the kernel's threads and shared memory on arch, times sms. arch and sms
+ * are checked for either backend and used by TK_BACKEND_INTERP only.
+ * Set the backend before the context compiles a program or allocates
+ * memory: afterwards, and for a backend outside the enum, an unknown arch
+ * or sms outside 0 .. 4096, TK_ERR_INVALID_ARG with a message. */
+TK_API tk_status tk_ctx_set_backend(tk_ctx *ctx, tk_backend b, const char *arch, int sms);
 /* TK_OK when a CUDA driver and a device are usable (device 0, primary context). */
 TK_API tk_status tk_gpu_init(tk_ctx *ctx);
 /* The device's target, e.g. "sm_90a" for an H100/H200. */
@@ -71,6 +103,7 @@ TK_API void tk_program_release(tk_program *p);
  * or a fresh compile. */
 typedef enum tk_origin { TK_FROM_COMPILE = 0, TK_FROM_DISK = 1, TK_FROM_MEMORY = 2 } tk_origin;
 TK_API tk_origin tk_program_origin(const tk_program *p);
+
 /* Blocks of p the GPU runs at once: on each SM as many as registers,
  * threads and shared memory allow (the driver's count when p was loaded),
  * times the SMs; 0 for NULL. A persistent kernel's grid. */
