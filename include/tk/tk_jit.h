@@ -104,6 +104,14 @@ TK_API void tk_program_release(tk_program *p);
 typedef enum tk_origin { TK_FROM_COMPILE = 0, TK_FROM_DISK = 1, TK_FROM_MEMORY = 2 } tk_origin;
 TK_API tk_origin tk_program_origin(const tk_program *p);
 
+/* What preparing a ready-made kernel took (tk/tk_run.h's *_prepare): where
+ * it came from, how long, and for which arch. */
+typedef struct tk_prepare_info {
+    tk_origin origin;
+    double ms;
+    char arch[16];
+} tk_prepare_info;
+
 /* Blocks of p the GPU runs at once: on each SM as many as registers,
  * threads and shared memory allow (the driver's count when p was loaded),
  * times the SMs; 0 for NULL. A persistent kernel's grid. */

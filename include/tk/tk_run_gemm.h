@@ -1,0 +1,58 @@
+/* GEMM on device pointers.
+ * One family of the ready-made kernels; tk/tk_run.h includes them all. */
+#ifndef TK_TK_RUN_GEMM_H
+#define TK_TK_RUN_GEMM_H
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
+ * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
+ * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with
+ * TK_GEMM_PARAMS_INIT, or with designated initializers that set
+ * .struct_size = sizeof(tk_gemm_params), so that fields left out, `config`
+ * among them, are 0 (struct_size: as in tk_attention_params). Without a
+ * config the block shape depends on M and N (tk_gemm_config_for):
+ * tk_gemm_prepare readies the kernel for the size it is given, so prepare
+ * each size class a program will run. */
+typedef struct tk_gemm_params {
+    size_t struct_size;
+    tk_dtype in_dtype, out_dtype;
+    int32_t transpose_b;
+    int64_t m, n, k;
+    const void *a, *b;
+    void *c;
+    int64_t lda, ldb, ldc;
+    /* The kernel's shape (tk_kernels.h); NULL: tk_gemm_config_for's choice
+     * for M, N and this GPU.
+     * Its dtypes and transpose_b must match the fields above. Each distinct
+     * configuration is one more compiled specialization. */
+    const tk_gemm_config *config; /* grown field: a struct_size ending before it means NULL */
+} tk_gemm_params;
+
+/* designated in C, so that -Wextra (missing field initializers) stays quiet */
+#ifdef __cplusplus
+#define TK_GEMM_PARAMS_INIT                                                                        \
+    { sizeof(tk_gemm_params) }
+#else
+#define TK_GEMM_PARAMS_INIT                                                                        \
+    { .struct_size = sizeof(tk_gemm_params) }
+#endif
+
+TK_API tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
+/* The configuration tk_gemm uses for p when p->config is NULL, on a GPU of
+ * `arch`: tk_gemm_config_for's choice, with the copy engine only for 16-byte
+ * aligned A and B and row pitches. A NULL p or a bad struct_size gives a
+ * zeroed config. */
+TK_API tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch);
+TK_API tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
