@@ -75,11 +75,14 @@ def check(tk, stream, n, gdt, clip, wd, t, seed):
     e = {"norm": abs(norm[0].item() - rn.item()) / rn.item(), "W": rel(w, rw), "m": rel(m, rm),
          "v": rel(v, rv), "dW": rel(w.double() - w0.double(), rw - w0.double())}
     copy_ok = bool((wl == w.to(torch.bfloat16)).all()) and torch.isnan(norm[1]).item()
-    limit = {"norm": 1e-6, "W": 1e-6, "m": 1e-6, "v": 1e-6, "dW": 2e-5}
+    # The update read back from f32 weights cannot be closer than the exact step rounded to f32:
+    # at lr 6e-4 and |W| ~ 1 that floor alone is ~5e-5, so dW's limit stands on top of it.
+    floor = rel(rw.float().double() - w0.double(), rw - w0.double())
+    limit = {"norm": 1e-6, "W": 1e-6, "m": 1e-6, "v": 1e-6, "dW": 2e-5 + 2 * floor}
     ok = copy_ok and all(v <= limit[k] for k, v in e.items())
     name = f"n {n} {str(gdt)[6:]} clip {('off', 'active', 'inactive')[clip]} wd {wd} t {t}"
     print(f"check {name}: " + " ".join(f"{k} {v:.1e}" for k, v in e.items()) +
-          f" copy {'exact' if copy_ok else 'WRONG'}" + ("" if ok else "  FAIL"), flush=True)
+          f" (f32 floor {floor:.1e}) copy {'exact' if copy_ok else 'WRONG'}" + ("" if ok else "  FAIL"), flush=True)
     return ok
 
 
