@@ -66,14 +66,26 @@ static int tk_pack(const tk_program *p, const tk_arg *args, tk_slot *slot, void 
  * dimension first, strides in bytes). False when the engine cannot address
  * the tensor (pointer or a row pitch not a multiple of 16 bytes, a strided
  * last dimension, sizes past its limits): the kernel then copies with
- * cp.async. */
-static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *a,
+ * cp.async, or stores with the threads' copy.
+ * Also false for a map the kernel stores through (`store`: it writes the
+ * tensor, jit/plan.c) when the rows end inside a 16-byte chunk (last
+ * dimension D, D·size not a multiple of 16). The engine clips a store in
+ * whole 16-byte chunks of a row, not per element as it clips loads: a box
+ * crossing D also writes the rest of the chunk, past the tensor (on an
+ * H100, tk_cross_entropy's dX at bf16 V 50257 and a row pitch of 50304 had
+ * its pitch's gaps written; a tensor's last row, or a rank-1 tensor, is
+ * written past its end). The threads' copy masks per element. Every dense
+ * tensor of rank 2 or more that the engine can address has D·size a
+ * multiple of 16 (its pitch is D), so only padded pitches and rank-1
+ * tensors lose the engine. */
+static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *a, bool store,
                           CUtensorMap *map) {
     int r = m->rank;
     int64_t esz = (int64_t)tk_dtype_size(m->dtype);
     cuuint64_t dim[4], stride[3];
     cuuint32_t box[4], estride[4];
     if ((uintptr_t)a->data % 16 || a->strides[r - 1] != 1) return false;
+    if (store && a->dims[r - 1] * esz % 16) return false;
     for (int d = 0; d < r; d++) {
         int64_t n = a->dims[r - 1 - d], st = a->strides[r - 1 - d];
         if (n < 1 || n > ((int64_t)1 << 32)) return false;
@@ -117,7 +129,8 @@ static bool tk_map_get(tk_program *p, int i, const tk_arg *a, CUtensorMap *map) 
         memcpy(map, e->map, sizeof e->map);
         return e->ok;
     }
-    e->ok = tk_map_encode(p->cu, m, a, map); /* *map: zeroed by the caller */
+    bool store = p->plan.written >> m->param & 1;   /* a load's tensor is never written */
+    e->ok = tk_map_encode(p->cu, m, a, store, map); /* *map: zeroed by the caller */
     e->valid = true;
     e->data = a->data;
     memcpy(e->dims, a->dims, (size_t)m->rank * sizeof *e->dims);

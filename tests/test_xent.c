@@ -370,6 +370,13 @@ static const xcase cases[] = {
     {TK_BF16, 3, 4099, 0, 1, 1, 1, 1, 1, 0, SHAPE(1, 16, 512)},
     {TK_F32, 1, 50257, 0, 1, 0, 1, 0, 1, 1, DEFAULT},
     {TK_BF16, 37, 300, 8, 1, 1, 1, 1, 0, 1, SHAPE(1, 2, 256)},
+    /* out of place, rows of V·size not a multiple of 16 at a pitch of 16-byte
+     * multiples, NaN gaps: the GPU's copy engine would store dX in whole
+     * 16-byte chunks, so its launch encodes no map for dX (jit/launch.c) */
+    {TK_BF16, 5, 1001, 7, 1, 0, 1, 0, 0, 0, SHAPE(0, 8, 256)},
+    {TK_BF16, 3, 50257, 47, 1, 0, 1, 0, 0, 0, SHAPE(0, 8, 256)},
+    {TK_F16, 19, 1001, 7, 1, 1, 0, 0, 0, 0, DEFAULT},
+    {TK_F32, 19, 1001, 3, 1, 0, 0, 1, 0, 0, DEFAULT},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -433,6 +440,11 @@ static const xcase gpu_cases[] = {
     {TK_BF16, 777, 4099, 0, 1, 1, 1, 1, 0, 1, DEFAULT},
     {TK_F32, 1023, 1000, 3, 1, 0, 1, 1, 0, 0, DEFAULT},
     {TK_BF16, 4096, 50257, 47, 1, 0, 1, 0, 0, 0, SHAPE(0, 8, 256)},
+    /* the copy engine clips its stores in whole 16-byte chunks of a row: rows
+     * of V·size not a multiple of 16 at a pitch it takes, NaN gaps (dX gets no
+     * map, jit/launch.c) */
+    {TK_F32, 1023, 1001, 3, 1, 0, 1, 1, 0, 0, DEFAULT},
+    {TK_F16, 777, 4099, 5, 1, 1, 1, 0, 0, 0, SHAPE(0, 4, 256)},
 };
 #define NGPU (int)(sizeof gpu_cases / sizeof gpu_cases[0])
 

@@ -330,7 +330,9 @@ void tk_tma_copy(tk_lower *L, const tk_op *op, int map, LLVMValueRef dst, tk_lw_
 /* Thread 0 stores the tile, one box per column block, as one bulk group:
  * the writers fenced their shared stores over to the async proxy before
  * the barrier that ordered them before this copy (ops/nv/sync.c). The
- * engine clips what lies outside the tensor. */
+ * engine clips what lies outside the tensor, in its last dimension only in
+ * whole 16-byte chunks of a row: the launch encodes no map to store through
+ * where the rows end inside a chunk (jit/launch.c), and the threads copy. */
 static void issue_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
     tma_copy *t = ctx;
     LLVMBuilderRef b = L->b;

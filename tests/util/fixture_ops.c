@@ -555,6 +555,51 @@ tk_kernel *tu_copy_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int
     return finish(k);
 }
 
+/* Block copies out to padded pitches of whole 16-byte chunks (maps the
+ * engine can address), rows ending inside a chunk or not: a block has a
+ * 64x64 tile of dt and a 64x32 one of f32 (128-byte rows), the first
+ * stored to O [100, 123] (pitch 128) and Q [100, 120] (pitch 128), the
+ * second added to A [100, 61] (pitch 64) and B [100, 60] (pitch 64). The
+ * engine clips a store in whole chunks of a row, so O and A get no map
+ * (jit/launch.c) and the threads copy, masked at the last column; Q and B
+ * end on a chunk and keep the engine, which clips their last tiles there,
+ * and the second band's ragged rows. The gaps are NaN (O, Q) and random (A,
+ * B): a write there differs from the interpreter. */
+tk_kernel *tu_copy_edge(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    tk_kernel *k;
+    tk_kernel_create(ctx, "t_copy_edge", 4, &k);
+    tk_value *X = tk_param_tensor(k, "X", dt, 2), *O = tk_param_tensor(k, "O", dt, 2);
+    tk_value *Q = tk_param_tensor(k, "Q", dt, 2), *A = tk_param_tensor(k, "A", TK_F32, 2);
+    tk_value *B = tk_param_tensor(k, "B", TK_F32, 2);
+    tk_value *so = tk_shared(k, dt, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *sa = tk_shared(k, TK_F32, 64, 32, TK_SMEM_SWIZZLE, 1);
+    tk_value *row0 = tk_mul(k, i64(k, tk_block_id(k, 0)), c64(k, 64)), *r = band(k, 64, 16);
+    tk_value *bc = i64(k, tk_block_id(k, 1));
+    tk_value *go[2] = {row0, tk_mul(k, bc, c64(k, 64))}, *ga[2] = {row0, tk_mul(k, bc, c64(k, 32))};
+    tk_value *at[2] = {tk_mul(k, tk_warp_id(k), c32(k, 16)), c32(k, 0)};
+    tk_value *xo[2] = {r, go[1]}, *xa[2] = {r, ga[1]};
+    tk_store(k, so, at, tk_load(k, tk_tile_type(dt, 16, 64, TK_WARP, TK_ROW), X, xo, 0.0f));
+    tk_value *x = tk_load(k, tk_tile_type(dt, 16, 32, TK_WARP, TK_ROW), X, xa, 0.0f);
+    tk_store(k, sa, at, tk_cvt(k, x, TK_F32));
+    tk_barrier(k);
+    tk_copy_to_global(k, O, go, so);
+    tk_copy_to_global(k, Q, go, so);
+    tk_copy_to_global_add(k, A, ga, sa);
+    tk_copy_to_global_add(k, B, ga, sa);
+    tk_set_grid(k, tk_ceil_div(k, tk_dim(k, X, 0), c64(k, 64)), c64(k, 2), NULL);
+    int64_t dx[2] = {100, 123}, dq[2] = {100, 120}, da[2] = {100, 61}, db[2] = {100, 60};
+    ts[0] = tensor(dt, 2, dx, 0);
+    ts[1] = ref_tensor_new_layout(dt, 2, dx, NULL, 5);
+    ts[2] = ref_tensor_new_layout(dt, 2, dq, NULL, 8);
+    ts[3] = ref_tensor_new_layout(TK_F32, 2, da, NULL, 3);
+    ts[4] = ref_tensor_new_layout(TK_F32, 2, db, NULL, 4);
+    for (int i = 1; i < 3; i++) ref_tensor_fill_all(&ts[i], NAN);
+    for (int i = 3; i < 5; i++) ref_tensor_random(&ts[i], -1.0, 1.0);
+    (void)sc;
+    *n = 5;
+    return finish(k);
+}
+
 /* Scalar loads (tk_load of a scalar type): a table of i32 row numbers
  * (some before or past X and W: they read the fill) picks, per warp, the
  * rows of X to copy and an f32 weight from W; the loaded values drive
@@ -735,6 +780,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"epilogue", tu_epilogue, 2e-2},
     {"store_add", tu_store_add, 1e-5}, /* the adds' order differs: f32 rounding */
     {"copy_add", tu_copy_add, 1e-5},
+    {"copy_edge", tu_copy_edge, 1e-6}, /* copies, one add an element: exact */
     {"gather", tu_gather, 1e-6},
     {"narrow", tu_narrow, 1e-6},       /* copies: exact */
     {"pairs", tu_pairs, 1e-6},         /* moves and small integers: exact */

@@ -33,6 +33,7 @@ tk_kernel *tu_trig(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n)
 tk_kernel *tu_epilogue(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_store_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_copy_add(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
+tk_kernel *tu_copy_edge(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_gather(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_narrow(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_pairs(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
