@@ -45,20 +45,24 @@
  * of trip j. No NaN, as in attention.c: m starts at -FLT_MAX, a row
  * without keys ends with l = O = 0 and L = -inf.
  *
- * Rotary (cfg->rotary): once Q's group has landed, each warpgroup loads its
- * 64 rows of Q from shared memory, rotates them (each warp its own 16 rows,
- * kernels/rotary_tile.c) and, up to D 128, keeps them in registers as S's A
- * operand (D/4 registers a thread; ptxas: no spills at D 64 and 128), not
- * stored back: a tile the consumers write and wgmma reads makes the plan
- * order every wgmma wait before the next barrier across all consumer
- * warpgroups (jit/plan.c, `touches`): both barriers of each key tile become
- * a rendezvous of the consumers (a named bar.sync), where they are otherwise
- * only releases to the producer and one warpgroup's softmax overlaps the
- * other's multiplies. At D 256 Q's 64 more registers spill (O alone is 128;
- * ptxas sm_90a: 172 to 1608 bytes of spill stores): there each warp stores
- * its rotated rows back into the shared tile, and pays that rendezvous
- * (neither measured on a GPU yet). K comes rotated (tk/tk_kernels.h says
- * why). */
+ * Rotary (cfg->rotary): once Q's group has landed, each warp rotates its
+ * 16 rows of the shared Q tile in place (kernels/rotary_tile.c) and the
+ * consumers meet before the first multiply, so S's A operand is sQ at every
+ * head dim. Not Q in registers as the register-A form of wgmma: the first
+ * version kept the rotated rows there up to D 128, as a loop-invariant A
+ * operand, and ptxas (13.0 here; the H100 runs agree) lets such registers
+ * die at the multiply that reads them when nothing after the key loop
+ * reads them: at D 128 the softmax and P of key tile j reused Q's 32
+ * registers, so every tile j >= 1 multiplied P_{j-1}·K_jᵀ (GPU O errors
+ * 0.08-0.9 wherever Nkv > 128, i.e. more than one key tile; SASS: the S
+ * HGMMAs read R152-R183, written again by the P·V operands before the back
+ * edge). At D 64 the same code happened to keep them (fewer registers
+ * wanted); the CPU interpreter, which models the IR, never sees it. The
+ * price of sQ: the consumers write a tile wgmma reads, so the plan makes
+ * both barriers of each key tile a rendezvous of the consumer warpgroups
+ * (jit/plan.c, `touches`; a named bar.sync), where otherwise each
+ * warpgroup's softmax overlaps another's multiplies (not measured on a GPU
+ * yet). K comes rotated (tk/tk_kernels.h says why). */
 #include "attention_parts.h"
 
 #include <float.h>
@@ -100,24 +104,17 @@ static tk_value *rope_at(hattn *a, tk_value *q0, tk_value *row, tk_value **at) {
     return tk_add(k, tk_cvt(k, qr, TK_I64), a->q_pos0);
 }
 
-/* S's A operand with Q rotated, once Q's group 0 has landed: the
- * warpgroup's rows `row`.. in registers, or (D 256) sQ with each warp's 16
- * rows rotated in place (the header says why). */
-static tk_value *rope_q(hattn *a, tk_value *sQ, tk_value *q0, tk_value *row) {
+/* Q rotated for S's A operand once Q's group 0 has landed: each warp's 16
+ * rows of sQ in place (the header says why not in registers). */
+static void rope_q(hattn *a, tk_value *sQ, tk_value *q0) {
     tk_kernel *k = a->k;
     tk_async_wait(k, 0);
     tk_barrier(k); /* every thread's part of Q (the lockstep copy) */
     tk_value *at[4];
-    if (a->D <= 128) {
-        tk_type xt = tk_tile_type(a->dt, 64, a->D, TK_WARPGROUP, TK_ROW);
-        tk_value *is[2] = {row, i32c(k, 0)}, *pos0 = rope_at(a, q0, row, at);
-        return tk_rope_tile(k, &a->rope, tk_load(k, xt, sQ, is, 0.0f), xt, pos0, 4, at);
-    }
     tk_value *wrow = tk_mul(k, tk_warp_id(k), i32c(k, 16)), *pos0 = rope_at(a, q0, wrow, at);
     tk_type bt = tk_tile_type(a->dt, 16, 16, TK_WARP, TK_ROW);
     tk_rope_shared(k, &a->rope, sQ, wrow, bt, pos0, 4, at);
     tk_barrier(k); /* the stores, fenced over to wgmma's async proxy */
-    return sQ;
 }
 
 static void build(hattn *a, const tk_attention_config *cfg) {
@@ -155,8 +152,8 @@ static void build(hattn *a, const tk_attention_config *cfg) {
     tk_copy_to_shared(k, sQ, Q, iq, 0.0f, TK_COPY_TMA);
     copy_kv_if(a, sK, K, i32c(k, 0), ntiles); /* group 0: Q and K_0 */
 
-    /* S's A: the shared Q tile, or Q rotated (registers; D 256: sQ) */
-    tk_value *qa = a->q_pos0 ? rope_q(a, sQ, q0, row) : sQ;
+    /* S's A: the shared Q tile, rotated in place with rotary */
+    if (a->q_pos0) rope_q(a, sQ, q0);
 
     tk_type vrow = tk_vec_type(TK_F32, 64, TK_PER_ROW, TK_WARPGROUP, TK_ROW);
     tk_type s_t = tk_tile_type(TK_F32, 64, BKV, TK_WARPGROUP, TK_ROW);
@@ -170,8 +167,7 @@ static void build(hattn *a, const tk_attention_config *cfg) {
         tk_async_commit(k);
         tk_async_wait(k, 1); /* K_j landed (V_j may be in flight) */
         tk_barrier(k);
-        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, s_t), qa, tk_stage(k, sK, st),
-                               qa == sQ ? row : NULL);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, s_t), sQ, tk_stage(k, sK, st), row);
         s = tk_wgmma_wait(k, s, 0);
         copy_kv_if(a, sK, K, tk_add(k, j, i32c(k, 1)), ntiles);
         s = tk_attn_mask(k, s, BKV, a->causal, kv0, Nkv, qw, q0, diag);

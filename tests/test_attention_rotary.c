@@ -9,10 +9,13 @@
  *   (tables and base) and GPT-J, full and partial rotary_dim (NeoX pairs
  *   within and across 16-column blocks), D 64/128/256, causal and not,
  *   Nq < Nkv and Nq > Nkv (query positions i + Nkv - Nq), GQA, [B, N, H, D]
- *   strides, both dtypes; outputs NaN-poisoned, K itself left as it was;
- * - bad parameters and configs: a status and a message each;
+ *   strides, both dtypes, one and several key tiles; outputs NaN-poisoned,
+ *   K itself left as it was;
+ * - bad parameters and configs: a status and a message each; the Hopper
+ *   kernel's PTX (S reads the rotated Q from shared memory);
  * - on a GPU (skipped without one): tk_attention_forward with rotary on
- *   both kernel sets against float64 at larger ragged and GQA shapes. */
+ *   both kernel sets against float64 at larger ragged and GQA shapes (both
+ *   report before a case fails). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -152,28 +155,50 @@ static void label(const rcase *c, char *buf, size_t n) {
              c->causal ? "causal" : "full", tk_dtype_name(c->dt), c->bnhd ? " bnhd" : "");
 }
 
-static void problem_check(const problem *p, const char *where) {
+/* One run's result against float64: its errors and, where it fails, why
+ * (the first of: NaN or unwritten outputs, stray writes, O's error, L's
+ * error, an input written). */
+typedef struct verdict {
+    double eo, el;
+    char why[200]; /* "" when it passes */
+} verdict;
+
+static verdict problem_eval(const problem *p, const char *where) {
     const rcase *c = &p->c;
+    verdict v = {0};
     double *o = ref_tensor_to_f64(&p->t[T_O]), *l = ref_tensor_to_f64(&p->t[T_L]);
     int64_t no = ref_tensor_count(&p->t[T_O]), nl = ref_tensor_count(&p->t[T_L]);
-    double eo = ref_rel_err(o, p->want_o, no), el = ref_rel_err(l, p->want_l, nl);
+    v.eo = ref_rel_err(o, p->want_o, no), v.el = ref_rel_err(l, p->want_l, nl);
     int64_t nan = ref_count_nan(o, no) + ref_count_nan(l, nl);
     int64_t stray = ref_tensor_stray_writes(&p->t[T_O], p->before[T_O]) +
                     ref_tensor_stray_writes(&p->t[T_L], p->before[T_L]);
     char name[128];
     label(c, name, sizeof name);
-    printf("rotary attention %-7s %s: rel err O %.2e L %.2e\n", where, name, eo, el);
+    printf("rotary attention %-7s %s: rel err O %.2e L %.2e\n", where, name, v.eo, v.el);
     double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
-    ck_assert_msg(nan == 0, "%s: %lld elements of O and L not written (or NaN)", name,
-                  (long long)nan);
-    ck_assert_msg(stray == 0, "%s: %lld writes outside O / L", name, (long long)stray);
-    ck_assert_msg(eo <= tol, "%s: O rel err %g > %g", name, eo, tol);
-    ck_assert_msg(el <= tol, "%s: L rel err %g > %g", name, el, tol);
-    for (int i = T_Q; i <= T_V; i++) /* the inputs, K above all, stay as they were */
-        ck_assert_msg(
-            !memcmp(p->t[i].data, p->before[i], (size_t)p->t[i].elems * tk_dtype_size(p->t[i].dt)),
-            "%s: input %d was written", name, i);
+    int written = -1;
+    for (int i = T_Q; i <= T_V && written < 0; i++) /* the inputs, K above all, stay as they were */
+        if (memcmp(p->t[i].data, p->before[i], (size_t)p->t[i].elems * tk_dtype_size(p->t[i].dt)))
+            written = i;
+    if (nan)
+        snprintf(v.why, sizeof v.why, "%s %s: %lld elements of O and L not written (or NaN)", where,
+                 name, (long long)nan);
+    else if (stray)
+        snprintf(v.why, sizeof v.why, "%s %s: %lld writes outside O / L", where, name,
+                 (long long)stray);
+    else if (!(v.eo <= tol))
+        snprintf(v.why, sizeof v.why, "%s %s: O rel err %g > %g", where, name, v.eo, tol);
+    else if (!(v.el <= tol))
+        snprintf(v.why, sizeof v.why, "%s %s: L rel err %g > %g", where, name, v.el, tol);
+    else if (written >= 0)
+        snprintf(v.why, sizeof v.why, "%s %s: input %d was written", where, name, written);
     free(o), free(l);
+    return v;
+}
+
+static void problem_check(const problem *p, const char *where) {
+    verdict v = problem_eval(p, where);
+    ck_assert_msg(!v.why[0], "%s", v.why);
 }
 
 /* A tensor's strides in the call's order (all 0: dense). */
@@ -256,6 +281,13 @@ static const rcase cases[] = {
     {1, 2, 2, 100, 60, 64, TK_ROTARY_GPTJ, 50, 0, 0, TK_BF16, 0},  /* Nq > Nkv, rd in a block */
     {1, 2, 1, 20, 33, 256, TK_ROTARY_NEOX, 0, 0, 1, TK_F16, 0},    /* D 256              */
     {1, 2, 2, 24, 40, 256, TK_ROTARY_NEOX, 200, 1, 0, TK_BF16, 1}, /* D 256 tables, partial */
+    /* several key tiles (wgmma: 128 keys a tile, 64 at D 256; mma.sync 64):
+     * the GPU's first version multiplied tiles 1.. by the wrong A at D 128 */
+    {1, 2, 1, 40, 300, 128, TK_ROTARY_NEOX, 0, 0, 1, TK_BF16, 0},   /* 3 tiles, causal    */
+    {1, 2, 2, 70, 260, 128, TK_ROTARY_GPTJ, 96, 0, 0, TK_F16, 0},   /* 3 tiles, full      */
+    {1, 2, 1, 150, 270, 128, TK_ROTARY_NEOX, 64, 1, 1, TK_BF16, 1}, /* tables, 2 q-blocks */
+    {1, 2, 1, 200, 300, 64, TK_ROTARY_GPTJ, 0, 0, 1, TK_F16, 0},    /* D 64, 3 tiles      */
+    {1, 2, 2, 30, 140, 256, TK_ROTARY_NEOX, 0, 1, 0, TK_BF16, 0},   /* D 256, 3 tiles     */
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -434,37 +466,51 @@ START_TEST(test_rotary_config_errors) {
 END_TEST
 
 /* ---- the Hopper kernel's warp-specialized form (sm_90a PTX) ---------------- */
-/* Up to D 128 each warpgroup keeps its rotated Q in registers (wgmma's A):
- * no consumer rendezvous (a named bar.sync 1) appears. At D 256 the rows
- * are stored back into the shared tile: the consumers fence them over to
- * the async proxy (fence.proxy.async) and meet (bar.sync 1) after the last
- * store and before the first multiply. */
+/* At every D the rows are rotated in place in the shared Q tile: the
+ * consumers fence them over to the async proxy (fence.proxy.async) and meet
+ * (bar.sync 1) after the last store and before the first multiply, and
+ * S = Q·Kᵀ reads Q from there. Not from registers: a loop-invariant A
+ * operand of the register form of wgmma is not kept by ptxas across the key
+ * loop (kernels/attention_hopper.c; at D 128 the first version's tiles
+ * j >= 1 multiplied P_{j-1} instead of Q on the GPU). So the only wgmma
+ * with a register A (`}, {%r`) is P·V, whose B (V) is N-major: imm-trans-b
+ * 1 ends the line; S's (K-major) would end `1, 1, 0;`. */
 START_TEST(test_rotary_hopper_ptx) {
     static const int dims[3] = {64, 128, 256};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 6; i++) {
+        int d = dims[i % 3];
         tk_attention_config c = {.dtype = TK_BF16,
-                                 .head_dim = dims[i],
-                                 .causal = 1,
+                                 .head_dim = d,
+                                 .causal = i < 3,
                                  .wgmma = 1,
-                                 .rotary = TK_ATTN_ROTARY_NEOX,
-                                 .rotary_tables = i != 1};
+                                 .rotary = i % 2 ? TK_ATTN_ROTARY_GPTJ : TK_ATTN_ROTARY_NEOX,
+                                 .rotary_tables = i % 2 == 0 && d != 128};
         tk_kernel *k = NULL;
         char *ptx = NULL;
         ck_assert_int_eq(tk_attention_fwd_build(ctx, &c, &k), TK_OK);
         ck_assert_msg(tk_emit_ptx(ctx, k, "sm_90a", &ptx) == TK_OK, "%s", tk_ctx_error(ctx));
         ck_assert_ptr_nonnull(strstr(ptx, "setmaxnreg.inc")); /* producer and consumers */
-        const char *named = strstr(ptx, "bar.sync \t1,"), *mma = strstr(ptx, "wgmma.mma_async");
+        const char *mma = strstr(ptx, "wgmma.mma_async");
         ck_assert_ptr_nonnull(mma);
-        if (dims[i] <= 128) {
-            ck_assert_msg(!named, "D %d: a consumer rendezvous", dims[i]);
-        } else {
-            const char *st = NULL, *at = ptx;
-            while ((at = strstr(at, "stmatrix")) && at < mma) st = at++;
-            ck_assert_msg(st, "D 256: no store of the rotated rows before the first wgmma");
-            const char *fence = strstr(st, "fence.proxy.async"), *bar = strstr(st, "bar.sync \t1,");
-            ck_assert_msg(fence && bar && fence < bar && bar < mma,
-                          "D 256: the stores are not fenced and met before the first wgmma");
+        const char *st = NULL, *at = ptx;
+        while ((at = strstr(at, "stmatrix")) && at < mma) st = at++;
+        ck_assert_msg(st, "D %d: no store of the rotated rows before the first wgmma", d);
+        const char *fence = strstr(st, "fence.proxy.async"), *bar = strstr(st, "bar.sync \t1,");
+        ck_assert_msg(fence && bar && fence < bar && bar < mma,
+                      "D %d: the stores are not fenced and met before the first wgmma", d);
+        int reg_a = 0;
+        for (at = ptx; (at = strstr(at, "wgmma.mma_async")); at++) {
+            const char *end = strchr(at, '\n');
+            ck_assert_ptr_nonnull(end);
+            const char *a = strstr(at, "}, {%r");
+            if (!a || a > end) continue; /* A from shared memory */
+            reg_a++;
+            static const char pv[] = "p, 1, 1, 1;";
+            size_t n = sizeof pv - 1;
+            ck_assert_msg((size_t)(end - at) > n && !strncmp(end - n, pv, n),
+                          "D %d: a register-A wgmma other than P·V: %.*s", d, (int)(end - at), at);
         }
+        ck_assert_msg(reg_a > 0, "D %d: no register-A wgmma (P·V) found", d);
         tk_free(ptx);
         tk_kernel_destroy(k);
     }
@@ -493,8 +539,8 @@ static void *upload(const void *src, size_t n) {
 
 static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
 
-/* tk_attention_forward on the device with kernel set `kernel`. */
-static void gpu_run(problem *p, int kernel) {
+/* tk_attention_forward on the device with kernel set `kernel`: its verdict. */
+static verdict gpu_run(problem *p, int kernel) {
     void *dev[NT], *cs = NULL, *sn = NULL, *ws = NULL;
     for (int i = 0; i < NT; i++) dev[i] = upload(p->t[i].data, bytes_of(&p->t[i]));
     size_t nt = sizeof(float) * (size_t)(p->rows * (rd_of(&p->c) / 2));
@@ -513,19 +559,23 @@ static void gpu_run(problem *p, int kernel) {
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
     for (int i = 0; i < NT; i++)
         ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes_of(&p->t[i])), TK_OK);
-    problem_check(p, route == TK_ATTN_WGMMA ? "gpu wg" : "gpu mma");
+    verdict v = problem_eval(p, route == TK_ATTN_WGMMA ? "gpu wg" : "gpu mma");
     for (int i = 0; i < NT; i++) tk_gpu_free(ctx, dev[i]);
     tk_gpu_free(ctx, ws), tk_gpu_free(ctx, cs), tk_gpu_free(ctx, sn);
     for (int i = T_O; i <= T_L; i++) /* poisoned again for the next run */
         memcpy(p->t[i].data, p->before[i], bytes_of(&p->t[i]));
+    return v;
 }
 
+/* Both kernel sets run and report before either fails the case, so one
+ * run says which kernel is wrong. */
 static void gpu_case(const rcase *c) {
     problem p;
     problem_init(&p, c);
-    gpu_run(&p, TK_ATTN_AUTO);
-    gpu_run(&p, TK_ATTN_MMA_SYNC);
+    verdict wg = gpu_run(&p, TK_ATTN_AUTO), mma = gpu_run(&p, TK_ATTN_MMA_SYNC);
     problem_free(&p);
+    ck_assert_msg(!wg.why[0] && !mma.why[0], "%s%s%s", wg.why, wg.why[0] && mma.why[0] ? "; " : "",
+                  mma.why);
 }
 
 START_TEST(test_rotary_on_gpu) {
@@ -545,6 +595,7 @@ static Suite *rotary_suite(void) {
     Suite *s = suite_create("attention_rotary");
     TCase *tc = tcase_create("api");
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120); /* six Hopper kernels lowered to PTX: ~2 s, more on a busy host */
     tcase_add_test(tc, test_rotary_bad_params);
     tcase_add_test(tc, test_rotary_config_errors);
     tcase_add_test(tc, test_rotary_hopper_ptx);

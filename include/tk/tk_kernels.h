@@ -123,9 +123,9 @@ TK_API tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel
  * to the dtype): each warp rotates its own query rows once per block, right
  * after they land and before the first Q·Kᵀ, in registers where the kernel
  * keeps Q there, else in place in shared memory (the mma.sync kernel at D
- * 128 with 4 warps and at D 256, the wgmma kernel at D 256; below that its
- * warpgroups keep their 64 rotated rows in registers as the multiply's A,
- * kernels/attention_hopper.c says why). Query row i sits at position i +
+ * 128 with 4 warps and at D 256, the wgmma kernel at every D: its multiply
+ * reads Q from shared memory, kernels/attention_hopper.c says why not from
+ * registers). Query row i sits at position i +
  * q_pos0, which is also its row of the tables (rows outside them read cos =
  * sin = 0). K is read as given: rotate it first (tk_rotary). Every query
  * block reads every key tile, so K rotated here would be rotated ceil(Nq/R)
