@@ -249,6 +249,40 @@ class XentParams(ctypes.Structure):  # tk_xent_params
     ]
 
 
+class EmbeddingParams(ctypes.Structure):  # tk_embedding_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("weight_dtype", ctypes.c_int),
+        ("batch", ctypes.c_int64), ("seq", ctypes.c_int64), ("channels", ctypes.c_int64),
+        ("vocab", ctypes.c_int64), ("max_seq", ctypes.c_int64),
+        ("tokens", ctypes.c_void_p), ("wte", ctypes.c_void_p), ("wpe", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("wte_stride", ctypes.c_int64), ("wpe_stride", ctypes.c_int64),
+        ("out_stride", ctypes.c_int64),
+    ]
+
+
+class EmbeddingBwdParams(ctypes.Structure):  # tk_embedding_bwd_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("accumulate", ctypes.c_int),
+        ("batch", ctypes.c_int64), ("seq", ctypes.c_int64), ("channels", ctypes.c_int64),
+        ("vocab", ctypes.c_int64), ("max_seq", ctypes.c_int64),
+        ("tokens", ctypes.c_void_p), ("dout", ctypes.c_void_p), ("dwte", ctypes.c_void_p),
+        ("dwpe", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("dout_stride", ctypes.c_int64), ("dwte_stride", ctypes.c_int64),
+        ("dwpe_stride", ctypes.c_int64),
+    ]
+
+
+class BiasGradParams(ctypes.Structure):  # tk_bias_grad_params
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("accumulate", ctypes.c_int),
+        ("rows", ctypes.c_int64), ("cols", ctypes.c_int64), ("dy", ctypes.c_void_p),
+        ("dy_stride", ctypes.c_int64), ("dbias", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
 class PrepareInfo(ctypes.Structure):
     _fields_ = [("origin", ctypes.c_int), ("ms", ctypes.c_double), ("arch", ctypes.c_char * 16)]
 
@@ -785,3 +819,83 @@ class TK:
     def cross_entropy(self, p, stream):
         self._check(self.lib.tk_cross_entropy(self.ctx, ctypes.byref(p), stream),
                     "tk_cross_entropy")
+
+    # ---- embeddings and the bias gradient (tk_embedding_*, tk_bias_grad) ----
+    def _train_bind(self):
+        """Declares the embedding and bias-gradient entry points once (pointers must not be
+        truncated to C ints); a library without them raises AttributeError here."""
+        if getattr(self, "_train_bound", False):
+            return
+        L, size, info = self.lib, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(PrepareInfo)
+        for fn, st, arg in (("tk_embedding_forward", EmbeddingParams, ctypes.c_void_p),
+                            ("tk_embedding_forward_prepare", EmbeddingParams, info),
+                            ("tk_embedding_backward", EmbeddingBwdParams, ctypes.c_void_p),
+                            ("tk_embedding_backward_prepare", EmbeddingBwdParams, info),
+                            ("tk_embedding_backward_workspace", EmbeddingBwdParams, size),
+                            ("tk_bias_grad", BiasGradParams, ctypes.c_void_p),
+                            ("tk_bias_grad_prepare", BiasGradParams, info),
+                            ("tk_bias_grad_workspace", BiasGradParams, size)):
+            getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(st), arg]
+        self._train_bound = True
+
+    def embedding_params(self, tokens, wte, out, wpe=None):
+        """out[b, t] = wte[tokens[b, t]] + wpe[t] for torch tensors: tokens int32 [B, T],
+        wte [V, C] and wpe [max_seq, C] (or None) in one float dtype, out [B, T, C] (any
+        float dtype, rows of any pitch)."""
+        self._train_bind()
+        p = EmbeddingParams(struct_size=ctypes.sizeof(EmbeddingParams))
+        p.dtype, p.weight_dtype = self._tk_dtype(out), self._tk_dtype(wte)
+        (p.batch, p.seq), (p.vocab, p.channels) = tokens.shape, wte.shape
+        p.tokens, p.wte, p.out = tokens.data_ptr(), wte.data_ptr(), out.data_ptr()
+        p.wte_stride, p.out_stride = wte.stride(0), out.stride(1)
+        if wpe is not None:
+            p.wpe, p.max_seq, p.wpe_stride = wpe.data_ptr(), wpe.shape[0], wpe.stride(0)
+        return p
+
+    def embedding_forward(self, p, stream):
+        self._check(self.lib.tk_embedding_forward(self.ctx, ctypes.byref(p), stream),
+                    "tk_embedding_forward")
+
+    def embedding_bwd_params(self, tokens, dout, dwte, dwpe=None, accumulate=1):
+        """dwte[v] (+)= Σ dout[b, t] over tokens[b, t] = v, dwpe[t] (+)= Σ_b dout[b, t]
+        (dwte, dwpe f32; dout bf16/f16/f32 [B, T, C]). The workspace is allocated here
+        with torch and kept on p (p.keep)."""
+        import torch
+        self._train_bind()
+        p = EmbeddingBwdParams(struct_size=ctypes.sizeof(EmbeddingBwdParams),
+                               accumulate=accumulate)
+        p.dtype = self._tk_dtype(dout)
+        (p.batch, p.seq), (p.vocab, p.channels) = tokens.shape, dwte.shape
+        p.tokens, p.dout, p.dwte = tokens.data_ptr(), dout.data_ptr(), dwte.data_ptr()
+        p.dout_stride, p.dwte_stride = dout.stride(1), dwte.stride(0)
+        if dwpe is not None:
+            p.dwpe, p.max_seq, p.dwpe_stride = dwpe.data_ptr(), dwpe.shape[0], dwpe.stride(0)
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_embedding_backward_workspace(self.ctx, ctypes.byref(p),
+                                                             ctypes.byref(n)),
+                    "tk_embedding_backward_workspace")
+        ws = torch.empty(max(n.value // 4, 1), device=dout.device, dtype=torch.float32)
+        p.workspace, p.workspace_bytes, p.keep = ws.data_ptr(), n.value, ws
+        return p
+
+    def embedding_backward(self, p, stream):
+        self._check(self.lib.tk_embedding_backward(self.ctx, ctypes.byref(p), stream),
+                    "tk_embedding_backward")
+
+    def bias_grad_params(self, dy, dbias, accumulate=1):
+        """dbias (f32 [N]) (+)= dy.sum(0) for a 2-D torch dy [M, N] (bf16/f16/f32, any row
+        pitch). The workspace is allocated here with torch and kept on p (p.keep)."""
+        import torch
+        self._train_bind()
+        p = BiasGradParams(struct_size=ctypes.sizeof(BiasGradParams), accumulate=accumulate)
+        p.dtype, (p.rows, p.cols) = self._tk_dtype(dy), dy.shape
+        p.dy, p.dy_stride, p.dbias = dy.data_ptr(), dy.stride(0), dbias.data_ptr()
+        n = ctypes.c_size_t()
+        self._check(self.lib.tk_bias_grad_workspace(self.ctx, ctypes.byref(p), ctypes.byref(n)),
+                    "tk_bias_grad_workspace")
+        ws = torch.empty(max(n.value // 4, 1), device=dy.device, dtype=torch.float32)
+        p.workspace, p.workspace_bytes, p.keep = ws.data_ptr(), n.value, ws
+        return p
+
+    def bias_grad(self, p, stream):
+        self._check(self.lib.tk_bias_grad(self.ctx, ctypes.byref(p), stream), "tk_bias_grad")

@@ -764,4 +764,7 @@ TK_API tk_status tk_adamw_build(tk_ctx *ctx, const tk_adamw_config *cfg, tk_kern
 #ifdef __cplusplus
 }
 #endif
+
+/* Embeddings and the bias gradient (a trainer's other kernels). */
+#include "tk/tk_kernels_train.h"
 #endif

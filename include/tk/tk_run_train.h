@@ -1,5 +1,6 @@
 /* A trainer's kernels on device pointers: the optimizer step (gradient
- * norm, clipping, AdamW) and softmax cross-entropy.
+ * norm, clipping, AdamW), softmax cross-entropy, token and position
+ * embeddings and the bias gradient.
  * One family of the ready-made kernels; tk/tk_run.h includes them all. */
 #ifndef TK_TK_RUN_TRAIN_H
 #define TK_TK_RUN_TRAIN_H
@@ -154,6 +155,131 @@ TK_API tk_status tk_cross_entropy_prepare(tk_ctx *ctx, const tk_xent_params *p,
 /* Check, prepare and launch on `stream`: the row kernel, then the mean's
  * (with loss_mean). Asynchronous. */
 TK_API tk_status tk_cross_entropy(tk_ctx *ctx, const tk_xent_params *p, void *stream);
+
+/* ---- Token and position embeddings (GPT-2's wte and wpe) --------------------
+ * For tokens [B, T] (i32) and rows of C elements (kernels/embedding.c):
+ *   tk_embedding_forward   out[b, t] = wte[tokens[b, t]] + wpe[t]
+ *     wte [vocab, C] and wpe [max_seq, C] in weight_dtype (the bf16 copies
+ *     tk_adamw writes, or f32 master weights), out [B, T, C] in dtype,
+ *     added in f32 and rounded once; wpe NULL: out = wte[tokens] alone.
+ *     A token outside 0 .. vocab-1 makes its row of out NaN (device data
+ *     is not checked at launch; torch stops with an assert, this call
+ *     leaves NaN to find), never a read outside wte.
+ *   tk_embedding_backward  dwte[v] (+)= Σ_{(b,t): tokens[b,t] = v} dout[b, t]
+ *                          dwpe[t] (+)= Σ_b dout[b, t]          (f32 both)
+ *     accumulate 1 adds to the gradients (gradient accumulation), 0
+ *     overwrites them: dwte's rows of absent tokens become 0, and dwpe's
+ *     rows past T too. dwpe NULL: no position gradient. Out-of-range
+ *     tokens add to no row of dwte (their dout still reaches dwpe).
+ *     Deterministic: the same tokens and dout give the same bits, run
+ *     after run and on any GPU. No float atomics: the positions are sorted
+ *     by token on the device (a stable radix sort, 8 bits a pass: one for
+ *     vocab < 256, two below 65536, three up to 2^24) and each token's rows
+ *     are summed in position order (a run crossing a 32-entry boundary of
+ *     the sorted order in pieces, added in order); the sort's buffers and
+ *     the runs' partial sums are in
+ *     `workspace` (tk_embedding_backward_workspace bytes: about 16·B·T +
+ *     B·T·C/4, 3.4 MiB at 16 x 1024 x 768).
+ * Pointers are device memory aligned to their element; row pitches
+ * (*_stride, elements between rows; 0: C) at least C. Sizes: B·T and vocab
+ * 1 .. 2^24 - 1 (exact in the sort's f32 entries), C 1 .. 2^20, T <=
+ * max_seq (with wpe / dwpe). Checked: every pointer, size, dtype, pitch
+ * and the workspace's size; not checked: overlaps between the buffers.
+ * Initialize with TK_EMBEDDING_PARAMS_INIT / TK_EMBEDDING_BWD_PARAMS_INIT
+ * (struct_size as in tk_attention_params). */
+typedef struct tk_embedding_params {
+    size_t struct_size;
+    tk_dtype dtype;                 /* out's: TK_BF16, TK_F16 or TK_F32            */
+    tk_dtype weight_dtype;          /* wte's, wpe's: the same three; 0: dtype      */
+    int64_t batch, seq, channels;   /* B, T, C                                     */
+    int64_t vocab, max_seq;         /* wte's rows, wpe's (read with wpe)           */
+    const int32_t *tokens;          /* [B, T]                                      */
+    const void *wte;                /* [vocab, C]                                  */
+    const void *wpe;                /* [max_seq, C], or NULL                       */
+    void *out;                      /* [B, T, C], written                          */
+    int64_t wte_stride, wpe_stride; /* row pitches (elements); 0: C                */
+    int64_t out_stride;             /* the pitch between positions; 0: C           */
+} tk_embedding_params;
+
+typedef struct tk_embedding_bwd_params {
+    size_t struct_size;
+    tk_dtype dtype;               /* dout's: TK_BF16, TK_F16 or TK_F32           */
+    int accumulate;               /* 1: dwte, dwpe += ...; 0: overwritten        */
+    int64_t batch, seq, channels; /* B, T, C                                     */
+    int64_t vocab, max_seq;       /* dwte's rows, dwpe's (read with dwpe)        */
+    const int32_t *tokens;        /* [B, T]                                      */
+    const void *dout;             /* [B, T, C]                                   */
+    float *dwte;                  /* [vocab, C] f32                              */
+    float *dwpe;                  /* [max_seq, C] f32, or NULL                   */
+    /* >= workspace_bytes, 16-byte aligned; nothing else may use it until
+     * the call's kernels have run */
+    void *workspace;
+    size_t workspace_bytes;
+    int64_t dout_stride;              /* the pitch between positions; 0: C           */
+    int64_t dwte_stride, dwpe_stride; /* row pitches; 0: C                          */
+} tk_embedding_bwd_params;
+
+#ifdef __cplusplus
+#define TK_EMBEDDING_PARAMS_INIT                                                                   \
+    { sizeof(tk_embedding_params) }
+#define TK_EMBEDDING_BWD_PARAMS_INIT                                                               \
+    { sizeof(tk_embedding_bwd_params) }
+#else
+#define TK_EMBEDDING_PARAMS_INIT                                                                   \
+    { .struct_size = sizeof(tk_embedding_params) }
+#define TK_EMBEDDING_BWD_PARAMS_INIT                                                               \
+    { .struct_size = sizeof(tk_embedding_bwd_params) }
+#endif
+
+/* Check p and ready its kernel (info may be NULL). */
+TK_API tk_status tk_embedding_forward_prepare(tk_ctx *ctx, const tk_embedding_params *p,
+                                              tk_prepare_info *info);
+/* One launch (two where the row tile's width does not divide C).
+ * Asynchronous on `stream`. */
+TK_API tk_status tk_embedding_forward(tk_ctx *ctx, const tk_embedding_params *p, void *stream);
+/* The workspace bytes p needs (sizes read; the pointers may be NULL). */
+TK_API tk_status tk_embedding_backward_workspace(tk_ctx *ctx, const tk_embedding_bwd_params *p,
+                                                 size_t *bytes);
+TK_API tk_status tk_embedding_backward_prepare(tk_ctx *ctx, const tk_embedding_bwd_params *p,
+                                               tk_prepare_info *info);
+/* The launches (10 for GPT-2's vocabulary, in order on `stream`: dwte
+ * zeroed (accumulate 0), dwpe, the sort, the runs' sums). Asynchronous. */
+TK_API tk_status tk_embedding_backward(tk_ctx *ctx, const tk_embedding_bwd_params *p, void *stream);
+
+/* ---- The bias gradient of a linear layer -----------------------------------
+ * dbias[n] (+)= Σ_m dy[m, n] for dy [rows, cols] in bf16, f16 or f32 (row
+ * pitch dy_stride, 0: cols) into dbias [cols] f32 (kernels/bias_grad.c):
+ * the column sums of chunks of 256 rows into `workspace`
+ * (tk_bias_grad_workspace bytes: 4·cols per chunk), then their sum in
+ * chunk order. Deterministic: the order depends on rows alone. accumulate
+ * 1 adds to dbias, 0 overwrites it. rows 1 .. 2^31 - 1, cols 1 .. 2^24.
+ * (LayerNorm's dweight and dbias come from tk_norm_backward itself, whose
+ * partial rows are a product of its own pass over the rows.) */
+typedef struct tk_bias_grad_params {
+    size_t struct_size;
+    tk_dtype dtype;     /* dy's: TK_BF16, TK_F16 or TK_F32                     */
+    int accumulate;     /* 1: dbias += ...; 0: dbias = ...                      */
+    int64_t rows, cols; /* M, N                                                 */
+    const void *dy;     /* [rows, cols]                                         */
+    int64_t dy_stride;  /* row pitch (elements); 0: cols                        */
+    float *dbias;       /* [cols] f32                                           */
+    void *workspace;    /* >= workspace_bytes, 4-byte aligned                   */
+    size_t workspace_bytes;
+} tk_bias_grad_params;
+
+#ifdef __cplusplus
+#define TK_BIAS_GRAD_PARAMS_INIT                                                                   \
+    { sizeof(tk_bias_grad_params) }
+#else
+#define TK_BIAS_GRAD_PARAMS_INIT                                                                   \
+    { .struct_size = sizeof(tk_bias_grad_params) }
+#endif
+
+TK_API tk_status tk_bias_grad_workspace(tk_ctx *ctx, const tk_bias_grad_params *p, size_t *bytes);
+TK_API tk_status tk_bias_grad_prepare(tk_ctx *ctx, const tk_bias_grad_params *p,
+                                      tk_prepare_info *info);
+/* The partial sums, then their sum: two launches. Asynchronous. */
+TK_API tk_status tk_bias_grad(tk_ctx *ctx, const tk_bias_grad_params *p, void *stream);
 
 #ifdef __cplusplus
 }
