@@ -62,6 +62,8 @@ class GemmConfig(ctypes.Structure):
         ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("block_k", ctypes.c_int),
         ("warps", ctypes.c_int), ("stages", ctypes.c_int), ("tma", ctypes.c_int),
         ("wgmma", ctypes.c_int),
+        ("transpose_a", ctypes.c_int), ("bias", ctypes.c_int), ("act", ctypes.c_int),
+        ("aux", ctypes.c_int), ("accumulate", ctypes.c_int),
     ]
 
 
@@ -73,6 +75,9 @@ class GemmParams(ctypes.Structure):
         ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("c", ctypes.c_void_p),
         ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldc", ctypes.c_int64),
         ("config", ctypes.POINTER(GemmConfig)),
+        ("transpose_a", ctypes.c_int32), ("accumulate", ctypes.c_int32),
+        ("bias", ctypes.c_void_p), ("aux", ctypes.c_void_p), ("ldaux", ctypes.c_int64),
+        ("act", ctypes.c_int32),  # tk_gemm_act: 0 none, 1 GELU, 2 DGELU
     ]
 
 
@@ -437,6 +442,25 @@ class TK:
         if shape is not None:
             cfg = GemmConfig(p.in_dtype, p.out_dtype, p.transpose_b, *shape)
             p.config = ctypes.pointer(cfg)  # the pointer keeps cfg alive
+        return p
+
+    def gemm_epilogue_params(self, a, b, c, transpose_a=False, transpose_b=False, bias=None,
+                             act=0, aux=None, accumulate=False):
+        """tk_gemm_params of C = op(A)·op(B) [+ C] [+ bias], then act (0 none, 1 GELU,
+        2 DGELU) with aux; a is [K, M] with transpose_a, b [N, K] with transpose_b; 2-D
+        torch tensors with unit column stride, bias [N] and aux [M, N] in C's dtype."""
+        p = GemmParams(struct_size=ctypes.sizeof(GemmParams))
+        p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
+        p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
+                       "torch.float32": TK_F32}[str(c.dtype)]
+        p.transpose_a, p.transpose_b = int(transpose_a), int(transpose_b)
+        p.m, p.n = c.shape
+        p.k = a.shape[0] if transpose_a else a.shape[1]
+        p.a, p.b, p.c = a.data_ptr(), b.data_ptr(), c.data_ptr()
+        p.lda, p.ldb, p.ldc = a.stride(0), b.stride(0), c.stride(0)
+        p.bias, p.aux = self._ptr(bias), self._ptr(aux)
+        p.ldaux = aux.stride(0) if aux is not None else 0
+        p.act, p.accumulate = act, int(accumulate)
         return p
 
     def gemm_choice(self, p):

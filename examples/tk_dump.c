@@ -3,7 +3,9 @@
  *
  *   tk_dump gemm|attention|norm|rotary|based|hedgehog [ir|llvm|ptx] [arch] [options]
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
- *                        stages= tma= wgmma= to override the default block shape
+ *                        stages= tma= wgmma= to override the default block shape;
+ *                        the epilogue: ta= bias= acc= (0|1) act=0|1|2 (none, GELU,
+ *                        DGELU) aux=0|1
  *     attention options: dtype=bf16|f16 d=64|128|256 causal=0|1 warps=4|8|12
  *                        wgmma=0|1 varlen=0|1 rotary=none|neox|gptj (Q's fused
  *                        rotation) rd=0|2..d (0: d) tables=0|1 (neox: Cos/Sin)
@@ -65,6 +67,11 @@ int main(int argc, char **argv) {
         c.stages = atoi(opt(argc, argv, "stages", "3"));
         c.tma = atoi(opt(argc, argv, "tma", "0"));
         c.wgmma = atoi(opt(argc, argv, "wgmma", "0"));
+        c.transpose_a = atoi(opt(argc, argv, "ta", "0"));
+        c.bias = atoi(opt(argc, argv, "bias", "0"));
+        c.act = atoi(opt(argc, argv, "act", "0"));
+        c.aux = atoi(opt(argc, argv, "aux", "0"));
+        c.accumulate = atoi(opt(argc, argv, "acc", "0"));
         s = tk_gemm_build(ctx, &c, &k);
     } else if (kind == 4) {
         const char *part = opt(argc, argv, "part", "fwd");

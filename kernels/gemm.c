@@ -62,6 +62,12 @@
  * stages from this many of those on (512x4096x4096: 361, 128x256: 304);
  * below that mma.sync's 128x64 (1024³: 150, the best wgmma 129). */
 #define WGMMA_MIN_BLOCKS 128
+/* The slice of a warp's accumulator the fused epilogue works on at a time
+ * (kernels/gemm_epilogue.c). ptxas -v, sm_80 and sm_90a: 32x16 leaves
+ * every default block shape without spills; whole 64-row columns spilled
+ * 8-80 bytes in the epilogue of 128x64 blocks (C read, f32). */
+#define EPI_ROWS 32
+#define EPI_COLS 16
 
 tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b) {
     return (tk_gemm_config){.in_dtype = in_dtype,
@@ -163,13 +169,16 @@ static bool wgmma_row(int elems) {
 }
 
 static tk_status check_wgmma(tk_ctx *ctx, const tk_gemm_config *c) {
+    /* a transposed A's rows are block_m (a multiple of 64) elements long:
+     * block_k is then a row only of a transposed B */
+    bool k_rows = !c->transpose_a || c->transpose_b;
     if (c->warps % 4 || c->block_m != 16 * c->warps)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "tk_gemm_build: wgmma: %d warps and "
                                 "block_m %d; each warpgroup of 4 warps owns 64 rows (block_m = "
                                 "16 * warps)",
                                 c->warps, c->block_m);
-    if (!wgmma_row(c->block_k) || (!c->transpose_b && !wgmma_row(c->block_n)))
+    if ((k_rows && !wgmma_row(c->block_k)) || (!c->transpose_b && !wgmma_row(c->block_n)))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "tk_gemm_build: wgmma: block_k %d, "
                                 "block_n %d; shared rows must be 32, 64 or a multiple of 128 "
@@ -195,6 +204,7 @@ static tk_status check_wgmma(tk_ctx *ctx, const tk_gemm_config *c) {
 
 static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int *wn) {
     tk_status s = check_types(ctx, "tk_gemm_build", c->in_dtype, c->out_dtype, c->transpose_b);
+    if (!s) s = tk_gemm_check_epilogue(ctx, "tk_gemm_build", c);
     if (s) return s;
     if (c->block_m < 16 || c->block_n < 16 || c->block_k < 16 || c->block_m % 16 ||
         c->block_n % 16 || c->block_k % 16 || c->block_m > 256 || c->block_n > 256 ||
@@ -242,6 +252,10 @@ void tk_gemm_load_tile(gemm *g, tk_value *m0, tk_value *n0, tk_value *kt, tk_val
     tk_kernel *k = g->k;
     tk_value *k0 = tk_mul(k, kt, i32c(k, g->c->block_k));
     tk_value *ia[2] = {m0, k0};
+    if (g->c->transpose_a) {
+        ia[0] = k0;
+        ia[1] = m0;
+    }
     int mode = g->c->tma ? TK_COPY_TMA : TK_COPY_ASYNC;
     tk_copy_to_shared(k, tk_stage(k, g->sA, st), g->A, ia, 0.0f, mode);
     tk_value *ib[2] = {k0, n0};
@@ -271,8 +285,9 @@ void tk_gemm_block_coords(tk_kernel *k, tk_value *pid, tk_value *gx, tk_value *g
     *bn = tk_div(k, in_group, rows);
 }
 
-/* One k-step's register fragments: A [WM x 16] and B ([16 x WN] col tile,
- * or with transpose_b the [WN x 16] row tile of the [N, K] stage). */
+/* One k-step's register fragments: A [WM x 16] (with transpose_a the
+ * [16 x WM] col tile of the [K, M] stage, ldmatrix.trans) and B ([16 x WN]
+ * col tile, or with transpose_b the [WN x 16] row tile of the [N, K] stage). */
 typedef struct frags {
     tk_value *a, *b;
 } frags;
@@ -280,15 +295,40 @@ typedef struct frags {
 static frags load_frags(gemm *g, tk_value *a, tk_value *b, tk_value *kk) {
     tk_kernel *k = g->k;
     const tk_gemm_config *c = g->c;
-    tk_type a_t = tk_tile_type(c->in_dtype, g->wm_rows, 16, TK_WARP, TK_ROW);
+    tk_type a_t = c->transpose_a ? tk_tile_type(c->in_dtype, 16, g->wm_rows, TK_WARP, TK_COL)
+                                 : tk_tile_type(c->in_dtype, g->wm_rows, 16, TK_WARP, TK_ROW);
     tk_type b_t = c->transpose_b ? tk_tile_type(c->in_dtype, g->wn_cols, 16, TK_WARP, TK_ROW)
                                  : tk_tile_type(c->in_dtype, 16, g->wn_cols, TK_WARP, TK_COL);
     tk_value *ia[2] = {g->wr0, kk}, *ib[2] = {kk, g->wc0};
+    if (c->transpose_a) {
+        ia[0] = kk;
+        ia[1] = g->wr0;
+    }
     if (c->transpose_b) {
         ib[0] = g->wc0;
         ib[1] = kk;
     }
     return (frags){tk_load(k, a_t, a, ia, 0.0f), tk_load(k, b_t, b, ib, 0.0f)};
+}
+
+void tk_gemm_shared_stages(gemm *g) {
+    const tk_gemm_config *c = g->c;
+    tk_kernel *k = g->k;
+    int S = c->stages;
+    g->sA = c->transpose_a ? tk_shared(k, c->in_dtype, c->block_k, c->block_m, TK_SMEM_SWIZZLE, S)
+                           : tk_shared(k, c->in_dtype, c->block_m, c->block_k, TK_SMEM_SWIZZLE, S);
+    g->sB = c->transpose_b ? tk_shared(k, c->in_dtype, c->block_n, c->block_k, TK_SMEM_SWIZZLE, S)
+                           : tk_shared(k, c->in_dtype, c->block_k, c->block_n, TK_SMEM_SWIZZLE, S);
+}
+
+/* The options past `wgmma`, as specs (only those set: a plain GEMM prints,
+ * hashes and lowers as it did before they existed). */
+static void spec_epilogue(tk_kernel *k, const tk_gemm_config *c) {
+    if (c->transpose_a) tk_spec(k, "transpose_a", 1);
+    if (c->bias) tk_spec(k, "bias", 1);
+    if (c->act) tk_spec(k, "act", c->act);
+    if (c->aux) tk_spec(k, "aux", 1);
+    if (c->accumulate) tk_spec(k, "accumulate", 1);
 }
 
 static void build(gemm *g, int wm, int wn) {
@@ -297,7 +337,8 @@ static void build(gemm *g, int wm, int wn) {
     const int WM = c->block_m / wm, WN = c->block_n / wn, S = c->stages;
     tk_value *A = g->A = tk_param_tensor(k, "A", c->in_dtype, 2);
     g->B = tk_param_tensor(k, "B", c->in_dtype, 2);
-    tk_value *C = tk_param_tensor(k, "C", c->out_dtype, 2);
+    tk_value *C = g->C = tk_param_tensor(k, "C", c->out_dtype, 2);
+    tk_gemm_epilogue_params(g);
     /* The configuration shows up in the printed kernel and its cache key. */
     tk_value *BM = tk_cvt(k, tk_spec(k, "block_m", c->block_m), TK_I32);
     tk_value *BN = tk_cvt(k, tk_spec(k, "block_n", c->block_n), TK_I32);
@@ -305,8 +346,10 @@ static void build(gemm *g, int wm, int wn) {
     tk_spec(k, "stages", S);
     tk_spec(k, "transpose_b", c->transpose_b);
     if (c->wgmma) tk_spec(k, "wgmma", 1);
+    spec_epilogue(k, c);
 
-    tk_value *M = dim32(k, A, 0), *K = dim32(k, A, 1), *N = dim32(k, C, 1);
+    int ta = c->transpose_a;
+    tk_value *M = dim32(k, A, ta ? 1 : 0), *K = dim32(k, A, ta ? 0 : 1), *N = dim32(k, C, 1);
     if (c->wgmma) {
         tk_gemm_hopper_body(g, C, M, N, K, BM, BN, BK);
         return;
@@ -328,9 +371,7 @@ static void build(gemm *g, int wm, int wn) {
 
     /* Swizzled stages: ldmatrix reads 8 rows of one 16-byte column chunk,
      * which the XOR swizzle spreads over all banks. */
-    g->sA = tk_shared(k, c->in_dtype, c->block_m, c->block_k, TK_SMEM_SWIZZLE, S);
-    g->sB = c->transpose_b ? tk_shared(k, c->in_dtype, c->block_n, c->block_k, TK_SMEM_SWIZZLE, S)
-                           : tk_shared(k, c->in_dtype, c->block_k, c->block_n, TK_SMEM_SWIZZLE, S);
+    tk_gemm_shared_stages(g);
 
     /* Prologue: k-tiles 0..S-2 in flight, one commit group each (empty
      * groups past the end keep the group count the waits rely on); then
@@ -378,7 +419,7 @@ static void build(gemm *g, int wm, int wn) {
                 tk_async_commit(k);
                 nf = load_frags(g, tk_stage(k, g->sA, st1), tk_stage(k, g->sB, st1), i32c(k, 0));
             }
-            acc = tk_mma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, f.a, f.b, acc);
+            acc = tk_mma(k, tk_gemm_mma_kind(c), f.a, f.b, acc);
             f = nf;
         }
         next[0] = acc;
@@ -391,6 +432,12 @@ static void build(gemm *g, int wm, int wn) {
 
     /* Epilogue: convert and store this warp's tile; rows/cols past M/N are
      * skipped by the store. */
+    if (tk_gemm_has_epilogue(c)) {
+        tk_value *ic[2] = {tk_add(k, g->m0, wr0), tk_add(k, g->n0, wc0)};
+        tk_gemm_epilogue_store(g, acc_end, WM, WN, TK_WARP, ic[0], ic[1], C, ic, EPI_ROWS,
+                               EPI_COLS);
+        return;
+    }
     tk_value *out = c->out_dtype == TK_F32 ? acc_end : tk_cvt(k, acc_end, c->out_dtype);
     tk_value *ic[2] = {tk_add(k, g->m0, wr0), tk_add(k, g->n0, wc0)};
     tk_store(k, C, ic, out);
@@ -406,10 +453,13 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
     tk_status s = check_config(ctx, cfg, &wm, &wn);
     if (s) return s;
     char name[96];
-    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s_%dx%dx%d_w%d_s%d%s%s",
+    static const char *const acts[3] = {"", "_gelu", "_dgelu"};
+    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s%s_%dx%dx%d_w%d_s%d%s%s%s%s%s%s",
              tk_dtype_name(cfg->in_dtype), tk_dtype_name(cfg->out_dtype),
-             cfg->transpose_b ? "abt" : "ab", cfg->block_m, cfg->block_n, cfg->block_k, cfg->warps,
-             cfg->stages, cfg->tma ? "_tma" : "", cfg->wgmma ? "_wgmma" : "");
+             cfg->transpose_a ? "at" : "a", cfg->transpose_b ? "bt" : "b", cfg->block_m,
+             cfg->block_n, cfg->block_k, cfg->warps, cfg->stages, cfg->tma ? "_tma" : "",
+             cfg->wgmma ? "_wgmma" : "", cfg->bias ? "_bias" : "", acts[cfg->act],
+             cfg->aux ? "_aux" : "", cfg->accumulate ? "_acc" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, cfg->warps, &k))) return s;
     gemm g = {.k = k, .c = cfg};
@@ -427,7 +477,7 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
  * The registry's GEMM: one compiled kernel per configuration. */
 typedef struct gemm_key {
     int32_t in_dtype, out_dtype, transpose_b, block_m, block_n, block_k, warps, stages, tma;
-    int32_t wgmma;
+    int32_t wgmma, transpose_a, bias, act, aux, accumulate;
 } gemm_key;
 
 static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -441,7 +491,12 @@ static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                         .warps = g->warps,
                         .stages = g->stages,
                         .tma = g->tma,
-                        .wgmma = g->wgmma};
+                        .wgmma = g->wgmma,
+                        .transpose_a = g->transpose_a,
+                        .bias = g->bias,
+                        .act = g->act,
+                        .aux = g->aux,
+                        .accumulate = g->accumulate};
     return tk_gemm_build(ctx, &c, out);
 }
 
@@ -466,15 +521,23 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
                                 !p->a   ? "a"
                                 : !p->b ? "b"
                                         : "c");
-    int64_t bcols = p->transpose_b ? p->k : p->n;
-    if ((p->lda && p->lda < p->k) || (p->ldb && p->ldb < bcols) || (p->ldc && p->ldc < p->n))
+    /* the epilogue's flags first: transpose_a decides what lda is checked against */
+    tk_gemm_config ep = {.transpose_a = p->transpose_a,
+                         .bias = p->bias != NULL,
+                         .act = p->act,
+                         .aux = p->aux != NULL,
+                         .accumulate = p->accumulate};
+    if ((s = tk_gemm_check_epilogue(ctx, fn, &ep))) return s;
+    int64_t bcols = p->transpose_b ? p->k : p->n, acols = p->transpose_a ? p->m : p->k;
+    if ((p->lda && p->lda < acols) || (p->ldb && p->ldb < bcols) || (p->ldc && p->ldc < p->n))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "%s: a leading dimension is smaller "
-                                "than its row (lda %lld < k %lld, ldb %lld < %lld or ldc %lld "
+                                "than its row (lda %lld < %s %lld, ldb %lld < %lld or ldc %lld "
                                 "< n %lld)",
-                                fn, (long long)p->lda, (long long)p->k, (long long)p->ldb,
-                                (long long)bcols, (long long)p->ldc, (long long)p->n);
-    return TK_OK;
+                                fn, (long long)p->lda, p->transpose_a ? "m" : "k", (long long)acols,
+                                (long long)p->ldb, (long long)bcols, (long long)p->ldc,
+                                (long long)p->n);
+    return tk_gemm_check_call_epilogue(ctx, p, &ep);
 }
 
 /* The copy engine reads 16-byte aligned tensors with 16-byte row pitches
@@ -488,13 +551,20 @@ tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *user, const char *a
                        GEMM_PARAMS_MIN))
         return (tk_gemm_config){0};
     int64_t esz = (int64_t)tk_dtype_size(p->in_dtype);
-    int64_t lda = p->lda ? p->lda : p->k;
+    int64_t lda = p->lda ? p->lda : p->transpose_a ? p->m : p->k;
     int64_t ldb = p->ldb ? p->ldb : (p->transpose_b ? p->k : p->n);
     bool engine =
         ((uintptr_t)p->a | (uintptr_t)p->b) % 16 == 0 && lda * esz % 16 == 0 && ldb * esz % 16 == 0;
     tk_target_caps t;
     bool known = arch && tk_target_caps_get(NULL, arch, &t) == TK_OK;
-    return choose(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, known ? &t : NULL, engine);
+    tk_gemm_config c =
+        choose(p->in_dtype, p->out_dtype, p->transpose_b, p->m, p->n, known ? &t : NULL, engine);
+    c.transpose_a = p->transpose_a; /* the call's own epilogue and A */
+    c.bias = p->bias != NULL;
+    c.act = p->act;
+    c.aux = p->aux != NULL;
+    c.accumulate = p->accumulate;
+    return c;
 }
 
 /* The configuration of a call: the caller's, if it names one for the same
@@ -515,6 +585,10 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
                                 tk_dtype_name(g->in_dtype), tk_dtype_name(g->out_dtype),
                                 g->transpose_b, tk_dtype_name(p->in_dtype),
                                 tk_dtype_name(p->out_dtype), p->transpose_b);
+    tk_gemm_config want = {0};
+    tk_status s = tk_gemm_check_call_epilogue(ctx, p, &want);
+    if (!s) s = tk_gemm_match_epilogue(ctx, &want, g);
+    if (s) return s;
     *c = *g;
     return TK_OK;
 }
@@ -559,6 +633,8 @@ static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_p
     key.in_dtype = c.in_dtype, key.out_dtype = c.out_dtype, key.transpose_b = c.transpose_b;
     key.block_m = c.block_m, key.block_n = c.block_n, key.block_k = c.block_k;
     key.warps = c.warps, key.stages = c.stages, key.tma = c.tma, key.wgmma = c.wgmma;
+    key.transpose_a = c.transpose_a, key.bias = c.bias, key.act = c.act, key.aux = c.aux;
+    key.accumulate = c.accumulate;
     *cfg = c;
     return tk_registry_program(ctx, &gemm_def, &key, prog, info);
 }
@@ -578,17 +654,21 @@ tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *user, void *stream) {
     tk_status s = gemm_program(ctx, user, &params, &c, &prog, NULL);
     if (s) return s;
     int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;
-    int64_t ad[2] = {p->m, p->k}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};
-    int64_t as[2] = {p->lda ? p->lda : p->k, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
-    int64_t cs[2] = {p->ldc ? p->ldc : p->n, 1};
+    int64_t acols = p->transpose_a ? p->m : p->k, arows = p->transpose_a ? p->k : p->m;
+    int64_t ad[2] = {arows, acols}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};
+    int64_t as[2] = {p->lda ? p->lda : acols, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
+    int64_t cs[2] = {p->ldc ? p->ldc : p->n, 1}, xs[2] = {p->ldaux ? p->ldaux : p->n, 1};
+    int64_t one = 1;
+    tk_arg args[6];
+    int n = 0;
+    args[n++] = tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as);
+    args[n++] = tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs);
+    args[n++] = tk_arg_strided(p->c, p->out_dtype, 2, cd, cs);
+    if (c.bias) args[n++] = tk_arg_strided((void *)p->bias, p->out_dtype, 1, &p->n, &one);
+    if (c.aux) args[n++] = tk_arg_strided(p->aux, p->out_dtype, 2, cd, xs);
     /* the wgmma kernel's grid: the blocks the GPU holds at once (where
      * unknown, the kernel's most: one per tile up to TK_GEMM_MAX_GRID) */
     int resident = c.wgmma ? tk_program_resident_blocks(prog) : 0;
-    tk_arg args[4] = {
-        tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as),
-        tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs),
-        tk_arg_strided(p->c, p->out_dtype, 2, cd, cs),
-        tk_arg_i32(resident > 0 ? resident : TK_GEMM_MAX_GRID),
-    };
-    return tk_launch(prog, c.wgmma ? 4 : 3, args, stream);
+    if (c.wgmma) args[n++] = tk_arg_i32(resident > 0 ? resident : TK_GEMM_MAX_GRID);
+    return tk_launch(prog, n, args, stream);
 }

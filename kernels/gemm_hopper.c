@@ -36,6 +36,10 @@
 
 static tk_value *i32c(tk_kernel *k, int v) { return tk_const_i32(k, v); }
 
+/* Accumulator columns the fused epilogue works on at a time
+ * (kernels/gemm_epilogue.c). */
+#define EPI_COLS 32
+
 /* Shared memory the kernel may use for its tiles on sm_90 (227 KiB per
  * block), less 2 KiB for what the lowering adds (the aligned base, the
  * mbarrier rings). */
@@ -118,8 +122,8 @@ static tk_value *kloop(gemm *g, const sched *sc, tk_value *row, tk_value **st, a
     tk_for_begin(k, i32c(k, 0), sc->nk, i32c(k, 1), 2 + NAT, init, cur);
     {
         tk_value *s = cur[1];
-        tk_value *acc = tk_wgmma(k, c->transpose_b ? TK_MMA_ABT : TK_MMA_AB, cur[0],
-                                 tk_stage(k, g->sA, s), tk_stage(k, g->sB, s), row);
+        tk_value *acc = tk_wgmma(k, tk_gemm_mma_kind(c), cur[0], tk_stage(k, g->sA, s),
+                                 tk_stage(k, g->sB, s), row);
         next[0] = tk_wgmma_wait(k, acc, 1);
         tk_async_wait(k, S - 3);
         tk_barrier(k);
@@ -149,10 +153,39 @@ static int epilogue_pieces(const tk_gemm_config *c) {
     return 0;
 }
 
+/* epilogue() with tk_gemm_config's fused epilogue: the same pieces, each
+ * through kernels/gemm_epilogue.c on its way to sC (or to C). */
+static void fused_epilogue(gemm *g, tk_value *C, tk_value *sC, int pieces, tk_value *acc,
+                           tk_value *row) {
+    tk_kernel *k = g->k;
+    const tk_gemm_config *c = g->c;
+    tk_value *r0 = tk_add(k, g->m0, row);
+    if (!pieces) {
+        tk_value *ic[2] = {r0, g->n0};
+        tk_gemm_epilogue_store(g, acc, 64, c->block_n, TK_WARPGROUP, r0, g->n0, C, ic, 64,
+                               EPI_COLS);
+        return;
+    }
+    int w = c->block_n / pieces;
+    for (int p = 0; p < pieces; p++) {
+        tk_value *part = pieces > 1 ? tk_slice(k, acc, 0, p * w, 64, w) : acc;
+        tk_value *c0 = tk_add(k, g->n0, i32c(k, p * w)), *is[2] = {row, i32c(k, 0)};
+        if (p) tk_barrier(k); /* the previous piece's copy has read sC */
+        tk_gemm_epilogue_store(g, part, 64, w, TK_WARPGROUP, r0, c0, sC, is, 64, EPI_COLS);
+        tk_barrier(k);
+        tk_value *ic[2] = {g->m0, c0};
+        tk_copy_to_global(k, C, ic, sC);
+    }
+}
+
 /* Warpgroup rows `row` of the tile at (m0, n0) from the accumulator to C. */
 static void epilogue(gemm *g, tk_value *C, tk_value *sC, int pieces, tk_value *acc, tk_value *row) {
     tk_kernel *k = g->k;
     const tk_gemm_config *c = g->c;
+    if (tk_gemm_has_epilogue(c)) { /* its own path: a plain GEMM's code stays as it was */
+        fused_epilogue(g, C, sC, pieces, acc, row);
+        return;
+    }
     if (!pieces) {
         tk_value *out = c->out_dtype == TK_F32 ? acc : tk_cvt(k, acc, c->out_dtype);
         tk_value *ic[2] = {tk_add(k, g->m0, row), g->n0};
@@ -186,9 +219,7 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     tk_set_grid(k, grid, NULL, NULL);
 
     /* Stages first: the copy engine wants them at 1024-byte offsets. */
-    g->sA = tk_shared(k, c->in_dtype, c->block_m, c->block_k, TK_SMEM_SWIZZLE, S);
-    g->sB = c->transpose_b ? tk_shared(k, c->in_dtype, c->block_n, c->block_k, TK_SMEM_SWIZZLE, S)
-                           : tk_shared(k, c->in_dtype, c->block_k, c->block_n, TK_SMEM_SWIZZLE, S);
+    tk_gemm_shared_stages(g);
     int pieces = epilogue_pieces(c);
     tk_value *sC =
         pieces ? tk_shared(k, c->out_dtype, c->block_m, c->block_n / pieces, TK_SMEM_SWIZZLE, 1)

@@ -49,11 +49,101 @@ typedef struct variant {
     tk_adamw_config ac;
     int is_xent;
     tk_xent_config xc;
+    int is_emb;
+    tk_embedding_config ec;
+    int is_bias;
+    tk_bias_grad_config bgc;
 } variant;
 
 enum { MAX_VARIANTS = 640 };
 
 static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
+
+/* The GEMM's epilogues and transposed A (tk_gemm_config's fields after
+ * wgmma) on the shapes that run them: the default mma.sync block, the
+ * producer-fed 128x256 one, and the wgmma kernel's three (sm_90a). */
+static int gemm_epilogue_variants(variant *v, const char *arch) {
+    static const struct {
+        const char *name;
+        int bm, bn, bk, w, st, tma, wgmma;
+        tk_dtype in, out;
+        int ta, tb, bias, act, aux, acc;
+    } eps[] = {
+        {"atb", 128, 128, 64, 4, 3, 0, 0, TK_BF16, TK_BF16, 1, 0, 0, 0, 0, 0},
+        {"atbt_f32", 128, 128, 64, 4, 3, 0, 0, TK_F16, TK_F32, 1, 1, 0, 0, 0, 0},
+        {"bias_gelu_aux", 128, 128, 64, 4, 3, 0, 0, TK_BF16, TK_BF16, 0, 0, 1, 1, 1, 0},
+        {"abt_dgelu", 128, 128, 64, 4, 3, 0, 0, TK_BF16, TK_BF16, 0, 1, 0, 2, 1, 0},
+        {"atb_acc_f32", 128, 128, 64, 4, 3, 0, 0, TK_BF16, TK_F32, 1, 0, 0, 0, 0, 1},
+        {"bias_acc", 128, 128, 64, 4, 3, 0, 0, TK_BF16, TK_BF16, 0, 0, 1, 0, 0, 1},
+        {"bias_gelu_aux", 128, 256, 128, 8, 2, 1, 0, TK_BF16, TK_BF16, 0, 0, 1, 1, 1, 0},
+        {"atb_acc_f32", 128, 256, 128, 8, 2, 1, 0, TK_BF16, TK_F32, 1, 0, 0, 0, 0, 1},
+        {"atb", 128, 256, 64, 8, 4, 1, 1, TK_BF16, TK_BF16, 1, 0, 0, 0, 0, 0},
+        {"bias_gelu_aux", 128, 256, 64, 8, 4, 1, 1, TK_BF16, TK_BF16, 0, 0, 1, 1, 1, 0},
+        {"bias_gelu", 128, 256, 64, 8, 4, 1, 1, TK_BF16, TK_BF16, 0, 0, 1, 1, 0, 0},
+        {"abt_dgelu", 128, 256, 64, 8, 4, 1, 1, TK_BF16, TK_BF16, 0, 1, 0, 2, 1, 0},
+        {"bias", 128, 256, 64, 8, 4, 1, 1, TK_BF16, TK_BF16, 0, 0, 1, 0, 0, 0},
+        {"atb_acc_f32", 128, 128, 64, 8, 6, 1, 1, TK_BF16, TK_F32, 1, 0, 0, 0, 0, 1},
+        {"atb_acc", 128, 128, 64, 8, 6, 1, 1, TK_BF16, TK_BF16, 1, 0, 0, 0, 0, 1},
+        {"bias_gelu_aux", 128, 128, 64, 8, 6, 1, 1, TK_BF16, TK_BF16, 0, 0, 1, 1, 1, 0},
+        {"atbt_bias", 64, 128, 32, 4, 3, 0, 1, TK_F16, TK_F16, 1, 1, 1, 0, 0, 0},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) {
+        if (eps[i].wgmma && strcmp(arch, "sm_90a")) continue;
+        variant *x = &v[n++];
+        x->arch = arch;
+        x->is_gemm = 1;
+        x->g = tk_gemm_default_config(eps[i].in, eps[i].out, eps[i].tb);
+        x->g.block_m = eps[i].bm, x->g.block_n = eps[i].bn, x->g.block_k = eps[i].bk;
+        x->g.warps = eps[i].w, x->g.stages = eps[i].st, x->g.tma = eps[i].tma;
+        x->g.wgmma = eps[i].wgmma, x->g.transpose_a = eps[i].ta, x->g.bias = eps[i].bias;
+        x->g.act = eps[i].act, x->g.aux = eps[i].aux, x->g.accumulate = eps[i].acc;
+        snprintf(x->name, sizeof x->name, "gemm_ep_%s_%s_%s_%dx%dx%d_w%d_s%d%s%s",
+                 tk_dtype_name(eps[i].in), tk_dtype_name(eps[i].out), eps[i].name, eps[i].bm,
+                 eps[i].bn, eps[i].bk, eps[i].w, eps[i].st, eps[i].tma ? "_tma" : "",
+                 eps[i].wgmma ? "_wgmma" : "");
+    }
+    return n;
+}
+
+/* The embeddings (GPT-2's: bf16, rows of 768 as one 16 x 48 tile; the f32
+ * weights' forward at 64 columns, no positions) and every kernel of the
+ * backward's sort and sums; the bias gradient's two kernels. */
+static int train_variants(variant *v, const char *arch) {
+    static const struct {
+        const char *name;
+        tk_embedding_config c;
+    } embs[] = {
+        {"emb_fwd_bf16_pos_c48", {TK_EMB_FWD, TK_BF16, TK_BF16, 1, 48, 0}},
+        {"emb_fwd_f32_bf16_c64", {TK_EMB_FWD, TK_BF16, TK_F32, 0, 64, 0}},
+        {"emb_zero", {TK_EMB_ZERO, TK_DT_NONE, TK_DT_NONE, 0, 0, 0}},
+        {"emb_dwpe_bf16", {TK_EMB_DWPE, TK_BF16, TK_DT_NONE, 0, 0, 0}},
+        {"emb_keys", {TK_EMB_KEYS, TK_DT_NONE, TK_DT_NONE, 0, 0, 0}},
+        {"emb_hist", {TK_EMB_HIST, TK_DT_NONE, TK_DT_NONE, 0, 0, 0}},
+        {"emb_scan", {TK_EMB_SCAN, TK_DT_NONE, TK_DT_NONE, 0, 0, 0}},
+        {"emb_scatter", {TK_EMB_SCATTER, TK_DT_NONE, TK_DT_NONE, 0, 0, 0}},
+        {"emb_segsum_bf16_c48", {TK_EMB_SEGSUM, TK_BF16, TK_DT_NONE, 0, 48, 0}},
+        {"emb_fixup_c48", {TK_EMB_FIXUP, TK_DT_NONE, TK_DT_NONE, 0, 48, 0}},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof embs / sizeof embs[0]; i++) {
+        variant *x = &v[n++];
+        x->arch = arch;
+        x->is_emb = 1;
+        x->ec = embs[i].c;
+        snprintf(x->name, sizeof x->name, "%s", embs[i].name);
+    }
+    static const tk_bias_grad_config biases[] = {{TK_BIAS_GRAD_PARTIAL, TK_BF16, 0},
+                                                 {TK_BIAS_GRAD_REDUCE, TK_DT_NONE, 0}};
+    for (int i = 0; i < 2; i++) {
+        variant *x = &v[n++];
+        x->arch = arch;
+        x->is_bias = 1;
+        x->bgc = biases[i];
+        snprintf(x->name, sizeof x->name, "bias_grad_%s", i ? "reduce" : "partial_bf16");
+    }
+    return n;
+}
 
 /* Every GEMM block shape the library picks (tk_gemm_config_for) or the
  * benchmarks name, each over dtype/transpose combinations that exercise the
@@ -105,6 +195,7 @@ static int make_variants(variant *v) {
                          shapes[s].w, shapes[s].st, shapes[s].tma ? "_tma" : "",
                          shapes[s].wgmma ? "_wgmma" : "");
             }
+        n += gemm_epilogue_variants(v + n, archs[a]);
         for (int dt = 0; dt < 2; dt++)
             for (int d = 64; d <= 256; d *= 2)
                 for (int c = 0; c < 2; c++)
@@ -433,6 +524,7 @@ static int make_variants(variant *v) {
             x->xc = xents[i];
             snprintf(x->name, sizeof x->name, "%s", xent_names[i]);
         }
+        n += train_variants(v + n, archs[a]);
     }
     return n;
 }
@@ -465,6 +557,8 @@ static void lower_one(const variant *v, result *r) {
                 : v->is_hh    ? tk_hedgehog_build(ctx, &v->hc, &k)
                 : v->is_adamw ? tk_adamw_build(ctx, &v->ac, &k)
                 : v->is_xent  ? tk_xent_build(ctx, &v->xc, &k)
+                : v->is_emb   ? tk_embedding_build(ctx, &v->ec, &k)
+                : v->is_bias  ? tk_bias_grad_build(ctx, &v->bgc, &k)
                               : tk_attention_fwd_build(ctx, &v->a, &k);
     if (!r->st) r->st = tk_emit_ptx(ctx, k, v->arch, &r->ptx);
     if (r->st) snprintf(r->err, sizeof r->err, "%s", tk_ctx_error(ctx));

@@ -13,13 +13,20 @@ extern "C" {
 #endif
 
 /* ---- GEMM ----------------------------------------------------------------
- * C = A·B (transpose_b = 0) or C = A·Bᵀ (transpose_b = 1), f32 accumulation.
+ * C = A·B (transpose_b = 0) or C = A·Bᵀ (transpose_b = 1), f32 accumulation;
+ * with transpose_a, Aᵀ·B or Aᵀ·Bᵀ. An optional epilogue (the fields after
+ * `wgmma`) works on the f32 product before C is rounded and stored:
+ *   x = A·B [+ C (accumulate)] [+ bias]  then  C = x, gelu(x) or x·gelu'(Aux).
  * Parameters, in order:
- *   0 A  [M, K]  in_dtype               (any strides; unit column stride and
- *   1 B  [K, N]  in_dtype, or [N, K]     16-byte aligned rows are the fast path)
- *        with transpose_b
- *   2 C  [M, N]  out_dtype
- * M, N, K are read from the tensors at run time (M, K from A; N from C); any
+ *   0 A    [M, K]  in_dtype, or [K, M]   (any strides; unit column stride and
+ *          with transpose_a                16-byte aligned rows are the fast path)
+ *   1 B    [K, N]  in_dtype, or [N, K]
+ *          with transpose_b
+ *   2 C    [M, N]  out_dtype (read too with accumulate)
+ *   - bias [N]     out_dtype               when bias
+ *   - Aux  [M, N]  out_dtype               when aux
+ *   - blocks i32                           when wgmma (the last one)
+ * M, N, K are read from the tensors at run time (from A; N from C); any
  * sizes work, ragged edges are masked. Grid: (ceil(N/block_n), ceil(M/block_m)).
  *
  * Each block computes a block_m x block_n tile of C; its warps form a
@@ -51,7 +58,30 @@ typedef struct tk_gemm_config {
                            loops each over its tiles (tk_gemm passes
                            tk_program_resident_blocks).
                            0: mma.sync */
+    /* The epilogue and A's layout (grown within 0.2; each 0 is the kernel as
+     * before, parameters and code unchanged). GPT-2's training GEMMs:
+     * fc = gelu(x·W + b) keeping x·W + b for the backward (bias, GELU, aux),
+     * dh = (dy·Wᵀ)·gelu'(h) (DGELU), dW += xᵀ·dy (transpose_a, accumulate). */
+    int transpose_a; /* 0: A is [M, K]; 1: A is [K, M] (C = Aᵀ·B), read as
+                        stored (ldmatrix.trans; wgmma's transposed A)         */
+    int bias;        /* 1: + bias[N] (out_dtype), broadcast over the rows     */
+    int act;         /* tk_gemm_act: none, GELU (tanh form) or its derivative */
+    int aux;         /* 1: a parameter Aux [M, N] (out_dtype): GELU writes its
+                        input x there (the backward's pre-activation); DGELU
+                        reads it and needs it. 0 with TK_GEMM_ACT_NONE.        */
+    int accumulate;  /* 1: C += A·B [+ bias]: C is read and written (f32 sum,
+                        one rounding); only with TK_GEMM_ACT_NONE             */
 } tk_gemm_config;
+
+/* tk_gemm_config.act: what the epilogue applies to x = A·B [+ bias].
+ * GELU is GPT-2's tanh approximation, gelu(x) = 0.5·x·(1 + tanh(u)),
+ * u = √(2/π)·(x + 0.044715·x³); DGELU multiplies x by gelu'(Aux) (the
+ * MLP backward: dh = dy·gelu'(h)) and takes no bias. */
+typedef enum tk_gemm_act {
+    TK_GEMM_ACT_NONE = 0,
+    TK_GEMM_ACT_GELU = 1,
+    TK_GEMM_ACT_DGELU = 2
+} tk_gemm_act;
 
 /* The default configuration: 128x128x64 blocks, 4 warps of 64x64 each, 3
  * stages (96 KiB of shared memory, 2 blocks per SM); on an H200 the best

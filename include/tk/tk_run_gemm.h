@@ -11,8 +11,10 @@
 extern "C" {
 #endif
 
-/* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b), bf16/f16
- * in, f32 accumulation, bf16/f16/f32 out; row-major with leading
+/* GEMM: C[M,N] = A[M,K] · B[K,N] (or · B[N,K]ᵀ when transpose_b; A[K,M]ᵀ
+ * when transpose_a), bf16/f16 in, f32 accumulation, bf16/f16/f32 out, and
+ * an optional epilogue (+ C, + bias, GELU, DGELU: the fields after config,
+ * tk_kernels.h's tk_gemm_config says what each does); row-major with leading
  * dimensions lda/ldb/ldc in elements (0 = dense). Initialize the struct with
  * TK_GEMM_PARAMS_INIT, or with designated initializers that set
  * .struct_size = sizeof(tk_gemm_params), so that fields left out, `config`
@@ -33,6 +35,17 @@ typedef struct tk_gemm_params {
      * Its dtypes and transpose_b must match the fields above. Each distinct
      * configuration is one more compiled specialization. */
     const tk_gemm_config *config; /* grown field: a struct_size ending before it means NULL */
+    /* Grown fields (tk_kernels.h, tk_gemm_config, says what each does; a
+     * config given above must name the same): 0 / NULL is a plain GEMM. */
+    int32_t transpose_a; /* 1: A is [K, M], lda its row pitch (>= m; 0 = m)          */
+    int32_t accumulate;  /* 1: C += A·B [+ bias]; C must not overlap A, B or bias    */
+    const void *bias;    /* [N] out_dtype, aligned to its element size; NULL: none   */
+    void *aux;           /* [M, N] out_dtype, row pitch ldaux: GELU's input x, written
+                            when set (optional); DGELU's saved x, read (required).
+                            No overlap with A, B, bias or C, except DGELU in place
+                            (aux == c, ldaux == ldc)                               */
+    int64_t ldaux;       /* 0 = n                                                    */
+    int32_t act;         /* tk_gemm_act; not with accumulate; DGELU takes no bias    */
 } tk_gemm_params;
 
 /* designated in C, so that -Wextra (missing field initializers) stays quiet */

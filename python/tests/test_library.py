@@ -178,6 +178,15 @@ GEMM_PROBES = [
     (dict(lda=47), "lda 47 < k 48"),
     (dict(ldb=31), "ldb 31 < 32"),
     (dict(ldc=1), "ldc 1 < n 32"),
+    # the grown fields (the epilogue), each at its offset
+    (dict(transpose_a=2), "transpose_a is 2"),
+    (dict(transpose_a=1, lda=63), "lda 63 < m 64"),
+    (dict(accumulate=1), "accumulate reads and writes c"),
+    (dict(bias=9), "bias 0x9 is not aligned"),
+    (dict(aux=1 << 20), "aux without an activation"),
+    (dict(act=2), "aux is not set"),
+    (dict(act=1, aux=1 << 20, ldaux=5), "ldaux 5 < n 32"),
+    (dict(act=3), "act is 3"),
 ]
 
 

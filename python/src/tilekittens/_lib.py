@@ -133,6 +133,14 @@ class GemmParams(_Params):
         # const tk_gemm_config *: this binding always leaves it NULL, the
         # library's own choice of block shape for each size.
         ("config", ctypes.c_void_p),
+        # The epilogue and A's layout (include/tk/tk_run_gemm.h); 0 / NULL: a
+        # plain GEMM, which is all this binding asks for today.
+        ("transpose_a", ctypes.c_int32),
+        ("accumulate", ctypes.c_int32),
+        ("bias", ctypes.c_void_p),
+        ("aux", ctypes.c_void_p),
+        ("ldaux", ctypes.c_int64),
+        ("act", ctypes.c_int32),  # tk_gemm_act: 0 none, 1 GELU, 2 DGELU
     ]
 
 
