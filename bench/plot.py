@@ -5,6 +5,12 @@ kernel zoo: LayerNorm/RMSNorm and rotary beside torch eager and torch.compile
 (GB/s), Based and Hedgehog beside flash-linear-attention (µs).
 
     bench/plot.py [--results bench/RESULTS.md] [--entry TEXT] [--out DIR]
+    bench/plot.py --gpt FILE [FILE ...] [--out DIR]
+
+--gpt: the loss curves and tokens/s of gpt-train beside its PyTorch reference (issue 19), from
+bench_gpt.py's --json-out, gpt_reference.py's --losses-out JSONs or gpt-train stdout logs:
+gpt_loss.png (loss per step, one curve per run) and gpt_tokens.png (tokens/s per step, the
+median over the steps after the warm-up in the legend).
 
 Reads the newest entry (the last "## " section), or the last whose heading
 contains TEXT, and draws each of its tables that has a TileKittens column and
@@ -137,12 +143,90 @@ def draw(plt, path, title, label_title, labels, values, unit):
     plt.close(fig)
 
 
+def _gpt_runs(paths):
+    """{label: run record} from bench_gpt.py JSONs (all their runs), gpt_reference.py
+    --losses-out JSONs and gpt-train logs (labelled by file name); and the warm-up to skip."""
+    import json
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gpt_reference
+    runs, warmup = {}, 5
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                obj = json.load(f)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and "runs" in obj:
+            warmup = obj.get("warmup", warmup)
+            runs.update(obj["runs"])
+            continue
+        run = gpt_reference.load_run(path)
+        label = run.get("label") or os.path.splitext(os.path.basename(path))[0]
+        while label in runs:
+            label += "'"
+        runs[label] = run
+    return runs, warmup
+
+
+def plot_gpt(paths, out):
+    """Draws gpt_loss.png and gpt_tokens.png into `out`; returns their paths."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs, warmup = _gpt_runs(paths)
+    os.makedirs(out, exist_ok=True)
+    written = []
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, run in runs.items():
+        ax.plot(run["steps"], run["loss"], label=label, lw=1.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (bytes, nats)")
+    ax.set_title("gpt-train beside the PyTorch reference: loss", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    written.append(os.path.join(out, "gpt_loss.png"))
+    fig.savefig(written[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    top = 0.0
+    for label, run in runs.items():
+        w = min(warmup, max(0, len(run["steps"]) - 1))  # a short run keeps its last step
+        steps = run["steps"][w:]
+        tok = run.get("tok_s") or []
+        ms = run.get("ms") or []
+        if not any(t == t for t in tok) and ms:  # a log with times only
+            tok = [(1e3 / m if m == m and m > 0 else float("nan")) * run.get("batch", 1) *
+                   run.get("seq", 1) for m in ms]
+        tok = tok[w:]
+        if not tok:
+            continue
+        good = sorted(t for t in tok if t == t)
+        med = good[len(good) // 2] if good else float("nan")
+        ax.plot(steps, tok, label=f"{label} (median {med:,.0f})", lw=1.2)
+        top = max(top, max(good) if good else 0)
+    ax.set_ylim(0, top * 1.15 if top else None)
+    ax.set_xlabel(f"step (after {warmup} warm-up steps)")
+    ax.set_ylabel("tokens/s")
+    ax.set_title("gpt-train beside the PyTorch reference: tokens/s", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    written.append(os.path.join(out, "gpt_tokens.png"))
+    fig.savefig(written[-1], dpi=120)
+    plt.close(fig)
+    return written
+
+
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=os.path.join(here, "RESULTS.md"))
     ap.add_argument("--entry", help="the last entry whose heading contains this text")
     ap.add_argument("--out", default=os.path.join(here, "plots"))
+    ap.add_argument("--gpt", nargs="+", metavar="FILE",
+                    help="draw gpt-train's loss and tokens/s from these runs instead")
     args = ap.parse_args(argv)
     try:
         import matplotlib
@@ -151,6 +235,9 @@ def main(argv=None):
     except ImportError:
         print("bench/plot.py: needs matplotlib (pip install matplotlib)", file=sys.stderr)
         return 1
+    if args.gpt:
+        print("\n".join(plot_gpt(args.gpt, args.out)))
+        return 0
     with open(args.results, encoding="utf-8") as f:
         found = entries(f.read())
     if args.entry:
