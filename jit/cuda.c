@@ -25,6 +25,7 @@ static const struct {
 } tk_cuda_syms[] = {
     TK_CU_SYM(cuInit),
     TK_CU_SYM(cuDriverGetVersion),
+    TK_CU_SYM(cuDeviceGetCount),
     TK_CU_SYM(cuDeviceGet),
     TK_CU_SYM(cuDeviceGetAttribute),
     TK_CU_SYM(cuDevicePrimaryCtxRetain),
@@ -101,13 +102,36 @@ static tk_status tk_cuda_attr(tk_cuda *cu, CUdevice_attribute a, int *v, tk_diag
     return tk_cuda_check(cu, cu->cuDeviceGetAttribute(v, a, cu->dev), "cuDeviceGetAttribute", dg);
 }
 
-/* cuInit, device 0, its primary context, and the facts we key on. */
+/* cu->ordinal's device, or why there is none: a number past the devices
+ * the driver sees (CUDA_VISIBLE_DEVICES may hide some) is the caller's
+ * mistake, not the driver's, so it is TK_ERR_INVALID_ARG with the count. */
+static tk_status tk_cuda_device(tk_cuda *cu, tk_diag *dg) {
+    int n = 0;
+    tk_status s = tk_cuda_check(cu, cu->cuDeviceGetCount(&n), "cuDeviceGetCount", dg);
+    if (s != TK_OK) return s;
+    if (cu->ordinal >= n) {
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        char why[96] = "";
+        if (vis) snprintf(why, sizeof why, "; CUDA_VISIBLE_DEVICES is \"%.60s\"", vis);
+        if (n == 0)
+            return tk_diag_fail(dg, TK_ERR_INVALID_ARG,
+                                "no CUDA device %d (tk_gpu_set_device): the driver sees none%s",
+                                cu->ordinal, why);
+        return tk_diag_fail(dg, TK_ERR_INVALID_ARG,
+                            "no CUDA device %d (tk_gpu_set_device): the driver sees %d, "
+                            "numbered 0 .. %d%s",
+                            cu->ordinal, n, n - 1, why);
+    }
+    return tk_cuda_check(cu, cu->cuDeviceGet(&cu->dev, cu->ordinal), "cuDeviceGet", dg);
+}
+
+/* cuInit, the chosen device, its primary context, and the facts we key on. */
 static tk_status tk_cuda_start(tk_cuda *cu, tk_diag *dg) {
     tk_status s;
     if ((s = tk_cuda_check(cu, cu->cuInit(0), "cuInit", dg)) ||
         (s = tk_cuda_check(cu, cu->cuDriverGetVersion(&cu->driver_version), "cuDriverGetVersion",
                            dg)) ||
-        (s = tk_cuda_check(cu, cu->cuDeviceGet(&cu->dev, 0), "cuDeviceGet", dg)) ||
+        (s = tk_cuda_device(cu, dg)) ||
         (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &cu->cc_major, dg)) ||
         (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &cu->cc_minor, dg)) ||
         (s = tk_cuda_attr(cu, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
@@ -121,11 +145,14 @@ static tk_status tk_cuda_start(tk_cuda *cu, tk_diag *dg) {
     return tk_cuda_enter(cu, dg);
 }
 
-tk_status tk_cuda_open(tk_cuda **out, tk_diag *dg) {
+tk_status tk_cuda_open(tk_cuda **out, int ordinal, tk_diag *dg) {
     *out = NULL;
+    if (ordinal < 0)
+        return tk_diag_fail(dg, TK_ERR_INVALID_ARG, "CUDA device %d: ordinals are >= 0", ordinal);
     tk_cuda *cu = calloc(1, sizeof *cu);
     if (!cu) return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
     atomic_init(&cu->refs, 1);
+    cu->ordinal = ordinal;
     cu->dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cu->dl) {
         const char *why = dlerror();

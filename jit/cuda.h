@@ -14,6 +14,7 @@
 /* Our own prototypes (cuda.h's names are macros for versioned symbols). */
 typedef CUresult (*tk_cuInit_fn)(unsigned int);
 typedef CUresult (*tk_cuDriverGetVersion_fn)(int *);
+typedef CUresult (*tk_cuDeviceGetCount_fn)(int *);
 typedef CUresult (*tk_cuDeviceGet_fn)(CUdevice *, int);
 typedef CUresult (*tk_cuDeviceGetAttribute_fn)(int *, CUdevice_attribute, CUdevice);
 typedef CUresult (*tk_cuDevicePrimaryCtxRetain_fn)(CUcontext *, CUdevice);
@@ -48,12 +49,14 @@ typedef CUresult (*tk_cuTensorMapEncodeTiled_fn)(CUtensorMap *, CUtensorMapDataT
                                                  CUtensorMapInterleave, CUtensorMapSwizzle,
                                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-/* The driver table plus the device state (device 0, primary context). It is
+/* The driver table plus the device state (one device, its primary context:
+ * the one the CUDA runtime uses too, so NCCL and the like share it). It is
  * refcounted: the JIT state holds one reference and every program holding a
  * module another, so a program can be released after its context is gone. */
 typedef struct tk_cuda {
     atomic_int refs;
     void *dl;
+    int ordinal; /* the driver's device number (tk_gpu_set_device)  */
     CUdevice dev;
     CUcontext pctx; /* retained primary context                     */
     int cc_major, cc_minor;
@@ -64,6 +67,7 @@ typedef struct tk_cuda {
 
     tk_cuInit_fn cuInit;
     tk_cuDriverGetVersion_fn cuDriverGetVersion;
+    tk_cuDeviceGetCount_fn cuDeviceGetCount;
     tk_cuDeviceGet_fn cuDeviceGet;
     tk_cuDeviceGetAttribute_fn cuDeviceGetAttribute;
     tk_cuDevicePrimaryCtxRetain_fn cuDevicePrimaryCtxRetain;
@@ -91,9 +95,11 @@ typedef struct tk_cuda {
     tk_cuTensorMapEncodeTiled_fn cuTensorMapEncodeTiled;
 } tk_cuda;
 
-/* Loads the driver, initializes it and retains device 0's primary context.
- * TK_ERR_NO_DRIVER (no libcuda.so.1 / no cuGetProcAddress) or TK_ERR_CUDA. */
-tk_status tk_cuda_open(tk_cuda **out, tk_diag *dg);
+/* Loads the driver, initializes it and retains the primary context of device
+ * `ordinal` (>= 0). TK_ERR_NO_DRIVER (no libcuda.so.1 / no cuGetProcAddress),
+ * TK_ERR_INVALID_ARG (no such device: the message says how many there are)
+ * or TK_ERR_CUDA. */
+tk_status tk_cuda_open(tk_cuda **out, int ordinal, tk_diag *dg);
 tk_cuda *tk_cuda_ref(tk_cuda *cu);
 /* Drops a reference; the last releases the context and dlcloses. NULL-safe. */
 void tk_cuda_unref(tk_cuda *cu);

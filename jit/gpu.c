@@ -1,5 +1,6 @@
-/* Public device entry points of tk_jit.h: device memory and synchronization
- * on device 0's primary context. Each one starts the driver on first use and
+/* Public device entry points of tk_jit.h: the choice of GPU, device memory
+ * and synchronization on that GPU's primary context (device 0 unless
+ * tk_gpu_set_device chose another). Each one starts the driver on first use and
  * reports failures (no driver, CUDA errors) through the context's error.
  * On a context of the interpreter backend they never touch the driver: host
  * memory stands in for the device's (jit/host.c). */
@@ -36,6 +37,36 @@ tk_status tk_gpu_init(tk_ctx *ctx) {
     tk_cuda *cu;
     if (tk_host_backend(ctx, NULL)) return TK_OK; /* the interpreter needs no device */
     return tk_gpu_begin(ctx, "tk_gpu_init", &cu);
+}
+
+/* The device is fixed when the driver starts (the context's modules, memory
+ * and cache live there), so choosing it is only allowed before; the
+ * interpreter stands in for one GPU, number 0. */
+tk_status tk_gpu_set_device(tk_ctx *ctx, int ordinal) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (ordinal < 0)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                           "tk_gpu_set_device: device %d; devices are numbered from 0", ordinal);
+    struct tk_jit *j = tk_jit_of(ctx);
+    if (!j) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_gpu_set_device: out of memory");
+    pthread_mutex_lock(&j->lock);
+    bool interp = j->backend == TK_BACKEND_INTERP, started = j->cu_tried;
+    int was = j->device;
+    if (!started && !interp) j->device = ordinal;
+    pthread_mutex_unlock(&j->lock);
+    if (interp)
+        return ordinal == 0 ? TK_OK
+                            : tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                                          "tk_gpu_set_device: device %d on the interpreter "
+                                          "backend, which is one device, 0",
+                                          ordinal);
+    if (started)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                           "tk_gpu_set_device: the context already started (or tried) the GPU "
+                           "on device %d; choose the device before tk_gpu_init, memory or a "
+                           "compile",
+                           was);
+    return TK_OK;
 }
 
 /* arch into buf, which must hold it. */

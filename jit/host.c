@@ -48,7 +48,9 @@ tk_status tk_ctx_set_backend(tk_ctx *ctx, tk_backend b, const char *arch, int sm
     pthread_mutex_lock(&j->lock);
     bool committed = j->committed;
     tk_backend was = j->backend;
-    if (!committed) {
+    int device = j->device; /* the interpreter is one device, 0 (tk_gpu_set_device) */
+    bool moved = b == TK_BACKEND_INTERP && device != 0;
+    if (!committed && !moved) {
         j->backend = b;
         snprintf(j->target.arch, sizeof j->target.arch, "%s", tk_target_find(arch)->arch);
         j->target.sms = sms ? sms : TK_HOST_SMS_DEF;
@@ -59,6 +61,11 @@ tk_status tk_ctx_set_backend(tk_ctx *ctx, tk_backend b, const char *arch, int sm
                            "tk_ctx_set_backend: the context has already compiled a program or "
                            "allocated memory on the %s backend; set the backend before either",
                            was == TK_BACKEND_INTERP ? "interpreter" : "GPU");
+    if (moved)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
+                           "tk_ctx_set_backend: the context was given GPU %d (tk_gpu_set_device); "
+                           "the interpreter backend is one device, 0",
+                           device);
     return TK_OK;
 }
 

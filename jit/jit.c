@@ -72,7 +72,7 @@ tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, tk_diag *dg) {
     pthread_mutex_lock(&j->lock);
     if (!j->cu_tried) {
         j->cu_tried = true;
-        tk_cuda_open(&j->cu, &j->cu_diag);
+        tk_cuda_open(&j->cu, j->device, &j->cu_diag);
     }
     tk_status s = j->cu_diag.st;
     *cu = j->cu;

@@ -27,6 +27,8 @@ struct tk_jit {
                              backend (below)                                 */
     tk_cuda *cu;          /* refcounted; NULL until the driver is up        */
     bool cu_tried;        /* driver start attempted (failures are sticky)   */
+    int device;           /* the GPU it starts on (tk_gpu_set_device): 0
+                             unless set, fixed once cu_tried               */
     tk_diag cu_diag;      /* TK_OK, or why the driver is unusable           */
     tk_ptxas ptxas;       /* ptxas path and version, probed once            */
     bool ptxas_tried;
@@ -51,8 +53,8 @@ void tk_jit_destroy(struct tk_jit *j);
 struct tk_jit *tk_jit_of(tk_ctx *ctx);
 /* The context's JIT state if an entry point made it, else NULL. */
 struct tk_jit *tk_jit_find(const tk_ctx *ctx);
-/* The driver, started on first use; failures stay (a missing driver does not
- * appear later) and are re-reported with the same message. */
+/* The driver, started on first use on j->device; failures stay (a missing
+ * driver does not appear later) and are re-reported with the same message. */
 tk_status tk_jit_cuda(struct tk_jit *j, tk_cuda **cu, tk_diag *dg);
 /* ptxas, probed once: TK_ERR_PTXAS with a message when none is found. */
 tk_status tk_jit_ptxas(struct tk_jit *j, const tk_ptxas **out, tk_diag *dg);

@@ -50,7 +50,8 @@ TK_API tk_status tk_target_caps_get(tk_ctx *ctx, const char *arch, tk_target_cap
 /* Where a context's programs run (tk_ctx_set_backend). */
 typedef enum tk_backend { TK_BACKEND_GPU = 0, TK_BACKEND_INTERP = 1 } tk_backend;
 /* Where this context's programs run.
- * TK_BACKEND_GPU (the default): device 0, through the CUDA driver.
+ * TK_BACKEND_GPU (the default): device 0 (or tk_gpu_set_device's), through
+ * the CUDA driver.
  * TK_BACKEND_INTERP: the CPU interpreter (tk_interp_run); no driver needed.
  * tk_gpu_alloc returns host memory aligned to 256 bytes (tk_gpu_free takes
  * only this context's blocks; tk_ctx_destroy frees those left), which
@@ -78,7 +79,28 @@ typedef enum tk_backend { TK_BACKEND_GPU = 0, TK_BACKEND_INTERP = 1 } tk_backend
  * memory: afterwards, and for a backend outside the enum, an unknown arch
  * or sms outside 0 .. 4096, TK_ERR_INVALID_ARG with a message. */
 TK_API tk_status tk_ctx_set_backend(tk_ctx *ctx, tk_backend b, const char *arch, int sms);
-/* TK_OK when a CUDA driver and a device are usable (device 0, primary context). */
+/* Which GPU this context runs on: `ordinal` as the CUDA driver numbers its
+ * devices (after CUDA_VISIBLE_DEVICES), 0 unless set. Call it before anything
+ * starts the driver on this context: tk_gpu_init, any other tk_gpu_* call,
+ * tk_compile or a tk/tk_run.h entry point; the device is then fixed for the
+ * context's life. Other contexts may choose other GPUs, in one process or
+ * one per process (data parallelism: one process per GPU, each context on
+ * its own). The context uses that device's primary context, the one the
+ * CUDA runtime (and so NCCL, cuBLAS) uses for the same device: after
+ * tk_gpu_init it is current on the calling thread, as every tk_gpu_* call
+ * leaves it.
+ * TK_ERR_INVALID_ARG with a message for a negative ordinal, or once the
+ * context has started (or tried to start) the driver. An ordinal the driver
+ * does not have is known only when the driver starts: then that call
+ * (tk_gpu_init, ...) fails with TK_ERR_INVALID_ARG, saying how many devices
+ * there are, and so does every later GPU call on this context (use a new
+ * context). On the interpreter backend, which stands for one GPU, 0 is
+ * accepted (it changes nothing) and any other ordinal is TK_ERR_INVALID_ARG;
+ * likewise tk_ctx_set_backend to the interpreter refuses a context given
+ * another device. */
+TK_API tk_status tk_gpu_set_device(tk_ctx *ctx, int ordinal);
+/* TK_OK when a CUDA driver and the context's device are usable (device 0
+ * unless tk_gpu_set_device chose another; its primary context). */
 TK_API tk_status tk_gpu_init(tk_ctx *ctx);
 /* The device's target, e.g. "sm_90a" for an H100/H200. */
 TK_API tk_status tk_gpu_arch(tk_ctx *ctx, char *buf, size_t n);
