@@ -1,0 +1,111 @@
+/* Every kernel call of the trainer goes through one of these: in the model's
+ * mode it adds the call's workspace to the largest (GPT_SIZE), readies its
+ * kernel (GPT_PREPARE) or launches it (GPT_RUN). So the forward and backward
+ * are written once and the startup passes see exactly the calls a step
+ * makes: one workspace of the right size, every kernel compiled before the
+ * first timed step. */
+#include "gpt.h"
+
+static int done(gpt_model *m, tk_status s, const char *what) {
+    return s ? gpt_tk_fail(m->ctx, s, what) : 0;
+}
+
+/* s: the workspace query's status; *bytes: its answer (read after the
+ * call, hence the pointer). */
+static int need(gpt_model *m, tk_status s, const size_t *bytes, const char *what) {
+    if (!s && *bytes > m->ws_need) m->ws_need = *bytes;
+    return done(m, s, what);
+}
+
+int gpt_op_gemm(gpt_model *m, const char *what, const tk_gemm_params *p) {
+    if (m->mode == GPT_SIZE) return 0;
+    if (m->mode == GPT_PREPARE) return done(m, tk_gemm_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_gemm(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_norm(gpt_model *m, const char *what, const tk_norm_params *p) {
+    if (m->mode == GPT_SIZE) return 0;
+    if (m->mode == GPT_PREPARE) return done(m, tk_norm_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_norm_forward(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_norm_bwd(gpt_model *m, const char *what, tk_norm_bwd_params *p) {
+    size_t b = 0;
+    p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
+    if (m->mode == GPT_SIZE) return need(m, tk_norm_backward_workspace(m->ctx, p, &b), &b, what);
+    if (m->mode == GPT_PREPARE) return done(m, tk_norm_backward_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_norm_backward(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_attn(gpt_model *m, const char *what, tk_attention_params *p) {
+    size_t b = 0;
+    p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
+    if (m->mode == GPT_SIZE)
+        return need(m, tk_attention_forward_workspace(m->ctx, p, &b), &b, what);
+    if (m->mode == GPT_PREPARE) return done(m, tk_attention_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_attention_forward(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_attn_bwd(gpt_model *m, const char *what, tk_attention_bwd_params *p) {
+    size_t b = 0;
+    p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
+    if (m->mode == GPT_SIZE)
+        return need(m, tk_attention_backward_workspace(m->ctx, p, &b), &b, what);
+    if (m->mode == GPT_PREPARE)
+        return done(m, tk_attention_backward_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_attention_backward(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_xent(gpt_model *m, const char *what, tk_xent_params *p) {
+    size_t b = 0;
+    p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
+    if (m->mode == GPT_SIZE) return need(m, tk_cross_entropy_workspace(m->ctx, p, &b), &b, what);
+    if (m->mode == GPT_PREPARE) return done(m, tk_cross_entropy_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_cross_entropy(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_embed(gpt_model *m, const char *what, const tk_embedding_params *p) {
+    if (m->mode == GPT_SIZE) return 0;
+    if (m->mode == GPT_PREPARE) return done(m, tk_embedding_forward_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_embedding_forward(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_embed_bwd(gpt_model *m, const char *what, tk_embedding_bwd_params *p) {
+    size_t b = 0;
+    p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
+    if (m->mode == GPT_SIZE)
+        return need(m, tk_embedding_backward_workspace(m->ctx, p, &b), &b, what);
+    if (m->mode == GPT_PREPARE)
+        return done(m, tk_embedding_backward_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_embedding_backward(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_bias_grad(gpt_model *m, const char *what, tk_bias_grad_params *p) {
+    size_t b = 0;
+    p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
+    if (m->mode == GPT_SIZE) return need(m, tk_bias_grad_workspace(m->ctx, p, &b), &b, what);
+    if (m->mode == GPT_PREPARE) return done(m, tk_bias_grad_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_bias_grad(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_grad_norm(gpt_model *m, const char *what, tk_grad_norm_params *p) {
+    size_t b = 0;
+    p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
+    if (m->mode == GPT_SIZE) return need(m, tk_grad_norm_workspace(m->ctx, p, &b), &b, what);
+    if (m->mode == GPT_PREPARE) return done(m, tk_grad_norm_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_grad_norm(m->ctx, p, m->stream), what);
+}
+
+int gpt_op_adamw(gpt_model *m, const char *what, const tk_adamw_params *p) {
+    if (m->mode == GPT_SIZE) return 0;
+    if (m->mode == GPT_PREPARE) return done(m, tk_adamw_prepare(m->ctx, p, NULL), what);
+    return done(m, tk_adamw(m->ctx, p, m->stream), what);
+}
+
+/* On the default stream, so in order with the kernels (the library has no
+ * stream-taking memset; a data-parallel version on its own stream would
+ * need one, or a zeroing kernel). */
+int gpt_op_zero(gpt_model *m, const char *what, void *p, size_t bytes) {
+    if (m->mode != GPT_RUN) return 0;
+    return done(m, tk_gpu_memset(m->ctx, p, 0, bytes), what);
+}
