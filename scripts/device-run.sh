@@ -5,7 +5,8 @@
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
-#                         [configs] [sweep] [ncu] [aot] [zoo]
+#                         [configs] [sweep] [ncu] [aot] [zoo] [gpt]
+# gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py.
 # zoo: issue 17's kernels (norm, rotary, Based, Hedgehog): their GPU tests, compute-sanitizer
 # on the Based suite, their benchmarks beside torch and flash-linear-attention (carry
 # bench/wheels: pip download --no-deps fla-core flash-linear-attention einops -d bench/wheels).
@@ -256,6 +257,32 @@ if [[ $what == *zoo* ]]; then # issue 17: norm, rotary, Based (Hedgehog when it 
       >"$out/zoo_bench_$b.log" 2>&1 || rc=1
     grep -v "^check [bf]" "$out/zoo_bench_$b.log" | tail -40
   done
+fi
+if [[ $what == *gpt* ]]; then
+  # issue 19: gpt-train's float64 check on the tiny preset, then 124M at 16 x 1024 beside the
+  # PyTorch reference eager and compiled (loss tracking over 50 steps, tokens/s, MFU), the
+  # gradients of step 1 against float64 layer by layer, sampling, and NCCL's one-rank check.
+  g=build-device/gpt-train
+  echo "== gpt-train --check (tiny)"
+  timeout 90 $g --check --data include --batch 2 >"$out/gpt_check.log" 2>&1 || rc=1
+  tail -4 "$out/gpt_check.log"
+  echo "== bench_gpt.py (124m, 50 steps)"
+  timeout 400 python3 bench/bench_gpt.py build-device --steps 50 --json-out "$out/gpt_runs.json" \
+    --plot >"$out/gpt_bench.log" 2>&1 || rc=1
+  grep -v "^step" "$out/gpt_bench.log" | tail -40
+  echo "== gradients of step 1 (124m) against float64"
+  timeout 120 $g --preset 124m --batch 16 --steps 1 --seed 1337 --dump-grads /tmp/g.bin \
+    --save /tmp/g1.ckpt >"$out/gpt_dump.log" 2>&1 || rc=1
+  timeout 150 python3 bench/gpt_reference.py grads --seed 1337 --preset 124m --batch 16 \
+    --seq 1024 --dump /tmp/g.bin --fp64 >"$out/gpt_grads.log" 2>&1 || rc=1
+  tail -45 "$out/gpt_grads.log"
+  timeout 60 $g --load /tmp/g1.ckpt --steps 1 --sample 200 --prompt '#include <' --temp 0.8 \
+    >"$out/gpt_sample.log" 2>&1 || rc=1
+  tail -5 "$out/gpt_sample.log"
+  echo "== gpt_dp_check"
+  NCCL_NVLS_ENABLE=0 timeout 60 build-device/gpt_dp_check >"$out/gpt_dp.log" 2>&1 || rc=1
+  tail -10 "$out/gpt_dp.log"
+  stamp gpt
 fi
 if [[ $what == *cache* ]]; then
   echo "== test_gpu_kernels (run 2: every kernel from the disk cache)"
