@@ -6,7 +6,9 @@ runs for the same result, in the same run on the same GPU:
   backward  dh = (dy·Wpᵀ)·gelu'(h) (torch: matmul on a transposed view, then
             aten.gelu_backward), and each weight gradient dW += xᵀ·dy with A = x read as
             stored [T, D] (transpose_a): into f32 (torch: dW.add_(x.t() @ dy), or one mm with
-            out_dtype where this torch has it) and into bf16 (torch: dW.addmm_(x.t(), dy)).
+            out_dtype where this torch has it) and into bf16 (torch: dW.addmm_(x.t(), dy));
+            then the same split over K (a workspace: tk_gemm_workspace's bytes): the library's
+            S, and S = 2, 3, 4, 6, 8 forced, so one run shows where the choice stands.
 Each call is checked against torch in float64 first (NaN-poisoned outputs; rel err printed,
 a failure is marked and not timed); then the median of triton's do_bench (L2 flushed
 before every call). TFLOP/s count the GEMM's 2·M·N·K.
@@ -131,7 +133,47 @@ def weight_grads(tk, stream, name, xin, g):
     p = tk.gemm_epilogue_params(xin, g, dw, transpose_a=True)
     rows.append(run(tk, stream, f"{name} = xᵀ·dy", p, lambda: [(dw, ref)],
                     lambda: torch.matmul(xin.t(), g), "matmul(x.t(), dy)"))
+    return rows + split_grads(tk, stream, name, xin, g, ref)
+
+
+def split_grads(tk, stream, name, xin, g, ref):
+    """weight_grads' products split over K: dW += xinᵀ·g into f32 with the library's S, and
+    dW = xinᵀ·g into bf16 with its S and with S forced."""
+    rows, m, n = [], xin.shape[1], g.shape[1]
+    cases = ((torch.float32, True, (0,)), (torch.bfloat16, False, (0, 2, 3, 4, 6, 8)))
+    for dt, acc, splits in cases:
+        for s in splits:
+            dw = nan_like((m, n), dt)
+            start = (torch.randn(m, n, device="cuda") * 0.01).to(dt)
+            p = tk.gemm_epilogue_params(xin, g, dw, transpose_a=True, accumulate=acc, split_k=s)
+            ws = torch.empty(max(tk.gemm_workspace(p), 16) // 4, device="cuda",
+                             dtype=torch.float32)
+            p = tk.gemm_epilogue_params(xin, g, dw, transpose_a=True, accumulate=acc,
+                                        workspace=ws, split_k=s)
+            want = (lambda start=start: start.double() + ref) if acc else (lambda: ref)
+            reset = (lambda dw=dw, start=start: dw.copy_(start)) if acc else None
+            peer = ((lambda dw=dw: dw.add_(xin.t() @ g)) if acc
+                    else (lambda: torch.matmul(xin.t(), g)))
+            op = f"{name} {'+' if acc else ''}= xᵀ·dy ({str(dt)[6:]}), split {s or 'auto'}"
+            rows.append(run(tk, stream, op, p, lambda dw=dw, want=want: [(dw, want())], peer,
+                            "add_(matmul)" if acc else "matmul(x.t(), dy)", reset=reset))
+            if not deterministic(tk, stream, p, dw, reset):
+                print(f"FAIL {op}: two runs differ", flush=True)
+                rows[-1].err = float("nan")
     return rows
+
+
+def deterministic(tk, stream, p, out, reset):
+    """Whether two calls from the same start give the same bits (the split's fixed order)."""
+    got = []
+    for _ in range(2):
+        if reset:
+            reset()
+        tk.gemm(p, stream)
+        torch.cuda.synchronize()
+        got.append(out.clone())
+    bits = torch.int16 if out.element_size() == 2 else torch.int32
+    return torch.equal(got[0].view(bits), got[1].view(bits))
 
 
 def main():

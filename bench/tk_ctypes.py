@@ -64,6 +64,7 @@ class GemmConfig(ctypes.Structure):
         ("wgmma", ctypes.c_int),
         ("transpose_a", ctypes.c_int), ("bias", ctypes.c_int), ("act", ctypes.c_int),
         ("aux", ctypes.c_int), ("accumulate", ctypes.c_int),
+        ("split_k", ctypes.c_int), ("split_reduce", ctypes.c_int),
     ]
 
 
@@ -78,6 +79,8 @@ class GemmParams(ctypes.Structure):
         ("transpose_a", ctypes.c_int32), ("accumulate", ctypes.c_int32),
         ("bias", ctypes.c_void_p), ("aux", ctypes.c_void_p), ("ldaux", ctypes.c_int64),
         ("act", ctypes.c_int32),  # tk_gemm_act: 0 none, 1 GELU, 2 DGELU
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("split_k", ctypes.c_int32),  # 0: the library's choice (with a workspace), 1: none
     ]
 
 
@@ -317,6 +320,8 @@ class TK:
         L.tk_gpu_arch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         L.tk_gemm_prepare.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams),
                                       ctypes.POINTER(PrepareInfo)]
+        L.tk_gemm_workspace.argtypes = [ctypes.c_void_p, ctypes.POINTER(GemmParams),
+                                        ctypes.POINTER(ctypes.c_size_t)]
         for fn, st in (("tk_norm_forward", NormParams), ("tk_norm_backward", NormBwdParams)):
             getattr(L, fn).argtypes = [ctypes.c_void_p, ctypes.POINTER(st), ctypes.c_void_p]
         L.tk_rotary.argtypes = [ctypes.c_void_p, ctypes.POINTER(RotaryParams), ctypes.c_void_p]
@@ -445,10 +450,11 @@ class TK:
         return p
 
     def gemm_epilogue_params(self, a, b, c, transpose_a=False, transpose_b=False, bias=None,
-                             act=0, aux=None, accumulate=False):
+                             act=0, aux=None, accumulate=False, workspace=None, split_k=0):
         """tk_gemm_params of C = op(A)·op(B) [+ C] [+ bias], then act (0 none, 1 GELU,
         2 DGELU) with aux; a is [K, M] with transpose_a, b [N, K] with transpose_b; 2-D
-        torch tensors with unit column stride, bias [N] and aux [M, N] in C's dtype."""
+        torch tensors with unit column stride, bias [N] and aux [M, N] in C's dtype.
+        workspace: a torch tensor the split over K may use (split_k 0: the library's S)."""
         p = GemmParams(struct_size=ctypes.sizeof(GemmParams))
         p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
         p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
@@ -461,15 +467,28 @@ class TK:
         p.bias, p.aux = self._ptr(bias), self._ptr(aux)
         p.ldaux = aux.stride(0) if aux is not None else 0
         p.act, p.accumulate = act, int(accumulate)
+        if workspace is not None:
+            p.workspace = workspace.data_ptr()
+            p.workspace_bytes = workspace.numel() * workspace.element_size()
+        p.split_k = split_k
         return p
 
     def gemm_choice(self, p):
-        """The kernel tk_gemm uses for p when p names none, e.g. '128x256x128 w8 s2 tma'."""
+        """The kernel tk_gemm uses for p when p names none, e.g. '128x256x128 w8 s2 tma'
+        (' split 3' with a workspace that splits: tk_gemm_config_for_call plans for 132 SMs)."""
         arch = ctypes.create_string_buffer(16)
         self._check(self.lib.tk_gpu_arch(self.ctx, arch, 16), "tk_gpu_arch")
         c = self.lib.tk_gemm_config_for_call(ctypes.byref(p), arch.value)
         return (f"{c.block_m}x{c.block_n}x{c.block_k} w{c.warps} s{c.stages}" +
-                (" tma" if c.tma else "") + (" wgmma" if c.wgmma else ""))
+                (" tma" if c.tma else "") + (" wgmma" if c.wgmma else "") +
+                (f" split {c.split_k}" if c.split_k >= 2 else ""))
+
+    def gemm_workspace(self, p):
+        """tk_gemm_workspace: the bytes p's split needs on this GPU (0: none)."""
+        n = ctypes.c_size_t(0)
+        self._check(self.lib.tk_gemm_workspace(self.ctx, ctypes.byref(p), ctypes.byref(n)),
+                    "tk_gemm_workspace")
+        return n.value
 
     def gemm_prepare(self, p):
         info = PrepareInfo()

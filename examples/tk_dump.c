@@ -5,7 +5,8 @@
  *     gemm options:      in=bf16|f16 out=bf16|f16|f32 tb=0|1, and bm= bn= bk= warps=
  *                        stages= tma= wgmma= to override the default block shape;
  *                        the epilogue: ta= bias= acc= (0|1) act=0|1|2 (none, GELU,
- *                        DGELU) aux=0|1
+ *                        DGELU) aux=0|1; the split over K: split=0|2..64 (kernel 1,
+ *                        f32 partials) and reduce=1 (kernel 2: the sum, the epilogue)
  *     attention options: dtype=bf16|f16 d=64|128|256 causal=0|1 warps=4|8|12
  *                        wgmma=0|1 varlen=0|1 rotary=none|neox|gptj (Q's fused
  *                        rotation) rd=0|2..d (0: d) tables=0|1 (neox: Cos/Sin)
@@ -72,6 +73,8 @@ int main(int argc, char **argv) {
         c.act = atoi(opt(argc, argv, "act", "0"));
         c.aux = atoi(opt(argc, argv, "aux", "0"));
         c.accumulate = atoi(opt(argc, argv, "acc", "0"));
+        c.split_k = atoi(opt(argc, argv, "split", "0"));
+        c.split_reduce = atoi(opt(argc, argv, "reduce", "0"));
         s = tk_gemm_build(ctx, &c, &k);
     } else if (kind == 4) {
         const char *part = opt(argc, argv, "part", "fwd");

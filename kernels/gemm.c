@@ -269,8 +269,17 @@ void tk_gemm_load_tile(gemm *g, tk_value *m0, tk_value *n0, tk_value *kt, tk_val
 void tk_gemm_load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk) {
     tk_kernel *k = g->k;
     tk_if_begin(k, tk_lt(k, kt, nk));
-    tk_gemm_load_tile(g, g->m0, g->n0, kt, st ? st : tk_rem(k, kt, i32c(k, g->c->stages)));
+    tk_value *at = g->kbase ? tk_add(k, g->kbase, kt) : kt; /* a split's range starts at kbase */
+    tk_gemm_load_tile(g, g->m0, g->n0, at, st ? st : tk_rem(k, kt, i32c(k, g->c->stages)));
     tk_if_end(k, 0, NULL, NULL);
+}
+
+int tk_gemm_c_index(const gemm *g, tk_value *r, tk_value *c, tk_value **idx) {
+    int n = 0;
+    if (g->splits) idx[n++] = g->z;
+    idx[n++] = r;
+    idx[n++] = c;
+    return n;
 }
 
 /* Triton-style grouped order: pid runs down GROUP_M block rows before
@@ -329,6 +338,17 @@ static void spec_epilogue(tk_kernel *k, const tk_gemm_config *c) {
     if (c->act) tk_spec(k, "act", c->act);
     if (c->aux) tk_spec(k, "aux", 1);
     if (c->accumulate) tk_spec(k, "accumulate", 1);
+    if (c->split_k >= 2) tk_spec(k, "split_k", 1);
+}
+
+/* A split's k-tiles for this block: range z = block z of S (P's first dim)
+ * covers ceil(nk / S) k-tiles from kbase; the last range may hold fewer. */
+static tk_value *split_range(gemm *g, tk_value *K, tk_value *BK) {
+    tk_kernel *k = g->k;
+    tk_value *nk = tk_ceil_div(k, K, BK), *per = tk_ceil_div(k, nk, g->splits);
+    g->z = tk_block_id(k, 2);
+    g->kbase = tk_mul(k, g->z, per);
+    return tk_min(k, per, tk_sub(k, nk, g->kbase));
 }
 
 static void build(gemm *g, int wm, int wn) {
@@ -337,7 +357,8 @@ static void build(gemm *g, int wm, int wn) {
     const int WM = c->block_m / wm, WN = c->block_n / wn, S = c->stages;
     tk_value *A = g->A = tk_param_tensor(k, "A", c->in_dtype, 2);
     g->B = tk_param_tensor(k, "B", c->in_dtype, 2);
-    tk_value *C = g->C = tk_param_tensor(k, "C", c->out_dtype, 2);
+    bool split = c->split_k >= 2; /* C is then P [S, M, N] */
+    tk_value *C = g->C = tk_param_tensor(k, split ? "P" : "C", c->out_dtype, split ? 3 : 2);
     tk_gemm_epilogue_params(g);
     /* The configuration shows up in the printed kernel and its cache key. */
     tk_value *BM = tk_cvt(k, tk_spec(k, "block_m", c->block_m), TK_I32);
@@ -349,13 +370,15 @@ static void build(gemm *g, int wm, int wn) {
     spec_epilogue(k, c);
 
     int ta = c->transpose_a;
-    tk_value *M = dim32(k, A, ta ? 1 : 0), *K = dim32(k, A, ta ? 0 : 1), *N = dim32(k, C, 1);
+    tk_value *M = dim32(k, A, ta ? 1 : 0), *K = dim32(k, A, ta ? 0 : 1);
+    tk_value *N = dim32(k, C, split ? 2 : 1);
+    if (split) g->splits = dim32(k, C, 0);
     if (c->wgmma) {
         tk_gemm_hopper_body(g, C, M, N, K, BM, BN, BK);
         return;
     }
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
-    tk_set_grid(k, gx, gy, NULL);
+    tk_set_grid(k, gx, gy, g->splits);
 
     tk_value *bm, *bn;
     tk_gemm_block_coords(k, tk_add(k, tk_mul(k, tk_block_id(k, 1), gx), tk_block_id(k, 0)), gx, gy,
@@ -377,7 +400,7 @@ static void build(gemm *g, int wm, int wn) {
      * groups past the end keep the group count the waits rely on); then
      * k-tile 0 landed; then k-tile S-1 (group S-1) and k-step 0's
      * fragments. */
-    tk_value *nk = tk_ceil_div(k, K, BK);
+    tk_value *nk = split ? split_range(g, K, BK) : tk_ceil_div(k, K, BK);
     for (int s = 0; s < S - 1; s++) {
         tk_gemm_load_tile_if(g, i32c(k, s), NULL, nk);
         tk_async_commit(k);
@@ -439,8 +462,8 @@ static void build(gemm *g, int wm, int wn) {
         return;
     }
     tk_value *out = c->out_dtype == TK_F32 ? acc_end : tk_cvt(k, acc_end, c->out_dtype);
-    tk_value *ic[2] = {tk_add(k, g->m0, wr0), tk_add(k, g->n0, wc0)};
-    tk_store(k, C, ic, out);
+    tk_value *r = tk_add(k, g->m0, wr0), *col = tk_add(k, g->n0, wc0), *ic[3];
+    tk_store_n(k, C, tk_gemm_c_index(g, r, col, ic), ic, out);
 }
 
 tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out) {
@@ -451,15 +474,20 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
     *out = NULL;
     int wm = 1, wn = 1;
     tk_status s = check_config(ctx, cfg, &wm, &wn);
+    if (!s) s = tk_gemm_check_split(ctx, "tk_gemm_build", cfg);
     if (s) return s;
+    if (cfg->split_k >= 2 && cfg->split_reduce) return tk_gemm_reduce_build(ctx, cfg, out);
+    tk_gemm_config part;
+    if (cfg->split_k >= 2) cfg = tk_gemm_split_part(cfg, &part);
     char name[96];
     static const char *const acts[3] = {"", "_gelu", "_dgelu"};
-    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s%s_%dx%dx%d_w%d_s%d%s%s%s%s%s%s",
+    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s%s_%dx%dx%d_w%d_s%d%s%s%s%s%s%s%s",
              tk_dtype_name(cfg->in_dtype), tk_dtype_name(cfg->out_dtype),
              cfg->transpose_a ? "at" : "a", cfg->transpose_b ? "bt" : "b", cfg->block_m,
              cfg->block_n, cfg->block_k, cfg->warps, cfg->stages, cfg->tma ? "_tma" : "",
              cfg->wgmma ? "_wgmma" : "", cfg->bias ? "_bias" : "", acts[cfg->act],
-             cfg->aux ? "_aux" : "", cfg->accumulate ? "_acc" : "");
+             cfg->aux ? "_aux" : "", cfg->accumulate ? "_acc" : "",
+             cfg->split_k >= 2 ? "_splitk" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, cfg->warps, &k))) return s;
     gemm g = {.k = k, .c = cfg};
@@ -477,7 +505,7 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
  * The registry's GEMM: one compiled kernel per configuration. */
 typedef struct gemm_key {
     int32_t in_dtype, out_dtype, transpose_b, block_m, block_n, block_k, warps, stages, tma;
-    int32_t wgmma, transpose_a, bias, act, aux, accumulate;
+    int32_t wgmma, transpose_a, bias, act, aux, accumulate, split, split_reduce;
 } gemm_key;
 
 static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -496,11 +524,26 @@ static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                         .bias = g->bias,
                         .act = g->act,
                         .aux = g->aux,
-                        .accumulate = g->accumulate};
+                        .accumulate = g->accumulate,
+                        .split_k = g->split ? 2 : 0, /* the kernel reads S from P */
+                        .split_reduce = g->split_reduce};
     return tk_gemm_build(ctx, &c, out);
 }
 
 static const tk_kernel_def gemm_def = {"tk_gemm", sizeof(gemm_key), build_gemm_key};
+
+tk_status tk_gemm_program(tk_ctx *ctx, const tk_gemm_config *c, tk_program **prog,
+                          tk_prepare_info *info) {
+    gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.in_dtype = c->in_dtype, key.out_dtype = c->out_dtype, key.transpose_b = c->transpose_b;
+    key.block_m = c->block_m, key.block_n = c->block_n, key.block_k = c->block_k;
+    key.warps = c->warps, key.stages = c->stages, key.tma = c->tma, key.wgmma = c->wgmma;
+    key.transpose_a = c->transpose_a, key.bias = c->bias, key.act = c->act, key.aux = c->aux;
+    key.accumulate = c->accumulate, key.split = c->split_k >= 2;
+    key.split_reduce = c->split_reduce;
+    return tk_registry_program(ctx, &gemm_def, &key, prog, info);
+}
 
 /* The end of tk_gemm_params' first layout, the smallest struct_size: `config`
  * was added after it, and reads as NULL from a struct that ends before it. */
@@ -528,6 +571,9 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
                          .aux = p->aux != NULL,
                          .accumulate = p->accumulate};
     if ((s = tk_gemm_check_epilogue(ctx, fn, &ep))) return s;
+    if (p->split_k < 0 || p->split_k > TK_GEMM_MAX_SPLIT)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "%s: split_k is %d; expected 0..%d", fn,
+                                p->split_k, TK_GEMM_MAX_SPLIT);
     int64_t bcols = p->transpose_b ? p->k : p->n, acols = p->transpose_a ? p->m : p->k;
     if ((p->lda && p->lda < acols) || (p->ldb && p->ldb < bcols) || (p->ldc && p->ldc < p->n))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -544,12 +590,7 @@ static tk_status check_gemm(tk_ctx *ctx, const tk_gemm_params *p) {
  * (else the launch encodes no map, and the producer warp's own copies are
  * slow): other calls get the cp.async kernel that sm_90 without its
  * arch-specific features would. */
-tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *user, const char *arch) {
-    tk_gemm_params params;
-    const tk_gemm_params *p = &params;
-    if (tk_params_read(NULL, "tk_gemm_config_for_call", user, &params, sizeof params,
-                       GEMM_PARAMS_MIN))
-        return (tk_gemm_config){0};
+static tk_gemm_config call_choice(const tk_gemm_params *p, const char *arch, int sms, bool split) {
     int64_t esz = (int64_t)tk_dtype_size(p->in_dtype);
     int64_t lda = p->lda ? p->lda : p->transpose_a ? p->m : p->k;
     int64_t ldb = p->ldb ? p->ldb : (p->transpose_b ? p->k : p->n);
@@ -564,17 +605,32 @@ tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *user, const char *a
     c.act = p->act;
     c.aux = p->aux != NULL;
     c.accumulate = p->accumulate;
-    return c;
+    if (!split || p->split_k == 1) return c;
+    tk_gemm_target tt = {known ? &t : NULL, sms, engine};
+    return tk_gemm_split_choose(&c, p->m, p->n, p->k, p->split_k, &tt);
+}
+
+/* The SMs tk_gemm_config_for_call plans a split for (an H100's). */
+#define CALL_SMS 132
+
+tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *user, const char *arch) {
+    tk_gemm_params p;
+    if (tk_params_read(NULL, "tk_gemm_config_for_call", user, &p, sizeof p, GEMM_PARAMS_MIN))
+        return (tk_gemm_config){0};
+    return call_choice(&p, arch, CALL_SMS, p.workspace != NULL);
 }
 
 /* The configuration of a call: the caller's, if it names one for the same
- * dtypes and transposition, else the library's choice for the size and GPU. */
-static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c) {
+ * dtypes and transposition, else the library's choice for the size and GPU;
+ * a split only where `split` allows it (a workspace, or the query for one). */
+static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c, bool split) {
     const tk_gemm_config *g = p->config;
     if (!g) {
         char arch[16];
+        int sms = 0;
         tk_registry_arch(ctx, arch, sizeof arch);
-        *c = tk_gemm_config_for_call(p, arch[0] ? arch : NULL);
+        if (split && p->split_k != 1 && (tk_gpu_sm_count(ctx, &sms) || sms < 1)) sms = CALL_SMS;
+        *c = call_choice(p, arch[0] ? arch : NULL, sms, split);
         return TK_OK;
     }
     if (g->in_dtype != p->in_dtype || g->out_dtype != p->out_dtype ||
@@ -588,8 +644,10 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
     tk_gemm_config want = {0};
     tk_status s = tk_gemm_check_call_epilogue(ctx, p, &want);
     if (!s) s = tk_gemm_match_epilogue(ctx, &want, g);
+    if (!s) s = tk_gemm_match_split(ctx, p, g);
     if (s) return s;
     *c = *g;
+    if (g->split_k >= 2) c->split_k = tk_gemm_split_ranges(p->k, g->block_k, g->split_k);
     return TK_OK;
 }
 
@@ -608,7 +666,8 @@ static tk_status check_gemm_sizes(tk_ctx *ctx, const tk_gemm_params *p, const tk
     /* the wgmma kernel's grid is one row of at most TK_GEMM_MAX_GRID blocks;
      * its tile index steps past the last tile by at most a grid */
     int64_t rows = c->wgmma ? 1 : gy, tiles = c->wgmma ? INT32_MAX - TK_GEMM_MAX_GRID : INT32_MAX;
-    if (rows > 65535 || gx * gy > tiles || gx * GROUP_M > INT32_MAX)
+    int64_t items = c->wgmma && c->split_k >= 2 ? c->split_k : 1; /* a split's (range, tile) */
+    if (rows > 65535 || gx * gy * items > tiles || gx * GROUP_M > INT32_MAX)
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
                                 "tk_gemm: %lld x %lld tiles of %dx%d exceed the kernel's limits "
                                 "(at most 65535 tile rows%s, %lld tiles)",
@@ -618,57 +677,92 @@ static tk_status check_gemm_sizes(tk_ctx *ctx, const tk_gemm_params *p, const tk
 }
 
 /* The caller's parameters (`user`, any struct_size) read into *p and
- * checked, and their program (built and compiled on first use). */
-static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_params *p,
-                              tk_gemm_config *cfg, tk_program **prog, tk_prepare_info *info) {
+ * checked, and the configuration of the call; `query`: as if a workspace
+ * were given (tk_gemm_workspace). */
+static tk_status gemm_resolve(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_params *p,
+                              tk_gemm_config *c, bool query) {
     if (!ctx) return TK_ERR_INVALID_ARG;
-    tk_gemm_config c = {0};
+    *c = (tk_gemm_config){0};
     tk_status s = tk_params_read(ctx, "tk_gemm", user, p, sizeof *p, GEMM_PARAMS_MIN);
     if (!s) s = check_gemm(ctx, p);
-    if (!s) s = gemm_choose(ctx, p, &c);
-    if (!s) s = check_gemm_sizes(ctx, p, &c);
-    if (s) return s;
-    gemm_key key;
-    memset(&key, 0, sizeof key);
-    key.in_dtype = c.in_dtype, key.out_dtype = c.out_dtype, key.transpose_b = c.transpose_b;
-    key.block_m = c.block_m, key.block_n = c.block_n, key.block_k = c.block_k;
-    key.warps = c.warps, key.stages = c.stages, key.tma = c.tma, key.wgmma = c.wgmma;
-    key.transpose_a = c.transpose_a, key.bias = c.bias, key.act = c.act, key.aux = c.aux;
-    key.accumulate = c.accumulate;
-    *cfg = c;
-    return tk_registry_program(ctx, &gemm_def, &key, prog, info);
+    if (!s) s = gemm_choose(ctx, p, c, query || p->workspace);
+    if (!s) s = check_gemm_sizes(ctx, p, c);
+    int asked = c->split_k >= 2 ? c->split_k : p->split_k; /* the config's, or the params' */
+    if (!s && asked >= 2 && !query && !p->workspace)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm: split_k %d needs a workspace (tk_gemm_workspace says "
+                                "how large); workspace is NULL",
+                                asked);
+    return s;
+}
+
+/* *p and *cfg as gemm_resolve makes them, and the program of an unsplit
+ * call (built and compiled on first use; a split's: tk_gemm_split_prepare). */
+static tk_status gemm_program(tk_ctx *ctx, const tk_gemm_params *user, tk_gemm_params *p,
+                              tk_gemm_config *cfg, tk_program **prog, tk_prepare_info *info) {
+    tk_status s = gemm_resolve(ctx, user, p, cfg, false);
+    if (s || cfg->split_k >= 2) return s;
+    return tk_gemm_program(ctx, cfg, prog, info);
 }
 
 tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *user, tk_prepare_info *info) {
-    tk_program *prog = NULL;
+    tk_program *prog = NULL, *red = NULL;
     tk_gemm_params p;
     tk_gemm_config c;
-    return gemm_program(ctx, user, &p, &c, &prog, info);
+    tk_status s = gemm_program(ctx, user, &p, &c, &prog, info);
+    if (!s && c.split_k >= 2) s = tk_gemm_split_prepare(ctx, &p, &c, &prog, &red, info);
+    return s;
+}
+
+tk_status tk_gemm_workspace(tk_ctx *ctx, const tk_gemm_params *user, size_t *bytes) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!bytes)
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG, "tk_gemm_workspace: bytes is NULL");
+    *bytes = 0;
+    tk_gemm_params p;
+    tk_gemm_config c;
+    tk_status s = gemm_resolve(ctx, user, &p, &c, true);
+    if (!s && c.split_k >= 2) s = tk_gemm_split_bytes(ctx, &p, &c, bytes);
+    return s;
+}
+
+int tk_gemm_ab_args(const tk_gemm_params *p, tk_arg *args) {
+    int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;
+    int64_t acols = p->transpose_a ? p->m : p->k, arows = p->transpose_a ? p->k : p->m;
+    int64_t ad[2] = {arows, acols}, bd[2] = {brows, bcols};
+    int64_t as[2] = {p->lda ? p->lda : acols, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
+    args[0] = tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as);
+    args[1] = tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs);
+    return 2;
+}
+
+int tk_gemm_out_args(const tk_gemm_params *p, const tk_gemm_config *c, tk_arg *args) {
+    int64_t cd[2] = {p->m, p->n}, cs[2] = {p->ldc ? p->ldc : p->n, 1};
+    int64_t xs[2] = {p->ldaux ? p->ldaux : p->n, 1}, one = 1;
+    int n = 0;
+    args[n++] = tk_arg_strided(p->c, p->out_dtype, 2, cd, cs);
+    if (c->bias) args[n++] = tk_arg_strided((void *)p->bias, p->out_dtype, 1, &p->n, &one);
+    if (c->aux) args[n++] = tk_arg_strided(p->aux, p->out_dtype, 2, cd, xs);
+    return n;
+}
+
+/* The wgmma kernel's grid: the blocks the GPU holds at once (where unknown,
+ * the kernel's most: one per tile up to TK_GEMM_MAX_GRID). */
+tk_arg tk_gemm_blocks_arg(const tk_program *prog) {
+    int resident = tk_program_resident_blocks(prog);
+    return tk_arg_i32(resident > 0 ? resident : TK_GEMM_MAX_GRID);
 }
 
 tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *user, void *stream) {
     tk_program *prog = NULL;
-    tk_gemm_params params;
-    const tk_gemm_params *p = &params;
+    tk_gemm_params p;
     tk_gemm_config c;
-    tk_status s = gemm_program(ctx, user, &params, &c, &prog, NULL);
+    tk_status s = gemm_program(ctx, user, &p, &c, &prog, NULL);
     if (s) return s;
-    int64_t bcols = p->transpose_b ? p->k : p->n, brows = p->transpose_b ? p->n : p->k;
-    int64_t acols = p->transpose_a ? p->m : p->k, arows = p->transpose_a ? p->k : p->m;
-    int64_t ad[2] = {arows, acols}, bd[2] = {brows, bcols}, cd[2] = {p->m, p->n};
-    int64_t as[2] = {p->lda ? p->lda : acols, 1}, bs[2] = {p->ldb ? p->ldb : bcols, 1};
-    int64_t cs[2] = {p->ldc ? p->ldc : p->n, 1}, xs[2] = {p->ldaux ? p->ldaux : p->n, 1};
-    int64_t one = 1;
+    if (c.split_k >= 2) return tk_gemm_split_run(ctx, &p, &c, stream);
     tk_arg args[6];
-    int n = 0;
-    args[n++] = tk_arg_strided((void *)p->a, p->in_dtype, 2, ad, as);
-    args[n++] = tk_arg_strided((void *)p->b, p->in_dtype, 2, bd, bs);
-    args[n++] = tk_arg_strided(p->c, p->out_dtype, 2, cd, cs);
-    if (c.bias) args[n++] = tk_arg_strided((void *)p->bias, p->out_dtype, 1, &p->n, &one);
-    if (c.aux) args[n++] = tk_arg_strided(p->aux, p->out_dtype, 2, cd, xs);
-    /* the wgmma kernel's grid: the blocks the GPU holds at once (where
-     * unknown, the kernel's most: one per tile up to TK_GEMM_MAX_GRID) */
-    int resident = c.wgmma ? tk_program_resident_blocks(prog) : 0;
-    if (c.wgmma) args[n++] = tk_arg_i32(resident > 0 ? resident : TK_GEMM_MAX_GRID);
+    int n = tk_gemm_ab_args(&p, args);
+    n += tk_gemm_out_args(&p, &c, args + n);
+    if (c.wgmma) args[n++] = tk_gemm_blocks_arg(prog);
     return tk_launch(prog, n, args, stream);
 }

@@ -45,17 +45,21 @@ static tk_value *gelu(tk_kernel *k, tk_value *x) {
     return tk_add(k, h, tk_mul(k, h, tk_tanh(k, u)));
 }
 
-/* gelu'(x) = s + 2x·s·(1 − s)·(c0 + 3·c1·x²), s = σ(2u) = (1 + tanh(u))/2.
- * Through tanh, gelu' would need 1 − tanh², which tanh.approx's error swamps
- * where tanh nears ±1 (about 2.6e-3 of gelu'(3)); σ is within a few ulp
- * there (an IEEE division: slower, and DGELU is the one that needs it). */
+/* gelu'(x) = s + 2x·s·(1 − s)·(c0 + 3·c1·x²), s = σ(2u) = 1/(1 + e),
+ * e = exp(−2u). Through tanh, gelu' would need 1 − tanh², which
+ * tanh.approx's error swamps where tanh nears ±1 (about 2.6e-3 of gelu'(3)).
+ * s = rsqrt(1 + e)² (rsqrt.approx: a few ulp), and σ(1 − σ) = e·s·s without
+ * the cancellation of 1 − s where s nears 1: an IEEE division (rcp.rn, a
+ * slow-path branch per element) was a third of DGELU's epilogue. −2u is
+ * capped at 80 so that e stays finite (e·s = 1 there, s ≈ 2e-35). */
 static tk_value *gelu_grad(tk_kernel *k, tk_value *x) {
     tk_value *x2 = tk_mul(k, x, x);
     tk_value *u2 =
         tk_mul(k, x, tk_add(k, tk_mul(k, x2, f32c(k, 2 * GELU_C1)), f32c(k, 2 * GELU_C0)));
-    tk_value *s = tk_sigmoid(k, u2);
+    tk_value *e = tk_exp(k, tk_min(k, tk_neg(k, u2), f32c(k, 80.0f)));
+    tk_value *r = tk_rsqrt(k, tk_add(k, e, f32c(k, 1.0f))), *s = tk_mul(k, r, r);
     tk_value *du2 = tk_add(k, tk_mul(k, x2, f32c(k, 6 * GELU_C1)), f32c(k, 2 * GELU_C0));
-    tk_value *ds = tk_mul(k, s, tk_sub(k, f32c(k, 1.0f), s));
+    tk_value *ds = tk_mul(k, tk_mul(k, e, s), s);
     return tk_add(k, s, tk_mul(k, tk_mul(k, x, ds), du2));
 }
 
@@ -69,9 +73,11 @@ static tk_value *as_out(tk_kernel *k, tk_value *v, tk_dtype dt) {
 
 /* One slice: x (f32, rows x cols at (r0, c0) of C) -> the value C gets, in
  * out_dtype. Loads are masked like the stores: outside C they read 0 and
- * nothing is written there. */
+ * nothing is written there. xin: DGELU's Aux slice, loaded already (a
+ * group of slices at a time: aux_group); sx: where GELU's Aux slice goes in
+ * g->sX (NULL: to Aux itself). */
 static tk_value *epilogue(gemm *g, tk_value *x, int rows, int cols, tk_owner owner, tk_value *r0,
-                          tk_value *c0) {
+                          tk_value *c0, tk_value *xin, tk_value *const *sx) {
     tk_kernel *k = g->k;
     const tk_gemm_config *c = g->c;
     tk_dtype dt = c->out_dtype;
@@ -84,12 +90,28 @@ static tk_value *epilogue(gemm *g, tk_value *x, int rows, int cols, tk_owner own
         x = tk_add(k, x, as_f32(k, tk_load(k, vec, g->bias, ib, 0.0f), dt));
     }
     if (c->act == TK_GEMM_ACT_GELU) {
-        if (c->aux) tk_store(k, g->aux, ic, as_out(k, x, dt));
+        if (c->aux && sx) tk_store_n(k, g->sX, 2, sx, as_out(k, x, dt));
+        if (c->aux && !sx) tk_store(k, g->aux, ic, as_out(k, x, dt));
         x = gelu(k, x);
     } else if (c->act == TK_GEMM_ACT_DGELU) {
-        x = tk_mul(k, x, gelu_grad(k, as_f32(k, tk_load(k, tile, g->aux, ic, 0.0f), dt)));
+        x = tk_mul(k, x, gelu_grad(k, as_f32(k, xin, dt)));
     }
     return as_out(k, x, dt);
+}
+
+/* Columns of DGELU's Aux loaded at once (a multiple of the slice width w
+ * dividing cols): AUX_BYTES of registers per thread, so that one tile load
+ * puts a group of slices' loads in flight together instead of one latency
+ * per slice. ptxas -v, sm_90a: 128 bytes made the wgmma kernel's 64 x 256
+ * epilogue spill 242 bytes (168 registers); 64 leave every default shape
+ * (both kernels, sm_80 and sm_90a) without spills. */
+#define AUX_BYTES 64
+static int aux_group(const gemm *g, int h, int w, int cols, tk_owner owner) {
+    int threads = owner == TK_WARPGROUP ? 128 : 32;
+    int gw = AUX_BYTES * threads / (h * (int)tk_dtype_size(g->c->out_dtype));
+    gw -= gw % w;
+    while (gw > w && cols % gw) gw -= w;
+    return gw < w ? w : gw;
 }
 
 void tk_gemm_epilogue_store(gemm *g, tk_value *acc, int rows, int cols, tk_owner owner,
@@ -98,14 +120,26 @@ void tk_gemm_epilogue_store(gemm *g, tk_value *acc, int rows, int cols, tk_owner
     tk_kernel *k = g->k;
     if (w > cols || cols % w) w = cols;
     if (h > rows || rows % h) h = rows;
-    for (int r = 0; r < rows / h; r++)
+    bool dgelu = g->c->act == TK_GEMM_ACT_DGELU;
+    int gw = dgelu ? aux_group(g, h, w, cols, owner) : w;
+    for (int r = 0; r < rows / h; r++) {
+        tk_value *group = NULL; /* DGELU's Aux, gw columns at a time */
         for (int q = 0; q < cols / w; q++) {
             tk_value *part = cols > w || rows > h ? tk_slice(k, acc, r * h, q * w, h, w) : acc;
             tk_value *off = tk_const_i32(k, q * w), *roff = tk_const_i32(k, r * h);
-            tk_value *out = epilogue(g, part, h, w, owner, tk_add(k, r0, roff), tk_add(k, c0, off));
+            if (dgelu && q * w % gw == 0) {
+                tk_type t = tk_tile_type(g->c->out_dtype, h, gw, owner, TK_ROW);
+                tk_value *ig[2] = {tk_add(k, r0, roff), tk_add(k, c0, off)};
+                group = tk_load(k, t, g->aux, ig, 0.0f);
+            }
+            tk_value *xin = dgelu ? tk_slice(k, group, 0, q * w % gw, h, w) : NULL, *sx[2];
+            if (g->sX) sx[0] = tk_add(k, didx[0], roff), sx[1] = tk_add(k, didx[1], off);
+            tk_value *out = epilogue(g, part, h, w, owner, tk_add(k, r0, roff), tk_add(k, c0, off),
+                                     xin, g->sX ? sx : NULL);
             tk_value *id[2] = {tk_add(k, didx[0], roff), tk_add(k, didx[1], off)};
             tk_store(k, dst, id, out);
         }
+    }
 }
 
 /* ---- Checks ------------------------------------------------------------------ */
@@ -190,6 +224,22 @@ static tk_status check_overlaps(tk_ctx *ctx, const tk_gemm_params *p, int64_t ld
     if (!s && p->act == TK_GEMM_ACT_DGELU && !in_place)
         s = no_overlap(ctx, "DGELU reads aux (in place only as aux == c, ldaux == ldc)", c, &x, 1);
     return s;
+}
+
+tk_status tk_gemm_check_workspace(tk_ctx *ctx, const tk_gemm_params *p, size_t bytes) {
+    size_t ei = tk_dtype_size(p->in_dtype), eo = tk_dtype_size(p->out_dtype);
+    int64_t lda = p->lda ? p->lda : p->transpose_a ? p->m : p->k;
+    int64_t ldb = p->ldb ? p->ldb : p->transpose_b ? p->k : p->n;
+    int64_t ldc = p->ldc ? p->ldc : p->n, ldx = p->ldaux ? p->ldaux : p->n;
+    span all[5] = {p->transpose_a ? span_of(p->a, p->k, p->m, lda, ei, "a")
+                                  : span_of(p->a, p->m, p->k, lda, ei, "a"),
+                   p->transpose_b ? span_of(p->b, p->n, p->k, ldb, ei, "b")
+                                  : span_of(p->b, p->k, p->n, ldb, ei, "b"),
+                   span_of(p->c, p->m, p->n, ldc, eo, "c"),
+                   span_of(p->bias, 1, p->n, p->n, eo, "bias"),
+                   span_of(p->aux, p->m, p->n, ldx, eo, "aux")};
+    span w = span_of(p->workspace, 1, (int64_t)bytes, (int64_t)bytes, 1, "workspace");
+    return no_overlap(ctx, "the split writes its partials to the workspace", w, all, 5);
 }
 
 tk_status tk_gemm_check_call_epilogue(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c) {

@@ -51,29 +51,48 @@ static tk_value *next_stage(tk_kernel *k, tk_value *st, int S) {
 }
 
 /* The block's tiles: b, b + grid, ... below `tiles`, each nk k-tiles
- * deep, in gy x gx tiles of C. */
+ * deep, in gy x gx tiles of C. Split over K (kernel 1 of split_k): `tiles`
+ * counts (range, tile) items, range z = t / ctiles of tile t % ctiles
+ * (consecutive items share a range: the blocks running at once read one
+ * slab of K), each nk = ceil(k-tiles / S) deep; ctiles NULL otherwise. */
 typedef struct sched {
-    tk_value *tiles, *grid, *gx, *gy, *nk, *BM, *BN;
+    tk_value *tiles, *grid, *gx, *gy, *nk, *BM, *BN, *ctiles;
 } sched;
 
 /* The copy stream: the producer loads the block's k-tiles back to back,
  * across its tiles, S-1 ahead of the multiplies; `at` is the next one to
- * load: k-tile kt of tile t, whose origin in C is (m0, n0). Carried by the
- * loops as NAT scalars (values the consumers never use, and drop). */
-enum { NAT = 4 };
+ * load: k-tile kt of tile t, whose origin in C is (m0, n0), and when split,
+ * whose range starts at k-tile kb. Carried by the loops as nat() scalars
+ * (values the consumers never use, and drop). */
+enum { NAT = 5 };
 typedef struct at {
-    tk_value *kt, *t, *m0, *n0;
+    tk_value *kt, *t, *m0, *n0, *kb;
 } at;
 
-static void at_pack(at a, tk_value **v) { v[0] = a.kt, v[1] = a.t, v[2] = a.m0, v[3] = a.n0; }
-static at at_unpack(tk_value *const *v) { return (at){v[0], v[1], v[2], v[3]}; }
+static int nat(const gemm *g) { return g->splits ? 5 : 4; }
+static void at_pack(at a, tk_value **v) {
+    v[0] = a.kt, v[1] = a.t, v[2] = a.m0, v[3] = a.n0;
+    if (a.kb) v[4] = a.kb;
+}
+static at at_unpack(const gemm *g, tk_value *const *v) {
+    return (at){v[0], v[1], v[2], v[3], g->splits ? v[4] : NULL};
+}
 
-static void origin(gemm *g, const sched *sc, tk_value *t, tk_value **m0, tk_value **n0) {
+/* Item t's tile origin (m0, n0); split: its range z and first k-tile kb
+ * (each wanted where not NULL). */
+static void origin(gemm *g, const sched *sc, tk_value *t, tk_value **m0, tk_value **n0,
+                   tk_value **kb, tk_value **z) {
     tk_kernel *k = g->k;
-    tk_value *bm, *bn;
+    tk_value *bm, *bn, *r = NULL;
+    if (sc->ctiles) {
+        r = tk_div(k, t, sc->ctiles);
+        t = tk_sub(k, t, tk_mul(k, r, sc->ctiles));
+    }
     tk_gemm_block_coords(k, t, sc->gx, sc->gy, &bm, &bn);
     *m0 = tk_mul(k, bm, sc->BM);
     *n0 = tk_mul(k, bn, sc->BN);
+    if (kb) *kb = r ? tk_mul(k, r, sc->nk) : NULL;
+    if (z) *z = r;
 }
 
 /* Copies the k-tile at `a` (when its tile exists) into stage st, commits
@@ -83,21 +102,21 @@ static void origin(gemm *g, const sched *sc, tk_value *t, tk_value **m0, tk_valu
 static at load_next(gemm *g, const sched *sc, at a, tk_value *st) {
     tk_kernel *k = g->k;
     tk_if_begin(k, tk_lt(k, a.t, sc->tiles));
-    tk_gemm_load_tile(g, a.m0, a.n0, a.kt, st);
+    tk_gemm_load_tile(g, a.m0, a.n0, a.kb ? tk_add(k, a.kb, a.kt) : a.kt, st);
     tk_if_end(k, 0, NULL, NULL);
     tk_async_commit(k);
     tk_value *kt1 = tk_add(k, a.kt, i32c(k, 1)), *res[NAT];
     tk_if_begin(k, tk_eq(k, kt1, sc->nk));
     {
         /* saturated at `tiles`: past the last tile the stream only commits */
-        tk_value *t1 = tk_min(k, tk_add(k, a.t, sc->grid), sc->tiles), *m0, *n0;
-        origin(g, sc, tk_min(k, t1, tk_sub(k, sc->tiles, i32c(k, 1))), &m0, &n0);
-        tk_value *y[NAT] = {i32c(k, 0), t1, m0, n0};
-        tk_else(k, NAT, y);
+        tk_value *t1 = tk_min(k, tk_add(k, a.t, sc->grid), sc->tiles), *m0, *n0, *kb;
+        origin(g, sc, tk_min(k, t1, tk_sub(k, sc->tiles, i32c(k, 1))), &m0, &n0, &kb, NULL);
+        tk_value *y[NAT] = {i32c(k, 0), t1, m0, n0, kb};
+        tk_else(k, nat(g), y);
     }
-    tk_value *y[NAT] = {kt1, a.t, a.m0, a.n0};
-    tk_if_end(k, NAT, y, res);
-    return at_unpack(res);
+    tk_value *y[NAT] = {kt1, a.t, a.m0, a.n0, a.kb};
+    tk_if_end(k, nat(g), y, res);
+    return at_unpack(g, res);
 }
 
 /* The k-loop of one tile: warpgroup g multiplies rows `row` = 64g .. of
@@ -119,7 +138,7 @@ static tk_value *kloop(gemm *g, const sched *sc, tk_value *row, tk_value **st, a
     tk_value *init[2 + NAT] = {tk_zeros(k, acc_t), *st}, *cur[2 + NAT], *next[2 + NAT],
                        *fin[2 + NAT];
     at_pack(*a, init + 2);
-    tk_for_begin(k, i32c(k, 0), sc->nk, i32c(k, 1), 2 + NAT, init, cur);
+    tk_for_begin(k, i32c(k, 0), sc->nk, i32c(k, 1), 2 + nat(g), init, cur);
     {
         tk_value *s = cur[1];
         tk_value *acc = tk_wgmma(k, tk_gemm_mma_kind(c), cur[0], tk_stage(k, g->sA, s),
@@ -129,23 +148,31 @@ static tk_value *kloop(gemm *g, const sched *sc, tk_value *row, tk_value **st, a
         tk_barrier(k);
         tk_value *prev = tk_select(k, tk_eq(k, s, i32c(k, 0)), i32c(k, S - 1),
                                    tk_sub(k, s, i32c(k, 1))); /* (j + S - 1) % S */
-        at_pack(load_next(g, sc, at_unpack(cur + 2), prev), next + 2);
+        at_pack(load_next(g, sc, at_unpack(g, cur + 2), prev), next + 2);
         next[1] = next_stage(k, s, S);
     }
-    tk_for_end(k, 2 + NAT, next, fin);
+    tk_for_end(k, 2 + nat(g), next, fin);
     *st = fin[1];
-    *a = at_unpack(fin + 2);
+    *a = at_unpack(g, fin + 2);
     return tk_wgmma_wait(k, fin[0], 0);
 }
 
-/* Column pieces the epilogue's shared C tile comes in: the fewest (1, 2,
- * 4 or 8) whose block_m x (block_n / pieces) tile fits beside the stages,
- * with rows the copy engine's swizzle can describe; 0: none fits. */
+/* GELU's Aux also goes through shared memory and the copy engine, as C
+ * does: written from registers, its 2 or 4 bytes per thread and row were
+ * partial sectors in the fragment layout, 64 store instructions per thread
+ * and tile that the tile's next k-loop waited behind (H100: 260 µs for
+ * GPT-2's fc against 175 without Aux, bench/RESULTS.md). */
+static bool aux_shared(const tk_gemm_config *c) { return c->aux && c->act == TK_GEMM_ACT_GELU; }
+
+/* Column pieces the epilogue's shared C tile (and Aux's, aux_shared) comes
+ * in: the fewest (1, 2, 4 or 8) whose block_m x (block_n / pieces) tiles
+ * fit beside the stages, with rows the copy engine's swizzle can describe;
+ * 0: none fits. */
 static int epilogue_pieces(const tk_gemm_config *c) {
-    int in = 2, out = c->out_dtype == TK_F32 ? 4 : 2;
+    int in = 2, out = (c->out_dtype == TK_F32 ? 4 : 2) * (aux_shared(c) ? 2 : 1);
     long stages = (long)c->stages * (c->block_m + c->block_n) * c->block_k * in;
     for (int p = 1; p <= 8; p *= 2) {
-        int w = c->block_n / p, row = w * out;
+        int w = c->block_n / p, row = w * (c->out_dtype == TK_F32 ? 4 : 2);
         if (c->block_n % p || w < 16) break;
         bool swizzle = row == 32 || row == 64 || row % 128 == 0;
         if (swizzle && stages + (long)c->block_m * w * out <= SMEM_BUDGET) return p;
@@ -173,8 +200,10 @@ static void fused_epilogue(gemm *g, tk_value *C, tk_value *sC, int pieces, tk_va
         if (p) tk_barrier(k); /* the previous piece's copy has read sC */
         tk_gemm_epilogue_store(g, part, 64, w, TK_WARPGROUP, r0, c0, sC, is, 64, EPI_COLS);
         tk_barrier(k);
-        tk_value *ic[2] = {g->m0, c0};
-        tk_copy_to_global(k, C, ic, sC);
+        tk_value *ic[3];
+        tk_copy_to_global_n(k, C, tk_gemm_c_index(g, g->m0, c0, ic), ic, sC);
+        tk_value *ix[2] = {g->m0, c0}; /* Aux at C's place */
+        if (g->sX) tk_copy_to_global(k, g->aux, ix, g->sX);
     }
 }
 
@@ -188,8 +217,8 @@ static void epilogue(gemm *g, tk_value *C, tk_value *sC, int pieces, tk_value *a
     }
     if (!pieces) {
         tk_value *out = c->out_dtype == TK_F32 ? acc : tk_cvt(k, acc, c->out_dtype);
-        tk_value *ic[2] = {tk_add(k, g->m0, row), g->n0};
-        tk_store(k, C, ic, out);
+        tk_value *ic[3];
+        tk_store_n(k, C, tk_gemm_c_index(g, tk_add(k, g->m0, row), g->n0, ic), ic, out);
         return;
     }
     int w = c->block_n / pieces;
@@ -200,8 +229,9 @@ static void epilogue(gemm *g, tk_value *C, tk_value *sC, int pieces, tk_value *a
         tk_value *is[2] = {row, i32c(k, 0)};
         tk_store(k, sC, is, part);
         tk_barrier(k);
-        tk_value *ic[2] = {g->m0, tk_add(k, g->n0, i32c(k, p * w))};
-        tk_copy_to_global(k, C, ic, sC);
+        tk_value *ic[3];
+        int n = tk_gemm_c_index(g, g->m0, tk_add(k, g->n0, i32c(k, p * w)), ic);
+        tk_copy_to_global_n(k, C, n, ic, sC);
     }
 }
 
@@ -212,7 +242,11 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     const int S = c->stages;
     tk_value *blocks = tk_param_scalar(k, "blocks", TK_I32);
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
-    tk_value *tiles = tk_mul(k, gx, gy);
+    tk_value *tiles = tk_mul(k, gx, gy), *ctiles = NULL;
+    if (g->splits) { /* S items per tile */
+        ctiles = tiles;
+        tiles = tk_mul(k, tiles, g->splits);
+    }
     /* blocks <= 0 still runs one; an empty problem (no tiles) none */
     tk_value *nb = tk_min(k, tk_max(k, blocks, i32c(k, 1)), i32c(k, TK_GEMM_MAX_GRID));
     tk_value *grid = tk_min(k, tiles, nb);
@@ -224,33 +258,38 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     tk_value *sC =
         pieces ? tk_shared(k, c->out_dtype, c->block_m, c->block_n / pieces, TK_SMEM_SWIZZLE, 1)
                : NULL;
+    if (pieces && aux_shared(c))
+        g->sX = tk_shared(k, c->out_dtype, c->block_m, c->block_n / pieces, TK_SMEM_SWIZZLE, 1);
+    tk_value *nk = tk_ceil_div(k, K, BK);
+    if (g->splits) nk = tk_ceil_div(k, nk, g->splits); /* each range's k-tiles */
     sched sc = {.tiles = tiles,
                 .grid = grid,
                 .gx = gx,
                 .gy = gy,
-                .nk = tk_ceil_div(k, K, BK),
+                .nk = nk,
                 .BM = BM,
-                .BN = BN};
+                .BN = BN,
+                .ctiles = ctiles};
     tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
 
     /* The stream's first S-1 k-tiles (group j = k-tile j, in stage j). */
-    tk_value *b = tk_block_id(k, 0), *m0, *n0;
-    origin(g, &sc, b, &m0, &n0);
-    tk_value *init[NAT] = {i32c(k, 0), b, m0, n0}, *cur[NAT], *next[NAT], *fin[NAT];
-    tk_value *j = tk_for_begin(k, i32c(k, 0), i32c(k, S - 1), i32c(k, 1), NAT, init, cur);
-    at_pack(load_next(g, &sc, at_unpack(cur), j), next);
-    tk_for_end(k, NAT, next, fin);
+    tk_value *b = tk_block_id(k, 0), *m0, *n0, *kb;
+    origin(g, &sc, b, &m0, &n0, &kb, NULL);
+    tk_value *init[NAT] = {i32c(k, 0), b, m0, n0, kb}, *cur[NAT], *next[NAT], *fin[NAT] = {0};
+    tk_value *j = tk_for_begin(k, i32c(k, 0), i32c(k, S - 1), i32c(k, 1), nat(g), init, cur);
+    at_pack(load_next(g, &sc, at_unpack(g, cur), j), next);
+    tk_for_end(k, nat(g), next, fin);
     tk_async_wait(k, S - 2);
     tk_barrier(k);
 
     /* The tiles; carried: the stage of the next multiply, the stream. */
-    tk_value *tinit[1 + NAT] = {i32c(k, 0), fin[0], fin[1], fin[2], fin[3]}, *tcur[1 + NAT],
+    tk_value *tinit[1 + NAT] = {i32c(k, 0), fin[0], fin[1], fin[2], fin[3], fin[4]}, *tcur[1 + NAT],
                         *tnext[1 + NAT], *tfin[1 + NAT];
-    tk_value *t = tk_for_begin(k, b, tiles, grid, 1 + NAT, tinit, tcur);
+    tk_value *t = tk_for_begin(k, b, tiles, grid, 1 + nat(g), tinit, tcur);
     {
-        origin(g, &sc, t, &g->m0, &g->n0);
+        origin(g, &sc, t, &g->m0, &g->n0, NULL, &g->z);
         tk_value *st = tcur[0];
-        at a = at_unpack(tcur + 1);
+        at a = at_unpack(g, tcur + 1);
         tk_value *acc = kloop(g, &sc, row, &st, &a);
         epilogue(g, C, sC, pieces, acc, row);
         /* the engine's store has read sC before the k-loop's barriers:
@@ -259,5 +298,5 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
         tnext[0] = st;
         at_pack(a, tnext + 1);
     }
-    tk_for_end(k, 1 + NAT, tnext, tfin);
+    tk_for_end(k, 1 + nat(g), tnext, tfin);
 }

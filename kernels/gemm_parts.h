@@ -20,9 +20,14 @@ typedef struct gemm {
     const tk_gemm_config *c;
     tk_value *A, *B, *sA, *sB; /* views and shared rings */
     tk_value *C, *bias, *aux;  /* the output; the epilogue's views (NULL: none) */
+    tk_value *sX;              /* GELU's Aux on its way to the copy engine (NULL: direct) */
     tk_value *m0, *n0;         /* the block's origin in C (i32) */
     int wm_rows, wn_cols;      /* the warp tile, WM x WN (mma.sync) */
     tk_value *wr0, *wc0;       /* this warp's corner inside the block tile */
+    /* split_k (kernel 1): C is P [S, M, N] f32; NULL when not split */
+    tk_value *splits; /* S, read from P (i32)                               */
+    tk_value *z;      /* the range of K this tile's partial covers (i32)    */
+    tk_value *kbase;  /* its first k-tile (mma.sync; the wgmma stream carries its own) */
 } gemm;
 
 /* Copies k-tile kt of the tile at (m0, n0): A's and B's, into ring stage st. */
@@ -36,6 +41,54 @@ void tk_gemm_load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk);
 void tk_gemm_block_coords(tk_kernel *k, tk_value *pid, tk_value *gx, tk_value *gy, tk_value **bm,
                           tk_value **bn);
 
+/* C's index of the element (r, c) of the output: {r, c}, or {z, r, c} into
+ * P when split; returns the count. */
+int tk_gemm_c_index(const gemm *g, tk_value *r, tk_value *c, tk_value **idx);
+
+/* The registry's program of configuration c (its fields, split_k as a flag). */
+tk_status tk_gemm_program(tk_ctx *ctx, const tk_gemm_config *c, tk_program **prog,
+                          tk_prepare_info *info);
+/* A call's launch arguments: A and B (2), then C, [bias], [Aux] (returns
+ * the count); the wgmma kernel's `blocks` for prog. */
+int tk_gemm_ab_args(const tk_gemm_params *p, tk_arg *args);
+int tk_gemm_out_args(const tk_gemm_params *p, const tk_gemm_config *c, tk_arg *args);
+tk_arg tk_gemm_blocks_arg(const tk_program *prog);
+
+/* ---- The split over K (kernels/gemm_split.c) ------------------------------- */
+/* What a call's split needs to know of the GPU: its caps (NULL: unknown),
+ * its SMs, and whether A and B may go through the copy engine. */
+typedef struct tk_gemm_target {
+    const tk_target_caps *caps;
+    int sms;
+    bool engine;
+} tk_gemm_target;
+/* The configuration of an M x N x K call whose unsplit choice is *c: `want`
+ * 0 chooses the split (none where it would not pay), >= 2 splits in want
+ * ranges; the block shape may change with it. split_k of the result: the
+ * ranges that hold k-tiles (0 or 1: no split). A pure function. */
+tk_gemm_config tk_gemm_split_choose(const tk_gemm_config *c, int64_t m, int64_t n, int64_t k,
+                                    int want, const tk_gemm_target *t);
+/* Ranges with k-tiles when K's ceil(k / block_k) k-tiles go in `want`
+ * ranges of equal length (at most want). */
+int tk_gemm_split_ranges(int64_t k, int block_k, int want);
+/* c's split fields (split_k, split_reduce); `fn` names the entry point. */
+tk_status tk_gemm_check_split(tk_ctx *ctx, const char *fn, const tk_gemm_config *c);
+/* A caller's config and the params agree on the split. */
+tk_status tk_gemm_match_split(tk_ctx *ctx, const tk_gemm_params *p, const tk_gemm_config *g);
+/* Kernel 1's configuration of a split c: f32 partials, no epilogue (in *buf). */
+const tk_gemm_config *tk_gemm_split_part(const tk_gemm_config *c, tk_gemm_config *buf);
+/* Kernel 2 of a split (c->split_reduce). */
+tk_status tk_gemm_reduce_build(tk_ctx *ctx, const tk_gemm_config *c, tk_kernel **out);
+/* The workspace a split call p with configuration c needs. */
+tk_status tk_gemm_split_bytes(tk_ctx *ctx, const tk_gemm_params *p, const tk_gemm_config *c,
+                              size_t *bytes);
+/* A split call's checks of its workspace and its two programs. */
+tk_status tk_gemm_split_prepare(tk_ctx *ctx, const tk_gemm_params *p, const tk_gemm_config *c,
+                                tk_program **part, tk_program **reduce, tk_prepare_info *info);
+/* tk_gemm's split: tk_gemm_split_prepare, then both kernels on `stream`. */
+tk_status tk_gemm_split_run(tk_ctx *ctx, const tk_gemm_params *p, const tk_gemm_config *c,
+                            void *stream);
+
 /* ---- The epilogue and A's layout (kernels/gemm_epilogue.c) ---------------- */
 /* The tk_mma_kind of c's transpositions. */
 tk_mma_kind tk_gemm_mma_kind(const tk_gemm_config *c);
@@ -47,7 +100,8 @@ void tk_gemm_epilogue_params(gemm *g);
  * through the epilogue into dst at didx (C itself, or a shared tile that
  * goes to C at (r0, c0)), h x w at a time: a slice's temporaries (C's old
  * values, GELU's, their addresses) are live beside the accumulator, not the
- * whole tile's. */
+ * whole tile's. GELU's Aux goes to g->sX at didx when set (a shared tile
+ * the caller copies to Aux), else to Aux from registers. */
 void tk_gemm_epilogue_store(gemm *g, tk_value *acc, int rows, int cols, tk_owner owner,
                             tk_value *r0, tk_value *c0, tk_value *dst, tk_value *const *didx, int h,
                             int w);
@@ -58,6 +112,8 @@ tk_status tk_gemm_check_epilogue(tk_ctx *ctx, const char *fn, const tk_gemm_conf
  * dimensions; *c gets its config fields (for the key, or to compare with
  * the caller's config). */
 tk_status tk_gemm_check_call_epilogue(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_config *c);
+/* The workspace's `bytes` overlap nothing the call reads or writes. */
+tk_status tk_gemm_check_workspace(tk_ctx *ctx, const tk_gemm_params *p, size_t bytes);
 /* The caller's config names the call's epilogue and transpose_a. */
 tk_status tk_gemm_match_epilogue(tk_ctx *ctx, const tk_gemm_config *want, const tk_gemm_config *g);
 

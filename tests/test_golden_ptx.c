@@ -55,7 +55,7 @@ typedef struct variant {
     tk_bias_grad_config bgc;
 } variant;
 
-enum { MAX_VARIANTS = 640 };
+enum { MAX_VARIANTS = 700 };
 
 static const char *const archs[] = {"sm_80", "sm_90", "sm_90a"};
 
@@ -102,6 +102,47 @@ static int gemm_epilogue_variants(variant *v, const char *arch) {
                  tk_dtype_name(eps[i].in), tk_dtype_name(eps[i].out), eps[i].name, eps[i].bm,
                  eps[i].bn, eps[i].bk, eps[i].w, eps[i].st, eps[i].tma ? "_tma" : "",
                  eps[i].wgmma ? "_wgmma" : "");
+    }
+    return n;
+}
+
+/* The split over K (tk_gemm_config.split_k): kernel 1 on the block shapes
+ * the split picks (the weight gradient's Aᵀ·B into f32 partials), kernel 2
+ * with the epilogues it applies. */
+static int gemm_split_variants(variant *v, const char *arch) {
+    static const struct {
+        const char *name;
+        int bm, bn, st, wgmma, reduce;
+        tk_dtype out;
+        int bias, act, aux, acc;
+    } sp[] = {
+        {"atb", 128, 128, 3, 0, 0, TK_F32, 0, 0, 0, 0},
+        {"atb", 128, 64, 3, 0, 0, TK_F32, 0, 0, 0, 0},
+        {"atb", 128, 256, 4, 1, 0, TK_F32, 0, 0, 0, 0},
+        {"atb", 128, 128, 6, 1, 0, TK_F32, 0, 0, 0, 0},
+        {"reduce", 0, 0, 0, 0, 1, TK_F32, 0, 0, 0, 0},
+        {"reduce_acc", 0, 0, 0, 0, 1, TK_BF16, 0, 0, 0, 1},
+        {"reduce_bias_gelu_aux", 0, 0, 0, 0, 1, TK_BF16, 1, 1, 1, 0},
+        {"reduce_dgelu", 0, 0, 0, 0, 1, TK_F16, 0, 2, 1, 0},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
+        if (sp[i].wgmma && strcmp(arch, "sm_90a")) continue;
+        variant *x = &v[n++];
+        x->arch = arch;
+        x->is_gemm = 1;
+        x->g = tk_gemm_default_config(TK_BF16, sp[i].out, 0);
+        if (sp[i].bm) x->g.block_m = sp[i].bm, x->g.block_n = sp[i].bn, x->g.stages = sp[i].st;
+        if (sp[i].wgmma) x->g.warps = 8, x->g.tma = 1, x->g.wgmma = 1;
+        x->g.transpose_a = !sp[i].reduce, x->g.split_k = 4, x->g.split_reduce = sp[i].reduce;
+        x->g.bias = sp[i].bias, x->g.act = sp[i].act, x->g.aux = sp[i].aux;
+        x->g.accumulate = sp[i].acc;
+        if (sp[i].reduce)
+            snprintf(x->name, sizeof x->name, "gemm_split_%s_%s", sp[i].name,
+                     tk_dtype_name(sp[i].out));
+        else
+            snprintf(x->name, sizeof x->name, "gemm_split_%s_%dx%dx64_s%d%s", sp[i].name, sp[i].bm,
+                     sp[i].bn, sp[i].st, sp[i].wgmma ? "_wgmma" : "");
     }
     return n;
 }
@@ -196,6 +237,7 @@ static int make_variants(variant *v) {
                          shapes[s].wgmma ? "_wgmma" : "");
             }
         n += gemm_epilogue_variants(v + n, archs[a]);
+        n += gemm_split_variants(v + n, archs[a]);
         for (int dt = 0; dt < 2; dt++)
             for (int d = 64; d <= 256; d *= 2)
                 for (int c = 0; c < 2; c++)

@@ -71,7 +71,27 @@ typedef struct tk_gemm_config {
                         reads it and needs it. 0 with TK_GEMM_ACT_NONE.        */
     int accumulate;  /* 1: C += A·B [+ bias]: C is read and written (f32 sum,
                         one rounding); only with TK_GEMM_ACT_NONE             */
+    /* A deterministic split over K (grown within 0.2; 0 is the kernel as
+     * before). A long-K product with few tiles of C (GPT-2's weight
+     * gradients: K = tokens) leaves most SMs idle; split_k = S >= 2 runs it
+     * as two kernels instead:
+     *   1 (split_reduce 0): the product over S ranges of K, each of
+     *     ceil(ceil(K / block_k) / S) k-tiles: parameters A, B, then P
+     *     [S, M, N] f32 (S is read from P's first dim), [blocks]; the range
+     *     s of tile (m, n) goes to P[s] (a third grid dim on mma.sync; the
+     *     wgmma kernel loops over tiles x ranges). No epilogue (out_dtype,
+     *     bias, act, aux and accumulate are kernel 2's);
+     *   2 (split_reduce 1): C = the epilogue of P[0] + P[1] + ... + P[S-1],
+     *     summed in that order in f32: parameters P, C, [bias], [Aux]. The
+     *     block shape fields are not used.
+     * The same sizes and S give the same bits on every run (no atomics).
+     * tk_gemm picks S for a call with a workspace (tk_run_gemm.h). */
+    int split_k;      /* 0 or 1: one kernel; 2..TK_GEMM_MAX_SPLIT: S ranges   */
+    int split_reduce; /* with split_k >= 2: 0 builds kernel 1, 1 kernel 2     */
 } tk_gemm_config;
+
+/* The most ranges of K a split GEMM takes (tk_gemm_config.split_k). */
+#define TK_GEMM_MAX_SPLIT 64
 
 /* tk_gemm_config.act: what the epilogue applies to x = A·B [+ bias].
  * GELU is GPT-2's tanh approximation, gelu(x) = 0.5·x·(1 + tanh(u)),

@@ -46,6 +46,21 @@ typedef struct tk_gemm_params {
                             (aux == c, ldaux == ldc)                               */
     int64_t ldaux;       /* 0 = n                                                    */
     int32_t act;         /* tk_gemm_act; not with accumulate; DGELU takes no bias    */
+    /* A split over K (grown fields; NULL / 0 is a call as before: one
+     * kernel). With a workspace, a long-K product with few tiles of C runs
+     * as S ranges of K whose f32 partial products go to the workspace, then
+     * a second kernel sums them in a fixed order and applies the epilogue
+     * (tk_kernels.h, tk_gemm_config.split_k): the same bits on every run.
+     * The workspace is device memory, 16-byte aligned, of at least
+     * tk_gemm_workspace bytes (less is TK_ERR_INVALID_ARG), overlapping
+     * nothing the call reads or writes. A given config decides S by its own
+     * split_k (split_k here must then be 0 or the same).                  */
+    void *workspace; /* NULL: no split                                        */
+    size_t workspace_bytes;
+    int32_t split_k; /* 0: chosen from M, N, K and the SM count (1 where a split
+                               would not pay); 1: none; 2..TK_GEMM_MAX_SPLIT: that many
+                               ranges (fewer where K has fewer k-tiles); >= 2 needs a
+                               workspace                                              */
 } tk_gemm_params;
 
 /* designated in C, so that -Wextra (missing field initializers) stays quiet */
@@ -60,10 +75,18 @@ typedef struct tk_gemm_params {
 TK_API tk_status tk_gemm_prepare(tk_ctx *ctx, const tk_gemm_params *p, tk_prepare_info *info);
 /* The configuration tk_gemm uses for p when p->config is NULL, on a GPU of
  * `arch`: tk_gemm_config_for's choice, with the copy engine only for 16-byte
- * aligned A and B and row pitches. A NULL p or a bad struct_size gives a
- * zeroed config. */
+ * aligned A and B and row pitches. With p->workspace set, the split too
+ * (split_k; p->split_k 0 chooses it as for a GPU of 132 SMs, where tk_gemm
+ * asks the context's GPU). A NULL p or a bad struct_size gives a zeroed
+ * config. */
 TK_API tk_gemm_config tk_gemm_config_for_call(const tk_gemm_params *p, const char *arch);
 TK_API tk_status tk_gemm(tk_ctx *ctx, const tk_gemm_params *p, void *stream);
+/* The workspace bytes tk_gemm needs for p on this context's GPU (its SM
+ * count): S · M · N · 4 for the split it would run were p->workspace set
+ * (the split it chooses when p->split_k is 0, else p->split_k's or the
+ * config's), 0 when it would not split. After the checks tk_gemm makes,
+ * except those of the workspace itself. */
+TK_API tk_status tk_gemm_workspace(tk_ctx *ctx, const tk_gemm_params *p, size_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -141,6 +141,10 @@ class GemmParams(_Params):
         ("aux", ctypes.c_void_p),
         ("ldaux", ctypes.c_int64),
         ("act", ctypes.c_int32),  # tk_gemm_act: 0 none, 1 GELU, 2 DGELU
+        # The split over K (tk_run_gemm.h); NULL / 0: none
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+        ("split_k", ctypes.c_int32),  # 0: the library's choice, 1: none, 2..64
     ]
 
 
