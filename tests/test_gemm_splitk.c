@@ -289,7 +289,8 @@ END_TEST
 START_TEST(interp_random) {
     tk_ctx *ctx = tu_interp_ctx("sm_90a", 132);
     static const tk_dtype ins[2] = {BF, HF}, outs[3] = {BF, HF, F32};
-    scase e = {.M = ref_randint(1, 160), .N = ref_randint(1, 280), .K = ref_randint(40, 300)};
+    /* K of at least 3 k-tiles (block_k is 64 at most here): fewer leaves nothing to split */
+    scase e = {.M = ref_randint(1, 160), .N = ref_randint(1, 280), .K = ref_randint(130, 300)};
     e.in = ins[ref_randint(0, 1)], e.out = outs[ref_randint(0, 2)];
     e.ta = (int)ref_randint(0, 1), e.tb = (int)ref_randint(0, 1);
     e.act = (int)ref_randint(0, 2), e.acc = e.act ? 0 : (int)ref_randint(0, 1);
