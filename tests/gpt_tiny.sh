@@ -4,6 +4,8 @@
 #     floats and the loss;
 #   - 4 steps, a checkpoint, 4 resumed steps: the same progress lines and a
 #     byte-identical final checkpoint as the 8 steps in one go;
+#   - every GEMM split over K in two tracks the unsplit run (--split-k 2),
+#     and --profile prints its table;
 #   - --check: step 1's gradients against the float64 reference;
 #   - bad input (a missing data file, a corrupt checkpoint, an unsupported
 #     config, a too-long --seq, a truncated checkpoint) exits 1 with one
@@ -50,6 +52,16 @@ losses full.log >want.txt
 diff want.txt got.txt || fail "4 + 4 resumed steps differ from 8"
 cmp full.ckpt resumed.ckpt || fail "the resumed run's checkpoint differs"
 echo "resume: steps 5..8 and the final checkpoint identical"
+
+# ---- every GEMM split over K in two (f32 partials summed in order) tracks
+# the unsplit run; --profile prints its table ---------------------------------------
+"$GPT" "${COMMON[@]}" ${TRAIN[@]+"${TRAIN[@]}"} --steps 8 --stop-at 3 --split-k 2 --profile >split.log
+losses full.log | head -3 | sed 's/.*loss \([0-9.]*\).*/\1/' >want.txt
+losses split.log | sed 's/.*loss \([0-9.]*\).*/\1/' >got.txt
+paste want.txt got.txt | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3 * $1) bad = 1 }
+  END { exit bad || NR != 3 }' || { paste want.txt got.txt; fail "--split-k 2 does not track"; }
+grep -q '^| tk_gemm (qkv dW) | [0-9]* | ' split.log || fail "--profile printed no qkv dW row"
+echo "split-k 2: steps 1..3 within 1e-3 of the unsplit run; the profile has its rows"
 
 # ---- the float64 check, race checks on ----------------------------------------
 TK_RACE_CHECK=1 "$GPT" "${COMMON[@]}" --batch "$CHECK_B" --check >check.log ||

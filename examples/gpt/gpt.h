@@ -11,6 +11,7 @@
 #define GPT_GPT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "tk/tk_run.h"
@@ -93,6 +94,8 @@ void gpt_init_params(const gpt_layout *lay, uint64_t seed, float *params);
  * run. */
 typedef enum gpt_mode { GPT_RUN = 0, GPT_SIZE = 1, GPT_PREPARE = 2 } gpt_mode;
 
+typedef struct gpt_prof gpt_prof; /* --profile (prof.c) */
+
 /* A layer's saved activations ([rows, ·] bf16 unless f32 is said). */
 typedef struct gpt_layer_acts {
     void *r;     /* the stream entering the layer, LN1's input      */
@@ -114,6 +117,10 @@ typedef struct gpt_model {
     int B, T;   /* the largest batch the buffers hold: rows = B·T */
     int nranks; /* data-parallel processes: dlogits are scaled by 1 / (B·T·nranks) */
     gpt_mode mode;
+    /* The GEMMs' split over K (tk_gemm_params.split_k): 0 the library's
+     * choice, with the workspace; 1 never (no workspace); S >= 2 forced. */
+    int split_k;
+    gpt_prof *prof; /* NULL: no --profile */
     /* parameters: f32 master, its bf16 copy (what the kernels read), the f32
      * gradients, AdamW's moments; each n_params elements */
     float *params, *grads, *m, *v;
@@ -168,6 +175,17 @@ int gpt_op_bias_grad(gpt_model *m, const char *what, tk_bias_grad_params *p);
 int gpt_op_grad_norm(gpt_model *m, const char *what, tk_grad_norm_params *p);
 int gpt_op_adamw(gpt_model *m, const char *what, const tk_adamw_params *p);
 int gpt_op_zero(gpt_model *m, const char *what, void *p, size_t bytes);
+
+/* ---- --profile (prof.c) -------------------------------------------------------- */
+gpt_prof *gpt_prof_create(void);
+void gpt_prof_destroy(gpt_prof *p);
+/* A profiled stretch (one step's kernel calls) begins (after a sync) and
+ * ends; each call inside it is charged by gpt_prof_mark under `what`. */
+int gpt_prof_begin(gpt_model *m);
+void gpt_prof_end(gpt_model *m);
+int gpt_prof_mark(gpt_model *m, const char *what);
+/* The table: each label's calls and ms per step, largest first. */
+void gpt_prof_print(const gpt_prof *p, FILE *f);
 
 /* ---- Forward, backward, optimizer ------------------------------------------ */
 /* y [rows, n] = x [rows, k] · Wᵀ (+ bias [n]), W [n, k]: bf16 in and out. */

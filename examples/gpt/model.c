@@ -166,6 +166,7 @@ int gpt_model_create(tk_ctx *ctx, const gpt_config *c, int B, int T, gpt_model *
 void gpt_model_destroy(gpt_model *m) {
     if (m->ws) tk_gpu_free(m->ctx, m->ws);
     if (m->arena) tk_gpu_free(m->ctx, m->arena);
+    gpt_prof_destroy(m->prof);
     free(m->layer);
     gpt_layout_free(&m->lay);
     *m = (gpt_model){0};

@@ -10,6 +10,11 @@ static int done(gpt_model *m, tk_status s, const char *what) {
     return s ? gpt_tk_fail(m->ctx, s, what) : 0;
 }
 
+/* A launch's status; under --profile the call is timed too. */
+static int ran(gpt_model *m, tk_status s, const char *what) {
+    return done(m, s, what) || (m->prof && gpt_prof_mark(m, what));
+}
+
 /* s: the workspace query's status; *bytes: its answer (read after the
  * call, hence the pointer). */
 static int need(gpt_model *m, tk_status s, const size_t *bytes, const char *what) {
@@ -17,16 +22,23 @@ static int need(gpt_model *m, tk_status s, const size_t *bytes, const char *what
     return done(m, s, what);
 }
 
+/* Long-K products (the weight gradients: K = tokens) split over K into the
+ * shared workspace where the library finds it pays (m->split_k). */
 int gpt_op_gemm(gpt_model *m, const char *what, const tk_gemm_params *p) {
-    if (m->mode == GPT_SIZE) return 0;
-    if (m->mode == GPT_PREPARE) return done(m, tk_gemm_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_gemm(m->ctx, p, m->stream), what);
+    tk_gemm_params q = *p;
+    size_t b = 0;
+    if (m->split_k != 1) q.workspace = m->ws, q.workspace_bytes = m->ws_bytes;
+    q.split_k = m->split_k;
+    if (m->mode == GPT_SIZE)
+        return m->split_k == 1 ? 0 : need(m, tk_gemm_workspace(m->ctx, &q, &b), &b, what);
+    if (m->mode == GPT_PREPARE) return done(m, tk_gemm_prepare(m->ctx, &q, NULL), what);
+    return ran(m, tk_gemm(m->ctx, &q, m->stream), what);
 }
 
 int gpt_op_norm(gpt_model *m, const char *what, const tk_norm_params *p) {
     if (m->mode == GPT_SIZE) return 0;
     if (m->mode == GPT_PREPARE) return done(m, tk_norm_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_norm_forward(m->ctx, p, m->stream), what);
+    return ran(m, tk_norm_forward(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_norm_bwd(gpt_model *m, const char *what, tk_norm_bwd_params *p) {
@@ -34,7 +46,7 @@ int gpt_op_norm_bwd(gpt_model *m, const char *what, tk_norm_bwd_params *p) {
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_norm_backward_workspace(m->ctx, p, &b), &b, what);
     if (m->mode == GPT_PREPARE) return done(m, tk_norm_backward_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_norm_backward(m->ctx, p, m->stream), what);
+    return ran(m, tk_norm_backward(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_attn(gpt_model *m, const char *what, tk_attention_params *p) {
@@ -43,7 +55,7 @@ int gpt_op_attn(gpt_model *m, const char *what, tk_attention_params *p) {
     if (m->mode == GPT_SIZE)
         return need(m, tk_attention_forward_workspace(m->ctx, p, &b), &b, what);
     if (m->mode == GPT_PREPARE) return done(m, tk_attention_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_attention_forward(m->ctx, p, m->stream), what);
+    return ran(m, tk_attention_forward(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_attn_bwd(gpt_model *m, const char *what, tk_attention_bwd_params *p) {
@@ -53,7 +65,7 @@ int gpt_op_attn_bwd(gpt_model *m, const char *what, tk_attention_bwd_params *p) 
         return need(m, tk_attention_backward_workspace(m->ctx, p, &b), &b, what);
     if (m->mode == GPT_PREPARE)
         return done(m, tk_attention_backward_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_attention_backward(m->ctx, p, m->stream), what);
+    return ran(m, tk_attention_backward(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_xent(gpt_model *m, const char *what, tk_xent_params *p) {
@@ -61,13 +73,13 @@ int gpt_op_xent(gpt_model *m, const char *what, tk_xent_params *p) {
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_cross_entropy_workspace(m->ctx, p, &b), &b, what);
     if (m->mode == GPT_PREPARE) return done(m, tk_cross_entropy_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_cross_entropy(m->ctx, p, m->stream), what);
+    return ran(m, tk_cross_entropy(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_embed(gpt_model *m, const char *what, const tk_embedding_params *p) {
     if (m->mode == GPT_SIZE) return 0;
     if (m->mode == GPT_PREPARE) return done(m, tk_embedding_forward_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_embedding_forward(m->ctx, p, m->stream), what);
+    return ran(m, tk_embedding_forward(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_embed_bwd(gpt_model *m, const char *what, tk_embedding_bwd_params *p) {
@@ -77,7 +89,7 @@ int gpt_op_embed_bwd(gpt_model *m, const char *what, tk_embedding_bwd_params *p)
         return need(m, tk_embedding_backward_workspace(m->ctx, p, &b), &b, what);
     if (m->mode == GPT_PREPARE)
         return done(m, tk_embedding_backward_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_embedding_backward(m->ctx, p, m->stream), what);
+    return ran(m, tk_embedding_backward(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_bias_grad(gpt_model *m, const char *what, tk_bias_grad_params *p) {
@@ -85,7 +97,7 @@ int gpt_op_bias_grad(gpt_model *m, const char *what, tk_bias_grad_params *p) {
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_bias_grad_workspace(m->ctx, p, &b), &b, what);
     if (m->mode == GPT_PREPARE) return done(m, tk_bias_grad_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_bias_grad(m->ctx, p, m->stream), what);
+    return ran(m, tk_bias_grad(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_grad_norm(gpt_model *m, const char *what, tk_grad_norm_params *p) {
@@ -93,13 +105,13 @@ int gpt_op_grad_norm(gpt_model *m, const char *what, tk_grad_norm_params *p) {
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_grad_norm_workspace(m->ctx, p, &b), &b, what);
     if (m->mode == GPT_PREPARE) return done(m, tk_grad_norm_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_grad_norm(m->ctx, p, m->stream), what);
+    return ran(m, tk_grad_norm(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_adamw(gpt_model *m, const char *what, const tk_adamw_params *p) {
     if (m->mode == GPT_SIZE) return 0;
     if (m->mode == GPT_PREPARE) return done(m, tk_adamw_prepare(m->ctx, p, NULL), what);
-    return done(m, tk_adamw(m->ctx, p, m->stream), what);
+    return ran(m, tk_adamw(m->ctx, p, m->stream), what);
 }
 
 /* On the default stream, so in order with the kernels (the library has no
@@ -107,5 +119,5 @@ int gpt_op_adamw(gpt_model *m, const char *what, const tk_adamw_params *p) {
  * need one, or a zeroing kernel). */
 int gpt_op_zero(gpt_model *m, const char *what, void *p, size_t bytes) {
     if (m->mode != GPT_RUN) return 0;
-    return done(m, tk_gpu_memset(m->ctx, p, 0, bytes), what);
+    return ran(m, tk_gpu_memset(m->ctx, p, 0, bytes), what);
 }

@@ -21,7 +21,7 @@ typedef struct opts {
     double lr, temp;
     uint64_t seed;
     const char **data;
-    int ndata, val_batches, sample, check, interp, quiet, gpus;
+    int ndata, val_batches, sample, check, interp, quiet, gpus, profile, split_k;
     int64_t max_bytes;
     const char *save, *load, *dump, *prompt, *arch;
 } opts;
@@ -64,7 +64,11 @@ static void usage(FILE *f) {
                "  --arch ARCH                the GPU the interpreter plans for (" INTERP_ARCH ")\n"
                "  --gpus N                   data parallel over GPUs 0 .. N-1, one process\n"
                "                             each (NCCL); --batch is rows per GPU (1)\n"
-               "  --quiet                    no progress lines\n");
+               "  --quiet                    no progress lines\n"
+               "  --profile                  each kernel call's time per step (syncs after\n"
+               "                             every call; steps 2 ..)\n"
+               "  --split-k S                the GEMMs' split over K: 0 the library's choice\n"
+               "                             (default), 1 never, 2 .. 64 always\n");
 }
 
 /* ---- The command line ---------------------------------------------------------- */
@@ -104,14 +108,15 @@ static int int_option(opts *o, const char *opt, const char *val) {
              {"--val-batches", 0, 1 << 20},
              {"--sample", 0, 1 << 24},
              {"--gpus", 1, 64},
+             {"--split-k", 0, 64},
              {"--steps", 0, 1ll << 40},
              {"--stop-at", 1, 1ll << 40},
              {"--warmup", 0, 1ll << 40},
              {"--save-every", 0, 1ll << 40},
              {"--val-every", 0, 1ll << 40},
              {"--max-bytes", 1, 1ll << 40}};
-    int *narrow[9] = {&o->cfg.L, &o->cfg.H,       &o->cfg.C,  &o->cfg.T_max, &o->B,
-                      &o->T,     &o->val_batches, &o->sample, &o->gpus};
+    int *narrow[10] = {&o->cfg.L, &o->cfg.H,       &o->cfg.C,  &o->cfg.T_max, &o->B,
+                       &o->T,     &o->val_batches, &o->sample, &o->gpus,      &o->split_k};
     int64_t *wide[6] = {&o->steps,      &o->stop_at,   &o->warmup,
                         &o->save_every, &o->val_every, &o->max_bytes};
     for (int i = 0; i < (int)(sizeof t / sizeof t[0]); i++) {
@@ -119,10 +124,10 @@ static int int_option(opts *o, const char *opt, const char *val) {
         if (strcmp(opt, t[i].name)) continue;
         if (!val) return fprintf(stderr, "gpt-train: %s needs a value\n", opt), 1;
         if (integer(opt, val, t[i].lo, t[i].hi, &v)) return 1;
-        if (i < 9)
+        if (i < 10)
             *narrow[i] = (int)v;
         else
-            *wide[i - 9] = v;
+            *wide[i - 10] = v;
         o->cfg_given |= i < 4;
         return 0;
     }
@@ -138,6 +143,7 @@ static int other_option(opts *o, const char *opt, const char *val, int *used) {
     *used = 0;
     if (!strcmp(opt, "--check")) return o->check = 1, 0;
     if (!strcmp(opt, "--quiet")) return o->quiet = 1, 0;
+    if (!strcmp(opt, "--profile")) return o->profile = 1, 0;
     *used = 1;
     for (size_t i = 0; i < sizeof with_value / sizeof *with_value && !val; i++)
         if (!strcmp(opt, with_value[i]))
@@ -321,7 +327,8 @@ static int validate(run *r) {
 static int step(run *r, int64_t t, float out[2]) {
     gpt_model *m = &r->m;
     int B = r->o.B, T = r->o.T;
-    if (next_batch(r) || gpt_forward(m, B, T, GPT_FWD_LOSS | GPT_FWD_GRAD) || gpt_backward(m, B, T))
+    if (next_batch(r) || (m->prof && t > 1 && gpt_prof_begin(m)) ||
+        gpt_forward(m, B, T, GPT_FWD_LOSS | GPT_FWD_GRAD) || gpt_backward(m, B, T))
         return 1;
     /* ==== DATA-PARALLEL SEAM =================================================
      * Here each rank holds its rows' share of the global mean's gradient
@@ -333,6 +340,7 @@ static int step(run *r, int64_t t, float out[2]) {
     if (r->dp && (gpt_dp_allreduce(r->dp, m->grads, m->lay.n_params, m->stream) ||
                   gpt_dp_allreduce(r->dp, m->scalars, 1, m->stream)))
         return fprintf(stderr, "gpt-train: all-reduce: %s\n", gpt_dp_error(r->dp)), 1;
+    if (r->dp && gpt_prof_mark(m, "NCCL all-reduce (gradients, loss)")) return 1;
     if (t == 1 && r->o.dump && r->rank == 0) {
         if (read_scalars(r, out) || gpt_dump_grads(m, r->o.dump, out[0] / (float)r->nranks))
             return 1;
@@ -372,6 +380,7 @@ static int train(run *r) {
         float sc[2];
         double t0 = now_ms();
         if (step(r, t, sc)) return 1;
+        if (r->m.prof) gpt_prof_end(&r->m);
         r->st.step = t;
         if (!isfinite(sc[0])) {
             fprintf(stderr, "gpt-train: the loss is %f at step %lld\n", (double)sc[0],
@@ -382,6 +391,7 @@ static int train(run *r) {
         if (o->val_every && t % o->val_every == 0 && t < last && validate(r)) return 1;
         if (o->save_every && t % o->save_every == 0 && t < last && save(r)) return 1;
     }
+    if (r->m.prof && r->rank == 0) gpt_prof_print(r->m.prof, stdout);
     return validate(r);
 }
 
@@ -438,7 +448,8 @@ static int setup(run *r) {
         return 1;
     if (!(r->host_tok = gpt_malloc((size_t)2 * o->B * o->T * sizeof(int32_t)))) return 1;
     if (open_device(r) || gpt_model_create(r->ctx, &o->cfg, o->B, o->T, &r->m)) return 1;
-    r->m.nranks = r->nranks;
+    r->m.nranks = r->nranks, r->m.split_k = o->split_k;
+    if (o->profile && !(r->m.prof = gpt_prof_create())) return 1;
     if (gpt_model_prepare(&r->m) || load_params(r)) return 1;
     if (!o->quiet && r->rank == 0)
         printf("gpt-train: L %d H %d C %d T_max %d, %zu parameters; batch %d x %d on %s%s; "
