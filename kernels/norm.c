@@ -34,6 +34,7 @@
 #define SUB   32 /* a warp's columns of a slot      */
 #define MAX_U 8  /* slots a round                   */
 #define CW    32 /* the reduction's columns a block */
+#define RW    8  /* the reduction's warps           */
 
 typedef struct nrm {
     tk_kernel *k;
@@ -415,26 +416,43 @@ static void build_bwd(nrm *a) {
     rounds_end(a, 0, NULL, NULL);
 }
 
-/* Out[c] = Σ_p Part[p, c] in order of p, a warp a chunk of CW columns. */
+/* Out[c] = Σ_p Part[p, c] for a block's CW columns: warp w sums the tiles
+ * of 16 partial rows w, w + RW, w + 2·RW, ... in order, then warp 0 adds
+ * the warps' sums in warp order (through shared memory; a column max of a
+ * tile whose rows all hold the sum reads it back exactly). The order is
+ * fixed by P alone: the same bits every run. One warp walking all P / 16
+ * tiles waited out a load's latency per tile (P = 1024 at 16384 rows). */
 static void build_reduce(nrm *a, tk_dtype out) {
     tk_kernel *k = a->k;
     tk_value *Part = tk_param_tensor(k, "Part", TK_F32, 2);
     tk_value *Out = tk_param_tensor(k, "Out", out, 1);
     tk_value *P = tk_dim(k, Part, 0), *C = tk_dim(k, Part, 1);
+    tk_value *sh = tk_shared(k, TK_F32, ROWS, CW, TK_SMEM_PLAIN, RW);
     tk_set_grid(k, tk_ceil_div(k, C, i64c(k, CW)), NULL, NULL);
-    tk_value *c0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, CW));
+    tk_value *c0 = tk_mul(k, tk_block_id_i64(k, 0), i64c(k, CW)), *wid = tk_warp_id_i64(k);
     tk_type vt = tk_vec_type(TK_F32, CW, TK_PER_COL, TK_WARP, TK_ROW);
     tk_type t = tk_tile_type(TK_F32, ROWS, CW, TK_WARP, TK_ROW);
+    tk_value *trips = tk_ceil_div(k, P, i64c(k, ROWS * RW));
     tk_value *init[1] = {tk_zeros(k, vt)}, *cur[1], *next[1], *fin[1];
-    tk_value *i =
-        tk_for_begin(k, i64c(k, 0), tk_ceil_div(k, P, i64c(k, ROWS)), i64c(k, 1), 1, init, cur);
+    tk_value *j = tk_for_begin(k, i64c(k, 0), trips, i64c(k, 1), 1, init, cur);
     {
-        tk_value *idx[2] = {tk_mul(k, i, i64c(k, ROWS)), c0};
+        tk_value *tile = tk_add(k, tk_mul(k, j, i64c(k, RW)), wid); /* past P: zeros */
+        tk_value *idx[2] = {tk_mul(k, tile, i64c(k, ROWS)), c0};
         next[0] = tk_add(k, cur[0], tk_col_sum(k, tk_load(k, t, Part, idx, 0.0f)));
     }
     tk_for_end(k, 1, next, fin);
+    tk_value *at[2] = {i64c(k, 0), i64c(k, 0)};
+    tk_store(k, tk_stage(k, sh, wid), at, tk_add(k, tk_zeros(k, t), fin[0]));
+    tk_barrier(k);
+    tk_if_begin(k, tk_eq(k, wid, i64c(k, 0)));
+    tk_value *sum = NULL;
+    for (int w = 0; w < RW; w++) {
+        tk_value *v = tk_col_max(k, tk_load(k, t, tk_stage(k, sh, i64c(k, w)), at, 0.0f));
+        sum = sum ? tk_add(k, sum, v) : v;
+    }
     tk_value *ic[1] = {c0};
-    tk_store(k, Out, ic, out == TK_F32 ? fin[0] : tk_cvt(k, fin[0], out));
+    tk_store(k, Out, ic, out == TK_F32 ? sum : tk_cvt(k, sum, out));
+    tk_if_end(k, 0, NULL, NULL);
 }
 
 /* Out's dtype of the reduction (0: f32). */
@@ -522,7 +540,7 @@ tk_status tk_norm_build(tk_ctx *ctx, const tk_norm_config *cfg, tk_kernel **out)
     char name[96];
     kernel_name(cfg, name, sizeof name);
     nrm a = {.c = cfg, .layer = cfg->kind == TK_NORM_LAYER};
-    a.W = reduce ? 1 : warps_of(cfg), a.U = reduce ? 1 : slots_of(cfg);
+    a.W = reduce ? RW : warps_of(cfg), a.U = reduce ? 1 : slots_of(cfg);
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, a.W, &k))) return s;
     a.k = k;

@@ -337,6 +337,8 @@ static const ncase cases[] = {
     {TK_NORM_RMS, 1, 1, 0, TK_BF16, 2, 16384, SHAPE(0, 0)},
     {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 3, 16384, SHAPE(16, 1024)},
     {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 19, 700, SHAPE(8, 1024)},
+    /* 282 partial rows: the reduction's warps take 3 trips, the last ragged */
+    {TK_NORM_LAYER, 1, 1, 1, TK_BF16, 4500, 40, SHAPE(1, 32)},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
