@@ -117,10 +117,14 @@ static tk_status check_fwd(tk_ctx *ctx, const char *fn, const tk_norm_params *p)
  * 2026-12-04): rounds of 256 columns in blocks of 8 warps were best or
  * within 5% at every width, forward and backward (16384 x 4096 forward:
  * 2272 GB/s; 1024 columns at once 1458). A round is latency the block
- * waits out between barriers, and L2 holds the rows between the passes. */
+ * waits out between barriers, and L2 holds the rows between the passes.
+ * Up to 768 columns, 4 warps with rounds of 128 (H100, 16384 x 768,
+ * GPT-2's width: forward 69 µs against 76, backward 92 against 102;
+ * session 26): smaller blocks, more of them resident per SM. */
 void tk_norm_shape_for(int part, int64_t cols, int *warps, int *round_cols) {
-    (void)part, (void)cols;
-    *warps = TK_NORM_WARPS, *round_cols = 32 * TK_NORM_WARPS * TK_NORM_SLOTS;
+    (void)part;
+    int w = cols <= 768 ? 4 : TK_NORM_WARPS;
+    *warps = w, *round_cols = 32 * w * TK_NORM_SLOTS;
 }
 
 /* The caller's shape, or ours. */
