@@ -6,7 +6,10 @@ clears the L2 before every call), ours and cuBLAS alternating over ROUNDS rounds
 under the GPU's power limit; the SM clock is sampled by nvidia-smi while it runs.
 Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick|sweep]
 sweep: the wgmma block shapes (SWEEP_CONFIGS) side by side with cuBLAS over SWEEP_SHAPES,
-A·B, the data tk_gemm_config_for's sm_90a choice stands on."""
+A·B, the data tk_gemm_config_for's sm_90a choice stands on. GEMM_SWEEP_SHAPES=M:N:K,...
+replaces the shapes; GEMM_SWEEP_TB=1 multiplies by Bᵀ (B stored [N, K], a linear layer's
+x·Wᵀ) instead."""
+import os
 import subprocess
 import sys
 
@@ -44,16 +47,21 @@ def sweep(tk):
     alternating over ROUNDS rounds; a config whose output is wrong shows ERR."""
     stream = torch.cuda.current_stream().cuda_stream
     names = [name_of(c) for c in SWEEP_CONFIGS] + ["library", "cuBLAS"]
+    env = os.environ.get("GEMM_SWEEP_SHAPES")
+    shapes = [tuple(int(x) for x in s.split(":")) for s in env.split(",")] if env else SWEEP_SHAPES
+    tb = os.environ.get("GEMM_SWEEP_TB") == "1"
+    print(f"A·B{'ᵀ' if tb else ''}, bf16 out, TFLOP/s")
     print("| M | N | K | " + " | ".join(names) + " | library's pick |")
     print("|---|---|---|" + "---|" * (len(names) + 1))
-    for m, n, k in SWEEP_SHAPES:
+    for m, n, k in shapes:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        ref = (a @ b).float()
+        b = torch.randn(*((n, k) if tb else (k, n)), device="cuda", dtype=torch.bfloat16)
+        bb = b.t() if tb else b
+        ref = (a @ bb).float()
         fns, bad = {}, set()
         for name, cfg in zip(names, SWEEP_CONFIGS + [None]):
             c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            p = tk.gemm_params(a, b, c, False, cfg)
+            p = tk.gemm_params(a, b, c, tb, cfg)
             tk.gemm_prepare(p)
             tk.gemm(p, stream)
             torch.cuda.synchronize()
@@ -63,7 +71,7 @@ def sweep(tk):
             fns[name] = (lambda p=p: tk.gemm(p, stream))
             if cfg is None:
                 pick = tk.gemm_choice(p)
-        fns["cuBLAS"] = lambda: torch.matmul(a, b)
+        fns["cuBLAS"] = lambda: torch.matmul(a, bb)
         fl = 2 * m * n * k / 1e9
         per_round = [{x: fl / do_bench(f, warmup=25, rep=100, return_mode="median")
                       for x, f in fns.items()} for _ in range(ROUNDS)]
