@@ -21,7 +21,7 @@ typedef struct tk_slabs {
 /* Σ over the rounds, in round order, of this warp's [16, 32] columns of
  * each slab (columns c0 + 32·warp ..), in f32. The whole block copies each
  * slab into shared memory with cp.async (16-byte copies, zero past the
- * view's edges), round r + 1 while round r is read. */
+ * view's edges), rounds r + 1 .. r + 3 while round r is read. */
 tk_value *tk_slabs_sum(const tk_slabs *s);
 
 #endif
