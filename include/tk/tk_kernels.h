@@ -390,9 +390,11 @@ TK_API tk_status tk_attention_bwd_build(tk_ctx *ctx, const tk_attention_bwd_conf
  *     f32 (weight), written], [dBp [P, C] f32 (bias), written], where
  *     P = ceil(R/16): block p's column sums of dY·xhat and dY over its 16
  *     rows (xhat = (h - mean)·rstd, RMS h·rstd).
- *   TK_NORM_BWD_REDUCE, grid (ceil(C/32)), 1 warp: Part [P, C] f32, Out [C]
- *     dtype (written): Out[c] = the sum over p of Part[p, c] in f32, in
- *     order of p (dW from dWp, dB from dBp: deterministic, no atomics). */
+ *   TK_NORM_BWD_REDUCE, grid (ceil(C/32)), 8 warps: Part [P, C] f32, Out [C]
+ *     dtype (written): Out[c] = the sum over p of Part[p, c] in f32, in a
+ *     fixed order (warp w adds the 16-row tiles w, w + 8, ... of Part, then
+ *     warp 0 the 8 warps' sums in warp order): dW from dWp, dB from dBp,
+ *     deterministic, no atomics. */
 typedef enum tk_norm_kind { TK_NORM_LAYER = 0, TK_NORM_RMS = 1 } tk_norm_kind;
 
 typedef enum tk_norm_part {
