@@ -1,6 +1,6 @@
 /* The optimizer step: the global gradient norm (partial sums of squares,
  * then their sum) and the fused clip + AdamW update. The contract
- * (parameters in order, grids) is in tk/tk_kernels.h ("The optimizer
+ * (parameters in order, grids) is in tk/tk_kernels_train.h ("The optimizer
  * step").
  *
  * Both big kernels stream flat buffers viewed as rows [R, C] (the run code

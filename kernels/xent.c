@@ -1,6 +1,6 @@
 /* Softmax cross-entropy, the loss and its gradient in one kernel, and the
  * mean of the losses. The contract (parameters in order, grids, the two
- * layouts) is in tk/tk_kernels.h ("Softmax cross-entropy").
+ * layouts) is in tk/tk_kernels_train.h ("Softmax cross-entropy").
  *
  * Built as the norm kernels are (kernels/norm.c, docs/PERF_NOTES.md round
  * 18): the rows arrive in rounds of `cols` columns, U slots of SUB·W, each
@@ -25,7 +25,7 @@
  * leave each idle while its row fills; the norm kernels measured that shape
  * slower than narrow rounds read twice (round 18). The second read is from
  * L2 only if the rows in flight fit there: hence the split layout for long
- * rows (tk_kernels.h).
+ * rows (tk_kernels_train.h).
  *
  * The warps' statistics meet in shared memory (each warp's three per-row
  * vectors as columns of its stage, read back exactly) and combine in warp

@@ -1,5 +1,6 @@
 /* Op kernels for the lowering tests, one per op family (and the memory
- * paths, control flow and a warp-specialized k-loop): tests/util/fixture_ops.c. */
+ * paths, control flow and a warp-specialized k-loop): tests/util/fixture_ops.c
+ * and (the adding and clipped stores) fixture_copy.c. */
 #ifndef TK_TEST_FIXTURE_OPS_H
 #define TK_TEST_FIXTURE_OPS_H
 
