@@ -8,7 +8,9 @@
  * of m->grads is written each step. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "dp.h"
 #include "gpt.h"
 
 /* dW [n, k] = dYᵀ·X (f32, overwritten) for dY [rows, n], X [rows, k]. */
@@ -132,11 +134,55 @@ static int embed_bwd(gpt_model *m, int B, int T) {
     return gpt_op_embed_bwd(m, "tk_embedding_backward", &p);
 }
 
+/* The gradients of tensors a .. b (ids of m->lay, adjacent in the buffer)
+ * are final for this step: with the data-parallel overlap their sum over
+ * the ranks starts now, beside the rest of the backward (dp.h). Each
+ * tensor is posted once a step (gpt_backward checks it on every run, the
+ * interpreter's in CI too), so a gradient the posts miss or repeat is an
+ * error here, not a silent divergence between ranks. */
+static int post(gpt_model *m, int a, int b, unsigned char *posted) {
+    const gpt_tensor *t = m->lay.t;
+    for (int i = a; i <= b; i++)
+        if (posted[i]++)
+            return fprintf(stderr, "gpt-train: %s's gradient posted twice\n", t[i].name), 1;
+    size_t off = t[a].off, n = t[b].off + t[b].n - off;
+    if (m->dp && gpt_dp_bucket_ready(m->dp, m->grads + off, n, m->stream))
+        return fprintf(stderr, "gpt-train: all-reduce of %s .. %s: %s\n", t[a].name, t[b].name,
+                       gpt_dp_error(m->dp)),
+               1;
+    return 0;
+}
+
+/* Layer l's gradients: its matrices, then its vectors (two ranges). */
+static int post_layer(gpt_model *m, int l, unsigned char *posted) {
+    const gpt_config *c = &m->cfg;
+    return post(m, gpt_tensor_id(c, l, GPT_QKV_W), gpt_tensor_id(c, l, GPT_FCPROJ_W), posted) ||
+           post(m, gpt_tensor_id(c, l, GPT_LN1_W), gpt_tensor_id(c, l, GPT_FCPROJ_B), posted);
+}
+
+/* Ranges are posted as soon as nothing later in the step writes them: the
+ * final norm's after the head, a layer's after its block, and the tied wte
+ * (written by the head first, the embedding last) with wpe at the end. */
+static int backward(gpt_model *m, int B, int T, unsigned char *posted) {
+    const gpt_config *c = &m->cfg;
+    if (head_bwd(m, B, T) ||
+        post(m, gpt_tensor_id(c, 0, GPT_LNF_W), gpt_tensor_id(c, 0, GPT_LNF_B), posted))
+        return 1;
+    for (int l = c->L - 1; l >= 0; l--)
+        if (block_bwd(m, l, B, T) || post_layer(m, l, posted)) return 1;
+    if (embed_bwd(m, B, T) || post(m, GPT_WTE, GPT_WPE, posted)) return 1;
+    for (int i = 0; i < m->lay.count; i++)
+        if (!posted[i])
+            return fprintf(stderr, "gpt-train: %s's gradient never posted\n", m->lay.t[i].name), 1;
+    return 0;
+}
+
 int gpt_backward(gpt_model *m, int B, int T) {
-    if (head_bwd(m, B, T)) return 1;
-    for (int l = m->cfg.L - 1; l >= 0; l--)
-        if (block_bwd(m, l, B, T)) return 1;
-    return embed_bwd(m, B, T);
+    unsigned char *posted = calloc((size_t)m->lay.count, 1);
+    if (!posted) return fprintf(stderr, "gpt-train: out of memory\n"), 1;
+    int err = backward(m, B, T, posted);
+    free(posted);
+    return err;
 }
 
 /* ---- AdamW ------------------------------------------------------------------------ */

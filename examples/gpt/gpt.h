@@ -121,6 +121,10 @@ typedef struct gpt_model {
      * choice, with the workspace; 1 never (no workspace); S >= 2 forced. */
     int split_k;
     gpt_prof *prof; /* NULL: no --profile */
+    /* data parallel with the overlap (dp.h): the backward posts each
+     * finished range of gradients for its sum over the ranks; NULL: the
+     * trainer sums them all after the backward, or runs one process */
+    struct gpt_dp *dp;
     /* parameters: f32 master, its bf16 copy (what the kernels read), the f32
      * gradients, AdamW's moments; each n_params elements */
     float *params, *grads, *m, *v;

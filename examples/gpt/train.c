@@ -22,6 +22,7 @@ typedef struct opts {
     uint64_t seed;
     const char **data;
     int ndata, val_batches, sample, check, interp, quiet, gpus, profile, split_k;
+    int dp_overlap, nccl; /* the all-reduce's overlap with the backward; NCCL on one GPU */
     int64_t max_bytes;
     const char *save, *load, *dump, *prompt, *arch;
 } opts;
@@ -64,6 +65,11 @@ static void usage(FILE *f) {
                "  --arch ARCH                the GPU the interpreter plans for (" INTERP_ARCH ")\n"
                "  --gpus N                   data parallel over GPUs 0 .. N-1, one process\n"
                "                             each (NCCL); --batch is rows per GPU (1)\n"
+               "  --dp-overlap 0|1           sum each layer's gradients over the GPUs while\n"
+               "                             the backward goes on (1, default), or all of\n"
+               "                             them after it (0)\n"
+               "  --nccl                     with one GPU, sum through a one-rank NCCL\n"
+               "                             communicator anyway (checks that path)\n"
                "  --quiet                    no progress lines\n"
                "  --profile                  each kernel call's time per step (syncs after\n"
                "                             every call; steps 2 ..)\n"
@@ -109,14 +115,15 @@ static int int_option(opts *o, const char *opt, const char *val) {
              {"--sample", 0, 1 << 24},
              {"--gpus", 1, 64},
              {"--split-k", 0, 64},
+             {"--dp-overlap", 0, 1},
              {"--steps", 0, 1ll << 40},
              {"--stop-at", 1, 1ll << 40},
              {"--warmup", 0, 1ll << 40},
              {"--save-every", 0, 1ll << 40},
              {"--val-every", 0, 1ll << 40},
              {"--max-bytes", 1, 1ll << 40}};
-    int *narrow[10] = {&o->cfg.L, &o->cfg.H,       &o->cfg.C,  &o->cfg.T_max, &o->B,
-                       &o->T,     &o->val_batches, &o->sample, &o->gpus,      &o->split_k};
+    int *narrow[11] = {&o->cfg.L,       &o->cfg.H,  &o->cfg.C, &o->cfg.T_max, &o->B,         &o->T,
+                       &o->val_batches, &o->sample, &o->gpus,  &o->split_k,   &o->dp_overlap};
     int64_t *wide[6] = {&o->steps,      &o->stop_at,   &o->warmup,
                         &o->save_every, &o->val_every, &o->max_bytes};
     for (int i = 0; i < (int)(sizeof t / sizeof t[0]); i++) {
@@ -124,10 +131,10 @@ static int int_option(opts *o, const char *opt, const char *val) {
         if (strcmp(opt, t[i].name)) continue;
         if (!val) return fprintf(stderr, "gpt-train: %s needs a value\n", opt), 1;
         if (integer(opt, val, t[i].lo, t[i].hi, &v)) return 1;
-        if (i < 10)
+        if (i < 11)
             *narrow[i] = (int)v;
         else
-            *wide[i - 10] = v;
+            *wide[i - 11] = v;
         o->cfg_given |= i < 4;
         return 0;
     }
@@ -144,6 +151,7 @@ static int other_option(opts *o, const char *opt, const char *val, int *used) {
     if (!strcmp(opt, "--check")) return o->check = 1, 0;
     if (!strcmp(opt, "--quiet")) return o->quiet = 1, 0;
     if (!strcmp(opt, "--profile")) return o->profile = 1, 0;
+    if (!strcmp(opt, "--nccl")) return o->nccl = 1, 0;
     *used = 1;
     for (size_t i = 0; i < sizeof with_value / sizeof *with_value && !val; i++)
         if (!strcmp(opt, with_value[i]))
@@ -173,7 +181,7 @@ static int parse(int argc, char **argv, opts *o) {
     gpt_preset("tiny", &o->cfg);
     o->B = 4, o->steps = 20, o->warmup = -1, o->lr = 6e-4, o->seed = 1337, o->temp = 1.0;
     o->val_batches = 8, o->max_bytes = (int64_t)64 << 20, o->prompt = "\n";
-    o->arch = INTERP_ARCH, o->gpus = 1;
+    o->arch = INTERP_ARCH, o->gpus = 1, o->dp_overlap = 1;
     if (!(o->data = gpt_malloc((size_t)argc * sizeof *o->data))) return 1;
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -192,9 +200,9 @@ static int parse(int argc, char **argv, opts *o) {
         i += used;
     }
     if (!o->ndata) o->data[o->ndata++] = "/usr/include";
-    if (o->gpus > 1 && (o->interp || o->check)) {
-        fprintf(stderr, "gpt-train: --gpus %d: data parallelism runs on GPUs, without %s\n",
-                o->gpus, o->interp ? "--backend interp" : "--check");
+    if ((o->gpus > 1 || o->nccl) && (o->interp || o->check)) {
+        fprintf(stderr, "gpt-train: %s: data parallelism runs on GPUs, without %s\n",
+                o->nccl ? "--nccl" : "--gpus", o->interp ? "--backend interp" : "--check");
         return 1;
     }
     return 0;
@@ -260,7 +268,7 @@ static int open_device(run *r) {
     }
     r->peak = !strncmp(arch, "sm_90", 5) ? H100_PEAK : 0;
     /* NCCL finds the device current: tk_gpu_init made its primary context so */
-    if (r->nranks > 1 && gpt_dp_open(&r->dp, r->rank, r->nranks, r->uid, err, sizeof err))
+    if (r->uid && gpt_dp_open(&r->dp, r->rank, r->nranks, r->uid, err, sizeof err))
         return fprintf(stderr, "gpt-train: rank %d: %s\n", r->rank, err), 1;
     return 0;
 }
@@ -334,10 +342,11 @@ static int step(run *r, int64_t t, float out[2]) {
      * Here each rank holds its rows' share of the global mean's gradient
      * (the loss gradient is scaled by 1 / (B·T·nranks)) and its own mean
      * loss. Their sums over the ranks (dp.c) come before the norm, the
-     * clipping and the update, which then agree on every rank. The lead's
-     * overlap (gpt_dp_bucket_ready during the backward, gpt_dp_finish here)
-     * replaces the first call. */
-    if (r->dp && (gpt_dp_allreduce(r->dp, m->grads, m->lay.n_params, m->stream) ||
+     * clipping and the update, which then agree on every rank. With the
+     * overlap the backward has started them range by range (m->dp), and
+     * the step's work from here on waits for them. */
+    if (r->dp && ((m->dp ? gpt_dp_finish(r->dp, m->stream)
+                         : gpt_dp_allreduce(r->dp, m->grads, m->lay.n_params, m->stream)) ||
                   gpt_dp_allreduce(r->dp, m->scalars, 1, m->stream)))
         return fprintf(stderr, "gpt-train: all-reduce: %s\n", gpt_dp_error(r->dp)), 1;
     if (r->dp && gpt_prof_mark(m, "NCCL all-reduce (gradients, loss)")) return 1;
@@ -449,6 +458,7 @@ static int setup(run *r) {
     if (!(r->host_tok = gpt_malloc((size_t)2 * o->B * o->T * sizeof(int32_t)))) return 1;
     if (open_device(r) || gpt_model_create(r->ctx, &o->cfg, o->B, o->T, &r->m)) return 1;
     r->m.nranks = r->nranks, r->m.split_k = o->split_k;
+    r->m.dp = o->dp_overlap ? r->dp : NULL;
     if (o->profile && !(r->m.prof = gpt_prof_create())) return 1;
     if (gpt_model_prepare(&r->m) || load_params(r)) return 1;
     if (!o->quiet && r->rank == 0)
@@ -498,7 +508,13 @@ static int rank_main(int rank, int nranks, const void *uid, void *arg) {
 int main(int argc, char **argv) {
     run r = {.rank = 0, .nranks = 1};
     char why[512];
+    unsigned char uid[GPT_DP_UID_BYTES];
     int err = parse(argc, argv, &r.o);
+    if (!err && r.o.gpus == 1 && r.o.nccl) { /* a one-rank communicator, in this process */
+        err = gpt_dp_nccl_load(NULL, 0, why, sizeof why) || gpt_dp_unique_id(uid, why, sizeof why);
+        if (err) fprintf(stderr, "gpt-train: --nccl: %s\n", why);
+        r.uid = uid;
+    }
     if (!err && r.o.gpus == 1) err = run_rank(&r);
     if (!err && r.o.gpus > 1 && gpt_dp_launch(r.o.gpus, rank_main, &r.o, why, sizeof why)) {
         fprintf(stderr, "gpt-train: --gpus %d: %s\n", r.o.gpus, why);
