@@ -1,7 +1,7 @@
 /* Lowering tests (jit/lower.h): every op family and every ready-made kernel
  * lowers to a module that LLVM verifies, to PTX for sm_80 and sm_90a that
  * ptxas assembles, and the GEMM without spills. On a GPU machine the op
- * kernels (tests/util/fixture_ops.c) also run against the interpreter
+ * kernels (tests/util/fixture_ops.c, fixture_copy.c) also run against the interpreter
  * (memory paths: every shared layout, sync/async/engine copies, strided and
  * ragged views; control flow; a warp-specialized k-loop). Without ptxas or
  * a GPU those parts skip with one line. */

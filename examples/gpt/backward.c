@@ -146,7 +146,10 @@ static int post(gpt_model *m, int a, int b, unsigned char *posted) {
         if (posted[i]++)
             return fprintf(stderr, "gpt-train: %s's gradient posted twice\n", t[i].name), 1;
     size_t off = t[a].off, n = t[b].off + t[b].n - off;
-    if (m->dp && gpt_dp_bucket_ready(m->dp, m->grads + off, n, m->stream))
+    /* only a step's: the startup's dry runs (gpt_model_prepare) leave
+     * m->grads unset, and a sum of them still in flight could land over a
+     * rank's first real gradients */
+    if (m->dp && m->mode == GPT_RUN && gpt_dp_bucket_ready(m->dp, m->grads + off, n, m->stream))
         return fprintf(stderr, "gpt-train: all-reduce of %s .. %s: %s\n", t[a].name, t[b].name,
                        gpt_dp_error(m->dp)),
                1;

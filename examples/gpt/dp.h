@@ -95,10 +95,11 @@ int gpt_dp_allreduce(gpt_dp *dp, float *buf, size_t n, void *stream);
  * compute_stream has produced buf's final gradients for this step. The sum
  * starts on the communicator's own stream (high priority, not synchronized
  * with the default stream) once that work is done, while the backward goes
- * on. Until gpt_dp_finish, later work must not write buf: post a range only
- * when nothing else in the step writes it (the tied wte is written by the
- * head first and the embedding last: post it after the embedding backward;
- * with gradient accumulation, only on the last micro-batch). */
+ * on. Until gpt_dp_finish, later work must not read or write buf: post a
+ * range only when nothing else in the step touches it (the tied wte is
+ * written by the head first and the embedding last: post it after the
+ * embedding backward; with gradient accumulation, only on the last
+ * micro-batch). */
 int gpt_dp_bucket_ready(gpt_dp *dp, float *buf, size_t n, void *compute_stream);
 
 /* Makes work enqueued on compute_stream from now on wait for every sum

@@ -36,9 +36,9 @@ typedef struct run {
     int32_t *host_tok; /* [2, B, T]: tokens, then targets */
     double peak;       /* FLOP/s per device for the MFU; 0: n/a */
     /* data parallel (dp.h): this process's rank of nranks, its
-     * communicator (NULL: one process; opened by whoever starts the ranks) */
+     * communicator (NULL: none; opened in open_device when uid is set) */
     int rank, nranks;
-    const void *uid; /* NCCL's id (gpt_dp_launch), NULL: one process */
+    const void *uid; /* NCCL's id (gpt_dp_launch, or --nccl's), NULL: no NCCL */
     gpt_dp *dp;
 } run;
 
@@ -122,8 +122,8 @@ static int int_option(opts *o, const char *opt, const char *val) {
              {"--save-every", 0, 1ll << 40},
              {"--val-every", 0, 1ll << 40},
              {"--max-bytes", 1, 1ll << 40}};
-    int *narrow[11] = {&o->cfg.L,       &o->cfg.H,  &o->cfg.C, &o->cfg.T_max, &o->B,         &o->T,
-                       &o->val_batches, &o->sample, &o->gpus,  &o->split_k,   &o->dp_overlap};
+    int *narrow[] = {&o->cfg.L,       &o->cfg.H,  &o->cfg.C, &o->cfg.T_max, &o->B,         &o->T,
+                     &o->val_batches, &o->sample, &o->gpus,  &o->split_k,   &o->dp_overlap};
     int64_t *wide[6] = {&o->steps,      &o->stop_at,   &o->warmup,
                         &o->save_every, &o->val_every, &o->max_bytes};
     for (int i = 0; i < (int)(sizeof t / sizeof t[0]); i++) {
@@ -131,10 +131,11 @@ static int int_option(opts *o, const char *opt, const char *val) {
         if (strcmp(opt, t[i].name)) continue;
         if (!val) return fprintf(stderr, "gpt-train: %s needs a value\n", opt), 1;
         if (integer(opt, val, t[i].lo, t[i].hi, &v)) return 1;
-        if (i < 11)
+        int nn = (int)(sizeof narrow / sizeof *narrow);
+        if (i < nn)
             *narrow[i] = (int)v;
         else
-            *wide[i - 11] = v;
+            *wide[i - nn] = v;
         o->cfg_given |= i < 4;
         return 0;
     }
@@ -202,7 +203,11 @@ static int parse(int argc, char **argv, opts *o) {
     if (!o->ndata) o->data[o->ndata++] = "/usr/include";
     if ((o->gpus > 1 || o->nccl) && (o->interp || o->check)) {
         fprintf(stderr, "gpt-train: %s: data parallelism runs on GPUs, without %s\n",
-                o->nccl ? "--nccl" : "--gpus", o->interp ? "--backend interp" : "--check");
+                o->nccl ? "--nccl" : "--gpus N > 1", o->interp ? "--backend interp" : "--check");
+        return 1;
+    }
+    if (o->nccl && o->gpus > 1) {
+        fprintf(stderr, "gpt-train: --nccl is for one GPU; --gpus %d uses NCCL already\n", o->gpus);
         return 1;
     }
     return 0;
@@ -513,7 +518,7 @@ int main(int argc, char **argv) {
     if (!err && r.o.gpus == 1 && r.o.nccl) { /* a one-rank communicator, in this process */
         err = gpt_dp_nccl_load(NULL, 0, why, sizeof why) || gpt_dp_unique_id(uid, why, sizeof why);
         if (err) fprintf(stderr, "gpt-train: --nccl: %s\n", why);
-        r.uid = uid;
+        r.uid = err ? NULL : uid;
     }
     if (!err && r.o.gpus == 1) err = run_rank(&r);
     if (!err && r.o.gpus > 1 && gpt_dp_launch(r.o.gpus, rank_main, &r.o, why, sizeof why)) {

@@ -133,7 +133,7 @@ typedef struct tk_xent_params {
     void *workspace;        /* with loss_mean: >= workspace_bytes, 4-byte aligned  */
     size_t workspace_bytes;
     int64_t logits_stride, dlogits_stride;
-    /* The block's shape: only split, warps and cols are read (tk_kernels.h);
+    /* The block's shape: only split, warps and cols are read (tk_kernels_train.h);
      * NULL: the library's choice for the dtype and vocab. */
     const tk_xent_config *config;
 } tk_xent_params;
