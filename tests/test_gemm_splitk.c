@@ -26,164 +26,23 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_run.h"
 #include "util/devbuf.h"
-#include "util/harness.h"
+#include "util/gemm_case.h"
 #include "util/ref.h"
-#include "util/run.h"
-#include "util/tmpdir.h"
-
-static char tmp_root[256];
-
-enum { NONE = TK_GEMM_ACT_NONE, GELU = TK_GEMM_ACT_GELU, DGELU = TK_GEMM_ACT_DGELU };
-#define BF  TK_BF16
-#define HF  TK_F16
-#define F32 TK_F32
-
-/* One call: sizes, dtypes, options and the split (S: split_k; 0 auto). */
-typedef struct scase {
-    int64_t M, N, K;
-    tk_dtype in, out;
-    int ta, tb, bias, act, acc, S;
-} scase;
-
-/* Which kernel: the library's choice or a forced block shape. */
-enum { K_AUTO, K_MMA, K_MMA_SMALL, K_WIDE, K_MID, K_ONE, K_COUNT };
-static const char *const kernel_names[K_COUNT] = {"auto",          "mma 128x128",   "mma 64x64",
-                                                  "wgmma 128x256", "wgmma 128x128", "wgmma 64x128"};
-
-static bool kernel_cfg(int which, const scase *e, tk_gemm_config *c) {
-    if (which == K_AUTO) return false;
-    *c = tk_gemm_default_config(e->in, e->out, e->tb);
-    if (which == K_MMA_SMALL) c->block_m = 64, c->block_n = 64, c->block_k = 32, c->stages = 2;
-    if (which == K_WIDE) *c = tk_gemm_config_for(e->in, e->out, e->tb, 8192, 8192, "sm_90a");
-    if (which == K_MID) *c = tk_gemm_config_for(e->in, e->out, e->tb, 512, 4096, "sm_90a");
-    if (which == K_ONE)
-        c->block_m = 64, c->block_n = 128, c->block_k = 32, c->warps = 4, c->wgmma = 1;
-    c->transpose_a = e->ta, c->bias = e->bias, c->act = e->act, c->aux = e->act != NONE;
-    c->accumulate = e->acc, c->split_k = e->S;
-    return true;
-}
-
-/* ---- Float64 reference ------------------------------------------------------- */
-static double gelu(double x) {
-    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-
-static double gelu_grad(double x) {
-    double u = sqrt(2 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * sqrt(2 / M_PI) * (1 + 3 * 0.044715 * x * x);
-}
-
-/* Host tensors of a call. */
-typedef struct host {
-    ref_tensor a, b, c, bias, aux;
-    double *c_old, *aux_in;
-} host;
-
-static void make_host(const scase *e, int64_t pad, host *h) {
-    memset(h, 0, sizeof *h);
-    int64_t da[2] = {e->ta ? e->K : e->M, e->ta ? e->M : e->K};
-    int64_t db[2] = {e->tb ? e->N : e->K, e->tb ? e->K : e->N}, dc[2] = {e->M, e->N};
-    h->a = ref_tensor_new_layout(e->in, 2, da, NULL, pad);
-    h->b = ref_tensor_new_layout(e->in, 2, db, NULL, pad);
-    h->c = ref_tensor_new_layout(e->out, 2, dc, NULL, pad);
-    ref_tensor_random(&h->a, -1, 1), ref_tensor_random(&h->b, -1, 1);
-    ref_tensor_fill_all(&h->c, NAN);
-    if (e->acc) ref_tensor_random(&h->c, -2, 2), h->c_old = ref_tensor_to_f64(&h->c);
-    if (e->bias) {
-        h->bias = ref_tensor_new(e->out, 1, &e->N);
-        ref_tensor_random(&h->bias, -1, 1);
-    }
-    if (e->act != NONE) {
-        h->aux = ref_tensor_new_layout(e->out, 2, dc, NULL, pad);
-        ref_tensor_fill_all(&h->aux, NAN);
-        if (e->act == DGELU)
-            ref_tensor_random(&h->aux, -4, 4), h->aux_in = ref_tensor_to_f64(&h->aux);
-    }
-}
-
-static void free_host(host *h) {
-    ref_tensor_free(&h->a), ref_tensor_free(&h->b), ref_tensor_free(&h->c);
-    ref_tensor_free(&h->bias), ref_tensor_free(&h->aux);
-    free(h->c_old), free(h->aux_in);
-}
-
-/* x = op(A)·op(B) [+ C_old] [+ bias] on rows[0..n), [n, N]. */
-static double *ref_x(const scase *e, const host *h, const int64_t *rows, int64_t n) {
-    double *a = ref_tensor_to_f64(&h->a), *b = ref_tensor_to_f64(&h->b);
-    double *ar = tu_f64_new(n * e->K), *x = tu_f64_new(n * e->N);
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t p = 0; p < e->K; p++)
-            ar[r * e->K + p] = e->ta ? a[p * e->M + rows[r]] : a[rows[r] * e->K + p];
-    ref_gemm(ar, b, x, n, e->N, e->K, e->tb);
-    double *bias = e->bias ? ref_tensor_to_f64(&h->bias) : NULL;
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t j = 0; j < e->N; j++) {
-            double *v = &x[r * e->N + j];
-            if (e->acc) *v += h->c_old[rows[r] * e->N + j];
-            if (bias) *v += bias[j];
-        }
-    free(a), free(b), free(ar), free(bias);
-    return x;
-}
-
-/* got's rows against want: no NaN, rel err within tol. */
-static void expect_rows(const char *what, const ref_tensor *t, const int64_t *rows, int64_t n,
-                        const double *want, double tl) {
-    double *all = ref_tensor_to_f64(t), *got = tu_f64_new(n * t->dims[1]);
-    for (int64_t r = 0; r < n; r++)
-        memcpy(got + r * t->dims[1], all + rows[r] * t->dims[1], sizeof(double) * t->dims[1]);
-    int64_t cnt = n * t->dims[1], nan = ref_count_nan(got, cnt);
-    double err = ref_rel_err(got, want, cnt);
-    printf("%-66s rel err %.2e\n", what, err);
-    ck_assert_msg(nan == 0, "%s: %lld of %lld elements NaN", what, (long long)nan, (long long)cnt);
-    ck_assert_msg(err <= tl, "%s: rel err %.3e > %.1e", what, err, tl);
-    free(all), free(got);
-}
 
 /* ---- One call, twice ------------------------------------------------------------ */
-/* Device copies of a call's tensors and its workspace. */
-typedef struct dev {
-    void *a, *b, *c, *bias, *aux, *ws;
-    size_t ws_bytes;
-} dev;
-
-static tk_gemm_params params_of(const scase *e, const host *h, const dev *d,
-                                const tk_gemm_config *cfg) {
-    tk_gemm_params p = TK_GEMM_PARAMS_INIT;
-    p.in_dtype = e->in, p.out_dtype = e->out, p.transpose_a = e->ta, p.transpose_b = e->tb;
-    p.m = e->M, p.n = e->N, p.k = e->K, p.act = e->act, p.accumulate = e->acc, p.config = cfg;
-    p.a = d->a, p.b = d->b, p.c = d->c, p.bias = d->bias, p.aux = d->aux;
-    p.lda = h->a.strides[0], p.ldb = h->b.strides[0], p.ldc = h->c.strides[0];
-    p.ldaux = e->act != NONE ? h->aux.strides[0] : 0;
-    p.workspace = d->ws, p.workspace_bytes = d->ws_bytes, p.split_k = cfg ? 0 : e->S;
-    return p;
-}
-
-/* Runs the call from C's and Aux's bytes `c0` and `x0` (uploaded again:
- * accumulate reads C, DGELU Aux) and downloads C and Aux into h. */
-static void run_once(tk_ctx *ctx, const scase *e, const tk_gemm_config *cfg, host *h, const dev *d,
-                     const void *c0, const void *x0) {
-    ck_assert_int_eq(tk_gpu_upload(ctx, d->c, c0, tu_bytes_of(&h->c)), TK_OK);
-    if (d->aux) ck_assert_int_eq(tk_gpu_upload(ctx, d->aux, x0, tu_bytes_of(&h->aux)), TK_OK);
-    tk_gemm_params p = params_of(e, h, d, cfg);
-    tk_status s = tk_gemm(ctx, &p, NULL);
-    ck_assert_msg(s == TK_OK, "tk_gemm: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
-    ck_assert_int_eq(tk_gpu_download(ctx, h->c.data, d->c, tu_bytes_of(&h->c)), TK_OK);
-    if (d->aux)
-        ck_assert_int_eq(tk_gpu_download(ctx, h->aux.data, d->aux, tu_bytes_of(&h->aux)), TK_OK);
-}
-
-static void describe(char *buf, size_t n, const scase *e, int which) {
-    static const char *const acts[3] = {"", " gelu", " dgelu"};
-    snprintf(buf, n, "%s->%s %s%s %lldx%lldx%lld S%d%s%s%s [%s]", tk_dtype_name(e->in),
-             tk_dtype_name(e->out), e->ta ? "At" : "A", e->tb ? "Bt" : "B", (long long)e->M,
-             (long long)e->N, (long long)e->K, e->S, e->bias ? " bias" : "", acts[e->act],
-             e->acc ? " acc" : "", kernel_names[which]);
+/* Runs the call from C's and Aux's first bytes (uploaded again: accumulate
+ * reads C, DGELU Aux) and downloads C and Aux into h. */
+static void run_once(tk_ctx *ctx, const tu_gemm_case *e, const tk_gemm_config *cfg, tu_gemm_host *h,
+                     const tu_gemm_dev *d) {
+    ck_assert_int_eq(tk_gpu_upload(ctx, d->c, h->before_c, tu_bytes_of(&h->c)), TK_OK);
+    if (h->before_aux)
+        ck_assert_int_eq(tk_gpu_upload(ctx, d->aux, h->before_aux, tu_bytes_of(&h->aux)), TK_OK);
+    tu_gemm_case_run(ctx, e, cfg, h, d);
 }
 
 /* The workspace's floats were all written (partials, not its 0xff
  * poison): the split ran, and filled what tk_gemm_workspace asked for. */
-static void expect_partials(tk_ctx *ctx, const dev *d, const char *what) {
+static void expect_partials(tk_ctx *ctx, const tu_gemm_dev *d, const char *what) {
     float *w = malloc(d->ws_bytes);
     ck_assert_ptr_nonnull(w);
     ck_assert_int_eq(tk_gpu_download(ctx, w, d->ws, d->ws_bytes), TK_OK);
@@ -193,88 +52,59 @@ static void expect_partials(tk_ctx *ctx, const dev *d, const char *what) {
     free(w);
 }
 
-/* want = C's reference on rows[0..n), and x (Aux's, GELU) in *x. */
-static double *ref_out(const scase *e, const host *h, const int64_t *rows, int64_t n, double **x) {
-    *x = ref_x(e, h, rows, n);
-    double *want = tu_f64_new(n * e->N);
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t j = 0; j < e->N; j++) {
-            double v = (*x)[r * e->N + j];
-            if (e->act == GELU) v = gelu(v);
-            if (e->act == DGELU) v *= gelu_grad(h->aux_in[rows[r] * e->N + j]);
-            want[r * e->N + j] = v;
-        }
-    return want;
-}
-
-static void free_dev(tk_ctx *ctx, dev *d) {
-    void *all[6] = {d->a, d->b, d->c, d->bias, d->aux, d->ws};
-    for (int i = 0; i < 6; i++)
-        if (all[i]) ck_assert_int_eq(tk_gpu_free(ctx, all[i]), TK_OK);
-}
-
 /* e on kernel `which` against float64 on every step-th row and the last,
  * run twice with the same bits; `pad`: elements after each row. */
-static void check_call(tk_ctx *ctx, const scase *e, int which, int64_t step, int64_t pad) {
+static void check_call(tk_ctx *ctx, const tu_gemm_case *e, int which, int64_t step, int64_t pad) {
     tk_gemm_config cfg;
-    bool forced = kernel_cfg(which, e, &cfg);
-    host h;
-    make_host(e, pad, &h);
-    dev d = {.a = tu_dev_in(ctx, &h.a), .b = tu_dev_in(ctx, &h.b), .c = tu_dev_in(ctx, &h.c)};
-    if (e->bias) d.bias = tu_dev_in(ctx, &h.bias);
-    if (e->act != NONE) d.aux = tu_dev_in(ctx, &h.aux);
+    const tk_gemm_config *c = tu_gemm_kernel_cfg(which, e, &cfg) ? &cfg : NULL;
+    tu_gemm_host h;
+    tu_gemm_host_make(e, pad, pad, &h);
+    tu_gemm_dev d = tu_gemm_dev_in(ctx, e, &h);
     char what[160];
-    describe(what, sizeof what, e, which);
-    tk_gemm_params q = params_of(e, &h, &d, forced ? &cfg : NULL);
+    tu_gemm_describe(what, sizeof what, e, which);
+    tk_gemm_params q = tu_gemm_case_params(e, &h, &d, c);
     ck_assert_msg(tk_gemm_workspace(ctx, &q, &d.ws_bytes) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_msg(d.ws_bytes > 0, "%s: no split", what);
     d.ws = tu_dev_bytes(ctx, d.ws_bytes);
-    void *c0 = ref_tensor_snapshot(&h.c), *x0 = e->act ? ref_tensor_snapshot(&h.aux) : NULL;
-    run_once(ctx, e, forced ? &cfg : NULL, &h, &d, c0, x0);
+    run_once(ctx, e, c, &h, &d);
     expect_partials(ctx, &d, what);
-    void *c1 = ref_tensor_snapshot(&h.c), *x1 = e->act ? ref_tensor_snapshot(&h.aux) : NULL;
-    run_once(ctx, e, forced ? &cfg : NULL, &h, &d, c0, x0);
+    void *c1 = ref_tensor_snapshot(&h.c), *x1 = h.before_aux ? ref_tensor_snapshot(&h.aux) : NULL;
+    run_once(ctx, e, c, &h, &d);
     ck_assert_msg(!memcmp(c1, h.c.data, tu_bytes_of(&h.c)), "%s: C differs between runs", what);
     ck_assert_msg(!x1 || !memcmp(x1, h.aux.data, tu_bytes_of(&h.aux)), "%s: Aux differs", what);
-    ck_assert_msg(ref_tensor_stray_writes(&h.c, c0) == 0, "%s: writes outside C", what);
-    int64_t *rows = malloc(sizeof(int64_t) * (size_t)e->M), n = 0;
-    for (int64_t i = 0; i < e->M; i++)
-        if (i % step == 0 || i == e->M - 1) rows[n++] = i;
-    double *x, *want = ref_out(e, &h, rows, n, &x), tl = e->out == F32 ? 2e-3 : tu_tol_of(e->out);
-    expect_rows(what, &h.c, rows, n, want, tl);
-    if (e->act == GELU) expect_rows("  ...aux", &h.aux, rows, n, x, tl);
-    free(rows), free(x), free(want), free(c0), free(x0), free(c1), free(x1);
-    free_dev(ctx, &d);
-    free_host(&h);
+    tu_gemm_dev_free(ctx, &d);
+    tu_gemm_case_expect(what, e, &h, step);
+    free(c1), free(x1);
+    tu_gemm_host_free(&h);
 }
 
 /* ---- interp ------------------------------------------------------------------- */
-/* {M, N, K, in, out, ta, tb, bias, act, acc, S}, kernel */
+/* {M, N, K, in, out, ta, tb, bias, act, aux, acc, in_place, S}, kernel */
 static const struct {
-    scase e;
+    tu_gemm_case e;
     int kernel;
 } interp_cases[] = {
     /* GPT-2's weight gradients in small: dW (+)= xᵀ·dy, f32 and bf16 */
-    {{70, 90, 300, BF, F32, 1, 0, 0, NONE, 1, 3}, K_MMA},
-    {{70, 90, 300, BF, BF, 1, 0, 0, NONE, 0, 2}, K_MMA},
-    {{150, 270, 300, BF, F32, 1, 0, 0, NONE, 1, 4}, K_WIDE},
-    {{150, 270, 260, BF, BF, 1, 0, 0, NONE, 1, 5}, K_WIDE},
-    {{140, 130, 333, BF, F32, 1, 0, 0, NONE, 0, 8}, K_MID},
-    {{70, 150, 200, HF, HF, 1, 0, 0, NONE, 1, 6}, K_ONE},
+    {{70, 90, 300, BF, F32, 1, 0, 0, NONE, 0, 1, 0, 3}, TU_K_MMA},
+    {{70, 90, 300, BF, BF, 1, 0, 0, NONE, 0, 0, 0, 2}, TU_K_MMA},
+    {{150, 270, 300, BF, F32, 1, 0, 0, NONE, 0, 1, 0, 4}, TU_K_WGMMA},
+    {{150, 270, 260, BF, BF, 1, 0, 0, NONE, 0, 1, 0, 5}, TU_K_WGMMA},
+    {{140, 130, 333, BF, F32, 1, 0, 0, NONE, 0, 0, 0, 8}, TU_K_WGMMA_MID},
+    {{70, 150, 200, HF, HF, 1, 0, 0, NONE, 0, 1, 0, 6}, TU_K_WGMMA_ONE},
     /* ragged, both transpositions, the epilogue in kernel 2 */
-    {{65, 129, 97, HF, F32, 0, 1, 1, NONE, 0, 2}, K_MMA_SMALL},
-    {{33, 70, 250, BF, HF, 1, 1, 1, NONE, 1, 7}, K_MMA_SMALL},
-    {{77, 130, 190, BF, BF, 0, 0, 1, GELU, 0, 3}, K_MMA},
-    {{129, 300, 150, BF, F32, 0, 0, 1, GELU, 0, 2}, K_WIDE},
-    {{70, 80, 200, HF, HF, 0, 1, 0, DGELU, 0, 4}, K_MMA},
-    {{135, 270, 140, BF, HF, 0, 1, 0, DGELU, 0, 3}, K_WIDE},
-    {{130, 150, 170, BF, BF, 1, 1, 1, NONE, 1, 2}, K_MID},
-    {{65, 129, 130, BF, BF, 1, 1, 0, GELU, 0, 8}, K_ONE},
+    {{65, 129, 97, HF, F32, 0, 1, 1, NONE, 0, 0, 0, 2}, TU_K_MMA_SMALL},
+    {{33, 70, 250, BF, HF, 1, 1, 1, NONE, 0, 1, 0, 7}, TU_K_MMA_SMALL},
+    {{77, 130, 190, BF, BF, 0, 0, 1, GELU, 1, 0, 0, 3}, TU_K_MMA},
+    {{129, 300, 150, BF, F32, 0, 0, 1, GELU, 1, 0, 0, 2}, TU_K_WGMMA},
+    {{70, 80, 200, HF, HF, 0, 1, 0, DGELU, 1, 0, 0, 4}, TU_K_MMA},
+    {{135, 270, 140, BF, HF, 0, 1, 0, DGELU, 1, 0, 0, 3}, TU_K_WGMMA},
+    {{130, 150, 170, BF, BF, 1, 1, 1, NONE, 0, 1, 0, 2}, TU_K_WGMMA_MID},
+    {{65, 129, 130, BF, BF, 1, 1, 0, GELU, 1, 0, 0, 8}, TU_K_WGMMA_ONE},
     /* more ranges than k-tiles hold: as many as there are */
-    {{50, 60, 40, BF, F32, 1, 0, 0, NONE, 0, 8}, K_MMA_SMALL},
+    {{50, 60, 40, BF, F32, 1, 0, 0, NONE, 0, 0, 0, 8}, TU_K_MMA_SMALL},
     /* split_k in the params, the library's block shape */
-    {{100, 130, 270, BF, F32, 1, 0, 0, NONE, 1, 4}, K_AUTO},
-    {{90, 70, 200, BF, BF, 0, 0, 1, GELU, 0, 3}, K_AUTO},
+    {{100, 130, 270, BF, F32, 1, 0, 0, NONE, 0, 1, 0, 4}, TU_K_AUTO},
+    {{90, 70, 200, BF, BF, 0, 0, 1, GELU, 1, 0, 0, 3}, TU_K_AUTO},
 };
 #define N_INTERP (int)(sizeof interp_cases / sizeof interp_cases[0])
 
@@ -290,12 +120,14 @@ START_TEST(interp_random) {
     tk_ctx *ctx = tu_interp_ctx("sm_90a", 132);
     static const tk_dtype ins[2] = {BF, HF}, outs[3] = {BF, HF, F32};
     /* K of at least 3 k-tiles (block_k is 64 at most here): fewer leaves nothing to split */
-    scase e = {.M = ref_randint(1, 160), .N = ref_randint(1, 280), .K = ref_randint(130, 300)};
+    tu_gemm_case e = {
+        .M = ref_randint(1, 160), .N = ref_randint(1, 280), .K = ref_randint(130, 300)};
     e.in = ins[ref_randint(0, 1)], e.out = outs[ref_randint(0, 2)];
     e.ta = (int)ref_randint(0, 1), e.tb = (int)ref_randint(0, 1);
     e.act = (int)ref_randint(0, 2), e.acc = e.act ? 0 : (int)ref_randint(0, 1);
     e.bias = e.act == DGELU ? 0 : (int)ref_randint(0, 1), e.S = (int)ref_randint(2, 8);
-    check_call(ctx, &e, (int)ref_randint(K_MMA, K_ONE), 1, ref_randint(0, 1) * 8);
+    e.aux = e.act != NONE; /* a split activation always keeps Aux */
+    check_call(ctx, &e, (int)ref_randint(TU_K_MMA, TU_K_WGMMA_ONE), 1, ref_randint(0, 1) * 8);
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -305,8 +137,8 @@ END_TEST
 START_TEST(interp_auto) {
     static const char *const archs[2] = {"sm_80", "sm_90a"};
     tk_ctx *ctx = tu_interp_ctx(archs[_i], _i ? 132 : 108);
-    scase dw = {128, 128, 2048, BF, F32, 1, 0, 0, NONE, 1, 0};
-    check_call(ctx, &dw, K_AUTO, 7, 0);
+    tu_gemm_case dw = {128, 128, 2048, BF, F32, 1, 0, 0, NONE, 0, 1, 0, 0};
+    check_call(ctx, &dw, TU_K_AUTO, 7, 0);
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -330,16 +162,6 @@ static tk_gemm_params base_params(const bufs *d) {
     return p;
 }
 
-/* tk_gemm and tk_gemm_prepare refuse p with `want`, naming `frag`. */
-static void expect_err(tk_ctx *ctx, tk_gemm_params p, tk_status want, const char *frag) {
-    for (int run = 0; run < 2; run++) {
-        tk_status s = run ? tk_gemm(ctx, &p, NULL) : tk_gemm_prepare(ctx, &p, NULL);
-        ck_assert_msg(s == want, "got %s (%s), want %s", tk_status_name(s), tk_ctx_error(ctx),
-                      tk_status_name(want));
-        ck_assert_msg(strstr(tk_ctx_error(ctx), frag), "'%s' lacks '%s'", tk_ctx_error(ctx), frag);
-    }
-}
-
 static size_t ws_of(tk_ctx *ctx, tk_gemm_params p) {
     size_t b = 1;
     ck_assert_msg(tk_gemm_workspace(ctx, &p, &b) == TK_OK, "%s", tk_ctx_error(ctx));
@@ -354,15 +176,17 @@ START_TEST(rejects_bad_workspace) {
     ck_assert_uint_eq(ws_of(ctx, p), 4 * CM * CN * 4);
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, NULL), TK_OK);
     p.workspace_bytes = 4 * CM * CN * 4 - 1;
-    expect_err(ctx, p, TK_ERR_INVALID_ARG, "needs a workspace of 65536 bytes");
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "needs a workspace of 65536 bytes");
     p = base_params(&d), p.split_k = 4, p.workspace = (char *)d.ws + 4;
-    expect_err(ctx, p, TK_ERR_INVALID_ARG, "not 16-byte aligned");
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "not 16-byte aligned");
     p = base_params(&d), p.split_k = 4, p.workspace = d.c;
-    expect_err(ctx, p, TK_ERR_INVALID_ARG, "the split writes its partials to the workspace");
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG,
+                       "the split writes its partials to the workspace");
     p = base_params(&d), p.split_k = 4, p.workspace = NULL;
-    expect_err(ctx, p, TK_ERR_INVALID_ARG, "split_k 4 needs a workspace");
-    p = base_params(&d), p.split_k = 65, expect_err(ctx, p, TK_ERR_INVALID_ARG, "split_k is 65");
-    p.split_k = -1, expect_err(ctx, p, TK_ERR_INVALID_ARG, "split_k is -1");
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "split_k 4 needs a workspace");
+    p = base_params(&d), p.split_k = 65,
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "split_k is 65");
+    p.split_k = -1, tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "split_k is -1");
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -378,11 +202,12 @@ START_TEST(config_split) {
     ck_assert_uint_eq(ws_of(ctx, p), 3 * CM * CN * 4);
     p.split_k = 3;
     ck_assert_uint_eq(ws_of(ctx, p), 3 * CM * CN * 4);
-    p.split_k = 2, expect_err(ctx, p, TK_ERR_INVALID_ARG, "config has split_k 3; the params ask");
+    p.split_k = 2,
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "config has split_k 3; the params ask");
     c.split_k = 0, p.split_k = 0;
     ck_assert_uint_eq(ws_of(ctx, p), 0);
     c.split_k = 2, c.split_reduce = 1;
-    expect_err(ctx, p, TK_ERR_INVALID_ARG, "config has split_reduce 1");
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "config has split_reduce 1");
     static const struct {
         int split_k, split_reduce;
         const char *frag;
@@ -392,11 +217,7 @@ START_TEST(config_split) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tk_gemm_config b = tk_gemm_default_config(BF, F32, 1);
         b.split_k = bad[i].split_k, b.split_reduce = bad[i].split_reduce;
-        tk_kernel *k = NULL;
-        ck_assert_int_eq(tk_gemm_build(ctx, &b, &k), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), bad[i].frag), "'%s' lacks '%s'", tk_ctx_error(ctx),
-                      bad[i].frag);
-        ck_assert_ptr_null(k);
+        tu_gemm_expect_build_err(ctx, &b, bad[i].frag);
     }
     tk_ctx_destroy(ctx);
 }
@@ -430,7 +251,7 @@ START_TEST(workspace_sizes) {
     ck_assert_int_eq(tk_gemm_prepare(ctx, &p, NULL), TK_OK);
     ck_assert_int_eq(tk_gemm_config_for_call(&p, "sm_90a").split_k, 0);
     p.struct_size = sizeof p;
-    expect_err(ctx, p, TK_ERR_INVALID_ARG, "needs a workspace of");
+    tu_gemm_expect_err(ctx, p, TK_ERR_INVALID_ARG, "needs a workspace of");
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -525,78 +346,43 @@ END_TEST
 /* GPT-2 124M's weight gradients (D 768, qkv 2304, fc 3072) with the
  * library's split at T 16384 and forced at T 4096, then forced ragged ones. */
 static const struct {
-    scase e;
+    tu_gemm_case e;
     int kernel;
 } gpu_cases[] = {
-    {{768, 2304, 16384, BF, F32, 1, 0, 0, NONE, 1, 0}, K_AUTO},
-    {{768, 768, 16384, BF, F32, 1, 0, 0, NONE, 1, 0}, K_AUTO},
-    {{768, 3072, 16384, BF, BF, 1, 0, 0, NONE, 1, 0}, K_AUTO},
-    {{3072, 768, 16384, BF, BF, 1, 0, 0, NONE, 0, 0}, K_AUTO},
+    {{768, 2304, 16384, BF, F32, 1, 0, 0, NONE, 0, 1, 0, 0}, TU_K_AUTO},
+    {{768, 768, 16384, BF, F32, 1, 0, 0, NONE, 0, 1, 0, 0}, TU_K_AUTO},
+    {{768, 3072, 16384, BF, BF, 1, 0, 0, NONE, 0, 1, 0, 0}, TU_K_AUTO},
+    {{3072, 768, 16384, BF, BF, 1, 0, 0, NONE, 0, 0, 0, 0}, TU_K_AUTO},
     /* at T 4096 the library does not split (too few k-tiles to pay, as
      * measured on the H100); forced, on its choice of block */
-    {{768, 2304, 4096, BF, F32, 1, 0, 0, NONE, 0, 2}, K_AUTO},
-    {{768, 768, 4096, BF, BF, 1, 0, 0, NONE, 1, 3}, K_AUTO},
-    {{1000, 777, 5000, BF, F32, 1, 0, 1, NONE, 1, 3}, K_MMA},
-    {{1000, 777, 5000, BF, F32, 1, 0, 1, NONE, 1, 5}, K_WIDE},
-    {{1000, 777, 5000, HF, HF, 1, 1, 0, NONE, 1, 4}, K_MID},
-    {{513, 1025, 3000, BF, BF, 0, 1, 0, DGELU, 0, 3}, K_WIDE},
-    {{513, 1025, 3000, BF, BF, 0, 0, 1, GELU, 0, 2}, K_WIDE},
-    {{333, 555, 7777, BF, F32, 1, 0, 0, NONE, 0, 8}, K_ONE},
+    {{768, 2304, 4096, BF, F32, 1, 0, 0, NONE, 0, 0, 0, 2}, TU_K_AUTO},
+    {{768, 768, 4096, BF, BF, 1, 0, 0, NONE, 0, 1, 0, 3}, TU_K_AUTO},
+    {{1000, 777, 5000, BF, F32, 1, 0, 1, NONE, 0, 1, 0, 3}, TU_K_MMA},
+    {{1000, 777, 5000, BF, F32, 1, 0, 1, NONE, 0, 1, 0, 5}, TU_K_WGMMA},
+    {{1000, 777, 5000, HF, HF, 1, 1, 0, NONE, 0, 1, 0, 4}, TU_K_WGMMA_MID},
+    {{513, 1025, 3000, BF, BF, 0, 1, 0, DGELU, 1, 0, 0, 3}, TU_K_WGMMA},
+    {{513, 1025, 3000, BF, BF, 0, 0, 1, GELU, 1, 0, 0, 2}, TU_K_WGMMA},
+    {{333, 555, 7777, BF, F32, 1, 0, 0, NONE, 0, 0, 0, 8}, TU_K_WGMMA_ONE},
 };
 #define N_GPU (int)(sizeof gpu_cases / sizeof gpu_cases[0])
 
-static tk_ctx *gctx;
-static char gcache[512];
-
-static void gpu_setup(void) {
-    ck_assert_int_eq(tk_ctx_create(&gctx), TK_OK);
-    tu_join(gcache, sizeof gcache, tmp_root, "gpu-cache");
-    ck_assert_int_eq(tk_cache_set_dir(gctx, gcache), TK_OK);
-}
-
-static void gpu_teardown(void) {
-    tk_ctx_destroy(gctx);
-    gctx = NULL;
-}
-
 START_TEST(gpu_case) {
-    if (th_gpu_or_skip(gctx)) return;
-    char arch[16] = "";
-    ck_assert_int_eq(tk_gpu_arch(gctx, arch, sizeof arch), TK_OK);
     int which = gpu_cases[_i].kernel;
-    if (which >= K_WIDE && strcmp(arch, "sm_90a")) {
-        printf("gemm splitk %d: %s needs sm_90a, the GPU is %s: skipped\n", _i, kernel_names[which],
-               arch);
-        return;
-    }
-    check_call(gctx, &gpu_cases[_i].e, which, 16, _i % 4 == 3 ? 8 : 0);
+    tk_ctx *gctx = tu_gemm_gpu(_i, which);
+    if (gctx) check_call(gctx, &gpu_cases[_i].e, which, 16, _i % 4 == 3 ? 8 : 0);
 }
 END_TEST
 
 int main(void) {
-    if (tu_tmpdir_make(tmp_root, sizeof tmp_root, "gemm-splitk")) return EXIT_FAILURE;
-    tu_set_cache_dir(tmp_root);
-    Suite *s = suite_create("gemm_splitk");
-    TCase *ti = tcase_create("interp");
-    tcase_set_timeout(ti, 900);
-    tcase_add_loop_test(ti, interp_case, 0, N_INTERP);
-    tcase_add_loop_test(ti, interp_random, 0, 3);
-    tcase_add_loop_test(ti, interp_auto, 0, 2);
-    suite_add_tcase(s, ti);
-    TCase *tc = tcase_create("checks");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, rejects_bad_workspace);
-    tcase_add_test(tc, config_split);
-    tcase_add_test(tc, workspace_sizes);
-    tcase_add_test(tc, choice_pure);
-    tcase_add_test(tc, kernels_named);
-    suite_add_tcase(s, tc);
-    TCase *tg = tcase_create("gpu");
-    tcase_add_checked_fixture(tg, gpu_setup, gpu_teardown);
-    tcase_set_timeout(tg, 900);
-    tcase_add_loop_test(tg, gpu_case, 0, N_GPU);
-    suite_add_tcase(s, tg);
-    int rc = run_suite(s);
-    tu_tmpdir_remove(tmp_root);
-    return rc;
+    const TTest *checks[] = {rejects_bad_workspace, config_split, workspace_sizes, choice_pure,
+                             kernels_named};
+    TCase *tc[TU_TC_COUNT];
+    Suite *s =
+        tu_gemm_suite("gemm_splitk", "gemm-splitk", checks, sizeof checks / sizeof *checks, tc);
+    if (!s) return EXIT_FAILURE;
+    tcase_add_loop_test(tc[TU_TC_INTERP], interp_case, 0, N_INTERP);
+    tcase_add_loop_test(tc[TU_TC_INTERP], interp_random, 0, 3);
+    tcase_add_loop_test(tc[TU_TC_INTERP], interp_auto, 0, 2);
+    tcase_add_loop_test(tc[TU_TC_GPU], gpu_case, 0, N_GPU);
+    return tu_gemm_suite_run(s);
 }
