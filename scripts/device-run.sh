@@ -6,7 +6,8 @@
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
 #                         [configs] [sweep] [ncu] [aot] [zoo] [gpt]
-# gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py.
+# gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py, and its
+# data-parallel path through a one-rank NCCL communicator (gpt-train --nccl).
 # zoo: issue 17's kernels (norm, rotary, Based, Hedgehog): their GPU tests, compute-sanitizer
 # on the Based suite, their benchmarks beside torch and flash-linear-attention (carry
 # bench/wheels: pip download --no-deps fla-core flash-linear-attention einops -d bench/wheels).
@@ -85,7 +86,7 @@ if [[ " $what " == *" sweep "* ]]; then # GEMM shapes beside cuBLAS with clock a
     (cd bench && python3 bench_gemm_sweep.py ../build-device 4096 $op 2>&1 | tee "$out/sweep_$op.md") || rc=1
   done
 fi
-if [[ $what == *ncu* ]]; then # hardware counters of one GEMM and one attention launch
+if [[ $what == *ncu* ]]; then # hardware counters of one GEMM and one attention launch (and NCU_*'s)
   sec="--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy"
   timeout 120 ncu --clock-control none $sec -k regex:${NCU_GEMM:-tk_gemm} --launch-count 1 \
     ./build-device/bench_gemm_configs 4096 >"$out/ncu_gemm.txt" 2>&1
@@ -95,6 +96,11 @@ if [[ $what == *ncu* ]]; then # hardware counters of one GEMM and one attention 
   [[ -z ${NCU_HOPPER:-} ]] || (cd bench && timeout 150 ncu --clock-control none $sec -k regex:tk_attn \
     --launch-skip 2 --launch-count 1 python3 attention_once.py ../build-device $NCU_HOPPER 2 \
     >"$out/ncu_hopper.txt" 2>&1)
+  # NCU_NORM="R C": the LayerNorm forward (residual, weight, bias) at R x C (bench/norm_once.py;
+  # the trainer's is 16384 768)
+  [[ -z ${NCU_NORM:-} ]] || (cd bench && timeout 120 ncu --clock-control none $sec -k regex:norm_fwd \
+    --launch-skip 2 --launch-count 1 python3 norm_once.py ../build-device $NCU_NORM \
+    >"$out/ncu_norm.txt" 2>&1)
   grep -E "stalled|Duration|Throughput|Issue Slots|Warp Cycles|Stall|No Eligible|Eligible Warps|Registers|Achieved Occ|Theoretical Occ|Bank" "$out"/ncu_*.txt | head -80
 fi
 if [[ $what == *aot* ]]; then # issue 15: kernels precompiled without a GPU load with 0 compiles
@@ -282,6 +288,18 @@ if [[ $what == *gpt* ]]; then
   echo "== gpt_dp_check"
   NCCL_NVLS_ENABLE=0 timeout 60 build-device/gpt_dp_check >"$out/gpt_dp.log" 2>&1 || rc=1
   tail -10 "$out/gpt_dp.log"
+  # the trainer's data-parallel path (buckets posted during the backward, NCCL's stream, the
+  # finish) through a one-rank communicator: the losses must equal a run without NCCL
+  echo "== gpt-train --nccl (one rank) against a run without it"
+  a="--preset 124m --batch 16 --steps 8 --data include"
+  timeout 60 $g $a >"$out/gpt_plain.log" 2>&1 || rc=1
+  NCCL_NVLS_ENABLE=0 timeout 60 $g $a --nccl >"$out/gpt_nccl.log" 2>&1 || rc=1
+  if diff <(grep '^step' "$out/gpt_plain.log" | cut -d'|' -f1-4) \
+    <(grep '^step' "$out/gpt_nccl.log" | cut -d'|' -f1-4); then
+    echo "  losses and norms identical"
+  else
+    echo "  FAIL: --nccl changed the losses"; rc=1
+  fi
   stamp gpt
 fi
 if [[ $what == *cache* ]]; then
