@@ -14,7 +14,6 @@
  * warpgroup, which need a whole-program compile, use ptxas first when there
  * is one (else the driver's module loader: jit/link.c). */
 #include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include "jit/build.h"
 #include "jit/host.h"
 #include "jit/lower.h"
+#include "jit/pool.h"
 #include "jit/program.h"
 
 /* What a lowering needs: the kernel, the target, and the plan when a
@@ -191,19 +191,19 @@ static tk_status tk_compile_begin(tk_ctx *ctx, const tk_kernel *k, struct tk_jit
     return s;
 }
 
-tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
-    tk_diag dg = {0};
-    char comp[64];
-    if (out) *out = NULL;
-    tk_status s = tk_jit_check_kernel(ctx, "tk_compile", k, NULL);
-    if (s != TK_OK) return s;
-    if (!out) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_compile: out is NULL");
-    if (tk_host_backend(ctx, NULL)) return tk_host_compile(ctx, k, out);
+/* tk_compile with its failure in *dg ("tk_compile: kernel 'name': why"), not
+ * on the context: what a pool's threads may run side by side. */
+tk_status tk_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, tk_diag *dg) {
+    if (tk_host_backend(ctx, NULL)) return tk_host_compile_dg(ctx, k, out, dg);
     struct tk_jit *j;
     tk_cuda *cu;
-    char *text = NULL;
-    if ((s = tk_compile_begin(ctx, k, &j, &cu, &text, &dg)) != TK_OK)
-        return tk_ctx_report(ctx, "tk_compile: ", &dg);
+    char *text = NULL, comp[64];
+    tk_diag why = {0};
+    tk_status s = tk_compile_begin(ctx, k, &j, &cu, &text, &why);
+    if (s != TK_OK) {
+        free(text);
+        return tk_diag_fail(dg, s, "tk_compile: %s", why.msg);
+    }
     tk_compiler_id_driver(cu, comp, sizeof comp);
     tk_cache_id id;
     tk_cache_id_make(&id, text, cu->arch, comp);
@@ -211,7 +211,7 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
     if (p) {
         tk_cache_note(&j->cache, TK_STAT_MEMORY_HIT, 1);
         atomic_store(&p->origin, TK_FROM_MEMORY);
-    } else if ((s = tk_compile_new(j, cu, ctx, k, text, &id, &p, &dg)) == TK_OK) {
+    } else if ((s = tk_compile_new(j, cu, ctx, k, text, &id, &p, &why)) == TK_OK) {
         tk_program *q = tk_mem_insert(&j->cache, id.key, p);
         if (q != p) { /* another thread compiled it meanwhile: share theirs */
             tk_program_release(p);
@@ -220,24 +220,34 @@ tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
     }
     free(text);
     if (s != TK_OK)
-        return tk_ctx_fail(ctx, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), dg.msg);
+        return tk_diag_fail(dg, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), why.msg);
     tk_jit_commit(j);
     *out = p;
     return TK_OK;
 }
 
-/* One tk_precompile job: kernels taken in turn by the pool's threads. */
+tk_status tk_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
+    tk_diag dg = {0};
+    if (out) *out = NULL;
+    tk_status s = tk_jit_check_kernel(ctx, "tk_compile", k, NULL);
+    if (s != TK_OK) return s;
+    if (!out) return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_compile: out is NULL");
+    s = tk_compile_dg(ctx, k, out, &dg);
+    return s == TK_OK ? s : tk_ctx_report(ctx, "", &dg);
+}
+
+/* One tk_precompile job: the kernels, one per pool job (jit/pool.h). */
 typedef struct tk_pre_pool {
     struct tk_jit *j;
     const tk_kernel *const *ks;
     const char *arch;
     int n;
-    atomic_int next;
     tk_diag *dg; /* one per kernel: its failure, if any */
 } tk_pre_pool;
 
 /* Print, key, disk hit or lowering + ptxas + store, for kernel i. */
-static void tk_pre_one(tk_pre_pool *pp, int i) {
+static void tk_pre_one(void *user, int i) {
+    tk_pre_pool *pp = user;
     char *text = NULL;
     void *cubin = NULL;
     size_t sz;
@@ -251,31 +261,6 @@ static void tk_pre_one(tk_pre_pool *pp, int i) {
                            &pp->dg[i]);
     free(cubin);
     free(text);
-}
-
-static void *tk_pre_worker(void *arg) {
-    tk_pre_pool *pp = arg;
-    for (int i; (i = atomic_fetch_add(&pp->next, 1)) < pp->n;) tk_pre_one(pp, i);
-    return NULL;
-}
-
-/* Threads for n independent compiles: the cores, at most TK_PRE_THREADS
- * (each lowering holds an LLVM context and ptxas a process). */
-#define TK_PRE_THREADS 16
-static int tk_pre_threads(int n) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int t = cores < 1 ? 1 : cores > TK_PRE_THREADS ? TK_PRE_THREADS : (int)cores;
-    return n < t ? n : t;
-}
-
-/* Runs the pool; the calling thread works too (a thread that cannot be
- * started only makes the pool smaller). */
-static void tk_pre_run(tk_pre_pool *pp) {
-    pthread_t th[TK_PRE_THREADS];
-    int started = 0, want = tk_pre_threads(pp->n) - 1;
-    while (started < want && pthread_create(&th[started], NULL, tk_pre_worker, pp) == 0) started++;
-    tk_pre_worker(pp);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
 /* Every failed kernel by name, in input order; the first one's status. */
@@ -323,8 +308,7 @@ tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const ch
     tk_pre_pool pp = {
         .j = j, .ks = ks, .arch = arch, .n = n, .dg = calloc((size_t)n + 1, sizeof(tk_diag))};
     if (!pp.dg) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
-    atomic_init(&pp.next, 0);
-    tk_pre_run(&pp);
+    tk_pool_run(n, tk_pre_one, &pp);
     s = tk_pre_report(ctx, &pp);
     free(pp.dg);
     return s;

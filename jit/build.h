@@ -16,4 +16,9 @@ tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *
                              tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
                              tk_origin *from, tk_diag *dg);
 
+/* tk_compile of a checked, finished kernel, its failure in *dg (the message
+ * tk_compile would set: "tk_compile: kernel 'name': why") and never on the
+ * context, so that threads may compile side by side (jit/registry.c). */
+tk_status tk_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, tk_diag *dg);
+
 #endif

@@ -176,24 +176,24 @@ static int32_t tk_host_resident(const tk_plan *pl, const tk_target *t, int sms) 
     return (int32_t)(per > 0 ? per : 1) * sms;
 }
 
-tk_status tk_host_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out) {
-    tk_diag dg = {0};
+tk_status tk_host_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, tk_diag *dg) {
+    tk_diag why = {0};
     tk_host_target tg = {{0}, 0};
     struct tk_jit *j = tk_jit_of(ctx);
     if (!j || !tk_host_backend(ctx, &tg))
-        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_compile: out of memory");
+        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "tk_compile: out of memory");
     const tk_target *t = tk_target_find(tg.arch);
     tk_program *p = NULL;
-    tk_status s = tk_program_new(ctx, k, tg.arch, &p, &dg);
+    tk_status s = tk_program_new(ctx, k, tg.arch, &p, &why);
     /* the GPU would refuse to load it (jit/program.c): so does its stand-in */
     if (s == TK_OK && p->plan.smem > (size_t)t->smem_max)
-        s = tk_diag_fail(&dg, TK_ERR_UNSUPPORTED,
+        s = tk_diag_fail(&why, TK_ERR_UNSUPPORTED,
                          "kernel '%s' needs %zu bytes of shared memory, %s allows %d", p->name,
                          p->plan.smem, tg.arch, (int)t->smem_max);
-    if (s == TK_OK) s = tk_kernel_copy(k, ctx, &p->interp, &dg);
+    if (s == TK_OK) s = tk_kernel_copy(k, ctx, &p->interp, &why);
     if (s != TK_OK) {
         tk_program_release(p);
-        return tk_ctx_fail(ctx, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), dg.msg);
+        return tk_diag_fail(dg, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), why.msg);
     }
     p->resident = tk_host_resident(&p->plan, t, tg.sms);
     tk_jit_commit(j);

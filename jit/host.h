@@ -26,9 +26,9 @@ tk_status tk_host_memset(tk_ctx *ctx, void *dst, uint8_t byte, size_t bytes);
 /* Frees the blocks tk_gpu_free was not given (tk_jit_destroy). */
 void tk_host_free_all(struct tk_jit *j);
 
-/* tk_compile for an interpreter context: a program owning a copy of the
+/* tk_compile_dg for an interpreter context: a program owning a copy of the
  * checked, finished k (program->interp). */
-tk_status tk_host_compile(tk_ctx *ctx, const tk_kernel *k, tk_program **out);
+tk_status tk_host_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, tk_diag *dg);
 /* Runs p's kernel (args already checked, grid not empty); reports on
  * p->ctx. */
 tk_status tk_host_launch(tk_program *p, int nargs, const tk_arg *args);

@@ -1,14 +1,17 @@
 /* The ready-made kernels' memo (jit/registry.h): a context slot holding a
  * growable array of (definition, key bytes, program), searched linearly
  * under one mutex: a process uses a few dozen specializations at most, and a
- * hit costs a short scan and one memcmp per candidate, no hashing. */
+ * hit costs a short scan and one memcmp per candidate, no hashing. The
+ * programs one call lacks compile side by side on a pool's threads. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/ctx.h"
+#include "jit/build.h"
 #include "jit/host.h"
 #include "jit/jit.h"
+#include "jit/pool.h"
 #include "jit/registry.h"
 
 typedef struct tk_memo_entry {
@@ -48,7 +51,7 @@ static void *memo_make(tk_ctx *ctx) {
         free(m);
         return NULL;
     }
-    m->compile = tk_compile;
+    m->compile = tk_compile_dg;
     return m;
 }
 
@@ -60,30 +63,132 @@ static tk_program *memo_find(const tk_memo *m, const tk_kernel_def *def, const v
     return NULL;
 }
 
-/* Builds and compiles (def, key) into a new entry (the lock held). */
-static tk_status memo_add(tk_ctx *ctx, tk_memo *m, const tk_kernel_def *def, const void *key,
-                          tk_program **out) {
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 16;
-        tk_memo_entry *e = realloc(m->e, cap * sizeof *e);
-        if (!e) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", def->name);
-        m->e = e;
-        m->cap = cap;
+/* One program a batch lacks: its first request, built kernel, result. */
+typedef struct tk_memo_job {
+    const tk_registry_req *req;
+    tk_kernel *k;
+    tk_program *p;
+    tk_diag dg;
+} tk_memo_job;
+
+typedef struct tk_memo_batch {
+    tk_ctx *ctx;
+    tk_registry_compile_fn compile;
+    tk_memo_job *job;
+} tk_memo_batch;
+
+static void memo_compile_one(void *user, int i) {
+    tk_memo_batch *b = user;
+    tk_memo_job *j = &b->job[i];
+    b->compile(b->ctx, j->k, &j->p, &j->dg);
+}
+
+/* Room for `more` entries, so that adding them cannot fail half way. */
+static tk_status memo_reserve(tk_ctx *ctx, tk_memo *m, size_t more) {
+    if (m->n + more <= m->cap) return TK_OK;
+    size_t cap = m->cap ? m->cap : 16;
+    while (cap < m->n + more) cap *= 2;
+    tk_memo_entry *e = realloc(m->e, cap * sizeof *e);
+    if (!e) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_registry_programs: out of memory");
+    m->e = e, m->cap = cap;
+    return TK_OK;
+}
+
+/* The requests the memo lacks, each (def, key) once, into job[]; req[i]'s
+ * job index into at[i] (-1: a hit, out[i] set). */
+static int memo_misses(const tk_memo *m, int n, const tk_registry_req *req, tk_program **out,
+                       int *at, tk_memo_job *job) {
+    int nj = 0;
+    for (int i = 0; i < n; i++) {
+        const tk_registry_req *r = &req[i];
+        at[i] = -1;
+        if ((out[i] = memo_find(m, r->def, r->key))) continue;
+        for (int q = 0; q < nj && at[i] < 0; q++)
+            if (job[q].req->def == r->def && !memcmp(job[q].req->key, r->key, r->def->key_size))
+                at[i] = q;
+        if (at[i] < 0) job[at[i] = nj++].req = r;
     }
-    void *copy = malloc(def->key_size ? def->key_size : 1);
-    if (!copy) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", def->name);
-    memcpy(copy, key, def->key_size);
-    tk_kernel *k = NULL;
-    tk_program *p = NULL;
-    tk_status s = def->build(ctx, key, &k);
-    if (!s) s = m->compile(ctx, k, &p);
-    tk_kernel_destroy(k);
-    if (s) {
-        free(copy);
-        return s;
+    return nj;
+}
+
+/* Builds the jobs' kernels here, one by one (each a fraction of a
+ * millisecond; builders report on the context), then compiles them side by
+ * side (jit/pool.h), then memoizes each success. The lock held. */
+static tk_status memo_run(tk_ctx *ctx, tk_memo *m, tk_memo_job *job, int nj) {
+    tk_status s = memo_reserve(ctx, m, (size_t)nj);
+    for (int q = 0; q < nj && !s; q++) s = job[q].req->def->build(ctx, job[q].req->key, &job[q].k);
+    if (!s) {
+        tk_memo_batch b = {ctx, m->compile, job};
+        if (nj == 1)
+            memo_compile_one(&b, 0);
+        else
+            tk_pool_run(nj, memo_compile_one, &b);
     }
-    m->e[m->n++] = (tk_memo_entry){.def = def, .key = copy, .prog = p};
-    *out = p;
+    const tk_diag *failed = NULL;
+    for (int q = 0; q < nj; q++) {
+        const tk_kernel_def *def = job[q].req->def;
+        void *copy = job[q].p ? malloc(def->key_size ? def->key_size : 1) : NULL;
+        if (copy) {
+            memcpy(copy, job[q].req->key, def->key_size);
+            m->e[m->n++] = (tk_memo_entry){.def = def, .key = copy, .prog = job[q].p};
+        } else if (job[q].p) {
+            tk_program_release(job[q].p), job[q].p = NULL;
+            tk_diag_fail(&job[q].dg, TK_ERR_NO_MEMORY, "%s: out of memory", def->name);
+        }
+        if (!failed && job[q].dg.st) failed = &job[q].dg;
+        tk_kernel_destroy(job[q].k);
+    }
+    return s ? s : failed ? tk_ctx_report(ctx, "", failed) : TK_OK;
+}
+
+static tk_status check_reqs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_program **out) {
+    if (n < 0 || (n && (!req || !out)))
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_registry_programs: %s",
+                           n < 0  ? "n is negative"
+                           : !req ? "req is NULL"
+                                  : "out is NULL");
+    for (int i = 0; i < n; i++) {
+        const tk_kernel_def *def = req[i].def;
+        if (!def || !def->build || (!req[i].key && def->key_size))
+            return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_registry_programs: request %d's %s", i,
+                               !def          ? "def is NULL"
+                               : !def->build ? "def->build is NULL"
+                                             : "key is NULL");
+    }
+    return TK_OK;
+}
+
+tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_program **out,
+                               tk_prepare_info *info) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    tk_status s = check_reqs(ctx, n, req, out);
+    if (s) return s;
+    tk_memo *m = tk_ctx_slot(ctx, &memo_slot);
+    if (!m) return TK_ERR_NO_MEMORY; /* tk_ctx_slot says why */
+    double t0 = tk_now_ms();
+    int *at = malloc(sizeof *at * (size_t)n + 1);
+    tk_memo_job *job = calloc((size_t)n + 1, sizeof *job);
+    if (!at || !job) {
+        free(at), free(job);
+        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_registry_programs: out of memory");
+    }
+    tk_origin origin = TK_FROM_MEMORY; /* the batch's: its least cached program's */
+    pthread_mutex_lock(&m->mu);
+    int nj = memo_misses(m, n, req, out, at, job);
+    if (nj) s = memo_run(ctx, m, job, nj);
+    pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < n && !s; i++) {
+        if (at[i] >= 0) out[i] = job[at[i]].p;
+        tk_origin o = at[i] >= 0 ? tk_program_origin(out[i]) : TK_FROM_MEMORY;
+        origin = o < origin ? o : origin;
+    }
+    free(at), free(job);
+    if (s) return s;
+    if (info) {
+        info->origin = origin;
+        info->ms = tk_now_ms() - t0;
+        tk_registry_arch(ctx, info->arch, sizeof info->arch);
+    }
     return TK_OK;
 }
 
@@ -96,23 +201,8 @@ tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void 
                            : !def->build ? "def->build"
                            : !out        ? "out"
                                          : "key");
-    tk_memo *m = tk_ctx_slot(ctx, &memo_slot);
-    if (!m) return TK_ERR_NO_MEMORY; /* tk_ctx_slot says why */
-    double t0 = tk_now_ms();
-    tk_origin origin = TK_FROM_MEMORY;
-    tk_status s = TK_OK;
-    pthread_mutex_lock(&m->mu);
-    tk_program *p = memo_find(m, def, key);
-    if (!p && !(s = memo_add(ctx, m, def, key, &p))) origin = tk_program_origin(p);
-    pthread_mutex_unlock(&m->mu);
-    if (s) return s;
-    *out = p;
-    if (info) {
-        info->origin = origin;
-        info->ms = tk_now_ms() - t0;
-        tk_registry_arch(ctx, info->arch, sizeof info->arch);
-    }
-    return TK_OK;
+    tk_registry_req r = {def, key};
+    return tk_registry_programs(ctx, 1, &r, out, info);
 }
 
 void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n) {
@@ -139,7 +229,7 @@ tk_status tk_registry_set_compile(tk_ctx *ctx, tk_registry_compile_fn compile) {
     tk_memo *m = tk_ctx_slot(ctx, &memo_slot);
     if (!m) return TK_ERR_NO_MEMORY;
     pthread_mutex_lock(&m->mu);
-    m->compile = compile ? compile : tk_compile;
+    m->compile = compile ? compile : tk_compile_dg;
     pthread_mutex_unlock(&m->mu);
     return TK_OK;
 }

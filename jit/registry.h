@@ -25,6 +25,8 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_run.h"
 
+struct tk_diag; /* ir/diag.h: a status and its message */
+
 typedef struct tk_kernel_def {
     const char *name; /* its entry point, for messages ("tk_gemm")                */
     size_t key_size;  /* bytes of its key struct                                  */
@@ -44,6 +46,24 @@ typedef struct tk_kernel_def {
 tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void *key,
                               tk_program **out, tk_prepare_info *info);
 
+/* One program a call needs: a definition and its key. */
+typedef struct tk_registry_req {
+    const tk_kernel_def *def;
+    const void *key;
+} tk_registry_req;
+
+/* The programs of n requests (n >= 0) into out[0..n-1], each as tk_registry_program
+ * gives it, for entry points that launch several kernels: the kernels the
+ * memo lacks are built one by one, then compiled side by side (a thread
+ * each, up to the cores), so a cold prepare costs about its slowest compile,
+ * not their sum. A (def, key) asked twice is built once. info, if not NULL:
+ * the least cached origin among the programs (a compile before a disk hit
+ * before memory), and the whole call's milliseconds. On failure out[] is
+ * not to be used, the context holds the first failure's message (in request
+ * order), and the programs that did compile stay memoized. */
+tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_program **out,
+                               tk_prepare_info *info);
+
 /* The GPU's arch ("sm_90a") into buf, "" where there is none: asked of the
  * driver once per context (again only while it gave none); on the
  * interpreter backend, the arch tk_ctx_set_backend set. */
@@ -60,9 +80,11 @@ tk_status tk_params_read(tk_ctx *ctx, const char *fn, const void *src, void *dst
                          size_t min_size);
 
 /* ---- For tests ----------------------------------------------------------- */
-/* How the memo compiles a built kernel; tk_compile unless a test (without a
- * GPU) sets another. */
-typedef tk_status (*tk_registry_compile_fn)(tk_ctx *ctx, const tk_kernel *k, tk_program **out);
+/* How the memo compiles a built kernel: tk_compile_dg (jit/build.h) unless a
+ * test (without a GPU) sets another. It may run on several threads at once
+ * and reports its failure in *dg, never on the context. */
+typedef tk_status (*tk_registry_compile_fn)(tk_ctx *ctx, const tk_kernel *k, tk_program **out,
+                                            struct tk_diag *dg);
 /* Sets this context's compile step (NULL: tk_compile back). */
 tk_status tk_registry_set_compile(tk_ctx *ctx, tk_registry_compile_fn compile);
 

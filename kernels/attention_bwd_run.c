@@ -190,24 +190,22 @@ static int mode_parts(const tk_attention_bwd_params *p, int part[3]) {
     return 3;
 }
 
-/* The programs of p's specialization and mode, in launch order; info: the
- * slowest preparation. */
+/* The programs of p's specialization and mode, in launch order, compiled
+ * side by side on a cold prepare; info: the whole preparation. */
 static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_program *prog[3],
                               tk_prepare_info *info) {
     int part[3], n = mode_parts(p, part);
+    bwd_key key[3];
+    tk_registry_req req[3];
     for (int i = 0; i < n; i++) {
         bool any = tk_attn_bwd_any_set(part[i]); /* one program for both sets */
-        bwd_key key;
-        memset(&key, 0, sizeof key);
-        key.dtype = p->dtype, key.head_dim = p->head_dim, key.part = part[i];
-        key.causal = !any && p->causal, key.wgmma = !any && p->kernel == TK_ATTN_WGMMA;
-        key.varlen = p->cu_seqlens_q != NULL;
-        tk_prepare_info one;
-        tk_status s = tk_registry_program(ctx, &bwd_def, &key, &prog[i], info ? &one : NULL);
-        if (s) return s;
-        if (info && (i == 0 || one.ms > info->ms)) *info = one;
+        memset(&key[i], 0, sizeof key[i]);
+        key[i].dtype = p->dtype, key[i].head_dim = p->head_dim, key[i].part = part[i];
+        key[i].causal = !any && p->causal, key[i].wgmma = !any && p->kernel == TK_ATTN_WGMMA;
+        key[i].varlen = p->cu_seqlens_q != NULL;
+        req[i] = (tk_registry_req){&bwd_def, &key[i]};
     }
-    return TK_OK;
+    return tk_registry_programs(ctx, n, req, prog, info);
 }
 
 tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *user,

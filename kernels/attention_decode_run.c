@@ -285,13 +285,17 @@ static tk_status build_decode_key(tk_ctx *ctx, const void *key, tk_kernel **out)
 static const tk_kernel_def decode_def = {"tk_attention_forward (decoding)",
                                          sizeof(tk_attention_decode_config), build_decode_key};
 
-static tk_status program(tk_ctx *ctx, const tk_attention_params *p, const tk_attn_decode_plan *pl,
-                         int part, tk_program **prog, tk_prepare_info *info) {
-    tk_attention_decode_config key = tk_attn_decode_config(p, pl, part);
-    tk_prepare_info one;
-    tk_status s = tk_registry_program(ctx, &decode_def, &key, prog, info ? &one : NULL);
-    if (!s && info && (info->ms == 0.0 || one.ms > info->ms)) *info = one;
-    return s;
+/* The programs of parts[0..n-1], compiled side by side on a cold prepare
+ * (info: the whole preparation). */
+static tk_status programs(tk_ctx *ctx, const tk_attention_params *p, const tk_attn_decode_plan *pl,
+                          const int *parts, int n, tk_program **prog, tk_prepare_info *info) {
+    tk_attention_decode_config key[3];
+    tk_registry_req req[3];
+    for (int i = 0; i < n; i++) {
+        key[i] = tk_attn_decode_config(p, pl, parts[i]);
+        req[i] = (tk_registry_req){&decode_def, &key[i]};
+    }
+    return tk_registry_programs(ctx, n, req, prog, info);
 }
 
 tk_status tk_attn_decode_workspace(tk_ctx *ctx, const tk_attention_params *p, size_t *bytes) {
@@ -311,12 +315,9 @@ tk_status tk_attn_decode_run(tk_ctx *ctx, const tk_attention_params *p, void *st
     tk_attn_decode_plan pl;
     tk_status s = tk_attn_decode_plan_for(ctx, fn, p, tk_run_sm_count(ctx), true, &pl);
     if (s) return s;
-    if (info) memset(info, 0, sizeof *info);
     int parts[3], np = tk_attn_decode_parts(p, &pl, parts);
     tk_program *prog[3];
-    for (int i = 0; i < np; i++)
-        if ((s = program(ctx, p, &pl, parts[i], &prog[i], info))) return s;
-    if (info) return TK_OK;
+    if ((s = programs(ctx, p, &pl, parts, np, prog, info)) || info) return s;
     for (int i = 0; i < np && !s; i++) {
         tk_arg args[TK_ATTN_DECODE_MAX_ARGS];
         int n = tk_attn_decode_args(p, &pl, parts[i], args);

@@ -37,12 +37,17 @@ static tk_status build_emb_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
 
 static const tk_kernel_def emb_def = {"tk_embedding", sizeof(emb_key), build_emb_key};
 
-static tk_status program(tk_ctx *ctx, const tk_embedding_config *c, tk_program **prog,
-                         tk_prepare_info *info) {
+static emb_key key_of(const tk_embedding_config *c) {
     emb_key key;
     memset(&key, 0, sizeof key);
     key.part = c->part, key.dtype = c->dtype, key.weight_dtype = c->weight_dtype;
     key.pos = c->pos, key.cols = c->cols, key.warps = c->warps;
+    return key;
+}
+
+static tk_status program(tk_ctx *ctx, const tk_embedding_config *c, tk_program **prog,
+                         tk_prepare_info *info) {
+    emb_key key = key_of(c);
     return tk_registry_program(ctx, &emb_def, &key, prog, info);
 }
 
@@ -445,17 +450,18 @@ tk_status tk_embedding_backward_workspace(tk_ctx *ctx, const tk_embedding_bwd_pa
     return s;
 }
 
-/* Every launch's program (prog NULL: only readied; info: the slowest's). */
+/* Every launch's program (prog NULL: only readied), compiled side
+ * by side on a cold prepare (info: the whole preparation). */
 static tk_status bwd_programs(tk_ctx *ctx, const tk_emb_launch *l, int n, tk_program **prog,
                               tk_prepare_info *info) {
-    tk_status s = TK_OK;
-    for (int i = 0; i < n && !s; i++) {
-        tk_prepare_info one;
-        tk_program *p;
-        s = program(ctx, &l[i].cfg, prog ? &prog[i] : &p, info ? &one : NULL);
-        if (!s && info && (i == 0 || one.ms > info->ms)) *info = one;
+    emb_key key[TK_EMB_MAX_LAUNCHES];
+    tk_registry_req req[TK_EMB_MAX_LAUNCHES];
+    tk_program *own[TK_EMB_MAX_LAUNCHES];
+    for (int i = 0; i < n; i++) {
+        key[i] = key_of(&l[i].cfg);
+        req[i] = (tk_registry_req){&emb_def, &key[i]};
     }
-    return s;
+    return tk_registry_programs(ctx, n, req, prog ? prog : own, info);
 }
 
 tk_status tk_embedding_backward_prepare(tk_ctx *ctx, const tk_embedding_bwd_params *user,

@@ -43,15 +43,14 @@ static tk_status build_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
 
 static const tk_kernel_def hedgehog_def = {"tk_hedgehog", sizeof(hedgehog_key), build_key};
 
-tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **prog,
-                        tk_prepare_info *info) {
+static hedgehog_key key_of(const tk_hedgehog_config *c) {
     hedgehog_key key;
     memset(&key, 0, sizeof key);
     key.dtype = c->dtype, key.head_dim = c->head_dim, key.normalize = c->normalize;
     key.stats = c->stats, key.bias = c->bias, key.v_cols = c->v_cols, key.warps = c->warps;
     key.part = c->part, key.f_cols = c->f_cols, key.c_side = c->c_side, key.seg = c->seg;
     key.phi = c->phi;
-    return tk_registry_program(ctx, &hedgehog_def, &key, prog, info);
+    return key;
 }
 
 /* The end of the first layout: every field of today's struct is required. */
@@ -399,16 +398,17 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_para
     return s ? s : check_segments(ctx, fn, p, *smem_max, *sms);
 }
 
-/* The programs of launches l (info: the slowest to ready). */
+/* The programs of launches l, compiled side by side on a cold prepare
+ * (info: the whole preparation). */
 tk_status tk_hh_programs(tk_ctx *ctx, const tk_hedgehog_launch *l, int n,
                          tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES], tk_prepare_info *info) {
+    hedgehog_key key[TK_HEDGEHOG_MAX_LAUNCHES];
+    tk_registry_req req[TK_HEDGEHOG_MAX_LAUNCHES];
     for (int i = 0; i < n; i++) {
-        tk_prepare_info one;
-        tk_status s = tk_hh_program(ctx, &l[i].cfg, &prog[i], info ? &one : NULL);
-        if (s) return s;
-        if (info && (i == 0 || one.ms > info->ms)) *info = one;
+        key[i] = key_of(&l[i].cfg);
+        req[i] = (tk_registry_req){&hedgehog_def, &key[i]};
     }
-    return TK_OK;
+    return tk_registry_programs(ctx, n, req, prog, info);
 }
 
 tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *user, tk_prepare_info *info) {

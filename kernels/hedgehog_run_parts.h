@@ -42,10 +42,8 @@ typedef struct tk_hh_common {
 
 /* Checks c's kind, flags, scalars and sizes (errors name fn and the field). */
 tk_status tk_hh_check_common(tk_ctx *ctx, const char *fn, const tk_hh_common *c);
-/* The registry's program of resolved config c. */
-tk_status tk_hh_program(tk_ctx *ctx, const tk_hedgehog_config *c, tk_program **prog,
-                        tk_prepare_info *info);
-/* The programs of launches l (info: the slowest to ready). */
+/* The programs of launches l compiled side by side on a cold
+ * prepare (info: the whole preparation). */
 tk_status tk_hh_programs(tk_ctx *ctx, const tk_hedgehog_launch *l, int n,
                          tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES], tk_prepare_info *info);
 /* Shared memory a block may have on ctx's GPU (Hopper's without one). */

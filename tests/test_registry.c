@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "jit/jit.h"
 #include "jit/program.h"
@@ -22,16 +23,35 @@
 static tk_ctx *ctx;
 static atomic_int g_builds, g_compiles;
 
-static tk_status fake_compile(tk_ctx *c, const tk_kernel *k, tk_program **out) {
+/* Compiles in flight now, and the most seen at once; the toy of n = 13 (its
+ * kernel named "unlucky") fails to compile. With g_pair set each compile waits (up to 10 s) until a
+ * second one is in flight: only side-by-side compiles pass quickly. */
+static atomic_int g_flying, g_most, g_pair;
+
+static void wait_for_pair(void) {
+    int now = atomic_fetch_add(&g_flying, 1) + 1, most = atomic_load(&g_most);
+    while (now > most && !atomic_compare_exchange_weak(&g_most, &most, now)) {}
+    for (int i = 0; i < 10000 && atomic_load(&g_pair) && atomic_load(&g_most) < 2; i++)
+        usleep(1000);
+    atomic_fetch_sub(&g_flying, 1);
+}
+
+static tk_status fake_compile(tk_ctx *c, const tk_kernel *k, tk_program **out, tk_diag *d) {
     tk_diag dg = {0};
     atomic_fetch_add(&g_compiles, 1);
+    wait_for_pair();
+    if (!strcmp(tk_kernel_name(k), "unlucky"))
+        return tk_diag_fail(d, TK_ERR_LLVM, "fake compile: kernel '%s' fails", tk_kernel_name(k));
     tk_status s = tk_program_new(c, k, NULL, out, &dg);
-    return s ? tk_ctx_fail(c, s, "fake compile: %s", dg.msg) : TK_OK;
+    return s ? tk_diag_fail(d, s, "fake compile: %s", dg.msg) : TK_OK;
 }
 
 static void setup(void) {
     atomic_store(&g_builds, 0);
     atomic_store(&g_compiles, 0);
+    atomic_store(&g_flying, 0);
+    atomic_store(&g_most, 0);
+    atomic_store(&g_pair, 0);
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     ck_assert_ptr_null(tk_jit_find(ctx));
     ck_assert_int_eq(tk_registry_set_compile(ctx, fake_compile), TK_OK);
@@ -51,7 +71,7 @@ static tk_status build_toy(tk_ctx *c, const void *key, tk_kernel **out) {
     atomic_fetch_add(&g_builds, 1);
     if (t->n < 0) return tk_ctx_set_error(c, TK_ERR_INVALID_ARG, "toy: n is %d", (int)t->n);
     tk_kernel *k;
-    tk_status s = tk_kernel_create(c, "toy", 1, &k);
+    tk_status s = tk_kernel_create(c, t->n == 13 ? "unlucky" : "toy", 1, &k);
     if (s) return s;
     tk_spec(k, "n", t->n);
     tk_set_grid(k, NULL, NULL, NULL);
@@ -117,6 +137,85 @@ START_TEST(failures_are_not_memoized) {
     ck_assert_int_eq(tk_registry_program(ctx, NULL, &key, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_registry_program(ctx, &toy_def, NULL, &p, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_registry_program(ctx, &toy_def, &key, NULL, NULL), TK_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* Several programs in one call: each (def, key) built and compiled once,
+ * hits taken from the memo, the programs in request order. */
+START_TEST(batch_builds_each_miss_once) {
+    tk_program *p1 = toy(&toy_def, 1, NULL);
+    toy_key key[5] = {{.n = 1}, {.n = 2}, {.n = 3}, {.n = 2}, {.n = 2}};
+    tk_registry_req req[5];
+    for (int i = 0; i < 5; i++) req[i] = (tk_registry_req){i == 4 ? &toy2_def : &toy_def, &key[i]};
+    tk_program *out[5] = {0};
+    tk_prepare_info info;
+    ck_assert_int_eq(tk_registry_programs(ctx, 5, req, out, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    ck_assert_int_eq(atomic_load(&g_builds), 4); /* toy 1 earlier; toy 2, 3 and toy2 2 now */
+    ck_assert_int_eq(atomic_load(&g_compiles), 4);
+    ck_assert_ptr_eq(out[0], p1);
+    ck_assert_ptr_eq(out[1], out[3]);
+    ck_assert(out[1] != out[2] && out[1] != out[4] && out[2] != out[4] && out[4] != p1);
+    ck_assert_ptr_eq(toy(&toy_def, 3, NULL), out[2]);
+    ck_assert_ptr_eq(toy(&toy2_def, 2, NULL), out[4]);
+    tk_program *again[5];
+    ck_assert_int_eq(tk_registry_programs(ctx, 5, req, again, &info), TK_OK);
+    ck_assert_int_eq(info.origin, TK_FROM_MEMORY);
+    ck_assert_int_eq(memcmp(again, out, sizeof out), 0);
+    ck_assert_int_eq(atomic_load(&g_builds), 4);
+    ck_assert_int_eq(tk_registry_programs(ctx, 0, NULL, NULL, &info), TK_OK);
+    ck_assert_int_eq(tk_registry_programs(ctx, -1, req, out, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_registry_programs(ctx, 2, NULL, out, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_registry_programs(ctx, 2, req, NULL, NULL), TK_ERR_INVALID_ARG);
+    req[1].def = NULL;
+    ck_assert_int_eq(tk_registry_programs(ctx, 2, req, out, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_str_eq(tk_ctx_error(ctx), "tk_registry_programs: request 1's def is NULL");
+}
+END_TEST
+
+/* A cold batch compiles side by side: each compile waits for a second one
+ * to be in flight, which only a pool of threads provides. */
+START_TEST(batch_compiles_side_by_side) {
+    toy_key key[3] = {{.n = 21}, {.n = 22}, {.n = 23}};
+    tk_registry_req req[3];
+    for (int i = 0; i < 3; i++) req[i] = (tk_registry_req){&toy_def, &key[i]};
+    tk_program *out[3];
+    atomic_store(&g_pair, 1);
+    ck_assert_int_eq(tk_registry_programs(ctx, 3, req, out, NULL), TK_OK);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 2) {
+        printf("batch_compiles_side_by_side: one core here, so one compile at a time: skipped\n");
+        return;
+    }
+    int most = atomic_load(&g_most);
+    ck_assert_msg(most >= 2, "%d compile(s) at most in flight at once, expected 2 or more", most);
+    /* One program: compiled on the calling thread, nothing to wait for. */
+    atomic_store(&g_most, 0);
+    atomic_store(&g_pair, 0);
+    toy(&toy_def, 24, NULL);
+    most = atomic_load(&g_most);
+    ck_assert_int_eq(most, 1);
+}
+END_TEST
+
+/* A failed build stops the batch before any compile; a failed compile is
+ * reported by name in request order and the others stay memoized. */
+START_TEST(batch_failures) {
+    toy_key key[3] = {{.n = 31}, {.n = -1}, {.n = 32}};
+    tk_registry_req req[3];
+    for (int i = 0; i < 3; i++) req[i] = (tk_registry_req){&toy_def, &key[i]};
+    tk_program *out[3];
+    ck_assert_int_eq(tk_registry_programs(ctx, 3, req, out, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_str_eq(tk_ctx_error(ctx), "toy: n is -1");
+    ck_assert_int_eq(atomic_load(&g_compiles), 0);
+    key[1].n = 13;
+    ck_assert_int_eq(tk_registry_programs(ctx, 3, req, out, NULL), TK_ERR_LLVM);
+    ck_assert_str_eq(tk_ctx_error(ctx), "fake compile: kernel 'unlucky' fails");
+    ck_assert_int_eq(atomic_load(&g_compiles), 3);
+    toy(&toy_def, 31, NULL), toy(&toy_def, 32, NULL); /* memoized: no compile */
+    ck_assert_int_eq(atomic_load(&g_compiles), 3);
+    ck_assert_int_eq(tk_registry_programs(ctx, 3, req, out, NULL), TK_ERR_LLVM);
+    ck_assert_int_eq(atomic_load(&g_compiles), 4); /* only the failure again */
 }
 END_TEST
 
@@ -304,6 +403,9 @@ int main(void) {
     tcase_add_test(tc, same_key_same_program);
     tcase_add_test(tc, failures_are_not_memoized);
     tcase_add_test(tc, threads_share_one_build);
+    tcase_add_test(tc, batch_builds_each_miss_once);
+    tcase_add_test(tc, batch_compiles_side_by_side);
+    tcase_add_test(tc, batch_failures);
     tcase_add_test(tc, arch_is_the_gpus);
     tcase_add_test(tc, gemm_prepare_keys_on_the_config);
     tcase_add_test(tc, attention_prepare_keys_on_the_spec);

@@ -127,7 +127,9 @@ typedef enum tk_origin { TK_FROM_COMPILE = 0, TK_FROM_DISK = 1, TK_FROM_MEMORY =
 TK_API tk_origin tk_program_origin(const tk_program *p);
 
 /* What preparing a ready-made kernel took (tk/tk_run.h's *_prepare): where
- * it came from, how long, and for which arch. */
+ * it came from, how long, and for which arch. For an entry point of several
+ * kernels (which compile side by side): the least cached one's origin and
+ * the whole call's time. */
 typedef struct tk_prepare_info {
     tk_origin origin;
     double ms;

@@ -254,7 +254,9 @@ typedef struct tk_attention_bwd_params {
 TK_API tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *p,
                                                  size_t *bytes);
 /* Checks the parameters and readies the kernels of their specialization and
- * mode (info: the slowest, may be NULL). */
+ * mode, compiling those not cached side by side (a thread each, up to the
+ * cores); info, may be NULL: the least cached kernel's origin and the whole
+ * call's milliseconds. */
 TK_API tk_status tk_attention_backward_prepare(tk_ctx *ctx, const tk_attention_bwd_params *p,
                                                tk_prepare_info *info);
 /* Checks, prepares and launches the mode's kernels on `stream` (the dQ

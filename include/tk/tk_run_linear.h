@@ -234,7 +234,8 @@ typedef struct tk_hedgehog_bwd_params {
  * (p->workspace unread). */
 TK_API tk_status tk_hedgehog_backward_workspace(tk_ctx *ctx, const tk_hedgehog_bwd_params *p,
                                                 size_t *bytes);
-/* Check p and ready the backward's kernels (info: the slowest one's). */
+/* Check p and ready the backward's kernels, compiled side by side (info: the
+ * least cached one's origin, the whole call's milliseconds). */
 TK_API tk_status tk_hedgehog_backward_prepare(tk_ctx *ctx, const tk_hedgehog_bwd_params *p,
                                               tk_prepare_info *info);
 /* Check, prepare and launch the backward's kernels on `stream`. */
