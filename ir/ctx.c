@@ -1,7 +1,9 @@
 /* Context lifetime, context-level errors and the context's slots. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ir/ctx.h"
 
@@ -10,10 +12,21 @@ struct tk_ctx_slot {
     void *state;
 };
 
+struct tk_ctx_err {
+    pthread_t thread;
+    tk_diag d;
+    struct tk_ctx_err *next;
+};
+
 tk_status tk_ctx_create(tk_ctx **out) {
     if (!out) return TK_ERR_INVALID_ARG;
-    *out = calloc(1, sizeof(tk_ctx));
-    return *out ? TK_OK : TK_ERR_NO_MEMORY;
+    tk_ctx *ctx = calloc(1, sizeof(tk_ctx));
+    if (ctx && pthread_mutex_init(&ctx->err_mu, NULL)) {
+        free(ctx);
+        ctx = NULL;
+    }
+    *out = ctx;
+    return ctx ? TK_OK : TK_ERR_NO_MEMORY;
 }
 
 void tk_ctx_destroy(tk_ctx *ctx) {
@@ -26,6 +39,11 @@ void tk_ctx_destroy(tk_ctx *ctx) {
         s->def->destroy(s->state);
         free(s);
     }
+    for (struct tk_ctx_err *e = ctx->errs, *next; e; e = next) {
+        next = e->next;
+        free(e);
+    }
+    pthread_mutex_destroy(&ctx->err_mu);
     free(ctx);
 }
 
@@ -82,13 +100,34 @@ void *tk_ctx_slot(tk_ctx *ctx, const tk_ctx_slot_def *def) {
 }
 
 /* ---- Errors ----------------------------------------------------------------- */
+/* The calling thread's error entry; made on first use when `make` (NULL
+ * when it cannot be). */
+static struct tk_ctx_err *thread_err(tk_ctx *ctx, bool make) {
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&ctx->err_mu);
+    struct tk_ctx_err *e = ctx->errs;
+    while (e && !pthread_equal(e->thread, self)) e = e->next;
+    if (!e && make && (e = calloc(1, sizeof *e))) {
+        e->thread = self, e->next = ctx->errs;
+        ctx->errs = e;
+    }
+    pthread_mutex_unlock(&ctx->err_mu);
+    return e;
+}
+
 const char *tk_ctx_error(const tk_ctx *ctx) {
-    return ctx ? ctx->error.msg : "tk_ctx_error: ctx is NULL";
+    if (!ctx) return "tk_ctx_error: ctx is NULL";
+    /* the lock and the list are not the caller's state: a const context
+     * reads the same message either way */
+    struct tk_ctx_err *e = thread_err((tk_ctx *)ctx, false);
+    return e ? e->d.msg : ctx->no_memory.msg; /* "" unless an entry failed */
 }
 
 static void ctx_vfail(tk_ctx *ctx, tk_status s, const char *fmt, va_list ap) {
-    tk_diag_clear(&ctx->error);
-    tk_diag_vfail(&ctx->error, s, fmt, ap);
+    struct tk_ctx_err *e = thread_err(ctx, true);
+    tk_diag *d = e ? &e->d : &ctx->no_memory;
+    tk_diag_clear(d);
+    tk_diag_vfail(d, s, fmt, ap);
 }
 
 tk_status tk_ctx_fail(tk_ctx *ctx, tk_status s, const char *fmt, ...) {
@@ -115,7 +154,8 @@ tk_status tk_ctx_report(tk_ctx *ctx, const char *prefix, const tk_diag *d) {
 }
 
 void tk_ctx_clear_error(tk_ctx *ctx) {
-    if (ctx) tk_diag_clear(&ctx->error);
+    struct tk_ctx_err *e = ctx ? thread_err(ctx, false) : NULL;
+    if (e) tk_diag_clear(&e->d);
 }
 
 tk_status tk_ctx_set_log(tk_ctx *ctx, tk_log_fn fn, void *user) {

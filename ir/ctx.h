@@ -9,6 +9,8 @@
 #ifndef TK_CTX_H
 #define TK_CTX_H
 
+#include <pthread.h>
+
 #include "ir/diag.h"
 #include "tk/tk.h"
 
@@ -28,8 +30,17 @@ enum { TK_CTX_SLOTS = 8 };
 
 struct tk_ctx_slot; /* ir/ctx.c: one made slot (its def and state) */
 
+struct tk_ctx_err; /* ir/ctx.c: one thread's last error */
+
 struct tk_ctx {
-    tk_diag error; /* the last failed context-level call (tk_ctx_error) */
+    /* Each thread's last failed context-level call (tk_ctx_error): threads
+     * sharing a context read their own message, never one another thread
+     * is writing. The list grows by one entry per thread that fails and
+     * is freed with the context; err_mu guards it (each entry is written
+     * only by its thread). */
+    pthread_mutex_t err_mu;
+    struct tk_ctx_err *errs;
+    tk_diag no_memory; /* the message when a thread's entry cannot be made */
     /* Made slots in order of creation; NULL past the last. Filled by
      * compare-and-swap, never emptied before tk_ctx_destroy. */
     struct tk_ctx_slot *slots[TK_CTX_SLOTS];

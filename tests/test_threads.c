@@ -6,6 +6,7 @@
  * created once (a lost race used to leak one; the ASan build catches it). */
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,12 +101,54 @@ START_TEST(threads_share_a_context) {
 }
 END_TEST
 
+/* Each thread reads its own last error on a shared context: a failure on
+ * another thread never replaces or tears it. */
+typedef struct failer {
+    tk_ctx *ctx;
+    pthread_barrier_t *go;
+    int id, wrong;
+} failer;
+
+static void *fail_often(void *arg) {
+    failer *f = arg;
+    char want[32];
+    snprintf(want, sizeof want, "thread %d", f->id);
+    pthread_barrier_wait(f->go);
+    for (int i = 0; i < 2000; i++) {
+        tk_ctx_set_error(f->ctx, TK_ERR_INVALID_ARG, "thread %d", f->id);
+        f->wrong += strcmp(tk_ctx_error(f->ctx), want) != 0;
+    }
+    return NULL;
+}
+
+START_TEST(errors_are_per_thread) {
+    tk_ctx *ctx = NULL;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_ctx_set_error(ctx, TK_ERR_STATE, "main");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, THREADS);
+    pthread_t th[THREADS];
+    failer f[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        f[i] = (failer){.ctx = ctx, .go = &go, .id = i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, fail_often, &f[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < THREADS; i++)
+        ck_assert_msg(f[i].wrong == 0, "thread %d read another's message %d times", i, f[i].wrong);
+    ck_assert_str_eq(tk_ctx_error(ctx), "main");
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     TCase *tc = tcase_create("contexts");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, contexts_in_parallel_match_one_thread);
     tcase_add_test(tc, threads_share_a_context);
+    tcase_add_test(tc, errors_are_per_thread);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

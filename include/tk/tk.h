@@ -47,7 +47,10 @@ typedef struct tk_ctx tk_ctx;
 
 TK_API tk_status tk_ctx_create(tk_ctx **out);
 TK_API void tk_ctx_destroy(tk_ctx *ctx);
-/* Message of the last failed context-level call (never NULL). */
+/* Message of the calling thread's last failed context-level call (never
+ * NULL; "" before any): threads sharing a context each read their own, as
+ * with errno. The string stays valid until this thread's next call on the
+ * context or tk_ctx_destroy. */
 TK_API const char *tk_ctx_error(const tk_ctx *ctx);
 /* Records a printf-style message as the context's last error and returns
  * `s`: for code written on this API that reports its own failures the way
