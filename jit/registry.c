@@ -2,8 +2,10 @@
  * growable array of (definition, key bytes, program), searched linearly
  * under one mutex: a process uses a few dozen specializations at most, and a
  * hit costs a short scan and one memcmp per candidate, no hashing. The
- * programs one call lacks compile side by side on a pool's threads. */
+ * programs one call lacks compile side by side on a pool's threads, and
+ * threads asking for different keys compile them at the same time. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +18,16 @@
 
 typedef struct tk_memo_entry {
     const tk_kernel_def *def;
-    void *key;        /* def->key_size bytes                  */
-    tk_program *prog; /* the memo's reference                 */
+    void *key;        /* def->key_size bytes                                   */
+    tk_program *prog; /* the memo's reference; NULL while a thread builds it   */
 } tk_memo_entry;
 
 typedef struct tk_memo {
-    /* Guards everything below; held across a build and compile, so that
-     * threads asking for the same key wait for one build. */
+    /* Guards everything below. Not held across builds and compiles: a thread
+     * claims a key with an entry of no program, and threads asking for it
+     * wait on `done` until that entry gets its program or goes away. */
     pthread_mutex_t mu;
+    pthread_cond_t done;
     tk_memo_entry *e;
     size_t n, cap;
     char arch[16]; /* the GPU's, once known ("" before) */
@@ -37,6 +41,7 @@ static void memo_destroy(void *state) {
         free(m->e[i].key);
     }
     free(m->e);
+    pthread_cond_destroy(&m->done);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -51,19 +56,24 @@ static void *memo_make(tk_ctx *ctx) {
         free(m);
         return NULL;
     }
+    if (pthread_cond_init(&m->done, NULL)) {
+        pthread_mutex_destroy(&m->mu);
+        free(m);
+        return NULL;
+    }
     m->compile = tk_compile_dg;
     return m;
 }
 
 static const tk_ctx_slot_def memo_slot = {"kernel registry", memo_make, memo_destroy};
 
-static tk_program *memo_find(const tk_memo *m, const tk_kernel_def *def, const void *key) {
+static tk_memo_entry *memo_find(const tk_memo *m, const tk_kernel_def *def, const void *key) {
     for (size_t i = 0; i < m->n; i++)
-        if (m->e[i].def == def && !memcmp(m->e[i].key, key, def->key_size)) return m->e[i].prog;
+        if (m->e[i].def == def && !memcmp(m->e[i].key, key, def->key_size)) return &m->e[i];
     return NULL;
 }
 
-/* One program a batch lacks: its first request, built kernel, result. */
+/* One program a call claimed: its first request, built kernel, result. */
 typedef struct tk_memo_job {
     const tk_registry_req *req;
     tk_kernel *k;
@@ -80,65 +90,88 @@ typedef struct tk_memo_batch {
 static void memo_compile_one(void *user, int i) {
     tk_memo_batch *b = user;
     tk_memo_job *j = &b->job[i];
-    b->compile(b->ctx, j->k, &j->p, &j->dg);
+    if (j->k) b->compile(b->ctx, j->k, &j->p, &j->dg);
 }
 
-/* Room for `more` entries, so that adding them cannot fail half way. */
-static tk_status memo_reserve(tk_ctx *ctx, tk_memo *m, size_t more) {
-    if (m->n + more <= m->cap) return TK_OK;
-    size_t cap = m->cap ? m->cap : 16;
-    while (cap < m->n + more) cap *= 2;
-    tk_memo_entry *e = realloc(m->e, cap * sizeof *e);
-    if (!e) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_registry_programs: out of memory");
-    m->e = e, m->cap = cap;
+/* A claim on r's key: an entry with no program yet (the lock held). */
+static tk_status memo_claim(tk_ctx *ctx, tk_memo *m, const tk_registry_req *r) {
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 16;
+        tk_memo_entry *e = realloc(m->e, cap * sizeof *e);
+        if (!e) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", r->def->name);
+        m->e = e, m->cap = cap;
+    }
+    void *copy = malloc(r->def->key_size ? r->def->key_size : 1);
+    if (!copy) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", r->def->name);
+    memcpy(copy, r->key, r->def->key_size);
+    m->e[m->n++] = (tk_memo_entry){.def = r->def, .key = copy, .prog = NULL};
     return TK_OK;
 }
 
-/* The requests the memo lacks, each (def, key) once, into job[]; req[i]'s
- * job index into at[i] (-1: a hit, out[i] set). */
-static int memo_misses(const tk_memo *m, int n, const tk_registry_req *req, tk_program **out,
-                       int *at, tk_memo_job *job) {
-    int nj = 0;
+/* One pass over the requests (the lock held): hits into out[] (at[i] -1),
+ * keys being built by another thread noted (at[i] -2, *busy), and the
+ * others claimed, each key once, as jobs (at[i] its job). A claim that
+ * fails stops the pass; the jobs claimed so far are in *nj. */
+static tk_status memo_pass(tk_ctx *ctx, tk_memo *m, int n, const tk_registry_req *req,
+                           tk_program **out, int *at, tk_memo_job *job, int *nj, bool *busy) {
+    *nj = 0, *busy = false;
     for (int i = 0; i < n; i++) {
         const tk_registry_req *r = &req[i];
+        tk_memo_entry *e = memo_find(m, r->def, r->key);
         at[i] = -1;
-        if ((out[i] = memo_find(m, r->def, r->key))) continue;
-        for (int q = 0; q < nj && at[i] < 0; q++)
+        if (e && e->prog) {
+            out[i] = e->prog;
+            continue;
+        }
+        for (int q = 0; q < *nj && at[i] == -1; q++)
             if (job[q].req->def == r->def && !memcmp(job[q].req->key, r->key, r->def->key_size))
                 at[i] = q;
-        if (at[i] < 0) job[at[i] = nj++].req = r;
+        if (at[i] >= 0) continue;
+        if (e) { /* another thread's claim */
+            at[i] = -2, *busy = true;
+            continue;
+        }
+        tk_status s = memo_claim(ctx, m, r);
+        if (s) return s;
+        job[*nj] = (tk_memo_job){.req = r};
+        at[i] = (*nj)++;
     }
-    return nj;
+    return TK_OK;
 }
 
-/* Builds the jobs' kernels here, one by one (each a fraction of a
- * millisecond; builders report on the context), then compiles them side by
- * side (jit/pool.h), then memoizes each success. The lock held. */
-static tk_status memo_run(tk_ctx *ctx, tk_memo *m, tk_memo_job *job, int nj) {
-    tk_status s = memo_reserve(ctx, m, (size_t)nj);
+/* Builds the claimed kernels here, one by one (a fraction of a millisecond
+ * each; builders report on the context), then compiles them side by side
+ * (jit/pool.h). The lock not held. */
+static tk_status memo_work(tk_ctx *ctx, tk_registry_compile_fn compile, tk_memo_job *job, int nj) {
+    tk_status s = TK_OK;
     for (int q = 0; q < nj && !s; q++) s = job[q].req->def->build(ctx, job[q].req->key, &job[q].k);
-    if (!s) {
-        tk_memo_batch b = {ctx, m->compile, job};
-        if (nj == 1)
-            memo_compile_one(&b, 0);
-        else
-            tk_pool_run(nj, memo_compile_one, &b);
-    }
-    const tk_diag *failed = NULL;
+    if (s) return s; /* no compile: the builds so far are dropped */
+    tk_memo_batch b = {ctx, compile, job};
+    if (nj == 1)
+        memo_compile_one(&b, 0);
+    else
+        tk_pool_run(nj, memo_compile_one, &b);
+    for (int q = 0; q < nj; q++)
+        if (job[q].dg.st) return tk_ctx_report(ctx, "", &job[q].dg); /* request order */
+    return TK_OK;
+}
+
+/* The claims settled (the lock held): each compiled program into its entry,
+ * the entries of the others removed (failures are not memoized), waiting
+ * threads woken. */
+static void memo_settle(tk_memo *m, tk_memo_job *job, int nj) {
     for (int q = 0; q < nj; q++) {
-        const tk_kernel_def *def = job[q].req->def;
-        void *copy = job[q].p ? malloc(def->key_size ? def->key_size : 1) : NULL;
-        if (copy) {
-            memcpy(copy, job[q].req->key, def->key_size);
-            m->e[m->n++] = (tk_memo_entry){.def = def, .key = copy, .prog = job[q].p};
-        } else if (job[q].p) {
-            tk_program_release(job[q].p), job[q].p = NULL;
-            tk_diag_fail(&job[q].dg, TK_ERR_NO_MEMORY, "%s: out of memory", def->name);
+        tk_memo_entry *e = memo_find(m, job[q].req->def, job[q].req->key);
+        if (job[q].p) {
+            e->prog = job[q].p;
+        } else {
+            free(e->key);
+            *e = m->e[--m->n];
         }
-        if (!failed && job[q].dg.st) failed = &job[q].dg;
         tk_kernel_destroy(job[q].k);
+        job[q].k = NULL;
     }
-    return s ? s : failed ? tk_ctx_report(ctx, "", failed) : TK_OK;
+    pthread_cond_broadcast(&m->done);
 }
 
 static tk_status check_reqs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_program **out) {
@@ -158,6 +191,35 @@ static tk_status check_reqs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_p
     return TK_OK;
 }
 
+/* Passes until every request is a hit: claims built and compiled with the
+ * lock released, other threads' claims waited for (a claim that failed is
+ * gone by then, and the next pass claims it again). *origin: the least
+ * cached of the programs this call compiled. */
+static tk_status memo_get(tk_ctx *ctx, tk_memo *m, int n, const tk_registry_req *req,
+                          tk_program **out, int *at, tk_memo_job *job, tk_origin *origin) {
+    tk_status s = TK_OK;
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        int nj;
+        bool busy;
+        s = memo_pass(ctx, m, n, req, out, at, job, &nj, &busy);
+        if (nj) {
+            tk_registry_compile_fn compile = m->compile;
+            pthread_mutex_unlock(&m->mu);
+            if (!s) s = memo_work(ctx, compile, job, nj);
+            for (int q = 0; q < nj; q++)
+                if (job[q].p && tk_program_origin(job[q].p) < *origin)
+                    *origin = tk_program_origin(job[q].p);
+            pthread_mutex_lock(&m->mu);
+            memo_settle(m, job, nj);
+        }
+        if (s || (!nj && !busy)) break;
+        if (!nj) pthread_cond_wait(&m->done, &m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return s;
+}
+
 tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_program **out,
                                tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
@@ -168,20 +230,11 @@ tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, t
     double t0 = tk_now_ms();
     int *at = malloc(sizeof *at * (size_t)n + 1);
     tk_memo_job *job = calloc((size_t)n + 1, sizeof *job);
-    if (!at || !job) {
-        free(at), free(job);
-        return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_registry_programs: out of memory");
-    }
-    tk_origin origin = TK_FROM_MEMORY; /* the batch's: its least cached program's */
-    pthread_mutex_lock(&m->mu);
-    int nj = memo_misses(m, n, req, out, at, job);
-    if (nj) s = memo_run(ctx, m, job, nj);
-    pthread_mutex_unlock(&m->mu);
-    for (int i = 0; i < n && !s; i++) {
-        if (at[i] >= 0) out[i] = job[at[i]].p;
-        tk_origin o = at[i] >= 0 ? tk_program_origin(out[i]) : TK_FROM_MEMORY;
-        origin = o < origin ? o : origin;
-    }
+    tk_origin origin = TK_FROM_MEMORY; /* the least cached program's */
+    if (!at || !job)
+        s = tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_registry_programs: out of memory");
+    else
+        s = memo_get(ctx, m, n, req, out, at, job, &origin);
     free(at), free(job);
     if (s) return s;
     if (info) {

@@ -37,8 +37,9 @@ typedef struct tk_kernel_def {
 
 /* The program of (def, key) in this context: built with def->build and
  * compiled (tk_compile, through the memory and disk caches) on first use,
- * then a lookup. Thread-safe; threads asking for a key not yet built wait
- * for one build. *out belongs to the context (do not release it) and stays
+ * then a lookup. Thread-safe: threads asking for a key not yet built wait
+ * for one build, and threads asking for different keys build and compile
+ * them at the same time. *out belongs to the context (do not release it) and stays
  * valid until tk_ctx_destroy. info, if not NULL, receives where the program
  * came from (TK_FROM_MEMORY after the first call), the milliseconds this
  * call took and the GPU's arch. A failed build or compile is not memoized:

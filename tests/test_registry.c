@@ -224,11 +224,12 @@ enum { THREADS = 8 };
 typedef struct asker {
     pthread_barrier_t *go;
     tk_program *got;
+    int n; /* the toy's key (7 unless set) */
 } asker;
 
 static void *ask(void *arg) {
     asker *a = arg;
-    toy_key key = {.n = 7};
+    toy_key key = {.n = a->n ? a->n : 7};
     pthread_barrier_wait(a->go);
     if (tk_registry_program(ctx, &toy_def, &key, &a->got, NULL)) a->got = NULL;
     return NULL;
@@ -250,6 +251,24 @@ START_TEST(threads_share_one_build) {
         ck_assert_ptr_eq(a[i].got, a[0].got);
     }
     ck_assert_int_eq(atomic_load(&g_builds), 1);
+}
+END_TEST
+
+/* Threads asking for different keys compile them at the same time: the
+ * memo's lock is not held across a build and compile (each fake compile
+ * waits for a second one in flight, as in batch_compiles_side_by_side). */
+START_TEST(threads_compile_different_keys_at_once) {
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    pthread_t th[2];
+    asker a[2] = {{.go = &go, .n = 41}, {.go = &go, .n = 42}};
+    atomic_store(&g_pair, 1);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, ask, &a[i]), 0);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    pthread_barrier_destroy(&go);
+    ck_assert(a[0].got && a[1].got && a[0].got != a[1].got);
+    int most = atomic_load(&g_most);
+    ck_assert_msg(most == 2, "%d compile(s) at most in flight at once, expected 2", most);
 }
 END_TEST
 
@@ -403,6 +422,7 @@ int main(void) {
     tcase_add_test(tc, same_key_same_program);
     tcase_add_test(tc, failures_are_not_memoized);
     tcase_add_test(tc, threads_share_one_build);
+    tcase_add_test(tc, threads_compile_different_keys_at_once);
     tcase_add_test(tc, batch_builds_each_miss_once);
     tcase_add_test(tc, batch_compiles_side_by_side);
     tcase_add_test(tc, batch_failures);
