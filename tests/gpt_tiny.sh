@@ -45,7 +45,10 @@ grep -q '^val 8/8 | val_loss' full.log || fail "no validation loss"
 n=$(sed -n 's/.* \([0-9]*\) parameters.*/\1/p' full.log)
 [ "$(stat -c %s grads.bin)" -eq $((4 * n + 4)) ] || fail "grads.bin is not 4 x $n + 4 bytes"
 
-"$GPT" "${COMMON[@]}" ${TRAIN[@]+"${TRAIN[@]}"} --steps 8 --stop-at 4 --save half.ckpt >half.log
+# (the first half with one compile thread at startup, the full run with one
+# a core: the prepare pass's threads change nothing)
+"$GPT" "${COMMON[@]}" ${TRAIN[@]+"${TRAIN[@]}"} --steps 8 --stop-at 4 --save half.ckpt \
+  --prepare-threads 1 >half.log
 "$GPT" "${COMMON[@]}" --steps 8 --load half.ckpt --save resumed.ckpt >resumed.log
 losses full.log >want.txt
 (losses half.log; losses resumed.log) >got.txt
@@ -91,6 +94,7 @@ head -c 1000 full.ckpt >short.ckpt
 bad "truncated checkpoint" --load short.ckpt
 bad "head dim 48" -C 96
 bad "seq > T_max" --seq 65
+bad "17 compile threads" --prepare-threads 17
 bad "config vs checkpoint" --load full.ckpt -L 3 -H 2 -C 128
 
 # ---- sampling ------------------------------------------------------------------------

@@ -95,6 +95,7 @@ void gpt_init_params(const gpt_layout *lay, uint64_t seed, float *params);
 typedef enum gpt_mode { GPT_RUN = 0, GPT_SIZE = 1, GPT_PREPARE = 2 } gpt_mode;
 
 typedef struct gpt_prof gpt_prof; /* --profile (prof.c) */
+typedef struct gpt_prep gpt_prep; /* the prepare pass's queue (prep.c) */
 
 /* A layer's saved activations ([rows, ·] bf16 unless f32 is said). */
 typedef struct gpt_layer_acts {
@@ -120,7 +121,9 @@ typedef struct gpt_model {
     /* The GEMMs' split over K (tk_gemm_params.split_k): 0 the library's
      * choice, with the workspace; 1 never (no workspace); S >= 2 forced. */
     int split_k;
-    gpt_prof *prof; /* NULL: no --profile */
+    gpt_prof *prof;   /* NULL: no --profile */
+    gpt_prep *prep;   /* GPT_PREPARE: the queue the wrappers add to */
+    int prep_threads; /* gpt_model_prepare's threads (0: one a core) */
     /* data parallel with the overlap (dp.h): the backward posts each
      * finished range of gradients for its sum over the ranks; NULL: the
      * trainer sums them all after the backward, or runs one process */
@@ -179,6 +182,27 @@ int gpt_op_bias_grad(gpt_model *m, const char *what, tk_bias_grad_params *p);
 int gpt_op_grad_norm(gpt_model *m, const char *what, tk_grad_norm_params *p);
 int gpt_op_adamw(gpt_model *m, const char *what, const tk_adamw_params *p);
 int gpt_op_zero(gpt_model *m, const char *what, void *p, size_t bytes);
+
+/* ---- The prepare pass on threads (prep.c) ---------------------------------------- */
+typedef enum gpt_prep_kind {
+    GPT_PREP_GEMM,
+    GPT_PREP_NORM,
+    GPT_PREP_NORM_BWD,
+    GPT_PREP_ATTN,
+    GPT_PREP_ATTN_BWD,
+    GPT_PREP_XENT,
+    GPT_PREP_EMBED,
+    GPT_PREP_EMBED_BWD,
+    GPT_PREP_BIAS_GRAD,
+    GPT_PREP_GRAD_NORM,
+    GPT_PREP_ADAMW
+} gpt_prep_kind;
+/* Queues a copy of a call's parameters (size bytes of the kind's struct). */
+int gpt_prep_add(gpt_model *m, gpt_prep_kind kind, const char *what, const void *p, size_t size);
+/* Runs pass(m) (in GPT_PREPARE mode) with a queue, then makes the queued
+ * prepare calls on `threads` threads (0: one a core, at most 16); the first
+ * failure in call order is reported. */
+int gpt_prep_pass(gpt_model *m, int (*pass)(gpt_model *), int threads);
 
 /* ---- --profile (prof.c) -------------------------------------------------------- */
 gpt_prof *gpt_prof_create(void);

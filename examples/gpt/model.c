@@ -182,13 +182,15 @@ static int dry_run(gpt_model *m, gpt_mode mode) {
     return err;
 }
 
+static int prepare_pass(gpt_model *m) { return dry_run(m, GPT_PREPARE); }
+
 int gpt_model_prepare(gpt_model *m) {
     m->ws_need = 256;
     if (dry_run(m, GPT_SIZE)) return 1;
     tk_status s = tk_gpu_alloc(m->ctx, m->ws_need, &m->ws);
     if (s) return gpt_tk_fail(m->ctx, s, "tk_gpu_alloc (workspace)");
     m->ws_bytes = m->ws_need;
-    return dry_run(m, GPT_PREPARE);
+    return gpt_prep_pass(m, prepare_pass, m->prep_threads);
 }
 
 const uint16_t *gpt_w16(const gpt_model *m, int l, gpt_param p) {

@@ -1,6 +1,7 @@
 /* Every kernel call of the trainer goes through one of these: in the model's
- * mode it adds the call's workspace to the largest (GPT_SIZE), readies its
- * kernel (GPT_PREPARE) or launches it (GPT_RUN). So the forward and backward
+ * mode it adds the call's workspace to the largest (GPT_SIZE), queues its
+ * prepare call for the threads of prep.c (GPT_PREPARE) or launches it
+ * (GPT_RUN). So the forward and backward
  * are written once and the startup passes see exactly the calls a step
  * makes: one workspace of the right size, every kernel compiled before the
  * first timed step. */
@@ -31,13 +32,13 @@ int gpt_op_gemm(gpt_model *m, const char *what, const tk_gemm_params *p) {
     q.split_k = m->split_k;
     if (m->mode == GPT_SIZE)
         return m->split_k == 1 ? 0 : need(m, tk_gemm_workspace(m->ctx, &q, &b), &b, what);
-    if (m->mode == GPT_PREPARE) return done(m, tk_gemm_prepare(m->ctx, &q, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_GEMM, what, &q, sizeof q);
     return ran(m, tk_gemm(m->ctx, &q, m->stream), what);
 }
 
 int gpt_op_norm(gpt_model *m, const char *what, const tk_norm_params *p) {
     if (m->mode == GPT_SIZE) return 0;
-    if (m->mode == GPT_PREPARE) return done(m, tk_norm_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_NORM, what, p, sizeof *p);
     return ran(m, tk_norm_forward(m->ctx, p, m->stream), what);
 }
 
@@ -45,7 +46,7 @@ int gpt_op_norm_bwd(gpt_model *m, const char *what, tk_norm_bwd_params *p) {
     size_t b = 0;
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_norm_backward_workspace(m->ctx, p, &b), &b, what);
-    if (m->mode == GPT_PREPARE) return done(m, tk_norm_backward_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_NORM_BWD, what, p, sizeof *p);
     return ran(m, tk_norm_backward(m->ctx, p, m->stream), what);
 }
 
@@ -54,7 +55,7 @@ int gpt_op_attn(gpt_model *m, const char *what, tk_attention_params *p) {
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE)
         return need(m, tk_attention_forward_workspace(m->ctx, p, &b), &b, what);
-    if (m->mode == GPT_PREPARE) return done(m, tk_attention_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_ATTN, what, p, sizeof *p);
     return ran(m, tk_attention_forward(m->ctx, p, m->stream), what);
 }
 
@@ -63,8 +64,7 @@ int gpt_op_attn_bwd(gpt_model *m, const char *what, tk_attention_bwd_params *p) 
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE)
         return need(m, tk_attention_backward_workspace(m->ctx, p, &b), &b, what);
-    if (m->mode == GPT_PREPARE)
-        return done(m, tk_attention_backward_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_ATTN_BWD, what, p, sizeof *p);
     return ran(m, tk_attention_backward(m->ctx, p, m->stream), what);
 }
 
@@ -72,13 +72,13 @@ int gpt_op_xent(gpt_model *m, const char *what, tk_xent_params *p) {
     size_t b = 0;
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_cross_entropy_workspace(m->ctx, p, &b), &b, what);
-    if (m->mode == GPT_PREPARE) return done(m, tk_cross_entropy_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_XENT, what, p, sizeof *p);
     return ran(m, tk_cross_entropy(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_embed(gpt_model *m, const char *what, const tk_embedding_params *p) {
     if (m->mode == GPT_SIZE) return 0;
-    if (m->mode == GPT_PREPARE) return done(m, tk_embedding_forward_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_EMBED, what, p, sizeof *p);
     return ran(m, tk_embedding_forward(m->ctx, p, m->stream), what);
 }
 
@@ -87,8 +87,7 @@ int gpt_op_embed_bwd(gpt_model *m, const char *what, tk_embedding_bwd_params *p)
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE)
         return need(m, tk_embedding_backward_workspace(m->ctx, p, &b), &b, what);
-    if (m->mode == GPT_PREPARE)
-        return done(m, tk_embedding_backward_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_EMBED_BWD, what, p, sizeof *p);
     return ran(m, tk_embedding_backward(m->ctx, p, m->stream), what);
 }
 
@@ -96,7 +95,7 @@ int gpt_op_bias_grad(gpt_model *m, const char *what, tk_bias_grad_params *p) {
     size_t b = 0;
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_bias_grad_workspace(m->ctx, p, &b), &b, what);
-    if (m->mode == GPT_PREPARE) return done(m, tk_bias_grad_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_BIAS_GRAD, what, p, sizeof *p);
     return ran(m, tk_bias_grad(m->ctx, p, m->stream), what);
 }
 
@@ -104,13 +103,13 @@ int gpt_op_grad_norm(gpt_model *m, const char *what, tk_grad_norm_params *p) {
     size_t b = 0;
     p->workspace = m->ws, p->workspace_bytes = m->ws_bytes;
     if (m->mode == GPT_SIZE) return need(m, tk_grad_norm_workspace(m->ctx, p, &b), &b, what);
-    if (m->mode == GPT_PREPARE) return done(m, tk_grad_norm_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_GRAD_NORM, what, p, sizeof *p);
     return ran(m, tk_grad_norm(m->ctx, p, m->stream), what);
 }
 
 int gpt_op_adamw(gpt_model *m, const char *what, const tk_adamw_params *p) {
     if (m->mode == GPT_SIZE) return 0;
-    if (m->mode == GPT_PREPARE) return done(m, tk_adamw_prepare(m->ctx, p, NULL), what);
+    if (m->mode == GPT_PREPARE) return gpt_prep_add(m, GPT_PREP_ADAMW, what, p, sizeof *p);
     return ran(m, tk_adamw(m->ctx, p, m->stream), what);
 }
 

@@ -23,6 +23,7 @@ typedef struct opts {
     const char **data;
     int ndata, val_batches, sample, check, interp, quiet, gpus, profile, split_k;
     int dp_overlap, nccl; /* the all-reduce's overlap with the backward; NCCL on one GPU */
+    int prep_threads;     /* the startup's compile threads (0: one a core)               */
     int64_t max_bytes;
     const char *save, *load, *dump, *prompt, *arch;
 } opts;
@@ -74,7 +75,9 @@ static void usage(FILE *f) {
                "  --profile                  each kernel call's time per step (syncs after\n"
                "                             every call; steps 2 ..)\n"
                "  --split-k S                the GEMMs' split over K: 0 the library's choice\n"
-               "                             (default), 1 never, 2 .. 64 always\n");
+               "                             (default), 1 never, 2 .. 64 always\n"
+               "  --prepare-threads N        threads compiling the kernels at startup: 0 one\n"
+               "                             a core (default, at most 16), 1 .. 16\n");
 }
 
 /* ---- The command line ---------------------------------------------------------- */
@@ -116,14 +119,16 @@ static int int_option(opts *o, const char *opt, const char *val) {
              {"--gpus", 1, 64},
              {"--split-k", 0, 64},
              {"--dp-overlap", 0, 1},
+             {"--prepare-threads", 0, 16},
              {"--steps", 0, 1ll << 40},
              {"--stop-at", 1, 1ll << 40},
              {"--warmup", 0, 1ll << 40},
              {"--save-every", 0, 1ll << 40},
              {"--val-every", 0, 1ll << 40},
              {"--max-bytes", 1, 1ll << 40}};
-    int *narrow[] = {&o->cfg.L,       &o->cfg.H,  &o->cfg.C, &o->cfg.T_max, &o->B,         &o->T,
-                     &o->val_batches, &o->sample, &o->gpus,  &o->split_k,   &o->dp_overlap};
+    int *narrow[] = {&o->cfg.L, &o->cfg.H,   &o->cfg.C,       &o->cfg.T_max,
+                     &o->B,     &o->T,       &o->val_batches, &o->sample,
+                     &o->gpus,  &o->split_k, &o->dp_overlap,  &o->prep_threads};
     int64_t *wide[6] = {&o->steps,      &o->stop_at,   &o->warmup,
                         &o->save_every, &o->val_every, &o->max_bytes};
     for (int i = 0; i < (int)(sizeof t / sizeof t[0]); i++) {
@@ -462,7 +467,7 @@ static int setup(run *r) {
         return 1;
     if (!(r->host_tok = gpt_malloc((size_t)2 * o->B * o->T * sizeof(int32_t)))) return 1;
     if (open_device(r) || gpt_model_create(r->ctx, &o->cfg, o->B, o->T, &r->m)) return 1;
-    r->m.nranks = r->nranks, r->m.split_k = o->split_k;
+    r->m.nranks = r->nranks, r->m.split_k = o->split_k, r->m.prep_threads = o->prep_threads;
     r->m.dp = o->dp_overlap ? r->dp : NULL;
     if (o->profile && !(r->m.prof = gpt_prof_create())) return 1;
     if (gpt_model_prepare(&r->m) || load_params(r)) return 1;
