@@ -6,8 +6,9 @@
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
 #                         [configs] [sweep] [ncu] [aot] [zoo] [gpt]
-# gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py, and its
-# data-parallel path through a one-rank NCCL communicator (gpt-train --nccl).
+# gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py, its
+# data-parallel path through a one-rank NCCL communicator (gpt-train --nccl), and its cold
+# start with the kernels compiled on one thread and on one a core.
 # zoo: issue 17's kernels (norm, rotary, Based, Hedgehog): their GPU tests, compute-sanitizer
 # on the Based suite, their benchmarks beside torch and flash-linear-attention (carry
 # bench/wheels: pip download --no-deps fla-core flash-linear-attention einops -d bench/wheels).
@@ -241,6 +242,8 @@ if [[ $what == *bench* ]]; then
   (cd bench && python3 bench_gemm.py ../build-device 2>&1 | tee "$out/bench_gemm.md") || rc=1
   (cd bench && python3 bench_attention.py ../build-device 2>&1 | tee "$out/bench_attention.md") || rc=1
   ./build-device/bench_jit 2>&1 | tee "$out/bench_jit.md" || true
+  # the compile stages and the pool on this host's cores (CPU only: LLVM and ptxas)
+  PATH=$PATH:/usr/local/cuda/bin ./build-device/bench_compile 3 2>&1 | tee "$out/bench_compile.md" || true
 fi
 if [[ $what == *zoo* ]]; then # issue 17: norm, rotary, Based (Hedgehog when it lands)
   for t in norm rotary based hedgehog; do
@@ -300,6 +303,16 @@ if [[ $what == *gpt* ]]; then
   else
     echo "  FAIL: --nccl changed the losses"; rc=1
   fi
+  # the cold start (empty disk cache, the driver's cache off): the prepare pass on one thread
+  # against one a core (examples/gpt/prep.c)
+  echo "== gpt-train cold start, 124m: --prepare-threads 1 against 0 (one a core)"
+  for n in 1 0; do
+    d=$(mktemp -d)
+    TK_CACHE_DIR=$d CUDA_CACHE_DISABLE=1 timeout 300 $g --preset 124m --batch 16 --steps 0 \
+      --prepare-threads $n >"$out/gpt_cold_$n.log" 2>&1 || rc=1
+    echo "  threads $n: $(grep -o 'kernels ready in .*' "$out/gpt_cold_$n.log")"
+    rm -rf "$d"
+  done
   stamp gpt
 fi
 if [[ $what == *cache* ]]; then

@@ -124,6 +124,10 @@ typedef struct gpt_model {
     gpt_prof *prof;   /* NULL: no --profile */
     gpt_prep *prep;   /* GPT_PREPARE: the queue the wrappers add to */
     int prep_threads; /* gpt_model_prepare's threads (0: one a core) */
+    /* what gpt_model_prepare took: its prepare calls, the threads that made
+     * them and the milliseconds (compiles, or disk and memory hits) */
+    int prep_calls, prep_used;
+    double prep_ms;
     /* data parallel with the overlap (dp.h): the backward posts each
      * finished range of gradients for its sum over the ranks; NULL: the
      * trainer sums them all after the backward, or runs one process */

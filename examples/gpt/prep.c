@@ -6,11 +6,13 @@
  * ones at the same time, so a cold start costs about the sum of its
  * compiles over the threads instead of the sum. The copies stay valid: the
  * trainer's parameters hold device pointers and no host configs. */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpt.h"
@@ -98,6 +100,7 @@ static int run_queue(gpt_model *m, gpt_prep *q, int threads) {
     while (started < want - 1 && pthread_create(&th[started], NULL, worker, q) == 0) started++;
     worker(q);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    m->prep_calls = q->n, m->prep_used = started + 1;
     for (int i = 0; i < q->n; i++) {
         tk_status s = q->call[i].s ? prepare(m->ctx, &q->call[i]) : TK_OK;
         if (s) return gpt_tk_fail(m->ctx, s, q->call[i].what);
@@ -110,7 +113,11 @@ int gpt_prep_pass(gpt_model *m, int (*pass)(gpt_model *), int threads) {
     m->prep = &q;
     int err = pass(m);
     m->prep = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!err) err = run_queue(m, &q, threads);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    m->prep_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
     free(q.call);
     return err;
 }

@@ -473,10 +473,12 @@ static int setup(run *r) {
     if (gpt_model_prepare(&r->m) || load_params(r)) return 1;
     if (!o->quiet && r->rank == 0)
         printf("gpt-train: L %d H %d C %d T_max %d, %zu parameters; batch %d x %d on %s%s; "
-               "data %zu bytes (train %zu, val %zu); step %lld of %lld\n",
+               "data %zu bytes (train %zu, val %zu); step %lld of %lld; kernels ready in %.0f ms "
+               "(%d prepare calls on %d threads)\n",
                o->cfg.L, o->cfg.H, o->cfg.C, o->cfg.T_max, r->m.lay.n_params, o->B, o->T,
                o->interp ? "the interpreter as " : "the GPU", o->interp ? o->arch : "", r->data.n,
-               r->data.n_train, r->data.n_val, (long long)r->st.step, (long long)o->steps);
+               r->data.n_train, r->data.n_val, (long long)r->st.step, (long long)o->steps,
+               r->m.prep_ms, r->m.prep_calls, r->m.prep_used);
     return 0;
 }
 
