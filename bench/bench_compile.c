@@ -1,5 +1,6 @@
-/* Cold compile time on the CPU, stage by stage, for GEMM and attention D128
- * on sm_90a: IR build, LLVM module build, verifier, O3 pipeline, PTX
+/* Cold compile time on the CPU, stage by stage, for the kernels a user's
+ * first calls on sm_90a build (tk_gemm's pick at 8192², the wgmma attention
+ * D128 that tk_attention_prepare picks) and their mma.sync twins: IR build, LLVM module build, verifier, O3 pipeline, PTX
  * emission, ptxas (a fresh process each time; no GPU, no driver cache).
  * Then tk_precompile of several specializations one by one against one
  * call (its thread pool). Medians of R runs.
@@ -33,6 +34,10 @@ static tk_status attn128(tk_ctx *ctx, tk_kernel **k) {
     tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128};
     return tk_attention_fwd_build(ctx, &c, k);
 }
+static tk_status attn128_wgmma(tk_ctx *ctx, tk_kernel **k) { /* sm_90a's pick */
+    tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128, .wgmma = 1};
+    return tk_attention_fwd_build(ctx, &c, k);
+}
 
 static int lines(const char *s) {
     int n = 0;
@@ -40,8 +45,9 @@ static int lines(const char *s) {
     return n;
 }
 
-static void stages(tk_ctx *ctx, const char *name, build_fn build, const tk_ptxas *px, int R) {
+static void stages(tk_ctx *ctx, build_fn build, const tk_ptxas *px, int R) {
     double ir[64], b[64], v[64], o[64], e[64], pt[64];
+    char name[64] = "?";
     int nl = 0;
     for (int r = 0; r < R; r++) {
         tk_kernel *k = NULL;
@@ -51,6 +57,7 @@ static void stages(tk_ctx *ctx, const char *name, build_fn build, const tk_ptxas
             return;
         }
         ir[r] = bench_now_ms() - t0;
+        snprintf(name, sizeof name, "%s", tk_kernel_name(k));
         char *ptx = NULL;
         tk_lower_times t;
         tk_diag dg = {0};
@@ -72,24 +79,35 @@ static void stages(tk_ctx *ctx, const char *name, build_fn build, const tk_ptxas
     }
     double mb = bench_median(b, R), mv = bench_median(v, R), mo = bench_median(o, R);
     double me = bench_median(e, R), mp = bench_median(pt, R), mi = bench_median(ir, R);
-    printf("| %-30s | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %5d |\n", name, mi,
+    printf("| %-48s | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %6.1f | %5d |\n", name, mi,
            mb, mv, mo, me, mp, mi + mb + mv + mo + me + (mp > 0 ? mp : 0), nl);
 }
 
-/* n specializations precompiled one call each, then in one call. */
-static void pool(int R) {
-    build_fn fns[4] = {gemm_large, gemm_default, attn128, NULL};
+/* The attention backward's deterministic pair (tk_attention_backward's
+ * default on sm_90a: dQ, then dK/dV), D128 causal, wgmma. */
+static tk_status bwd_part(tk_ctx *ctx, int part, tk_kernel **k) {
+    tk_attention_bwd_config c = {
+        .dtype = TK_BF16, .head_dim = 128, .causal = 1, .part = part, .wgmma = 1};
+    return tk_attention_bwd_build(ctx, &c, k);
+}
+static tk_status bwd_dq(tk_ctx *ctx, tk_kernel **k) { return bwd_part(ctx, TK_ATTN_BWD_DQ, k); }
+static tk_status bwd_dkdv(tk_ctx *ctx, tk_kernel **k) { return bwd_part(ctx, TK_ATTN_BWD_DKDV, k); }
+
+/* n specializations precompiled one call each, then in one call (the pool
+ * tk_registry_programs uses for an entry point's several kernels). */
+static void pool(const char *what, const build_fn *fns, int nk, int R) {
     tk_ctx *ctx;
-    tk_ctx_create(&ctx);
-    tk_kernel *ks[3];
-    for (int i = 0; i < 3; i++) fns[i](ctx, &ks[i]);
+    tk_kernel *ks[8];
+    if (tk_ctx_create(&ctx)) return;
+    for (int i = 0; i < nk; i++) fns[i](ctx, &ks[i]);
     double one[16], all[16];
-    for (int r = 0; r < R && r < 16; r++) {
+    int n = R < 16 ? R : 16;
+    for (int r = 0; r < n; r++) {
         char d1[] = "/tmp/tk-bench-pre-XXXXXX", d2[] = "/tmp/tk-bench-pre-XXXXXX";
         if (!mkdtemp(d1) || !mkdtemp(d2)) return;
         tk_cache_set_dir(ctx, d1);
         double t0 = bench_now_ms();
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < nk; i++)
             if (tk_precompile(ctx, (const tk_kernel *const *)&ks[i], 1, "sm_90a")) {
                 printf("precompile: %s\n", tk_ctx_error(ctx));
                 return;
@@ -97,17 +115,15 @@ static void pool(int R) {
         one[r] = bench_now_ms() - t0;
         tk_cache_set_dir(ctx, d2);
         t0 = bench_now_ms();
-        tk_precompile(ctx, (const tk_kernel *const *)ks, 3, "sm_90a");
+        tk_precompile(ctx, (const tk_kernel *const *)ks, nk, "sm_90a");
         all[r] = bench_now_ms() - t0;
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s %s", d1, d2);
         if (system(cmd)) {}
     }
-    int n = R < 16 ? R : 16;
-    printf("\ntk_precompile of 3 kernels (GEMM large, GEMM default, attention D128), %ld cores: "
-           "one call each %.0f ms, one call (thread pool) %.0f ms\n",
-           sysconf(_SC_NPROCESSORS_ONLN), bench_median(one, n), bench_median(all, n));
-    for (int i = 0; i < 3; i++) tk_kernel_destroy(ks[i]);
+    printf("| %-48s | %5ld | %7.0f | %7.0f |\n", what, sysconf(_SC_NPROCESSORS_ONLN),
+           bench_median(one, n), bench_median(all, n));
+    for (int i = 0; i < nk; i++) tk_kernel_destroy(ks[i]);
     tk_ctx_destroy(ctx);
 }
 
@@ -121,14 +137,21 @@ int main(int argc, char **argv) {
     bool have = tk_ptxas_find(&px, &dg) == TK_OK;
     printf("cold compile stages, sm_90a, median of %d (ms; ptxas: %s)\n\n", R,
            have ? px.version : "not found");
-    printf("| %-30s | %6s | %6s | %6s | %6s | %6s | %6s | %6s | %5s |\n", "kernel", "IR", "module",
+    printf("| %-48s | %6s | %6s | %6s | %6s | %6s | %6s | %6s | %5s |\n", "kernel", "IR", "module",
            "verify", "O3", "emit", "ptxas", "total", "PTX lines");
     printf("|%s|--------|--------|--------|--------|--------|--------|--------|-------|\n",
-           "--------------------------------");
-    stages(ctx, "GEMM 128x256x128 w8 tma (8192²)", gemm_large, have ? &px : NULL, R);
-    stages(ctx, "GEMM 128x128x64 w4 (default)", gemm_default, have ? &px : NULL, R);
-    stages(ctx, "attention bf16 D128", attn128, have ? &px : NULL, R);
+           "--------------------------------------------------");
+    build_fn rows[] = {gemm_large, gemm_default, attn128_wgmma, attn128};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        stages(ctx, rows[i], have ? &px : NULL, R);
     tk_ctx_destroy(ctx);
-    if (have) pool(R < 3 ? R : 3);
+    if (!have) return 0;
+    printf(
+        "\ncold compiles one by one against one pooled call, ms (tk_precompile: LLVM + ptxas)\n\n"
+        "| %-48s | cores | one by one | pooled |\n|%s|-------|---------|---------|\n",
+        "kernels", "--------------------------------------------------");
+    build_fn three[] = {gemm_large, gemm_default, attn128_wgmma}, bwd[] = {bwd_dq, bwd_dkdv};
+    pool("GEMM 8192² + GEMM default + attention D128 wgmma", three, 3, R < 3 ? R : 3);
+    pool("attention backward D128 causal wgmma (dQ, dK/dV)", bwd, 2, R < 3 ? R : 3);
     return 0;
 }
