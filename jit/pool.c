@@ -1,6 +1,10 @@
 /* jit/pool.h: threads take the next job index from one atomic counter. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "jit/pool.h"
 
+#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -13,7 +17,11 @@ typedef struct tk_pool {
 } tk_pool;
 
 int tk_pool_threads(int n) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the CPUs this process may run on (a container's or taskset's), else
+     * the machine's */
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                             : sysconf(_SC_NPROCESSORS_ONLN);
     int t = cores < 1 ? 1 : cores > TK_POOL_MAX ? TK_POOL_MAX : (int)cores;
     return n < 1 ? 1 : n < t ? n : t;
 }

@@ -8,8 +8,8 @@
 
 typedef void (*tk_pool_fn)(void *user, int i);
 
-/* Threads tk_pool_run would use for n jobs: the cores, at most
- * TK_POOL_MAX, at most n, at least 1. */
+/* Threads tk_pool_run would use for n jobs: the CPUs this process may run
+ * on, at most TK_POOL_MAX, at most n, at least 1. */
 int tk_pool_threads(int n);
 
 /* fn(user, i) for every i in 0..n-1, each exactly once, on tk_pool_threads(n)

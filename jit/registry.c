@@ -67,17 +67,25 @@ static void *memo_make(tk_ctx *ctx) {
 
 static const tk_ctx_slot_def memo_slot = {"kernel registry", memo_make, memo_destroy};
 
+/* Keys of def->key_size bytes (0: every key is the same, maybe NULL). */
+static bool same_key(const tk_kernel_def *def, const void *a, const void *b) {
+    return !def->key_size || !memcmp(a, b, def->key_size);
+}
+
 static tk_memo_entry *memo_find(const tk_memo *m, const tk_kernel_def *def, const void *key) {
     for (size_t i = 0; i < m->n; i++)
-        if (m->e[i].def == def && !memcmp(m->e[i].key, key, def->key_size)) return &m->e[i];
+        if (m->e[i].def == def && same_key(def, m->e[i].key, key)) return &m->e[i];
     return NULL;
 }
 
-/* One program a call claimed: its first request, built kernel, result. */
+/* One program a call claimed: its first request, built kernel, result and
+ * where it came from (read when made: a later memory hit of the same text
+ * on another thread rewrites the program's own). */
 typedef struct tk_memo_job {
     const tk_registry_req *req;
     tk_kernel *k;
     tk_program *p;
+    tk_origin origin;
     tk_diag dg;
 } tk_memo_job;
 
@@ -87,10 +95,22 @@ typedef struct tk_memo_batch {
     tk_memo_job *job;
 } tk_memo_batch;
 
+/* Compiles job i, a status always with its message and a success always
+ * with a program (a compile step that breaks either rule fails here). */
 static void memo_compile_one(void *user, int i) {
     tk_memo_batch *b = user;
     tk_memo_job *j = &b->job[i];
-    if (j->k) b->compile(b->ctx, j->k, &j->p, &j->dg);
+    tk_status s = b->compile(b->ctx, j->k, &j->p, &j->dg);
+    if (s && !j->dg.st)
+        tk_diag_fail(&j->dg, s, "tk_compile: kernel '%s' failed", tk_kernel_name(j->k));
+    if (!s && !j->p)
+        tk_diag_fail(&j->dg, TK_ERR_STATE, "tk_compile: kernel '%s': no program",
+                     tk_kernel_name(j->k));
+    if (j->dg.st && j->p) {
+        tk_program_release(j->p);
+        j->p = NULL;
+    }
+    if (j->p) j->origin = tk_program_origin(j->p);
 }
 
 /* A claim on r's key: an entry with no program yet (the lock held). */
@@ -103,7 +123,7 @@ static tk_status memo_claim(tk_ctx *ctx, tk_memo *m, const tk_registry_req *r) {
     }
     void *copy = malloc(r->def->key_size ? r->def->key_size : 1);
     if (!copy) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", r->def->name);
-    memcpy(copy, r->key, r->def->key_size);
+    if (r->def->key_size) memcpy(copy, r->key, r->def->key_size);
     m->e[m->n++] = (tk_memo_entry){.def = r->def, .key = copy, .prog = NULL};
     return TK_OK;
 }
@@ -124,8 +144,7 @@ static tk_status memo_pass(tk_ctx *ctx, tk_memo *m, int n, const tk_registry_req
             continue;
         }
         for (int q = 0; q < *nj && at[i] == -1; q++)
-            if (job[q].req->def == r->def && !memcmp(job[q].req->key, r->key, r->def->key_size))
-                at[i] = q;
+            if (job[q].req->def == r->def && same_key(r->def, job[q].req->key, r->key)) at[i] = q;
         if (at[i] >= 0) continue;
         if (e) { /* another thread's claim */
             at[i] = -2, *busy = true;
@@ -140,11 +159,15 @@ static tk_status memo_pass(tk_ctx *ctx, tk_memo *m, int n, const tk_registry_req
 }
 
 /* Builds the claimed kernels here, one by one (a fraction of a millisecond
- * each; builders report on the context), then compiles them side by side
- * (jit/pool.h). The lock not held. */
+ * each; builders report on the context) and checks each is finished, then
+ * compiles them side by side (jit/pool.h). The lock not held. */
 static tk_status memo_work(tk_ctx *ctx, tk_registry_compile_fn compile, tk_memo_job *job, int nj) {
     tk_status s = TK_OK;
-    for (int q = 0; q < nj && !s; q++) s = job[q].req->def->build(ctx, job[q].req->key, &job[q].k);
+    for (int q = 0; q < nj && !s; q++) {
+        const tk_kernel_def *def = job[q].req->def;
+        s = def->build(ctx, job[q].req->key, &job[q].k);
+        if (!s) s = tk_jit_check_kernel(ctx, def->name, job[q].k, NULL);
+    }
     if (s) return s; /* no compile: the builds so far are dropped */
     tk_memo_batch b = {ctx, compile, job};
     if (nj == 1)
@@ -208,8 +231,7 @@ static tk_status memo_get(tk_ctx *ctx, tk_memo *m, int n, const tk_registry_req 
             pthread_mutex_unlock(&m->mu);
             if (!s) s = memo_work(ctx, compile, job, nj);
             for (int q = 0; q < nj; q++)
-                if (job[q].p && tk_program_origin(job[q].p) < *origin)
-                    *origin = tk_program_origin(job[q].p);
+                if (job[q].p && job[q].origin < *origin) *origin = job[q].origin;
             pthread_mutex_lock(&m->mu);
             memo_settle(m, job, nj);
         }
@@ -235,7 +257,7 @@ tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, t
                                tk_prepare_info *info) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     tk_status s = check_reqs(ctx, n, req, out);
-    if (s) return s;
+    if (s || !n) return s;
     tk_memo *m = tk_ctx_slot(ctx, &memo_slot);
     if (!m) return TK_ERR_NO_MEMORY; /* tk_ctx_slot says why */
     double t0 = info ? tk_now_ms() : 0.0;

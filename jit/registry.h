@@ -53,15 +53,16 @@ typedef struct tk_registry_req {
     const void *key;
 } tk_registry_req;
 
-/* The programs of n requests (n >= 0) into out[0..n-1], each as tk_registry_program
- * gives it, for entry points that launch several kernels: the kernels the
- * memo lacks are built one by one, then compiled side by side (a thread
- * each, up to the cores), so a cold prepare costs about its slowest compile,
- * not their sum. A (def, key) asked twice is built once. info, if not NULL:
- * the least cached origin among the programs (a compile before a disk hit
- * before memory), and the whole call's milliseconds. On failure out[] is
- * not to be used, the context holds the first failure's message (in request
- * order), and the programs that did compile stay memoized. */
+/* The programs of n requests (n >= 0; 0 does nothing) into out[0..n-1],
+ * each as tk_registry_program gives it, for entry points that launch
+ * several kernels: the kernels the memo lacks are built one by one, then
+ * compiled side by side (a thread each, up to the cores), so a cold prepare
+ * costs about its slowest compile, not their sum. A (def, key) asked twice
+ * is built once. info, if not NULL: the least cached origin among the
+ * programs (a compile before a disk hit before memory) and the whole call's
+ * milliseconds; untouched on failure. On failure out[] is not to be used,
+ * the context holds the first failure's message (in request order), and
+ * the programs that did compile stay memoized. */
 tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_program **out,
                                tk_prepare_info *info);
 
@@ -86,7 +87,7 @@ tk_status tk_params_read(tk_ctx *ctx, const char *fn, const void *src, void *dst
  * and reports its failure in *dg, never on the context. */
 typedef tk_status (*tk_registry_compile_fn)(tk_ctx *ctx, const tk_kernel *k, tk_program **out,
                                             struct tk_diag *dg);
-/* Sets this context's compile step (NULL: tk_compile back). */
+/* Sets this context's compile step (NULL: tk_compile_dg back). */
 tk_status tk_registry_set_compile(tk_ctx *ctx, tk_registry_compile_fn compile);
 
 #endif

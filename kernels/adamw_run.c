@@ -36,13 +36,20 @@ static tk_status build_adamw_key(tk_ctx *ctx, const void *key, tk_kernel **out) 
 
 static const tk_kernel_def adamw_def = {"tk_adamw", sizeof(adamw_key), build_adamw_key};
 
-static tk_status program(tk_ctx *ctx, const tk_adamw_config *c, tk_program **prog,
-                         tk_prepare_info *info) {
-    adamw_key key;
-    memset(&key, 0, sizeof key);
-    key.part = c->part, key.grad_dtype = c->grad_dtype, key.lowp_dtype = c->lowp_dtype;
-    key.clip = c->clip, key.warps = c->warps, key.cols = c->cols;
-    return tk_registry_program(ctx, &adamw_def, &key, prog, info);
+/* The programs of configs c[0..n-1] (n <= 2), compiled side by side when
+ * cold (info: the whole preparation). */
+static tk_status programs(tk_ctx *ctx, const tk_adamw_config *c, int n, tk_program **prog,
+                          tk_prepare_info *info) {
+    adamw_key key[2];
+    tk_registry_req req[2];
+    memset(key, 0, sizeof key);
+    for (int i = 0; i < n; i++) {
+        key[i].part = c[i].part, key[i].grad_dtype = c[i].grad_dtype;
+        key[i].lowp_dtype = c[i].lowp_dtype, key[i].clip = c[i].clip;
+        key[i].warps = c[i].warps, key[i].cols = c[i].cols;
+        req[i] = (tk_registry_req){&adamw_def, &key[i]};
+    }
+    return tk_registry_programs(ctx, n, req, prog, info);
 }
 
 /* The kernels index in i64; rows of width columns, grid ceil(rows / 16). */
@@ -148,7 +155,7 @@ static tk_status check_norm(tk_ctx *ctx, const char *fn, const tk_grad_norm_para
     return TK_OK;
 }
 
-/* SUMSQ (prog[0]) and NORM (prog[1]); info: the slower one's. */
+/* SUMSQ (prog[0]) and NORM (prog[1]); info: both's preparation. */
 static tk_status norm_read(tk_ctx *ctx, const char *fn, const tk_grad_norm_params *user,
                            tk_grad_norm_params *p, bool full, tk_program *prog[2],
                            tk_prepare_info *info) {
@@ -156,13 +163,9 @@ static tk_status norm_read(tk_ctx *ctx, const char *fn, const tk_grad_norm_param
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, NORM_MIN);
     if (!s) s = check_norm(ctx, fn, p, full);
     if (s || !prog) return s;
-    tk_adamw_config c = config(TK_ADAMW_SUMSQ, p->grad_dtype, p->config);
-    tk_adamw_config r = {.part = TK_ADAMW_NORM};
-    tk_prepare_info second;
-    if ((s = program(ctx, &c, &prog[0], info))) return s;
-    if ((s = program(ctx, &r, &prog[1], info ? &second : NULL))) return s;
-    if (info && second.ms > info->ms) *info = second;
-    return TK_OK;
+    tk_adamw_config c[2] = {config(TK_ADAMW_SUMSQ, p->grad_dtype, p->config),
+                            {.part = TK_ADAMW_NORM}};
+    return programs(ctx, c, 2, prog, info);
 }
 
 int tk_grad_norm_launches(const tk_grad_norm_params *p, tk_adamw_launch out[3]) {
@@ -271,7 +274,7 @@ static tk_status step_read(tk_ctx *ctx, const char *fn, const tk_adamw_params *u
     if (!s) s = check_step(ctx, fn, p);
     if (s) return s;
     tk_adamw_config c = step_config(p);
-    return program(ctx, &c, prog, info);
+    return programs(ctx, &c, 1, prog, info);
 }
 
 /* The scalars: the bias corrections 1 - β^t in double, rounded once. */

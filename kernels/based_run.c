@@ -31,13 +31,12 @@ static tk_status build_based_key(tk_ctx *ctx, const void *key, tk_kernel **out) 
 
 static const tk_kernel_def based_def = {"tk_based", sizeof(based_key), build_based_key};
 
-static tk_status program(tk_ctx *ctx, const tk_based_config *c, tk_program **prog,
-                         tk_prepare_info *info) {
+static based_key key_of(const tk_based_config *c) {
     based_key key;
     memset(&key, 0, sizeof key);
     key.dtype = c->dtype, key.part = c->part, key.normalize = c->normalize;
     key.stats = c->stats, key.v_cols = c->v_cols, key.warps = c->warps, key.seg = c->seg;
-    return tk_registry_program(ctx, &based_def, &key, prog, info);
+    return key;
 }
 
 /* The end of the first layout: every field of today's struct is required. */
@@ -252,16 +251,17 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_based_params 
     return s ? s : check_workspace(ctx, fn, p, sms);
 }
 
-/* The programs of launches l (info: the slowest to ready). */
+/* The programs of launches l, compiled side by side when cold (info: the
+ * whole preparation). */
 static tk_status programs(tk_ctx *ctx, const tk_based_launch *l, int n,
                           tk_program *prog[TK_BASED_MAX_LAUNCHES], tk_prepare_info *info) {
+    based_key key[TK_BASED_MAX_LAUNCHES];
+    tk_registry_req req[TK_BASED_MAX_LAUNCHES];
     for (int i = 0; i < n; i++) {
-        tk_prepare_info one;
-        tk_status s = program(ctx, &l[i].cfg, &prog[i], info ? &one : NULL);
-        if (s) return s;
-        if (info && (i == 0 || one.ms > info->ms)) *info = one;
+        key[i] = key_of(&l[i].cfg);
+        req[i] = (tk_registry_req){&based_def, &key[i]};
     }
-    return TK_OK;
+    return tk_registry_programs(ctx, n, req, prog, info);
 }
 
 tk_status tk_based_prepare(tk_ctx *ctx, const tk_based_params *user, tk_prepare_info *info) {

@@ -28,12 +28,15 @@ static tk_status build_bias_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
 
 static const tk_kernel_def bias_def = {"tk_bias_grad", sizeof(bias_key), build_bias_key};
 
-static tk_status program(tk_ctx *ctx, int part, tk_dtype dt, tk_program **prog,
-                         tk_prepare_info *info) {
-    bias_key key;
-    memset(&key, 0, sizeof key);
-    key.part = part, key.dtype = part == TK_BIAS_GRAD_PARTIAL ? dt : TK_DT_NONE;
-    return tk_registry_program(ctx, &bias_def, &key, prog, info);
+/* The partial sums' program and the reduction's for dtype dt, compiled side
+ * by side when cold (info: the whole preparation). */
+static tk_status programs(tk_ctx *ctx, tk_dtype dt, tk_program *prog[2], tk_prepare_info *info) {
+    bias_key key[2];
+    memset(key, 0, sizeof key);
+    key[0].part = TK_BIAS_GRAD_PARTIAL, key[0].dtype = dt;
+    key[1].part = TK_BIAS_GRAD_REDUCE, key[1].dtype = TK_DT_NONE;
+    tk_registry_req req[2] = {{&bias_def, &key[0]}, {&bias_def, &key[1]}};
+    return tk_registry_programs(ctx, 2, req, prog, info);
 }
 
 static int64_t chunks(const tk_bias_grad_params *p) { return (p->rows + CHUNK - 1) / CHUNK; }
@@ -100,12 +103,7 @@ static tk_status bias_read(tk_ctx *ctx, const char *fn, const tk_bias_grad_param
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, MIN_SIZE);
     if (!s) s = full ? check_params(ctx, fn, p) : check_sizes(ctx, fn, p);
     if (s || !prog) return s;
-    tk_prepare_info second;
-    if ((s = program(ctx, TK_BIAS_GRAD_PARTIAL, p->dtype, &prog[0], info))) return s;
-    if ((s = program(ctx, TK_BIAS_GRAD_REDUCE, p->dtype, &prog[1], info ? &second : NULL)))
-        return s;
-    if (info && second.ms > info->ms) *info = second;
-    return TK_OK;
+    return programs(ctx, p->dtype, prog, info);
 }
 
 tk_status tk_bias_grad_workspace(tk_ctx *ctx, const tk_bias_grad_params *user, size_t *bytes) {

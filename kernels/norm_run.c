@@ -32,14 +32,20 @@ static tk_status build_norm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
 
 static const tk_kernel_def norm_def = {"tk_norm", sizeof(norm_key), build_norm_key};
 
-static tk_status program(tk_ctx *ctx, const tk_norm_config *c, tk_program **prog,
-                         tk_prepare_info *info) {
-    norm_key key;
-    memset(&key, 0, sizeof key);
-    key.dtype = c->dtype, key.kind = c->kind, key.part = c->part, key.residual = c->residual;
-    key.weight = c->weight, key.bias = c->bias, key.stats = c->stats;
-    key.warps = c->warps, key.cols = c->cols;
-    return tk_registry_program(ctx, &norm_def, &key, prog, info);
+/* The programs of configs c[0..n-1] (n <= 2), compiled side by side when
+ * cold (info: the whole preparation). */
+static tk_status programs(tk_ctx *ctx, const tk_norm_config *c, int n, tk_program **prog,
+                          tk_prepare_info *info) {
+    norm_key key[2];
+    tk_registry_req req[2];
+    memset(key, 0, sizeof key);
+    for (int i = 0; i < n; i++) {
+        key[i].dtype = c[i].dtype, key[i].kind = c[i].kind, key[i].part = c[i].part;
+        key[i].residual = c[i].residual, key[i].weight = c[i].weight, key[i].bias = c[i].bias;
+        key[i].stats = c[i].stats, key[i].warps = c[i].warps, key[i].cols = c[i].cols;
+        req[i] = (tk_registry_req){&norm_def, &key[i]};
+    }
+    return tk_registry_programs(ctx, n, req, prog, info);
 }
 
 /* The ends of the first layouts. */
@@ -174,7 +180,7 @@ static tk_status fwd_read(tk_ctx *ctx, const char *fn, const tk_norm_params *use
     if (!s) s = check_fwd(ctx, fn, p);
     if (s) return s;
     tk_norm_config c = fwd_config(p);
-    return program(ctx, &c, prog, info);
+    return programs(ctx, &c, 1, prog, info);
 }
 
 tk_status tk_norm_prepare(tk_ctx *ctx, const tk_norm_params *user, tk_prepare_info *info) {
@@ -273,14 +279,9 @@ static tk_status bwd_read(tk_ctx *ctx, const char *fn, const tk_norm_bwd_params 
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, BWD_MIN);
     if (!s) s = check_bwd(ctx, fn, p, full);
     if (s || !prog) return s;
-    tk_norm_config c = bwd_config(p), r = reduce_config(p);
-    tk_prepare_info one;
-    if ((s = program(ctx, &c, &prog[0], info))) return s;
+    tk_norm_config c[2] = {bwd_config(p), reduce_config(p)};
     prog[1] = NULL;
-    if (!p->dweight && !p->dbias) return TK_OK;
-    if ((s = program(ctx, &r, &prog[1], info ? &one : NULL))) return s;
-    if (info && one.ms > info->ms) *info = one;
-    return TK_OK;
+    return programs(ctx, c, p->dweight || p->dbias ? 2 : 1, prog, info);
 }
 
 tk_status tk_norm_backward_workspace(tk_ctx *ctx, const tk_norm_bwd_params *user, size_t *bytes) {

@@ -33,13 +33,18 @@ static tk_status build_rotary_key(tk_ctx *ctx, const void *key, tk_kernel **out)
 
 static const tk_kernel_def rotary_def = {"tk_rotary", sizeof(rotary_key), build_rotary_key};
 
-tk_status tk_rotary_program(tk_ctx *ctx, const tk_rotary_config *c, tk_program **prog,
-                            tk_prepare_info *info) {
+static rotary_key key_of(const tk_rotary_config *c) {
     rotary_key key;
     memset(&key, 0, sizeof key);
     key.dtype = c->dtype, key.style = c->style, key.head_dim = c->head_dim;
     key.rotary_dim = c->rotary_dim, key.tables = c->tables, key.positions = c->positions;
     key.inverse = c->inverse, key.in_place = c->in_place;
+    return key;
+}
+
+tk_status tk_rotary_program(tk_ctx *ctx, const tk_rotary_config *c, tk_program **prog,
+                            tk_prepare_info *info) {
+    rotary_key key = key_of(c);
     return tk_registry_program(ctx, &rotary_def, &key, prog, info);
 }
 
@@ -221,13 +226,10 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_rotary_params
     if (!s) s = check_params(ctx, fn, p);
     if (s) return s;
     tk_rotary_config cq = config_of(p, false), ck = config_of(p, true);
-    if ((s = tk_rotary_program(ctx, &cq, &prog[0], info))) return s;
-    prog[1] = NULL;
-    if (!p->k) return TK_OK;
-    tk_prepare_info one;
-    if ((s = tk_rotary_program(ctx, &ck, &prog[1], info ? &one : NULL))) return s;
-    if (info && one.ms > info->ms) *info = one;
-    return TK_OK;
+    rotary_key key[2] = {key_of(&cq), key_of(&ck)};
+    tk_registry_req req[2] = {{&rotary_def, &key[0]}, {&rotary_def, &key[1]}};
+    prog[1] = NULL; /* q's and k's compiled side by side when cold */
+    return tk_registry_programs(ctx, p->k ? 2 : 1, req, prog, info);
 }
 
 tk_status tk_rotary_prepare(tk_ctx *ctx, const tk_rotary_params *user, tk_prepare_info *info) {

@@ -32,14 +32,21 @@ static tk_status build_xent_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
 
 static const tk_kernel_def xent_def = {"tk_cross_entropy", sizeof(xent_key), build_xent_key};
 
-static tk_status program(tk_ctx *ctx, const tk_xent_config *c, tk_program **prog,
-                         tk_prepare_info *info) {
-    xent_key key;
-    memset(&key, 0, sizeof key);
-    key.dtype = c->dtype, key.part = c->part, key.backward = c->backward;
-    key.per_row_scale = c->per_row_scale, key.lse = c->lse, key.mean = c->mean;
-    key.split = c->split, key.warps = c->warps, key.cols = c->cols;
-    return tk_registry_program(ctx, &xent_def, &key, prog, info);
+/* The programs of configs c[0..n-1] (n <= 2), compiled side by side when
+ * cold (info: the whole preparation). */
+static tk_status programs(tk_ctx *ctx, const tk_xent_config *c, int n, tk_program **prog,
+                          tk_prepare_info *info) {
+    xent_key key[2];
+    tk_registry_req req[2];
+    memset(key, 0, sizeof key);
+    for (int i = 0; i < n; i++) {
+        key[i].dtype = c[i].dtype, key[i].part = c[i].part, key[i].backward = c[i].backward;
+        key[i].per_row_scale = c[i].per_row_scale, key[i].lse = c[i].lse;
+        key[i].mean = c[i].mean, key[i].split = c[i].split, key[i].warps = c[i].warps;
+        key[i].cols = c[i].cols;
+        req[i] = (tk_registry_req){&xent_def, &key[i]};
+    }
+    return tk_registry_programs(ctx, n, req, prog, info);
 }
 
 /* The end of the first layout (config may be absent: NULL). */
@@ -256,14 +263,9 @@ static tk_status xent_read(tk_ctx *ctx, const char *fn, const tk_xent_params *us
     tk_status s = tk_params_read(ctx, fn, user, p, sizeof *p, MIN_SIZE);
     if (!s) s = full ? check_params(ctx, fn, p) : check_sizes(ctx, fn, p);
     if (s || !prog) return s;
-    tk_xent_config c = tk_xent_rows_config(p), m = mean_config();
-    tk_prepare_info one;
+    tk_xent_config c[2] = {tk_xent_rows_config(p), mean_config()};
     prog[1] = NULL;
-    if ((s = program(ctx, &c, &prog[0], info))) return s;
-    if (!p->loss_mean) return TK_OK;
-    if ((s = program(ctx, &m, &prog[1], info ? &one : NULL))) return s;
-    if (info && one.ms > info->ms) *info = one;
-    return TK_OK;
+    return programs(ctx, c, p->loss_mean ? 2 : 1, prog, info);
 }
 
 tk_status tk_cross_entropy_workspace(tk_ctx *ctx, const tk_xent_params *user, size_t *bytes) {

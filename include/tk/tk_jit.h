@@ -128,8 +128,9 @@ TK_API tk_origin tk_program_origin(const tk_program *p);
 
 /* What preparing a ready-made kernel took (tk/tk_run.h's *_prepare): where
  * it came from, how long, and for which arch. For an entry point of several
- * kernels (which compile side by side): the least cached one's origin and
- * the whole call's time. */
+ * kernels (every one readies them in one call, compiling them side by side
+ * when cold): the least cached one's origin and the whole call's time.
+ * Not to be read when the call fails. */
 typedef struct tk_prepare_info {
     tk_origin origin;
     double ms;

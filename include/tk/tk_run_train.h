@@ -88,7 +88,8 @@ typedef struct tk_adamw_params {
 /* The workspace tk_grad_norm needs for p's n and width (64 bytes per 16
  * rows, and 64 for the tail; pointers unread). */
 TK_API tk_status tk_grad_norm_workspace(tk_ctx *ctx, const tk_grad_norm_params *p, size_t *bytes);
-/* Check p and ready its kernels (info may be NULL: the slower one's). */
+/* Check p and ready its kernels, compiled side by side (info may be NULL:
+ * the least cached one's origin, the whole call's milliseconds). */
 TK_API tk_status tk_grad_norm_prepare(tk_ctx *ctx, const tk_grad_norm_params *p,
                                       tk_prepare_info *info);
 /* The partial sums (one launch, two with a tail), then the norm. */
