@@ -8,6 +8,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,11 +39,14 @@ static void wait_for_pair(void) {
 }
 
 static pthread_t g_compiled_on; /* the thread of the latest fake compile */
+static pthread_mutex_t g_compiled_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static tk_status fake_compile(tk_ctx *c, const tk_kernel *k, tk_program **out, tk_diag *d) {
     tk_diag dg = {0};
     atomic_fetch_add(&g_compiles, 1);
+    pthread_mutex_lock(&g_compiled_mu);
     g_compiled_on = pthread_self();
+    pthread_mutex_unlock(&g_compiled_mu);
     wait_for_pair();
     const char *name = tk_kernel_name(k);
     if (!strncmp(name, "unlucky", 7)) {
@@ -202,7 +206,10 @@ START_TEST(batch_compiles_side_by_side) {
     /* One program: compiled on the calling thread, no pool. */
     atomic_store(&g_pair, 0);
     toy(&toy_def, 24, NULL);
-    ck_assert(pthread_equal(g_compiled_on, pthread_self()));
+    pthread_mutex_lock(&g_compiled_mu);
+    bool here = pthread_equal(g_compiled_on, pthread_self());
+    pthread_mutex_unlock(&g_compiled_mu);
+    ck_assert(here);
 }
 END_TEST
 
