@@ -293,6 +293,21 @@ tk_status tk_registry_program(tk_ctx *ctx, const tk_kernel_def *def, const void 
     return tk_registry_programs(ctx, 1, &r, out, info);
 }
 
+tk_status tk_registry_programs_of(tk_ctx *ctx, const tk_kernel_def *def, int n, const void *keys,
+                                  tk_program **out, tk_prepare_info *info) {
+    enum { MAX = 16 }; /* an entry point's launches */
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!def || n < 0 || n > MAX || (n && !keys))
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_registry_programs_of: %s",
+                           !def               ? "def is NULL"
+                           : n < 0 || n > MAX ? "n out of 0..16"
+                                              : "keys is NULL");
+    tk_registry_req req[MAX];
+    for (int i = 0; i < n; i++)
+        req[i] = (tk_registry_req){def, (const char *)keys + (size_t)i * def->key_size};
+    return tk_registry_programs(ctx, n, req, out, info);
+}
+
 void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n) {
     if (!buf || !n) return;
     buf[0] = '\0';

@@ -65,6 +65,10 @@ typedef struct tk_registry_req {
  * the programs that did compile stay memoized. */
 tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_program **out,
                                tk_prepare_info *info);
+/* The same for n keys of one definition, stored def->key_size bytes apart
+ * from `keys` (an array of the kernel's key struct); n <= 16. */
+tk_status tk_registry_programs_of(tk_ctx *ctx, const tk_kernel_def *def, int n, const void *keys,
+                                  tk_program **out, tk_prepare_info *info);
 
 /* The GPU's arch ("sm_90a") into buf, "" where there is none: asked of the
  * driver once per context (again only while it gave none); on the

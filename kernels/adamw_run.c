@@ -41,15 +41,13 @@ static const tk_kernel_def adamw_def = {"tk_adamw", sizeof(adamw_key), build_ada
 static tk_status programs(tk_ctx *ctx, const tk_adamw_config *c, int n, tk_program **prog,
                           tk_prepare_info *info) {
     adamw_key key[2];
-    tk_registry_req req[2];
     memset(key, 0, sizeof key);
     for (int i = 0; i < n; i++) {
         key[i].part = c[i].part, key[i].grad_dtype = c[i].grad_dtype;
         key[i].lowp_dtype = c[i].lowp_dtype, key[i].clip = c[i].clip;
         key[i].warps = c[i].warps, key[i].cols = c[i].cols;
-        req[i] = (tk_registry_req){&adamw_def, &key[i]};
     }
-    return tk_registry_programs(ctx, n, req, prog, info);
+    return tk_registry_programs_of(ctx, &adamw_def, n, key, prog, info);
 }
 
 /* The kernels index in i64; rows of width columns, grid ceil(rows / 16). */

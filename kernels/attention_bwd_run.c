@@ -196,16 +196,14 @@ static tk_status bwd_programs(tk_ctx *ctx, const tk_attention_bwd_params *p, tk_
                               tk_prepare_info *info) {
     int part[3], n = mode_parts(p, part);
     bwd_key key[3];
-    tk_registry_req req[3];
     for (int i = 0; i < n; i++) {
         bool any = tk_attn_bwd_any_set(part[i]); /* one program for both sets */
         memset(&key[i], 0, sizeof key[i]);
         key[i].dtype = p->dtype, key[i].head_dim = p->head_dim, key[i].part = part[i];
         key[i].causal = !any && p->causal, key[i].wgmma = !any && p->kernel == TK_ATTN_WGMMA;
         key[i].varlen = p->cu_seqlens_q != NULL;
-        req[i] = (tk_registry_req){&bwd_def, &key[i]};
     }
-    return tk_registry_programs(ctx, n, req, prog, info);
+    return tk_registry_programs_of(ctx, &bwd_def, n, key, prog, info);
 }
 
 tk_status tk_attention_backward_workspace(tk_ctx *ctx, const tk_attention_bwd_params *user,

@@ -290,12 +290,8 @@ static const tk_kernel_def decode_def = {"tk_attention_forward (decoding)",
 static tk_status programs(tk_ctx *ctx, const tk_attention_params *p, const tk_attn_decode_plan *pl,
                           const int *parts, int n, tk_program **prog, tk_prepare_info *info) {
     tk_attention_decode_config key[3];
-    tk_registry_req req[3];
-    for (int i = 0; i < n; i++) {
-        key[i] = tk_attn_decode_config(p, pl, parts[i]);
-        req[i] = (tk_registry_req){&decode_def, &key[i]};
-    }
-    return tk_registry_programs(ctx, n, req, prog, info);
+    for (int i = 0; i < n; i++) key[i] = tk_attn_decode_config(p, pl, parts[i]);
+    return tk_registry_programs_of(ctx, &decode_def, n, key, prog, info);
 }
 
 tk_status tk_attn_decode_workspace(tk_ctx *ctx, const tk_attention_params *p, size_t *bytes) {

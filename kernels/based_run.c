@@ -256,12 +256,8 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_based_params 
 static tk_status programs(tk_ctx *ctx, const tk_based_launch *l, int n,
                           tk_program *prog[TK_BASED_MAX_LAUNCHES], tk_prepare_info *info) {
     based_key key[TK_BASED_MAX_LAUNCHES];
-    tk_registry_req req[TK_BASED_MAX_LAUNCHES];
-    for (int i = 0; i < n; i++) {
-        key[i] = key_of(&l[i].cfg);
-        req[i] = (tk_registry_req){&based_def, &key[i]};
-    }
-    return tk_registry_programs(ctx, n, req, prog, info);
+    for (int i = 0; i < n; i++) key[i] = key_of(&l[i].cfg);
+    return tk_registry_programs_of(ctx, &based_def, n, key, prog, info);
 }
 
 tk_status tk_based_prepare(tk_ctx *ctx, const tk_based_params *user, tk_prepare_info *info) {

@@ -35,8 +35,7 @@ static tk_status programs(tk_ctx *ctx, tk_dtype dt, tk_program *prog[2], tk_prep
     memset(key, 0, sizeof key);
     key[0].part = TK_BIAS_GRAD_PARTIAL, key[0].dtype = dt;
     key[1].part = TK_BIAS_GRAD_REDUCE, key[1].dtype = TK_DT_NONE;
-    tk_registry_req req[2] = {{&bias_def, &key[0]}, {&bias_def, &key[1]}};
-    return tk_registry_programs(ctx, 2, req, prog, info);
+    return tk_registry_programs_of(ctx, &bias_def, 2, key, prog, info);
 }
 
 static int64_t chunks(const tk_bias_grad_params *p) { return (p->rows + CHUNK - 1) / CHUNK; }

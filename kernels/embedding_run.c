@@ -455,13 +455,9 @@ tk_status tk_embedding_backward_workspace(tk_ctx *ctx, const tk_embedding_bwd_pa
 static tk_status bwd_programs(tk_ctx *ctx, const tk_emb_launch *l, int n, tk_program **prog,
                               tk_prepare_info *info) {
     emb_key key[TK_EMB_MAX_LAUNCHES];
-    tk_registry_req req[TK_EMB_MAX_LAUNCHES];
     tk_program *own[TK_EMB_MAX_LAUNCHES];
-    for (int i = 0; i < n; i++) {
-        key[i] = key_of(&l[i].cfg);
-        req[i] = (tk_registry_req){&emb_def, &key[i]};
-    }
-    return tk_registry_programs(ctx, n, req, prog ? prog : own, info);
+    for (int i = 0; i < n; i++) key[i] = key_of(&l[i].cfg);
+    return tk_registry_programs_of(ctx, &emb_def, n, key, prog ? prog : own, info);
 }
 
 tk_status tk_embedding_backward_prepare(tk_ctx *ctx, const tk_embedding_bwd_params *user,

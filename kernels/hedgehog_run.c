@@ -403,12 +403,8 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_hedgehog_para
 tk_status tk_hh_programs(tk_ctx *ctx, const tk_hedgehog_launch *l, int n,
                          tk_program *prog[TK_HEDGEHOG_MAX_LAUNCHES], tk_prepare_info *info) {
     hedgehog_key key[TK_HEDGEHOG_MAX_LAUNCHES];
-    tk_registry_req req[TK_HEDGEHOG_MAX_LAUNCHES];
-    for (int i = 0; i < n; i++) {
-        key[i] = key_of(&l[i].cfg);
-        req[i] = (tk_registry_req){&hedgehog_def, &key[i]};
-    }
-    return tk_registry_programs(ctx, n, req, prog, info);
+    for (int i = 0; i < n; i++) key[i] = key_of(&l[i].cfg);
+    return tk_registry_programs_of(ctx, &hedgehog_def, n, key, prog, info);
 }
 
 tk_status tk_hedgehog_prepare(tk_ctx *ctx, const tk_hedgehog_params *user, tk_prepare_info *info) {

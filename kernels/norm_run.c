@@ -37,15 +37,13 @@ static const tk_kernel_def norm_def = {"tk_norm", sizeof(norm_key), build_norm_k
 static tk_status programs(tk_ctx *ctx, const tk_norm_config *c, int n, tk_program **prog,
                           tk_prepare_info *info) {
     norm_key key[2];
-    tk_registry_req req[2];
     memset(key, 0, sizeof key);
     for (int i = 0; i < n; i++) {
         key[i].dtype = c[i].dtype, key[i].kind = c[i].kind, key[i].part = c[i].part;
         key[i].residual = c[i].residual, key[i].weight = c[i].weight, key[i].bias = c[i].bias;
         key[i].stats = c[i].stats, key[i].warps = c[i].warps, key[i].cols = c[i].cols;
-        req[i] = (tk_registry_req){&norm_def, &key[i]};
     }
-    return tk_registry_programs(ctx, n, req, prog, info);
+    return tk_registry_programs_of(ctx, &norm_def, n, key, prog, info);
 }
 
 /* The ends of the first layouts. */

@@ -227,9 +227,8 @@ static tk_status read_params(tk_ctx *ctx, const char *fn, const tk_rotary_params
     if (s) return s;
     tk_rotary_config cq = config_of(p, false), ck = config_of(p, true);
     rotary_key key[2] = {key_of(&cq), key_of(&ck)};
-    tk_registry_req req[2] = {{&rotary_def, &key[0]}, {&rotary_def, &key[1]}};
     prog[1] = NULL; /* q's and k's compiled side by side when cold */
-    return tk_registry_programs(ctx, p->k ? 2 : 1, req, prog, info);
+    return tk_registry_programs_of(ctx, &rotary_def, p->k ? 2 : 1, key, prog, info);
 }
 
 tk_status tk_rotary_prepare(tk_ctx *ctx, const tk_rotary_params *user, tk_prepare_info *info) {

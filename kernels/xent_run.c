@@ -37,16 +37,14 @@ static const tk_kernel_def xent_def = {"tk_cross_entropy", sizeof(xent_key), bui
 static tk_status programs(tk_ctx *ctx, const tk_xent_config *c, int n, tk_program **prog,
                           tk_prepare_info *info) {
     xent_key key[2];
-    tk_registry_req req[2];
     memset(key, 0, sizeof key);
     for (int i = 0; i < n; i++) {
         key[i].dtype = c[i].dtype, key[i].part = c[i].part, key[i].backward = c[i].backward;
         key[i].per_row_scale = c[i].per_row_scale, key[i].lse = c[i].lse;
         key[i].mean = c[i].mean, key[i].split = c[i].split, key[i].warps = c[i].warps;
         key[i].cols = c[i].cols;
-        req[i] = (tk_registry_req){&xent_def, &key[i]};
     }
-    return tk_registry_programs(ctx, n, req, prog, info);
+    return tk_registry_programs_of(ctx, &xent_def, n, key, prog, info);
 }
 
 /* The end of the first layout (config may be absent: NULL). */

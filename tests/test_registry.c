@@ -185,6 +185,13 @@ START_TEST(batch_builds_each_miss_once) {
     req[1].def = NULL;
     ck_assert_int_eq(tk_registry_programs(ctx, 2, req, out, NULL), TK_ERR_INVALID_ARG);
     ck_assert_str_eq(tk_ctx_error(ctx), "tk_registry_programs: request 1's def is NULL");
+    /* One definition's keys side by side: the same programs. */
+    tk_program *of[4];
+    ck_assert_int_eq(tk_registry_programs_of(ctx, &toy_def, 4, key, of, NULL), TK_OK);
+    ck_assert_int_eq(memcmp(of, out, sizeof of), 0);
+    ck_assert_int_eq(atomic_load(&g_builds), 4);
+    ck_assert_int_eq(tk_registry_programs_of(ctx, &toy_def, 17, key, of, NULL), TK_ERR_INVALID_ARG);
+    ck_assert_int_eq(tk_registry_programs_of(ctx, NULL, 1, key, of, NULL), TK_ERR_INVALID_ARG);
 }
 END_TEST
 
