@@ -1,15 +1,20 @@
-/* JIT latencies: building the IR, compiling cold (LLVM + PTX → cubin), loading
- * from the disk cache in a fresh context, a memory-cache hit, and the host
- * cost of one call of each entry point (tk_attention_forward on either
- * kernel, tk_gemm on the wgmma kernel, tk_launch of a built kernel): the
- * time the call takes on the host, launches queued back to back. Medians of
- * repeated runs.
+/* JIT latencies: building the IR, compiling cold (LLVM + PTX → cubin, the
+ * driver's compute cache off: CUDA_CACHE_DISABLE=1) for the mma.sync and the
+ * wgmma attention D128 (sm_90a's pick: a user's first compile there),
+ * loading from the disk cache in a fresh context, a memory-cache hit, and
+ * the host cost of one call of each entry point (tk_attention_forward on
+ * either kernel, tk_gemm on the wgmma kernel, tk_launch of a built kernel)
+ * beside a bare cuLaunchKernel of that built kernel, the floor: the time the
+ * call takes on the host, launches queued back to back. Medians of repeated
+ * runs.
  *   bench_jit            (needs a GPU; cache in a fresh temporary directory) */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jit/cuda.h"
+#include "jit/program.h"
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
@@ -45,16 +50,77 @@ static tk_status call_launch(tk_ctx *ctx, void *l) {
     return tk_launch(x->p, 6, x->args, NULL);
 }
 
-static tk_kernel *attention(tk_ctx *ctx) {
-    tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128};
+/* The floor: cuLaunchKernel of p with its parameters packed once, in ABI
+ * order (ir/abi.h: a tensor is its pointer, dims, strides; then scalars). */
+typedef struct bare_arg {
+    tk_program *p;
+    union {
+        uint64_t u;
+        float f;
+    } slot[64];
+    void *ptrs[64];
+} bare_arg;
+static void bare_pack(bare_arg *b, const tk_arg *args) {
+    int n = 0;
+    for (int i = 0; i < b->p->sig.nparams && n < 56; i++) {
+        const tk_arg *a = &args[i];
+        if (b->p->sig.params[i].kind == TK_KIND_GVIEW) {
+            b->slot[n++].u = (uint64_t)(uintptr_t)a->data;
+            for (int d = 0; d < a->rank; d++) b->slot[n++].u = (uint64_t)a->dims[d];
+            for (int d = 0; d < a->rank; d++) b->slot[n++].u = (uint64_t)a->strides[d];
+        } else {
+            b->slot[n++].f = (float)a->scalar.f; /* the attention's one scalar, f32 */
+        }
+    }
+    for (int i = 0; i < n; i++) b->ptrs[i] = &b->slot[i];
+}
+static tk_status call_bare(tk_ctx *ctx, void *x) {
+    (void)ctx;
+    bare_arg *b = x;
+    const tk_program *p = b->p;
+    /* the grid of seq 64 at 64 rows a block: one block */
+    return p->cu->cuLaunchKernel(p->fn, 1, 1, 1, (unsigned)p->plan.threads, 1, 1,
+                                 (unsigned)p->plan.smem, NULL, b->ptrs, NULL) == CUDA_SUCCESS
+               ? TK_OK
+               : TK_ERR_CUDA;
+}
+
+static tk_kernel *attention_of(tk_ctx *ctx, int wgmma) {
+    tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128, .wgmma = wgmma};
     tk_kernel *k = NULL;
     if (tk_attention_fwd_build(ctx, &c, &k)) fprintf(stderr, "%s\n", tk_ctx_error(ctx));
     return k;
+}
+static tk_kernel *attention(tk_ctx *ctx) { return attention_of(ctx, 0); }
+
+/* A cold compile of the wgmma attention in its own cache directory: ms. */
+static double cold_wgmma(tk_ctx *ctx, tk_cache_stats *st) {
+    char dir[] = "/tmp/tk-bench-jit-w-XXXXXX";
+    tk_ctx *c;
+    tk_kernel *k;
+    tk_program *p = NULL;
+    double ms = -1;
+    if (!mkdtemp(dir) || tk_ctx_create(&c)) return -1;
+    tk_cache_set_dir(c, dir);
+    if (!tk_gpu_init(c) && (k = attention_of(c, 1))) {
+        double t0 = bench_now_us();
+        if (!tk_compile(c, k, &p)) ms = (bench_now_us() - t0) / 1e3;
+        tk_cache_stats_get(c, st);
+        tk_program_release(p);
+        tk_kernel_destroy(k);
+    }
+    tk_ctx_destroy(c);
+    (void)ctx;
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) {}
+    return ms;
 }
 
 int main(void) {
     char dir[] = "/tmp/tk-bench-jit-XXXXXX";
     if (!mkdtemp(dir)) return 1;
+    setenv("CUDA_CACHE_DISABLE", "1", 1); /* PTX → cubin compiles, not cache hits */
     tk_ctx *ctx;
     if (tk_ctx_create(&ctx) || tk_gpu_init(ctx)) {
         printf("bench_jit: no GPU: %s\n", ctx ? tk_ctx_error(ctx) : "");
@@ -138,18 +204,26 @@ int main(void) {
     l.args[4] = tk_arg_tensor(buf, TK_F32, 3, d3);
     l.args[5] = tk_arg_f32(0.088f);
     double raw = host_cost(ctx, call_launch, &l, t);
+    bare_arg b = {.p = p};
+    bare_pack(&b, l.args);
+    double bare = host_cost(ctx, call_bare, &b, t);
     tk_gpu_free(ctx, buf);
+    tk_cache_stats sw;
+    double cold_w = cold_wgmma(ctx, &sw);
 
     printf("| step | time |\n|---|---|\n");
     printf("| build attention IR (D128) | %.0f us |\n", build);
-    printf("| compile cold (LLVM %.1f ms + PTX->cubin %.1f ms) | %.1f ms |\n", st.llvm_ms,
+    printf("| compile cold, mma.sync (LLVM %.1f ms + PTX->cubin %.1f ms) | %.1f ms |\n", st.llvm_ms,
            st.ptx_to_cubin_ms, cold / 1e3);
+    printf("| compile cold, wgmma: sm_90a's pick (LLVM %.1f ms + PTX->cubin %.1f ms) | %.1f ms |\n",
+           sw.llvm_ms, sw.ptx_to_cubin_ms, cold_w);
     printf("| disk-cache hit, fresh context | %.2f ms |\n", disk / 1e3);
     printf("| memory-cache hit (tk_compile) | %.2f us |\n", mem);
     printf("| host cost of tk_attention_forward (library's kernel) | %.2f us |\n", launch);
     printf("| host cost of tk_attention_forward (mma.sync kernel) | %.2f us |\n", launch_mma);
     printf("| host cost of tk_gemm (wgmma kernel, 256^3) | %.2f us |\n", gemm);
     printf("| host cost of tk_launch (mma.sync attention, built) | %.2f us |\n", raw);
+    printf("| bare cuLaunchKernel of the same kernel (the floor) | %.2f us |\n", bare);
     tk_program_release(p);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
