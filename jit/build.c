@@ -245,22 +245,27 @@ typedef struct tk_pre_pool {
     tk_diag *dg; /* one per kernel: its failure, if any */
 } tk_pre_pool;
 
-/* Print, key, disk hit or lowering + ptxas + store, for kernel i. */
-static void tk_pre_one(void *user, int i) {
-    tk_pre_pool *pp = user;
+tk_status tk_precompile_kernel(struct tk_jit *j, const tk_kernel *k, const char *arch,
+                               tk_diag *dg) {
     char *text = NULL;
     void *cubin = NULL;
     size_t sz;
     tk_origin from;
-    tk_lower_req req = {pp->ks[i], pp->arch, NULL};
-    tk_status s = tk_kernel_print(pp->ks[i], &text);
+    tk_lower_req req = {k, arch, NULL};
+    tk_status s = tk_kernel_print(k, &text);
     if (s != TK_OK)
-        tk_diag_fail(&pp->dg[i], s, "cannot print the kernel");
+        s = tk_diag_fail(dg, s, "cannot print the kernel");
     else
-        tk_cubin_via_ptxas(pp->j, text, pp->arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from,
-                           &pp->dg[i]);
+        s = tk_cubin_via_ptxas(j, text, arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from, dg);
     free(cubin);
     free(text);
+    return s;
+}
+
+/* Print, key, disk hit or lowering + ptxas + store, for kernel i. */
+static void tk_pre_one(void *user, int i) {
+    tk_pre_pool *pp = user;
+    tk_precompile_kernel(pp->j, pp->ks[i], pp->arch, &pp->dg[i]);
 }
 
 /* Every failed kernel by name, in input order; the first one's status. */
@@ -282,10 +287,42 @@ static tk_status tk_pre_report(tk_ctx *ctx, const tk_pre_pool *pp) {
                        msg);
 }
 
-tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch) {
-    tk_diag dg = {0};
+/* What precompiling needs: a usable disk cache and ptxas (failures
+ * reported as fn's). */
+static tk_status tk_pre_ready(tk_ctx *ctx, struct tk_jit *j, const char *fn) {
     char dir[PATH_MAX];
+    tk_diag dg = {0};
     const tk_ptxas *px;
+    if (!tk_cache_dir_copy(&j->cache, dir, sizeof dir))
+        return tk_ctx_fail(ctx, TK_ERR_CACHE, "%s: the disk cache is disabled", fn);
+    if (tk_disk_check(&j->cache) != TK_DISK_OK) {
+        tk_cache_stats st;
+        tk_cache_stats_copy(&j->cache, &st);
+        return tk_ctx_fail(ctx, TK_ERR_CACHE, "%s: cache directory %s", fn, st.disk_error);
+    }
+    if (tk_jit_ptxas(j, &px, &dg) != TK_OK) return tk_ctx_fail(ctx, dg.st, "%s: %s", fn, dg.msg);
+    return TK_OK;
+}
+
+tk_status tk_cache_set_precompile(tk_ctx *ctx, int on) {
+    const char *fn = "tk_cache_set_precompile";
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    struct tk_jit *j = tk_jit_of(ctx);
+    if (!j) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", fn);
+    if (!tk_host_backend(ctx, NULL))
+        return tk_ctx_fail(ctx, TK_ERR_STATE,
+                           "%s: the context runs on the GPU, whose compiles fill the cache "
+                           "already; set the interpreter backend first (tk_ctx_set_backend)",
+                           fn);
+    tk_status s = on ? tk_pre_ready(ctx, j, fn) : TK_OK;
+    if (s) return s;
+    pthread_mutex_lock(&j->lock);
+    j->precompile = on != 0;
+    pthread_mutex_unlock(&j->lock);
+    return TK_OK;
+}
+
+tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     if (n < 0 || (n > 0 && !ks) || !tk_arch_valid(arch))
         return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG,
@@ -294,15 +331,8 @@ tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const ch
                            n, arch ? arch : "(null)");
     struct tk_jit *j = tk_jit_of(ctx);
     if (!j) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_precompile: out of memory");
-    if (!tk_cache_dir_copy(&j->cache, dir, sizeof dir))
-        return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: the disk cache is disabled");
-    if (tk_disk_check(&j->cache) != TK_DISK_OK) {
-        tk_cache_stats st;
-        tk_cache_stats_copy(&j->cache, &st);
-        return tk_ctx_fail(ctx, TK_ERR_CACHE, "tk_precompile: cache directory %s", st.disk_error);
-    }
-    tk_status s = tk_jit_ptxas(j, &px, &dg);
-    if (s != TK_OK) return tk_ctx_report(ctx, "tk_precompile: ", &dg);
+    tk_status s = tk_pre_ready(ctx, j, "tk_precompile");
+    if (s != TK_OK) return s;
     for (int i = 0; i < n; i++) /* misuse is reported before any work */
         if ((s = tk_jit_check_kernel(ctx, "tk_precompile", ks[i], NULL)) != TK_OK) return s;
     tk_pre_pool pp = {

@@ -16,6 +16,11 @@ tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *
                              tk_ptx_fn make_ptx, void *user, void **cubin, size_t *n,
                              tk_origin *from, tk_diag *dg);
 
+/* k compiled for arch with ptxas into j's disk cache under the key a GPU
+ * machine with the same ptxas looks up (a disk hit if there already):
+ * tk_precompile's step for one kernel. */
+tk_status tk_precompile_kernel(struct tk_jit *j, const tk_kernel *k, const char *arch, tk_diag *dg);
+
 /* tk_compile of a checked, finished kernel, its failure in *dg (the message
  * tk_compile would set: "tk_compile: kernel 'name': why") and never on the
  * context, so that threads may compile side by side (jit/registry.c). */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "jit/build.h"
 #include "jit/host.h"
 
 #define TK_HOST_ALIGN    256 /* what cuMemAlloc guarantees, and more than the kernels ask */
@@ -191,6 +192,10 @@ tk_status tk_host_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, 
                          "kernel '%s' needs %zu bytes of shared memory, %s allows %d", p->name,
                          p->plan.smem, tg.arch, (int)t->smem_max);
     if (s == TK_OK) s = tk_kernel_copy(k, ctx, &p->interp, &why);
+    pthread_mutex_lock(&j->lock);
+    bool pre = j->precompile;
+    pthread_mutex_unlock(&j->lock);
+    if (s == TK_OK && pre) s = tk_precompile_kernel(j, k, tg.arch, &why);
     if (s != TK_OK) {
         tk_program_release(p);
         return tk_diag_fail(dg, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), why.msg);

@@ -40,6 +40,8 @@ struct tk_jit {
     tk_host_target target; /* TK_BACKEND_INTERP: the GPU the plans are for   */
     bool committed;        /* a program or an allocation was made: the backend
                               can no longer change                           */
+    bool precompile;       /* TK_BACKEND_INTERP: each compile also precompiles
+                              for target.arch into the disk cache (under lock) */
     void **host;           /* TK_BACKEND_INTERP: live tk_gpu_alloc blocks,    */
     size_t nhost, caphost; /* freed with the context as a GPU context's are  */
 };

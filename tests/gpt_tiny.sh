@@ -56,6 +56,21 @@ diff want.txt got.txt || fail "4 + 4 resumed steps differ from 8"
 cmp full.ckpt resumed.ckpt || fail "the resumed run's checkpoint differs"
 echo "resume: steps 5..8 and the final checkpoint identical"
 
+# ---- --precompile: the start-up's kernels compiled by ptxas for sm_90a into a
+# cache directory; a second run finds every one there ------------------------------
+if command -v ptxas >/dev/null || [ -x /usr/local/cuda/bin/ptxas ] || [ -n "${TK_PTXAS:-}" ]; then
+  pre=(--backend interp --arch sm_90a --batch 2 -L 1 --steps 0 --precompile "$WORK/pre")
+  "$GPT" "${pre[@]}" >pre1.log || fail "--precompile"
+  "$GPT" "${pre[@]}" >pre2.log || fail "--precompile (second run)"
+  n=$(sed -n 's/.*; \([0-9]*\) compiled, 0 from disk).*/\1/p' pre1.log)
+  [ -n "$n" ] && [ "$n" -gt 0 ] || { cat pre1.log; fail "--precompile compiled nothing"; }
+  grep -q "; 0 compiled, $n from disk)" pre2.log || { cat pre2.log; fail "--precompile's second run compiled"; }
+  [ "$(ls "$WORK/pre" | wc -l)" -ge "$n" ] || fail "--precompile: fewer than $n entries"
+  echo "precompile: $n kernels compiled for sm_90a, all $n from disk the second time"
+else
+  echo "precompile: no ptxas here: skipped"
+fi
+
 # ---- every GEMM split over K in two (f32 partials summed in order) tracks
 # the unsplit run; --profile prints its table ---------------------------------------
 "$GPT" "${COMMON[@]}" ${TRAIN[@]+"${TRAIN[@]}"} --steps 8 --stop-at 3 --split-k 2 --profile >split.log

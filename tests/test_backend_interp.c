@@ -231,6 +231,61 @@ START_TEST(no_disk_cache) {
 }
 END_TEST
 
+/* tk_cache_set_precompile: an interpreted run's compiles also fill the disk
+ * cache for the backend's arch through ptxas; a second context finds them
+ * there (disk hits, no ptxas run). */
+static tk_status gemm_prepare_64(tk_ctx *ctx, tk_prepare_info *info) {
+    void *d = tu_dev_bytes(ctx, 64 * 64 * 4);
+    tk_gemm_params p = TK_GEMM_PARAMS_INIT;
+    p.in_dtype = TK_BF16, p.out_dtype = TK_F32, p.m = p.n = p.k = 64, p.a = p.b = p.c = d;
+    tk_status s = tk_gemm_prepare(ctx, &p, info);
+    tk_gpu_free(ctx, d);
+    return s;
+}
+
+START_TEST(precompile_fills_the_disk_cache) {
+    char dir[512];
+    tu_join(dir, sizeof dir, tmp_root, "precompiled");
+    tk_ctx *gpu = NULL;
+    ck_assert_int_eq(tk_ctx_create(&gpu), TK_OK);
+    expect_error(gpu, tk_cache_set_precompile(gpu, 1), TK_ERR_STATE, "interpreter backend");
+    tk_ctx_destroy(gpu);
+    tk_ctx *ctx = tu_interp_ctx("sm_90a", 132);
+    ck_assert_int_eq(tk_cache_set_dir(ctx, NULL), TK_OK);
+    expect_error(ctx, tk_cache_set_precompile(ctx, 1), TK_ERR_CACHE, "disabled");
+    ck_assert_int_eq(tk_cache_set_dir(ctx, dir), TK_OK);
+    tk_status s = tk_cache_set_precompile(ctx, 1);
+    if (s != TK_OK && strstr(tk_ctx_error(ctx), "ptxas")) {
+        printf("precompile_fills_the_disk_cache: no ptxas here (%s): skipped\n", tk_ctx_error(ctx));
+        tk_ctx_destroy(ctx);
+        return;
+    }
+    ck_assert_msg(s == TK_OK, "%s", tk_ctx_error(ctx));
+    tk_prepare_info info;
+    ck_assert_msg(gemm_prepare_64(ctx, &info) == TK_OK, "%s", tk_ctx_error(ctx));
+    ck_assert_int_eq(info.origin, TK_FROM_COMPILE);
+    tk_cache_stats st;
+    tk_cache_stats_get(ctx, &st);
+    ck_assert_msg(st.misses == 1 && st.disk_hits == 0 && st.ptx_to_cubin_ms > 0,
+                  "misses %llu, disk hits %llu", (unsigned long long)st.misses,
+                  (unsigned long long)st.disk_hits);
+    int entries = dir_entries(dir);
+    ck_assert_int_ge(entries, 1);
+    tk_ctx_destroy(ctx);
+    /* a second run: the kernel is there already */
+    ctx = tu_interp_ctx("sm_90a", 132);
+    ck_assert_int_eq(tk_cache_set_dir(ctx, dir), TK_OK);
+    ck_assert_int_eq(tk_cache_set_precompile(ctx, 1), TK_OK);
+    ck_assert_int_eq(gemm_prepare_64(ctx, NULL), TK_OK);
+    tk_cache_stats_get(ctx, &st);
+    ck_assert(st.misses == 0 && st.disk_hits == 1 && st.ptx_to_cubin_ms == 0);
+    ck_assert_int_eq(dir_entries(dir), entries);
+    /* off: nothing more is written */
+    ck_assert_int_eq(tk_cache_set_precompile(ctx, 0), TK_OK);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* ---- Threads ---------------------------------------------------------------------- */
 typedef struct job {
     tk_ctx *ctx;
@@ -284,6 +339,7 @@ int main(void) {
     tcase_add_test(tc, shared_memory_limit);
     tcase_add_test(tc, run_failure_reported);
     tcase_add_test(tc, no_disk_cache);
+    tcase_add_test(tc, precompile_fills_the_disk_cache);
     tcase_add_test(tc, threads);
     suite_add_tcase(s, tc);
     int rc = run_suite(s);

@@ -26,6 +26,7 @@ typedef struct opts {
     int prep_threads;     /* the startup's compile threads (0: one a core)               */
     int64_t max_bytes;
     const char *save, *load, *dump, *prompt, *arch;
+    const char *precompile; /* --backend interp: a cache directory ptxas fills for --arch */
 } opts;
 
 typedef struct run {
@@ -44,40 +45,45 @@ typedef struct run {
 } run;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gpt-train [options]\n"
-               "  --preset tiny|small|124m   the model (default tiny); -L -H -C -T override its\n"
-               "                             layers, heads, width, context (T_max)\n"
-               "  --batch B --seq T          rows per step and process (4), their length (T_max)\n"
-               "  --steps N                  the schedule's length (20): train to step N\n"
-               "  --stop-at K                stop after step K < N, as an interrupted run would\n"
-               "  --lr X --warmup W          peak learning rate (6e-4), warmup (min(20, N/10))\n"
-               "  --seed S                   init and data order (1337)\n"
-               "  --data PATH, or PATH       a file or a directory (its .h files); repeatable\n"
-               "                             (default /usr/include)\n"
-               "  --max-bytes N              at most N bytes of data (64 MiB)\n"
-               "  --val-every K --val-batches V  validation every K steps (0: at the end only)\n"
-               "                             over V batches (8)\n"
-               "  --save FILE --save-every K  checkpoint at the end and every K steps\n"
-               "  --load FILE                resume (the config comes from FILE)\n"
-               "  --sample N --temp X --prompt STR  N bytes from the model after training\n"
-               "  --dump-grads FILE          step 1's gradients and loss, raw f32\n"
-               "  --check                    the first batch's gradients vs a float64 reference\n"
-               "  --backend gpu|interp       the GPU (default) or the CPU interpreter\n"
-               "  --arch ARCH                the GPU the interpreter plans for (" INTERP_ARCH ")\n"
-               "  --gpus N                   data parallel over GPUs 0 .. N-1, one process\n"
-               "                             each (NCCL); --batch is rows per GPU (1)\n"
-               "  --dp-overlap 0|1           sum each layer's gradients over the GPUs while\n"
-               "                             the backward goes on (1, default), or all of\n"
-               "                             them after it (0)\n"
-               "  --nccl                     with one GPU, sum through a one-rank NCCL\n"
-               "                             communicator anyway (checks that path)\n"
-               "  --quiet                    no progress lines\n"
-               "  --profile                  each kernel call's time per step (syncs after\n"
-               "                             every call; steps 2 ..)\n"
-               "  --split-k S                the GEMMs' split over K: 0 the library's choice\n"
-               "                             (default), 1 never, 2 .. 64 always\n"
-               "  --prepare-threads N        threads compiling the kernels at startup: 0 one\n"
-               "                             a core (default, at most 16), 1 .. 16\n");
+    fprintf(f,
+            "usage: gpt-train [options]\n"
+            "  --preset tiny|small|124m   the model (default tiny); -L -H -C -T override its\n"
+            "                             layers, heads, width, context (T_max)\n"
+            "  --batch B --seq T          rows per step and process (4), their length (T_max)\n"
+            "  --steps N                  the schedule's length (20): train to step N\n"
+            "  --stop-at K                stop after step K < N, as an interrupted run would\n"
+            "  --lr X --warmup W          peak learning rate (6e-4), warmup (min(20, N/10))\n"
+            "  --seed S                   init and data order (1337)\n"
+            "  --data PATH, or PATH       a file or a directory (its .h files); repeatable\n"
+            "                             (default /usr/include)\n"
+            "  --max-bytes N              at most N bytes of data (64 MiB)\n"
+            "  --val-every K --val-batches V  validation every K steps (0: at the end only)\n"
+            "                             over V batches (8)\n"
+            "  --save FILE --save-every K  checkpoint at the end and every K steps\n"
+            "  --load FILE                resume (the config comes from FILE)\n"
+            "  --sample N --temp X --prompt STR  N bytes from the model after training\n"
+            "  --dump-grads FILE          step 1's gradients and loss, raw f32\n"
+            "  --check                    the first batch's gradients vs a float64 reference\n"
+            "  --backend gpu|interp       the GPU (default) or the CPU interpreter\n"
+            "  --arch ARCH                the GPU the interpreter plans for (" INTERP_ARCH ")\n"
+            "  --precompile DIR           with --backend interp: every kernel the run readies\n"
+            "                             also compiled for ARCH by ptxas into DIR, which a\n"
+            "                             GPU machine with the same ptxas loads as its\n"
+            "                             TK_CACHE_DIR with no compile (--steps 0: start-up only)\n"
+            "  --gpus N                   data parallel over GPUs 0 .. N-1, one process\n"
+            "                             each (NCCL); --batch is rows per GPU (1)\n"
+            "  --dp-overlap 0|1           sum each layer's gradients over the GPUs while\n"
+            "                             the backward goes on (1, default), or all of\n"
+            "                             them after it (0)\n"
+            "  --nccl                     with one GPU, sum through a one-rank NCCL\n"
+            "                             communicator anyway (checks that path)\n"
+            "  --quiet                    no progress lines\n"
+            "  --profile                  each kernel call's time per step (syncs after\n"
+            "                             every call; steps 2 ..)\n"
+            "  --split-k S                the GEMMs' split over K: 0 the library's choice\n"
+            "                             (default), 1 never, 2 .. 64 always\n"
+            "  --prepare-threads N        threads compiling the kernels at startup: 0 one\n"
+            "                             a core (default, at most 16), 1 .. 16\n");
 }
 
 /* ---- The command line ---------------------------------------------------------- */
@@ -149,9 +155,9 @@ static int int_option(opts *o, const char *opt, const char *val) {
 
 /* Options with a string value (*used = 1) or none; -1: unknown. */
 static int other_option(opts *o, const char *opt, const char *val, int *used) {
-    static const char *with_value[] = {"--preset", "--lr",   "--temp",   "--seed",
-                                       "--data",   "--save", "--load",   "--dump-grads",
-                                       "--prompt", "--arch", "--backend"};
+    static const char *with_value[] = {"--preset", "--lr",   "--temp",    "--seed",
+                                       "--data",   "--save", "--load",    "--dump-grads",
+                                       "--prompt", "--arch", "--backend", "--precompile"};
     long long s;
     *used = 0;
     if (!strcmp(opt, "--check")) return o->check = 1, 0;
@@ -175,6 +181,7 @@ static int other_option(opts *o, const char *opt, const char *val, int *used) {
     if (!strcmp(opt, "--dump-grads")) return o->dump = val, 0;
     if (!strcmp(opt, "--prompt")) return o->prompt = val, 0;
     if (!strcmp(opt, "--arch")) return o->arch = val, 0;
+    if (!strcmp(opt, "--precompile")) return o->precompile = val, 0;
     if (!strcmp(opt, "--backend")) {
         if (strcmp(val, "gpu") && strcmp(val, "interp"))
             return fprintf(stderr, "gpt-train: --backend '%s': gpu or interp\n", val), 1;
@@ -213,6 +220,11 @@ static int parse(int argc, char **argv, opts *o) {
     }
     if (o->nccl && o->gpus > 1) {
         fprintf(stderr, "gpt-train: --nccl is for one GPU; --gpus %d uses NCCL already\n", o->gpus);
+        return 1;
+    }
+    if (o->precompile && !o->interp) {
+        fprintf(stderr, "gpt-train: --precompile fills a cache on a machine without a GPU: "
+                        "it needs --backend interp (a GPU run fills TK_CACHE_DIR by itself)\n");
         return 1;
     }
     return 0;
@@ -266,8 +278,13 @@ static int open_device(run *r) {
     tk_status s = tk_ctx_create(&r->ctx);
     if (s) return fprintf(stderr, "gpt-train: tk_ctx_create: %s\n", tk_status_name(s)), 1;
     if (r->o.interp) {
-        s = tk_ctx_set_backend(r->ctx, TK_BACKEND_INTERP, r->o.arch, 0);
-        return s ? gpt_tk_fail(r->ctx, s, "tk_ctx_set_backend") : 0;
+        const char *pre = r->o.precompile;
+        if ((s = tk_ctx_set_backend(r->ctx, TK_BACKEND_INTERP, r->o.arch, 0)))
+            return gpt_tk_fail(r->ctx, s, "tk_ctx_set_backend");
+        if (pre &&
+            ((s = tk_cache_set_dir(r->ctx, pre)) || (s = tk_cache_set_precompile(r->ctx, 1))))
+            return gpt_tk_fail(r->ctx, s, "--precompile");
+        return 0;
     }
     char arch[16] = "", err[512];
     if ((r->nranks > 1 && (s = tk_gpu_set_device(r->ctx, r->rank))) || (s = tk_gpu_init(r->ctx)) ||
@@ -471,14 +488,17 @@ static int setup(run *r) {
     r->m.dp = o->dp_overlap ? r->dp : NULL;
     if (o->profile && !(r->m.prof = gpt_prof_create())) return 1;
     if (gpt_model_prepare(&r->m) || load_params(r)) return 1;
+    tk_cache_stats st; /* what the kernels came from: compiles, the disk cache */
+    tk_cache_stats_get(r->ctx, &st);
     if (!o->quiet && r->rank == 0)
         printf("gpt-train: L %d H %d C %d T_max %d, %zu parameters; batch %d x %d on %s%s; "
                "data %zu bytes (train %zu, val %zu); step %lld of %lld; kernels ready in %.0f ms "
-               "(%d prepare calls on %d threads)\n",
+               "(%d prepare calls on %d threads; %llu compiled, %llu from disk)\n",
                o->cfg.L, o->cfg.H, o->cfg.C, o->cfg.T_max, r->m.lay.n_params, o->B, o->T,
                o->interp ? "the interpreter as " : "the GPU", o->interp ? o->arch : "", r->data.n,
                r->data.n_train, r->data.n_val, (long long)r->st.step, (long long)o->steps,
-               r->m.prep_ms, r->m.prep_calls, r->m.prep_used);
+               r->m.prep_ms, r->m.prep_calls, r->m.prep_used, (unsigned long long)st.misses,
+               (unsigned long long)st.disk_hits);
     return 0;
 }
 

@@ -58,7 +58,8 @@ typedef enum tk_backend { TK_BACKEND_GPU = 0, TK_BACKEND_INTERP = 1 } tk_backend
  * tk_gpu_upload, tk_gpu_download and tk_gpu_memset copy and fill;
  * tk_gpu_init and tk_gpu_sync return TK_OK. tk_compile makes a program that
  * keeps its own copy of the kernel instead of a module (no LLVM, no PTX,
- * neither memory nor disk cache: tk_cache_stats stays zero). tk_launch
+ * neither memory nor disk cache: tk_cache_stats stays zero, unless
+ * tk_cache_set_precompile fills the disk cache for arch). tk_launch
  * checks the arguments and the grid as for the GPU, then interprets the
  * kernel before it returns (the stream is ignored), with the context's
  * interpreter options (tk_interp_set_options: race_check is on unless
@@ -191,6 +192,18 @@ TK_API tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes);
  * with the first failure's status. Entries are keyed as tk_compile looks
  * them up on a GPU machine with the same ptxas (jit/build.c). */
 TK_API tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, const char *arch);
+/* Ahead of time through a whole program: on the interpreter backend, with
+ * on != 0 every tk_compile (so every ready-made entry point's first call or
+ * prepare) also compiles its kernel for the backend's arch with ptxas into
+ * this context's disk cache, as tk_precompile does (in tk_cache_stats:
+ * misses, llvm_ms, ptx_to_cubin_ms, disk hits for kernels already there).
+ * Running a program's start-up once on a machine without a GPU, with the
+ * backend's arch and sms those of the target GPU, so fills a directory that
+ * a GPU machine with the same ptxas then loads with zero compiles. A
+ * kernel that fails to precompile fails its tk_compile. TK_ERR_STATE on a
+ * GPU context; TK_ERR_CACHE without a usable disk cache; ptxas's absence
+ * is tk_precompile's error. on == 0 turns it off. */
+TK_API tk_status tk_cache_set_precompile(tk_ctx *ctx, int on);
 
 #ifdef __cplusplus
 }
