@@ -1,7 +1,8 @@
 /* tk_compile and tk_precompile: IR text -> key -> memory table -> disk ->
  * lowering + PTX->cubin, then loading (see jit/cache.h for the keys). On
  * a context of the interpreter backend tk_compile goes to jit/host.c
- * instead: no key, no cache, no lowering.
+ * instead: no key, no cache, no lowering (unless tk_cache_set_precompile:
+ * then each kernel also goes through tk_precompile_kernel, into the disk).
  *
  * Which disk entries tk_compile may use: a cubin the driver's JIT linker
  * made (key with "cuLink <driver version>"), else one that tk_precompile
@@ -247,18 +248,15 @@ typedef struct tk_pre_pool {
 
 tk_status tk_precompile_kernel(struct tk_jit *j, const tk_kernel *k, const char *arch,
                                tk_diag *dg) {
-    char *text = NULL;
     void *cubin = NULL;
     size_t sz;
     tk_origin from;
     tk_lower_req req = {k, arch, NULL};
-    tk_status s = tk_kernel_print(k, &text);
-    if (s != TK_OK)
-        s = tk_diag_fail(dg, s, "cannot print the kernel");
-    else
-        s = tk_cubin_via_ptxas(j, text, arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from, dg);
+    /* k->canon: the very text tk_compile keys its lookups on (a finished
+     * kernel's, checked by every caller) */
+    tk_status s =
+        tk_cubin_via_ptxas(j, k->canon, arch, tk_ptx_from_kernel, &req, &cubin, &sz, &from, dg);
     free(cubin);
-    free(text);
     return s;
 }
 
@@ -309,7 +307,7 @@ tk_status tk_cache_set_precompile(tk_ctx *ctx, int on) {
     if (!ctx) return TK_ERR_INVALID_ARG;
     struct tk_jit *j = tk_jit_of(ctx);
     if (!j) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "%s: out of memory", fn);
-    if (!tk_host_backend(ctx, NULL))
+    if (on && !tk_host_backend(ctx, NULL))
         return tk_ctx_fail(ctx, TK_ERR_STATE,
                            "%s: the context runs on the GPU, whose compiles fill the cache "
                            "already; set the interpreter backend first (tk_ctx_set_backend)",

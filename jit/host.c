@@ -195,7 +195,13 @@ tk_status tk_host_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, 
     pthread_mutex_lock(&j->lock);
     bool pre = j->precompile;
     pthread_mutex_unlock(&j->lock);
-    if (s == TK_OK && pre) s = tk_precompile_kernel(j, k, tg.arch, &why);
+    if (s == TK_OK && pre && (s = tk_precompile_kernel(j, k, tg.arch, &why)) != TK_OK) {
+        tk_program_release(p);
+        return tk_diag_fail(dg, s,
+                            "tk_compile: kernel '%s': precompiling for %s (ptxas into the "
+                            "disk cache, tk_cache_set_precompile): %s",
+                            tk_kernel_name(k), tg.arch, why.msg);
+    }
     if (s != TK_OK) {
         tk_program_release(p);
         return tk_diag_fail(dg, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), why.msg);

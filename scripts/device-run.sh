@@ -303,14 +303,17 @@ if [[ $what == *gpt* ]]; then
   else
     echo "  FAIL: --nccl changed the losses"; rc=1
   fi
-  # a cache made without a GPU (gpt-train --backend interp --arch sm_90a --preset 124m --batch 16
-  # --steps 0 --precompile gpt-cache, carried): every kernel from the disk, none compiled
+  # a cache made without a GPU from the same tree (gpt-train --backend interp --arch sm_90a
+  # --preset 124m --batch 16 --steps 0 --precompile gpt-cache, carried): every kernel must come
+  # from the disk, which needs this machine's ptxas to be the build machine's
   if [[ -d gpt-cache ]]; then
     echo "== gpt-train 124m start-up from the carried --precompile cache"
+    echo "  ptxas here: $( (ptxas --version || /usr/local/cuda/bin/ptxas --version) 2>/dev/null | tail -1)"
     rm -rf /tmp/gpt-cache && cp -r gpt-cache /tmp/gpt-cache
     TK_CACHE_DIR=/tmp/gpt-cache timeout 120 $g --preset 124m --batch 16 --steps 0 \
       >"$out/gpt_aot.log" 2>&1 || rc=1
     echo "  $(grep -o 'kernels ready in .*' "$out/gpt_aot.log")"
+    grep -q '; 0 compiled, ' "$out/gpt_aot.log" || { echo "  FAIL: kernels compiled"; rc=1; }
   fi
   # the cold start (empty disk cache, the driver's cache off): the prepare pass on one thread
   # against one a core (examples/gpt/prep.c)

@@ -110,6 +110,7 @@ bad "truncated checkpoint" --load short.ckpt
 bad "head dim 48" -C 96
 bad "seq > T_max" --seq 65
 bad "17 compile threads" --prepare-threads 17
+bad "--precompile without --arch" --precompile "$WORK/nowhere"
 bad "config vs checkpoint" --load full.ckpt -L 3 -H 2 -C 128
 
 # ---- sampling ------------------------------------------------------------------------

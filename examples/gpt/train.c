@@ -27,6 +27,7 @@ typedef struct opts {
     int64_t max_bytes;
     const char *save, *load, *dump, *prompt, *arch;
     const char *precompile; /* --backend interp: a cache directory ptxas fills for --arch */
+    int arch_given;
 } opts;
 
 typedef struct run {
@@ -180,7 +181,7 @@ static int other_option(opts *o, const char *opt, const char *val, int *used) {
     if (!strcmp(opt, "--load")) return o->load = val, 0;
     if (!strcmp(opt, "--dump-grads")) return o->dump = val, 0;
     if (!strcmp(opt, "--prompt")) return o->prompt = val, 0;
-    if (!strcmp(opt, "--arch")) return o->arch = val, 0;
+    if (!strcmp(opt, "--arch")) return o->arch = val, o->arch_given = 1, 0;
     if (!strcmp(opt, "--precompile")) return o->precompile = val, 0;
     if (!strcmp(opt, "--backend")) {
         if (strcmp(val, "gpu") && strcmp(val, "interp"))
@@ -222,9 +223,10 @@ static int parse(int argc, char **argv, opts *o) {
         fprintf(stderr, "gpt-train: --nccl is for one GPU; --gpus %d uses NCCL already\n", o->gpus);
         return 1;
     }
-    if (o->precompile && !o->interp) {
-        fprintf(stderr, "gpt-train: --precompile fills a cache on a machine without a GPU: "
-                        "it needs --backend interp (a GPU run fills TK_CACHE_DIR by itself)\n");
+    if (o->precompile && (!o->interp || !o->arch_given)) {
+        fprintf(stderr, "gpt-train: --precompile fills a cache on a machine without a GPU: it "
+                        "needs --backend interp and --arch naming the GPU to compile for "
+                        "(sm_90a for an H100 or H200)\n");
         return 1;
     }
     return 0;

@@ -198,11 +198,15 @@ TK_API tk_status tk_precompile(tk_ctx *ctx, const tk_kernel *const *ks, int n, c
  * this context's disk cache, as tk_precompile does (in tk_cache_stats:
  * misses, llvm_ms, ptx_to_cubin_ms, disk hits for kernels already there).
  * Running a program's start-up once on a machine without a GPU, with the
- * backend's arch and sms those of the target GPU, so fills a directory that
- * a GPU machine with the same ptxas then loads with zero compiles. A
- * kernel that fails to precompile fails its tk_compile. TK_ERR_STATE on a
- * GPU context; TK_ERR_CACHE without a usable disk cache; ptxas's absence
- * is tk_precompile's error. on == 0 turns it off. */
+ * backend's arch and sms those of the target GPU and the run's own sizes,
+ * so fills a directory that a GPU machine then loads with zero compiles,
+ * provided it runs the same library build (the keys hold LLVM's version
+ * and the code generator's digest) and finds the same ptxas (TK_PTXAS,
+ * PATH or /usr/local/cuda/bin; docs/DESIGN.md, "Shipping a kernel cache").
+ * A kernel that fails to precompile fails its tk_compile, with a message
+ * saying so. TK_ERR_STATE turning it on in a GPU context; TK_ERR_CACHE
+ * without a usable disk cache; ptxas's absence is tk_precompile's error.
+ * on == 0 turns it off. */
 TK_API tk_status tk_cache_set_precompile(tk_ctx *ctx, int on);
 
 #ifdef __cplusplus
