@@ -366,6 +366,10 @@ tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt) {
 
 void tk_set_grid(tk_kernel *k, tk_value *x, tk_value *y, tk_value *z) {
     if (!k || k->status) return;
+    if (k->finished) { /* its printed text, the caches' key, is fixed */
+        tk_kfail(k, TK_ERR_STATE, "tk_set_grid: the kernel is finished; it can no longer change");
+        return;
+    }
     tk_value *g[3] = {x, y, z};
     for (int i = 0; i < 3; i++) {
         if (!g[i]) continue;

@@ -514,6 +514,15 @@ START_TEST(param_after_finish) {
 }
 END_TEST
 
+/* The grid is part of the printed text the caches key on: fixed at finish. */
+START_TEST(grid_after_finish) {
+    tk_value *two = ci(2);
+    OK_FINISH();
+    tk_set_grid(k, two, NULL, NULL);
+    EXPECT(TK_ERR_STATE, "tk_set_grid: the kernel is finished; it can no longer change");
+}
+END_TEST
+
 START_TEST(sticky_first_error) {
     tk_value *a = ci(1);
     ck_assert_ptr_null(tk_add(k, a, cf(2)));
@@ -657,6 +666,7 @@ static Suite *builder_suite(void) {
         grid_foreign,
         ops_after_finish,
         param_after_finish,
+        grid_after_finish,
         sticky_first_error,
     };
     TCase *tc = build_tcase(s, "bad_input", tests, sizeof tests / sizeof *tests);
