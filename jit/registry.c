@@ -128,32 +128,33 @@ static tk_status memo_claim(tk_ctx *ctx, tk_memo *m, const tk_registry_req *r) {
     return TK_OK;
 }
 
-/* One pass over the requests (the lock held): hits into out[] (at[i] -1),
- * keys being built by another thread noted (at[i] -2, *busy), and the
- * others claimed, each key once, as jobs (at[i] its job). A claim that
- * fails stops the pass; the jobs claimed so far are in *nj. */
+/* One pass over the requests (the lock held): hits into out[], keys being
+ * built by another thread noted (*busy), and the others claimed as jobs,
+ * each key once (an entry of no program is this pass's claim or another
+ * thread's). A claim that fails stops the pass; the jobs claimed so far are
+ * in *nj. A pass that claims nothing and finds nothing busy has filled
+ * out[]. */
 static tk_status memo_pass(tk_ctx *ctx, tk_memo *m, int n, const tk_registry_req *req,
-                           tk_program **out, int *at, tk_memo_job *job, int *nj, bool *busy) {
+                           tk_program **out, tk_memo_job *job, int *nj, bool *busy) {
     *nj = 0, *busy = false;
     for (int i = 0; i < n; i++) {
         const tk_registry_req *r = &req[i];
         tk_memo_entry *e = memo_find(m, r->def, r->key);
-        at[i] = -1;
+        bool mine = false;
         if (e && e->prog) {
             out[i] = e->prog;
             continue;
         }
-        for (int q = 0; q < *nj && at[i] == -1; q++)
-            if (job[q].req->def == r->def && same_key(r->def, job[q].req->key, r->key)) at[i] = q;
-        if (at[i] >= 0) continue;
+        for (int q = 0; q < *nj && !mine; q++)
+            mine = job[q].req->def == r->def && same_key(r->def, job[q].req->key, r->key);
+        if (mine) continue;
         if (e) { /* another thread's claim */
-            at[i] = -2, *busy = true;
+            *busy = true;
             continue;
         }
         tk_status s = memo_claim(ctx, m, r);
         if (s) return s;
-        job[*nj] = (tk_memo_job){.req = r};
-        at[i] = (*nj)++;
+        job[(*nj)++] = (tk_memo_job){.req = r};
     }
     return TK_OK;
 }
@@ -170,10 +171,7 @@ static tk_status memo_work(tk_ctx *ctx, tk_registry_compile_fn compile, tk_memo_
     }
     if (s) return s; /* no compile: the builds so far are dropped */
     tk_memo_batch b = {ctx, compile, job};
-    if (nj == 1)
-        memo_compile_one(&b, 0);
-    else
-        tk_pool_run(nj, memo_compile_one, &b);
+    tk_pool_run(nj, memo_compile_one, &b); /* one job: on this thread, no pool */
     for (int q = 0; q < nj; q++)
         if (job[q].dg.st) return tk_ctx_report(ctx, "", &job[q].dg); /* request order */
     return TK_OK;
@@ -219,13 +217,13 @@ static tk_status check_reqs(tk_ctx *ctx, int n, const tk_registry_req *req, tk_p
  * gone by then, and the next pass claims it again). *origin: the least
  * cached of the programs this call compiled. */
 static tk_status memo_get(tk_ctx *ctx, tk_memo *m, int n, const tk_registry_req *req,
-                          tk_program **out, int *at, tk_memo_job *job, tk_origin *origin) {
+                          tk_program **out, tk_memo_job *job, tk_origin *origin) {
     tk_status s = TK_OK;
     pthread_mutex_lock(&m->mu);
     for (;;) {
         int nj;
         bool busy;
-        s = memo_pass(ctx, m, n, req, out, at, job, &nj, &busy);
+        s = memo_pass(ctx, m, n, req, out, job, &nj, &busy);
         if (nj) {
             tk_registry_compile_fn compile = m->compile;
             pthread_mutex_unlock(&m->mu);
@@ -263,13 +261,10 @@ tk_status tk_registry_programs(tk_ctx *ctx, int n, const tk_registry_req *req, t
     double t0 = info ? tk_now_ms() : 0.0;
     tk_origin origin = TK_FROM_MEMORY; /* the least cached program's */
     if (!memo_all_hits(m, n, req, out)) {
-        int *at = malloc(sizeof *at * (size_t)n + 1);
-        tk_memo_job *job = calloc((size_t)n + 1, sizeof *job);
-        if (!at || !job)
-            s = tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_registry_programs: out of memory");
-        else
-            s = memo_get(ctx, m, n, req, out, at, job, &origin);
-        free(at), free(job);
+        tk_memo_job *job = calloc((size_t)n, sizeof *job);
+        s = job ? memo_get(ctx, m, n, req, out, job, &origin)
+                : tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_registry_programs: out of memory");
+        free(job);
         if (s) return s;
     }
     if (info) {
