@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tk-aot precompiles GEMM and attention specializations for sm_90a into a
+# tk-aot precompiles GEMM, attention and attention backward specializations for sm_90a into a
 # fresh directory; a second process asks for the same list and must find
 # every kernel there (--require-cached: 0 compiles). Skips without ptxas.
 #   scripts/aot-roundtrip.sh path/to/tk-aot
@@ -7,12 +7,13 @@ set -euo pipefail
 aot=$1
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tk-aot-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-specs="gemm:bf16:bf16:ab:default attention:bf16:64:causal attention:bf16:256:full:wgmma"
+specs="gemm:bf16:bf16:ab:default attention:bf16:64:causal attention:bf16:256:full:wgmma
+  attention_bwd:bf16:64:causal:det:wgmma"
 if ! out=$("$aot" -a sm_90a -d "$dir" $specs 2>&1); then
   if grep -q "ptxas not found" <<<"$out"; then echo "aot roundtrip skipped: $out"; exit 0; fi
   echo "$out"; exit 1
 fi
 echo "$out"
 n=$(ls "$dir"/*.tkc | wc -l)
-[[ $n == 3 ]] || { echo "expected 3 entries in $dir, found $n"; exit 1; }
+[[ $n == 5 ]] || { echo "expected 5 entries in $dir, found $n"; exit 1; }
 "$aot" -a sm_90a -d "$dir" --require-cached $specs

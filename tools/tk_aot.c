@@ -8,8 +8,12 @@
  *   gemm:<in>:<out>:<ab|abt>:<auto|default>   in: bf16|f16, out: bf16|f16|f32;
  *       auto: every block shape tk_gemm picks on ARCH (small, default and
  *       large problems), default: tk_gemm_default_config
- *   attention:<bf16|f16>:<64|128>:<causal|full>
- *   all    every GEMM (auto) and attention specialization
+ *   attention:<bf16|f16>:<64|128|256>:<causal|full>[:wgmma]
+ *   attention_bwd:<bf16|f16>:<64|128>:<causal|full>:<det|fast>[:wgmma][:varlen]
+ *       every kernel of one tk_attention_backward mode (det: dQ and dK/dV;
+ *       fast: the prep, fused and convert kernels)
+ *   all    every GEMM (auto), attention and attention backward specialization
+ *       (dense: varlen is named)
  * ARCH defaults to sm_90a, DIR to the default cache (TK_CACHE_DIR, ...).
  * --require-cached: fail when any kernel had to be compiled (a check that a
  * shipped directory is complete). Exit status 0 when every kernel is in DIR. */
@@ -22,7 +26,7 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 
-enum { MAXK = 128 };
+enum { MAXK = 256 };
 
 typedef struct aot {
     tk_ctx *ctx;
@@ -83,6 +87,25 @@ static int attention(aot *a, tk_dtype dt, int d, int causal, int wgmma) {
     return add(a, k);
 }
 
+/* The kernels of one backward call in `fast` or deterministic mode. */
+static int attention_bwd(aot *a, tk_dtype dt, int d, int causal, int fast, int wgmma, int varlen) {
+    static const int det[] = {TK_ATTN_BWD_DQ, TK_ATTN_BWD_DKDV},
+                     fst[] = {TK_ATTN_BWD_PREP, TK_ATTN_BWD_FUSED, TK_ATTN_BWD_CONVERT};
+    for (int i = 0; i < (fast ? 3 : 2); i++) {
+        tk_attention_bwd_config c = {.dtype = dt,
+                                     .head_dim = d,
+                                     .causal = causal,
+                                     .part = fast ? fst[i] : det[i],
+                                     .wgmma = wgmma,
+                                     .varlen = varlen};
+        tk_kernel *k;
+        if (tk_attention_bwd_build(a->ctx, &c, &k))
+            return fprintf(stderr, "tk-aot: %s\n", tk_ctx_error(a->ctx)), -1;
+        if (add(a, k)) return -1;
+    }
+    return 0;
+}
+
 static int all(aot *a) {
     static const tk_dtype in[2] = {TK_BF16, TK_F16}, out[3] = {TK_BF16, TK_F16, TK_F32};
     for (int i = 0; i < 2; i++) {
@@ -95,15 +118,44 @@ static int all(aot *a) {
         for (int d = 64; d <= 256 && !strcmp(a->arch, "sm_90a"); d *= 2) /* the Hopper kernel */
             for (int c = 0; c < 2; c++)
                 if (attention(a, in[i], d, c, 1)) return -1;
+        for (int wg = 0; wg <= !strcmp(a->arch, "sm_90a"); wg++)
+            for (int d = 64; d <= 128; d += 64)
+                for (int c = 0; c < 4; c++) /* causal, then fast */
+                    if (attention_bwd(a, in[i], d, c & 1, c >> 1, wg, 0)) return -1;
     }
     return 0;
 }
 
+/* attention_bwd's fields after the dtype (f[2] on): D, causal|full,
+ * det|fast, then wgmma and varlen in any order. */
+static int bwd_spec(aot *a, char **f, int n) {
+    tk_dtype dt;
+    int wgmma = 0, varlen = 0;
+    for (int i = 5; i < n; i++) {
+        if (!strcmp(f[i], "wgmma") && !wgmma)
+            wgmma = 1;
+        else if (!strcmp(f[i], "varlen") && !varlen)
+            varlen = 1;
+        else
+            return -1;
+    }
+    if (n < 5 || dtype_of(f[1], &dt) || (strcmp(f[2], "64") && strcmp(f[2], "128")) ||
+        (strcmp(f[3], "causal") && strcmp(f[3], "full")) ||
+        (strcmp(f[4], "det") && strcmp(f[4], "fast")))
+        return -1;
+    return attention_bwd(a, dt, atoi(f[2]), !strcmp(f[3], "causal"), !strcmp(f[4], "fast"), wgmma,
+                         varlen);
+}
+
 static int spec(aot *a, const char *s) {
-    char buf[128], *f[6] = {0};
+    char buf[128], *f[8] = {0};
     int n = 0;
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *p = strtok(buf, ":"); p && n < 6; p = strtok(NULL, ":")) f[n++] = p;
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) {
+        fprintf(stderr, "tk-aot: \"%.40s...\" is too long for a spec\n", s);
+        return -1;
+    }
+    for (char *p = strtok(buf, ":"); p; p = strtok(NULL, ":"), n++)
+        if (n < 8) f[n] = p; /* n > 8: more fields than any spec has, read as bad below */
     tk_dtype in, out;
     if (n == 1 && !strcmp(f[0], "all")) return all(a);
     if (n == 5 && !strcmp(f[0], "gemm") && !dtype_of(f[1], &in) && !dtype_of(f[2], &out) &&
@@ -115,6 +167,7 @@ static int spec(aot *a, const char *s) {
         (!strcmp(f[2], "64") || !strcmp(f[2], "128") || !strcmp(f[2], "256")) &&
         (!strcmp(f[3], "causal") || !strcmp(f[3], "full")))
         return attention(a, in, atoi(f[2]), !strcmp(f[3], "causal"), n == 5);
+    if (n <= 8 && !strcmp(f[0], "attention_bwd") && !bwd_spec(a, f, n)) return 0;
     fprintf(stderr, "tk-aot: cannot read \"%s\" (see the usage)\n", s);
     return -1;
 }
@@ -130,6 +183,8 @@ static int usage(void) {
                     "  SPEC: gemm:<bf16|f16>:<bf16|f16|f32>:<ab|abt>:<auto|default>\n"
                     "        attention:<bf16|f16>:<64|128|256>:<causal|full>[:wgmma]\n"
                     "          (wgmma: the Hopper kernel, sm_90a; 256 needs it)\n"
+                    "        attention_bwd:<bf16|f16>:<64|128>:<causal|full>:<det|fast>"
+                    "[:wgmma][:varlen]\n"
                     "        all\n");
     return 2;
 }
