@@ -19,25 +19,10 @@
 
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/fixture.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
-
-static tk_ctx *ctx;
-
-static void setup(void) {
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_interp_options o;
-    ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
-    o.race_check = 1;
-    ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
-    ref_seed();
-}
-
-static void teardown(void) {
-    tk_ctx_destroy(ctx);
-    ctx = NULL;
-}
 
 typedef struct bcase {
     int64_t B, Hq, Hkv, Nq, Nkv;
@@ -654,32 +639,24 @@ END_TEST
 
 static Suite *bwd_suite(void) {
     Suite *s = suite_create("attention_bwd");
-    TCase *tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TCase *tc = ctx_tcase(s, "api", 0);
     tcase_add_test(tc, test_bwd_config_errors);
     tcase_add_test(tc, test_bwd_rejects_bad_params);
     tcase_add_test(tc, test_bwd_workspace);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("interp");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "interp", 900);
     tcase_add_loop_test(tc, test_bwd, 0, N_CASES);
     tcase_add_loop_test(tc, test_bwd_wgmma, 0, N_CASES);
     tcase_add_loop_test(tc, test_bwd_fast, 0, N_CASES);
     tcase_add_loop_test(tc, test_bwd_fast_wgmma, 0, N_CASES);
     tcase_add_loop_test(tc, test_bwd_random, 0, 6);
     tcase_add_test(tc, test_bwd_deterministic);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "gpu", 900);
     tcase_add_loop_test(tc, test_bwd_on_gpu, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     tcase_add_loop_test(tc, test_bwd_on_gpu_mma_sync, 0,
                         (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     tcase_add_loop_test(tc, test_bwd_on_gpu_fast, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
     tcase_add_loop_test(tc, test_bwd_on_gpu_fast_mma_sync, 0,
                         (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
-    suite_add_tcase(s, tc);
     return s;
 }
 

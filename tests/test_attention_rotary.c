@@ -27,27 +27,12 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/fixture.h"
 #include "util/harness.h"
 #include "util/params.h"
 #include "util/ref.h"
 #include "util/ref_rotary.h"
 #include "util/run.h"
-
-static tk_ctx *ctx;
-
-static void setup(void) {
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_interp_options o;
-    ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
-    o.race_check = 1;
-    ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
-    ref_seed();
-}
-
-static void teardown(void) {
-    tk_ctx_destroy(ctx);
-    ctx = NULL;
-}
 
 typedef struct rcase {
     int B, Hq, Hkv, Nq, Nkv, D;
@@ -593,30 +578,19 @@ END_TEST
 
 static Suite *rotary_suite(void) {
     Suite *s = suite_create("attention_rotary");
-    TCase *tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120); /* six Hopper kernels lowered to PTX: ~2 s, more on a busy host */
+    /* 120 s: six Hopper kernels lowered to PTX, ~2 s, more on a busy host */
+    TCase *tc = ctx_tcase(s, "api", 120);
     tcase_add_test(tc, test_rotary_bad_params);
     tcase_add_test(tc, test_rotary_config_errors);
     tcase_add_test(tc, test_rotary_hopper_ptx);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("interp");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "interp", 900);
     tcase_add_loop_test(tc, test_rotary_mma, 0, N_CASES);
     tcase_add_loop_test(tc, test_rotary_wgmma, 0, N_CASES);
     tcase_add_loop_test(tc, test_rotary_random, 0, 3);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "gpu", 900);
     tcase_add_loop_test(tc, test_rotary_on_gpu, 0, (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu_small");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "gpu_small", 900);
     tcase_add_loop_test(tc, test_rotary_small_on_gpu, 0, N_CASES);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -23,26 +23,11 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/fixture.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
 #include "util/varlen.h"
-
-static tk_ctx *ctx;
-
-static void setup(void) {
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_interp_options o;
-    ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
-    o.race_check = 1;
-    ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
-    ref_seed();
-}
-
-static void teardown(void) {
-    tk_ctx_destroy(ctx);
-    ctx = NULL;
-}
 
 #define MAX_SEQS 8
 
@@ -445,27 +430,16 @@ END_TEST
 
 static Suite *varlen_bwd_suite(void) {
     Suite *s = suite_create("attention_varlen_bwd");
-    TCase *tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TCase *tc = ctx_tcase(s, "api", 0);
     tcase_add_test(tc, test_varlen_bwd_errors);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("interp");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "interp", 900);
     tcase_add_loop_test(tc, test_varlen_bwd, 0, 2 * N_CASES);
     tcase_add_loop_test(tc, test_varlen_bwd_wgmma, 0, 2 * N_CASES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "gpu", 900);
     tcase_add_loop_test(tc, test_varlen_bwd_on_gpu, 0,
                         (int)(sizeof gpu_cases / sizeof gpu_cases[0]));
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu_small");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 900);
+    tc = ctx_tcase(s, "gpu_small", 900);
     tcase_add_loop_test(tc, test_varlen_bwd_small_on_gpu, 0, N_CASES);
-    suite_add_tcase(s, tc);
     return s;
 }
 

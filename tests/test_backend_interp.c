@@ -16,6 +16,7 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_run.h"
 #include "util/devbuf.h"
+#include "util/expect.h"
 #include "util/ref.h"
 #include "util/run.h"
 #include "util/tmpdir.h"
@@ -23,13 +24,6 @@
 static char tmp_root[256];
 
 /* ---- The backend's rules ---------------------------------------------------------- */
-static void expect_error(tk_ctx *ctx, tk_status got, tk_status want, const char *text) {
-    ck_assert_msg(got == want, "status %s, expected %s (%s)", tk_status_name(got),
-                  tk_status_name(want), tk_ctx_error(ctx));
-    ck_assert_msg(strstr(tk_ctx_error(ctx), text), "message \"%s\" lacks \"%s\"", tk_ctx_error(ctx),
-                  text);
-}
-
 static void expect_target(tk_ctx *ctx, const char *arch, int sms) {
     char buf[16];
     int n = 0;
@@ -43,24 +37,24 @@ START_TEST(set_backend_checks) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_set_backend(NULL, TK_BACKEND_INTERP, NULL, 0), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    expect_error(ctx, tk_ctx_set_backend(ctx, (tk_backend)7, NULL, 0), TK_ERR_INVALID_ARG,
-                 "backend 7 is neither TK_BACKEND_GPU (0) nor TK_BACKEND_INTERP (1)");
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "sm_70", 0), TK_ERR_INVALID_ARG,
-                 "unknown arch \"sm_70\"; the known ones are sm_80");
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "bogus", 0), TK_ERR_INVALID_ARG,
-                 "unknown arch \"bogus\"");
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, -1), TK_ERR_INVALID_ARG,
-                 "sms is -1; expected 1 .. 4096, or 0 for 132");
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_GPU, NULL, 5000), TK_ERR_INVALID_ARG,
-                 "sms is 5000");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, (tk_backend)7, NULL, 0), TK_ERR_INVALID_ARG,
+                     "backend 7 is neither TK_BACKEND_GPU (0) nor TK_BACKEND_INTERP (1)");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "sm_70", 0),
+                     TK_ERR_INVALID_ARG, "unknown arch \"sm_70\"; the known ones are sm_80");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "bogus", 0),
+                     TK_ERR_INVALID_ARG, "unknown arch \"bogus\"");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, -1), TK_ERR_INVALID_ARG,
+                     "sms is -1; expected 1 .. 4096, or 0 for 132");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_GPU, NULL, 5000), TK_ERR_INVALID_ARG,
+                     "sms is 5000");
     /* until something is made the setting may change */
     ck_assert_int_eq(tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "sm_86", 84), TK_OK);
     expect_target(ctx, "sm_86", 84);
     ck_assert_int_eq(tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, 0), TK_OK);
     expect_target(ctx, "sm_90a", 132);
     char small[4];
-    expect_error(ctx, tk_gpu_arch(ctx, small, sizeof small), TK_ERR_INVALID_ARG,
-                 "buffer too small for \"sm_90a\"");
+    tu_expect_status(ctx, tk_gpu_arch(ctx, small, sizeof small), TK_ERR_INVALID_ARG,
+                     "buffer too small for \"sm_90a\"");
     ck_assert_int_eq(tk_gpu_init(ctx), TK_OK);
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
     void *p = NULL, *kept = NULL, *none = &p;
@@ -69,18 +63,18 @@ START_TEST(set_backend_checks) {
     ck_assert_int_eq(tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, 0), TK_OK);
     ck_assert_int_eq(tk_gpu_alloc(ctx, 1000, &p), TK_OK);
     ck_assert_int_eq(tk_gpu_alloc(ctx, 24, &kept), TK_OK); /* left for tk_ctx_destroy */
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_GPU, NULL, 0), TK_ERR_INVALID_ARG,
-                 "already compiled a program or allocated memory on the interpreter backend");
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "sm_80", 0), TK_ERR_INVALID_ARG,
-                 "set the backend before either");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_GPU, NULL, 0), TK_ERR_INVALID_ARG,
+                     "already compiled a program or allocated memory on the interpreter backend");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "sm_80", 0),
+                     TK_ERR_INVALID_ARG, "set the backend before either");
     expect_target(ctx, "sm_90a", 132); /* unchanged */
     int local = 0;
-    expect_error(ctx, tk_gpu_free(ctx, &local), TK_ERR_INVALID_ARG,
-                 "is not a block tk_gpu_alloc gave this context");
-    expect_error(ctx, tk_gpu_upload(ctx, p, NULL, 4), TK_ERR_INVALID_ARG,
-                 "tk_gpu_upload: NULL pointer");
+    tu_expect_status(ctx, tk_gpu_free(ctx, &local), TK_ERR_INVALID_ARG,
+                     "is not a block tk_gpu_alloc gave this context");
+    tu_expect_status(ctx, tk_gpu_upload(ctx, p, NULL, 4), TK_ERR_INVALID_ARG,
+                     "tk_gpu_upload: NULL pointer");
     ck_assert_int_eq(tk_gpu_free(ctx, p), TK_OK);
-    expect_error(ctx, tk_gpu_free(ctx, p), TK_ERR_INVALID_ARG, "(or it was freed already)");
+    tu_expect_status(ctx, tk_gpu_free(ctx, p), TK_ERR_INVALID_ARG, "(or it was freed already)");
     ck_assert_int_eq(tk_gpu_free(ctx, NULL), TK_OK);
     tk_ctx_destroy(ctx);
 }
@@ -133,14 +127,14 @@ START_TEST(compile_and_launch) {
         ck_assert_msg(host[i] == want, "X[%d] = %g, expected %g", i, host[i], want);
     }
     /* the checks are the GPU's */
-    expect_error(ctx, tk_launch(prog, 1, args, NULL), TK_ERR_LAUNCH, "tk_launch");
+    tu_expect_status(ctx, tk_launch(prog, 1, args, NULL), TK_ERR_LAUNCH, "tk_launch");
     dims[0] = 0; /* an empty grid: nothing runs */
     args[0] = tk_arg_tensor(dx, TK_F32, 2, dims);
     ck_assert_int_eq(tk_launch(prog, 2, args, NULL), TK_OK);
     tk_program_release(prog);
     ck_assert_int_eq(tk_gpu_free(ctx, dx), TK_OK);
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_GPU, NULL, 0), TK_ERR_INVALID_ARG,
-                 "already compiled");
+    tu_expect_status(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_GPU, NULL, 0), TK_ERR_INVALID_ARG,
+                     "already compiled");
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -150,8 +144,8 @@ START_TEST(shared_memory_limit) {
     tk_ctx *ctx = tu_interp_ctx("sm_86", 0);
     tk_kernel *k = scale_kernel(ctx, true);
     tk_program *prog = NULL;
-    expect_error(ctx, tk_compile(ctx, k, &prog), TK_ERR_UNSUPPORTED,
-                 "bytes of shared memory, sm_86 allows");
+    tu_expect_status(ctx, tk_compile(ctx, k, &prog), TK_ERR_UNSUPPORTED,
+                     "bytes of shared memory, sm_86 allows");
     ck_assert_ptr_null(prog);
     /* nothing was made: the backend may still change */
     ck_assert_int_eq(tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, "sm_90a", 0), TK_OK);
@@ -180,8 +174,8 @@ START_TEST(run_failure_reported) {
     void *dx = tu_dev_bytes(ctx, 16 * 16 * 4);
     int64_t dims[2] = {16, 16};
     tk_arg a = tk_arg_tensor(dx, TK_F32, 2, dims);
-    expect_error(ctx, tk_launch(prog, 1, &a, NULL), TK_ERR_RUNTIME,
-                 "tk_launch: kernel 'racy' on the interpreter: tk_interp_run");
+    tu_expect_status(ctx, tk_launch(prog, 1, &a, NULL), TK_ERR_RUNTIME,
+                     "tk_launch: kernel 'racy' on the interpreter: tk_interp_run");
     ck_assert_msg(strstr(tk_ctx_error(ctx), "race"), "%s", tk_ctx_error(ctx));
     tk_program_release(prog);
     ck_assert_int_eq(tk_gpu_free(ctx, dx), TK_OK);
@@ -248,11 +242,11 @@ START_TEST(precompile_fills_the_disk_cache) {
     tu_join(dir, sizeof dir, tmp_root, "precompiled");
     tk_ctx *gpu = NULL;
     ck_assert_int_eq(tk_ctx_create(&gpu), TK_OK);
-    expect_error(gpu, tk_cache_set_precompile(gpu, 1), TK_ERR_STATE, "interpreter backend");
+    tu_expect_status(gpu, tk_cache_set_precompile(gpu, 1), TK_ERR_STATE, "interpreter backend");
     tk_ctx_destroy(gpu);
     tk_ctx *ctx = tu_interp_ctx("sm_90a", 132);
     ck_assert_int_eq(tk_cache_set_dir(ctx, NULL), TK_OK);
-    expect_error(ctx, tk_cache_set_precompile(ctx, 1), TK_ERR_CACHE, "disabled");
+    tu_expect_status(ctx, tk_cache_set_precompile(ctx, 1), TK_ERR_CACHE, "disabled");
     ck_assert_int_eq(tk_cache_set_dir(ctx, dir), TK_OK);
     tk_status s = tk_cache_set_precompile(ctx, 1);
     if (s != TK_OK && strstr(tk_ctx_error(ctx), "ptxas")) {

@@ -9,21 +9,15 @@
 
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
+#include "util/expect.h"
 #include "util/run.h"
-
-static void expect_error(tk_ctx *ctx, tk_status got, tk_status want, const char *text) {
-    ck_assert_msg(got == want, "status %s, expected %s (%s)", tk_status_name(got),
-                  tk_status_name(want), tk_ctx_error(ctx));
-    ck_assert_msg(strstr(tk_ctx_error(ctx), text), "message \"%s\" lacks \"%s\"", tk_ctx_error(ctx),
-                  text);
-}
 
 START_TEST(argument_checks) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_gpu_set_device(NULL, 0), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    expect_error(ctx, tk_gpu_set_device(ctx, -1), TK_ERR_INVALID_ARG,
-                 "tk_gpu_set_device: device -1; devices are numbered from 0");
+    tu_expect_status(ctx, tk_gpu_set_device(ctx, -1), TK_ERR_INVALID_ARG,
+                     "tk_gpu_set_device: device -1; devices are numbered from 0");
     /* before the driver starts the choice may change, and nothing is checked
        against the machine yet */
     ck_assert_int_eq(tk_gpu_set_device(ctx, 5), TK_OK);
@@ -41,10 +35,10 @@ START_TEST(fixed_once_started) {
     ck_assert_int_eq(tk_gpu_set_device(ctx, 0), TK_OK);
     tk_status s = tk_gpu_init(ctx);
     printf("tk_gpu_init on device 0: %s %s\n", tk_status_name(s), s ? tk_ctx_error(ctx) : "");
-    expect_error(ctx, tk_gpu_set_device(ctx, 1), TK_ERR_INVALID_ARG,
-                 "already started (or tried) the GPU on device 0; choose the device before "
-                 "tk_gpu_init");
-    expect_error(ctx, tk_gpu_set_device(ctx, 0), TK_ERR_INVALID_ARG, "already started");
+    tu_expect_status(ctx, tk_gpu_set_device(ctx, 1), TK_ERR_INVALID_ARG,
+                     "already started (or tried) the GPU on device 0; choose the device before "
+                     "tk_gpu_init");
+    tu_expect_status(ctx, tk_gpu_set_device(ctx, 0), TK_ERR_INVALID_ARG, "already started");
     ck_assert_int_eq(tk_gpu_init(ctx), s); /* unchanged by the refusals */
     tk_ctx_destroy(ctx);
 }
@@ -57,7 +51,7 @@ START_TEST(allocation_starts_it) {
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     tk_status s = tk_gpu_alloc(ctx, 64, &p);
     if (s == TK_OK) ck_assert_int_eq(tk_gpu_free(ctx, p), TK_OK);
-    expect_error(ctx, tk_gpu_set_device(ctx, 0), TK_ERR_INVALID_ARG, "already started");
+    tu_expect_status(ctx, tk_gpu_set_device(ctx, 0), TK_ERR_INVALID_ARG, "already started");
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -68,9 +62,10 @@ START_TEST(interpreter_is_device_zero) {
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     ck_assert_int_eq(tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, 0), TK_OK);
     ck_assert_int_eq(tk_gpu_set_device(ctx, 0), TK_OK);
-    expect_error(ctx, tk_gpu_set_device(ctx, 1), TK_ERR_INVALID_ARG,
-                 "tk_gpu_set_device: device 1 on the interpreter backend, which is one device, 0");
-    expect_error(ctx, tk_gpu_set_device(ctx, -2), TK_ERR_INVALID_ARG, "device -2");
+    tu_expect_status(
+        ctx, tk_gpu_set_device(ctx, 1), TK_ERR_INVALID_ARG,
+        "tk_gpu_set_device: device 1 on the interpreter backend, which is one device, 0");
+    tu_expect_status(ctx, tk_gpu_set_device(ctx, -2), TK_ERR_INVALID_ARG, "device -2");
     ck_assert_int_eq(tk_gpu_alloc(ctx, 64, &p), TK_OK);
     ck_assert_int_eq(tk_gpu_set_device(ctx, 0), TK_OK); /* still fine: nothing changes */
     ck_assert_int_eq(tk_gpu_free(ctx, p), TK_OK);
@@ -78,8 +73,9 @@ START_TEST(interpreter_is_device_zero) {
     /* the other order: a context given GPU 2 does not become the interpreter */
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     ck_assert_int_eq(tk_gpu_set_device(ctx, 2), TK_OK);
-    expect_error(ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, 0), TK_ERR_INVALID_ARG,
-                 "was given GPU 2 (tk_gpu_set_device); the interpreter backend is one device, 0");
+    tu_expect_status(
+        ctx, tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, 0), TK_ERR_INVALID_ARG,
+        "was given GPU 2 (tk_gpu_set_device); the interpreter backend is one device, 0");
     ck_assert_int_eq(tk_ctx_set_backend(ctx, TK_BACKEND_GPU, NULL, 0), TK_OK);
     ck_assert_int_eq(tk_gpu_set_device(ctx, 0), TK_OK);
     ck_assert_int_eq(tk_ctx_set_backend(ctx, TK_BACKEND_INTERP, NULL, 0), TK_OK);
@@ -103,7 +99,7 @@ START_TEST(ordinal_past_the_devices) {
                                      "tk_gpu_init: no CUDA device 4096 (tk_gpu_set_device): "
                                      "the driver sees"));
         void *p = NULL;
-        expect_error(ctx, tk_gpu_alloc(ctx, 16, &p), TK_ERR_INVALID_ARG, "no CUDA device 4096");
+        tu_expect_status(ctx, tk_gpu_alloc(ctx, 16, &p), TK_ERR_INVALID_ARG, "no CUDA device 4096");
         ck_assert_ptr_null(p);
     }
     tk_ctx_destroy(ctx);

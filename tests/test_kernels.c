@@ -14,25 +14,9 @@
 
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/fixture.h"
 #include "util/ref.h"
 #include "util/run.h"
-
-static tk_ctx *ctx;
-
-static void setup(void) {
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    /* Every shipped kernel passes the race checker, whatever TK_RACE_CHECK says. */
-    tk_interp_options o;
-    ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
-    o.race_check = 1;
-    ck_assert_int_eq(tk_interp_set_options(ctx, &o), TK_OK);
-    ref_seed();
-}
-
-static void teardown(void) {
-    tk_ctx_destroy(ctx);
-    ctx = NULL;
-}
 
 /* ---- GEMM ------------------------------------------------------------------ */
 /* Configurations: the default one and a few others covering other warp grids
@@ -656,26 +640,18 @@ END_TEST
 
 static Suite *kernels_suite(void) {
     Suite *s = suite_create("kernels");
-    TCase *tc = tcase_create("build");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TCase *tc = ctx_tcase(s, "build", 0);
     tcase_add_test(tc, test_gemm_config_errors);
     tcase_add_test(tc, test_gemm_config_for);
     tcase_add_test(tc, test_attention_config_errors);
     tcase_add_test(tc, test_kernel_shape);
     tcase_add_test(tc, test_gemm_persistent_grid);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gemm");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
+    tc = ctx_tcase(s, "gemm", 600);
     tcase_add_loop_test(tc, test_gemm, 0, N_GEMM);
     tcase_add_loop_test(tc, test_gemm_random, 0, 16);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("attention");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
+    tc = ctx_tcase(s, "attention", 600);
     tcase_add_loop_test(tc, test_attention, 0, N_ATTN);
     tcase_add_loop_test(tc, test_attention_random, 0, 12);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -2,6 +2,8 @@
 
 #include <check.h>
 
+#include "util/ref.h"
+
 tk_ctx *ctx;
 
 /* Every test runs the interpreter with the race checker on, whatever
@@ -17,4 +19,15 @@ void ctx_setup(void) {
 void ctx_teardown(void) {
     tk_ctx_destroy(ctx);
     ctx = NULL;
+}
+
+void ctx_setup_seeded(void) {
+    ctx_setup();
+    ref_seed();
+}
+
+TCase *ctx_tcase(Suite *s, const char *name, int timeout) {
+    TCase *tc = tu_tcase(s, name, timeout);
+    tcase_add_checked_fixture(tc, ctx_setup_seeded, ctx_teardown);
+    return tc;
 }

@@ -9,3 +9,10 @@ int run_suite(Suite *s) {
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+TCase *tu_tcase(Suite *s, const char *name, int timeout) {
+    TCase *tc = tcase_create(name);
+    if (timeout) tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}

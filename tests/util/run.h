@@ -9,4 +9,7 @@
  * all pass, else EXIT_FAILURE (a test program's main returns this). */
 int run_suite(Suite *s);
 
+/* A new TCase `name`, added to s; timeout in seconds (0: Check's default). */
+TCase *tu_tcase(Suite *s, const char *name, int timeout);
+
 #endif
