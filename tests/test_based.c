@@ -14,9 +14,12 @@
 #include "kernels/based_run_parts.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
+#include "util/devbuf.h"
+#include "util/expect.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
+#include "util/runapi.h"
 
 #define EPS 1e-6
 
@@ -24,7 +27,6 @@
 START_TEST(bad_configs) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_kernel *k = (tk_kernel *)1;
     static const struct {
         tk_based_config c;
         const char *msg;
@@ -40,17 +42,10 @@ START_TEST(bad_configs) {
         {{.dtype = TK_BF16, .part = TK_BASED_BWD_SUM, .seg = 1}, "row kernels"},
         {{.dtype = TK_BF16, .part = TK_BASED_BWD_DQ, .seg = 2}, "no state pass of its own"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(tk_based_build(ctx, &bad[i].c, &k), TK_ERR_INVALID_ARG);
-        ck_assert_ptr_null(k);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), bad[i].msg), "%s", tk_ctx_error(ctx));
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TU_EXPECT_BUILD_FAILS(tk_based_build, ctx, &bad[i].c, TK_ERR_INVALID_ARG, bad[i].msg);
     tk_based_config ok = {.dtype = TK_BF16};
-    ck_assert_int_eq(tk_based_build(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_based_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_based_build(NULL, &ok, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_based_build(ctx, &ok, &k), TK_OK);
-    tk_kernel_destroy(k);
+    TU_EXPECT_BUILD_ARGS(tk_based_build, ctx, &ok);
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -214,13 +209,6 @@ static int fwd_args(const bcase *c, bbufs *b, ref_tensor ts[8], tk_arg sc[8]) {
     return n;
 }
 
-static double err_of(const ref_tensor *t, const double *ref) {
-    double *out = ref_tensor_to_f64(t);
-    double e = ref_rel_err(out, ref, ref_tensor_count(t));
-    free(out);
-    return e;
-}
-
 START_TEST(fwd_interp_against_f64) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -229,15 +217,13 @@ START_TEST(fwd_interp_against_f64) {
     bufs_make(&b, c);
     tk_kernel *k = build(ctx, c, TK_BASED_FWD);
     ref_tensor ts[8];
-    tk_arg sc[8], args[8];
-    int n = fwd_args(c, &b, ts, sc);
-    for (int i = 0; i < n; i++) args[i] = ts[i].data ? ref_tensor_arg(&ts[i]) : sc[i];
-    ck_assert_msg(tk_interp_run(k, n, args) == TK_OK, "%s", tk_ctx_error(ctx));
+    tk_arg sc[8];
+    tu_interp_run_refs(ctx, k, fwd_args(c, &b, ts, sc), ts, sc);
     double *o = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.o));
     double *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
     reference(c, &b, o, z);
     double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
-    double eo = err_of(&b.o, o), ez = c->stats ? err_of(&b.z, z) : 0;
+    double eo = ref_tensor_rel_err(&b.o, o), ez = c->stats ? ref_tensor_rel_err(&b.z, z) : 0;
     printf("based fwd %s%s B%lld H%lld T%lld Dv%lld v%d w%d: o %.2e z %.2e\n", tk_dtype_name(c->dt),
            c->normalize ? " norm" : "", (long long)c->B, (long long)c->H, (long long)c->T,
            (long long)c->Dv, c->v_cols, c->warps, eo, ez);
@@ -250,10 +236,6 @@ START_TEST(fwd_interp_against_f64) {
 END_TEST
 
 /* ---- the run API ---------------------------------------------------------- */
-static void strides_of(const ref_tensor *t, bool layout, int rank, int64_t *st) {
-    for (int d = 0; d < rank; d++) st[d] = layout ? t->strides[d] : 0;
-}
-
 static tk_based_params params_of(const bcase *c, bbufs *b) {
     tk_based_params p = TK_BASED_PARAMS_INIT;
     p.dtype = c->dt, p.normalize = c->normalize, p.scale = (float)c->scale, p.eps = (float)EPS;
@@ -261,8 +243,8 @@ static tk_based_params params_of(const bcase *c, bbufs *b) {
     p.q = b->q.data, p.k = b->k.data, p.v = b->v.data, p.o = b->o.data;
     p.z = c->stats ? b->z.data : NULL;
     p.segments = c->segments;
-    strides_of(&b->q, c->bthd, 4, p.q_strides), strides_of(&b->k, c->bthd, 4, p.k_strides);
-    strides_of(&b->v, c->bthd, 4, p.v_strides), strides_of(&b->o, true, 4, p.o_strides);
+    tu_strides(p.q_strides, &b->q, c->bthd), tu_strides(p.k_strides, &b->k, c->bthd);
+    tu_strides(p.v_strides, &b->v, c->bthd), tu_strides(p.o_strides, &b->o, true);
     return p;
 }
 
@@ -305,8 +287,7 @@ START_TEST(bad_params) {
         case 18: p.seq = 1000, p.segments = 4, p.workspace = buf, p.workspace_bytes = 4; break;
         default: p.struct_size = 3; break;
         }
-        ck_assert_int_eq(tk_based_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_based_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG, msg[i]);
     }
     ck_assert_int_eq(tk_based_forward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_based_forward(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
@@ -357,8 +338,7 @@ START_TEST(bad_bwd_params) {
         case 6: break; /* 4 bytes */
         default: p.workspace = NULL; break;
         }
-        ck_assert_int_eq(tk_based_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_based_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG, msg[i]);
     }
     size_t bytes = 0, split = 0;
     ck_assert_int_eq(tk_based_backward_workspace(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
@@ -390,8 +370,7 @@ static void run_launches(tk_ctx *ctx, const tk_based_launch *l, int n) {
  * show); NULL when the call does not split. */
 static void fwd_workspace(tk_ctx *ctx, tk_based_params *p) {
     ck_assert_int_eq(tk_based_forward_workspace(ctx, p, &p->workspace_bytes), TK_OK);
-    p->workspace = p->workspace_bytes ? malloc(p->workspace_bytes) : NULL;
-    if (p->workspace) memset(p->workspace, 0xff, p->workspace_bytes);
+    p->workspace = tu_host_workspace(p->workspace_bytes);
 }
 
 /* tk_based_forward's launches (from the parameters) on the interpreter. */
@@ -412,7 +391,7 @@ START_TEST(run_api_interp) {
     double *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
     reference(c, &b, o, z);
     double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
-    double eo = err_of(&b.o, o), ez = c->stats ? err_of(&b.z, z) : 0;
+    double eo = ref_tensor_rel_err(&b.o, o), ez = c->stats ? ref_tensor_rel_err(&b.z, z) : 0;
     ck_assert_msg(eo <= tol && ez <= tol, "o %.3e z %.3e", eo, ez);
     ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
     free(o), free(z), free(gaps), free(p.workspace);
@@ -429,10 +408,10 @@ static tk_based_bwd_params bwd_params_of(const bcase *c, bbufs *b) {
     p.q = b->q.data, p.k = b->k.data, p.v = b->v.data, p.dout = b->dout.data;
     p.dq = b->dq.data, p.dk = b->dk.data, p.dv = b->dv.data;
     if (c->normalize) p.o = b->o.data, p.z = b->z.data;
-    strides_of(&b->q, c->bthd, 4, p.q_strides), strides_of(&b->k, c->bthd, 4, p.k_strides);
-    strides_of(&b->v, c->bthd, 4, p.v_strides), strides_of(&b->dout, c->bthd, 4, p.dout_strides);
-    strides_of(&b->o, true, 4, p.o_strides), strides_of(&b->dq, true, 4, p.dq_strides);
-    strides_of(&b->dk, c->bthd, 4, p.dk_strides), strides_of(&b->dv, true, 4, p.dv_strides);
+    tu_strides(p.q_strides, &b->q, c->bthd), tu_strides(p.k_strides, &b->k, c->bthd);
+    tu_strides(p.v_strides, &b->v, c->bthd), tu_strides(p.dout_strides, &b->dout, c->bthd);
+    tu_strides(p.o_strides, &b->o, true), tu_strides(p.dq_strides, &b->dq, true);
+    tu_strides(p.dk_strides, &b->dk, c->bthd), tu_strides(p.dv_strides, &b->dv, true);
     return p;
 }
 
@@ -451,8 +430,7 @@ START_TEST(bwd_interp_against_f64) {
     run_launches(ctx, l, tk_based_fwd_launches(&fp, SMS, l));
     tk_based_bwd_params p = bwd_params_of(&c, &b);
     ck_assert_int_eq(tk_based_backward_workspace(ctx, &p, &p.workspace_bytes), TK_OK);
-    p.workspace = malloc(p.workspace_bytes);
-    memset(p.workspace, 0xff, p.workspace_bytes); /* NaN: unwritten partials show */
+    p.workspace = tu_host_workspace(p.workspace_bytes); /* NaN: unwritten partials show */
     int n = tk_based_bwd_launches(&p, SMS, l);
     ck_assert_int_eq(n, 4 + c.normalize + 2 * (c.segments > 1));
     run_launches(ctx, l, n);
@@ -461,7 +439,8 @@ START_TEST(bwd_interp_against_f64) {
     double *dv = malloc(sizeof(double) * nv);
     reference_bwd(&c, &b, dq, dk, dv);
     double tol = c.dt == TK_BF16 ? 1e-2 : 3e-3;
-    double eq = err_of(&b.dq, dq), ek = err_of(&b.dk, dk), ev = err_of(&b.dv, dv);
+    double eq = ref_tensor_rel_err(&b.dq, dq), ek = ref_tensor_rel_err(&b.dk, dk),
+           ev = ref_tensor_rel_err(&b.dv, dv);
     printf("based bwd %s%s B%lld H%lld T%lld Dv%lld v%d: dq %.2e dk %.2e dv %.2e\n",
            tk_dtype_name(c.dt), c.normalize ? " norm" : "", (long long)c.B, (long long)c.H,
            (long long)c.T, (long long)c.Dv, c.v_cols, eq, ek, ev);
@@ -486,12 +465,8 @@ END_TEST
 
 /* The GPU against the interpreter on the same inputs (poisoned outputs). */
 START_TEST(fwd_gpu) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     const bcase *c = &cases[_i];
     bbufs b;
     bufs_make(&b, c);
@@ -511,12 +486,8 @@ END_TEST
 /* tk_based_forward and tk_based_backward on the GPU (device buffers,
  * outputs and workspace poisoned), every result against float64. */
 START_TEST(run_api_gpu) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     bcase c = _i < NCASES ? cases[_i] : big_cases[_i - NCASES];
     c.stats = c.normalize;
     bbufs b, d;
@@ -538,10 +509,7 @@ START_TEST(run_api_gpu) {
     ck_assert_int_eq(tk_gpu_memset(ctx, p.workspace, 0xff, p.workspace_bytes), TK_OK);
     ck_assert_msg(tk_based_backward(ctx, &p, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    for (int i = 3; i < 9; i++) {
-        size_t bytes = (size_t)host[i]->elems * tk_dtype_size(host[i]->dt);
-        ck_assert_int_eq(tk_gpu_download(ctx, host[i]->data, dev[i]->data, bytes), TK_OK);
-    }
+    for (int i = 3; i < 9; i++) tu_dev_get(ctx, host[i], dev[i]->data);
     size_t no = (size_t)ref_tensor_count(&b.o), nq = (size_t)ref_tensor_count(&b.dq);
     double *o = malloc(sizeof(double) * no),
            *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b.z));
@@ -550,10 +518,11 @@ START_TEST(run_api_gpu) {
     reference(&c, &b, o, z);
     reference_bwd(&c, &b, dq, dk, dv);
     double tol = c.dt == TK_BF16 ? 1e-2 : 3e-3, e[5];
-    e[0] = err_of(&b.o, o), e[1] = c.stats ? err_of(&b.z, z) : 0;
-    e[2] = c.normalize && c.T == 1 ? 0 : err_of(&b.dq, dq); /* see bwd_interp_against_f64 */
-    e[3] = c.normalize && c.T == 1 ? 0 : err_of(&b.dk, dk);
-    e[4] = err_of(&b.dv, dv);
+    e[0] = ref_tensor_rel_err(&b.o, o), e[1] = c.stats ? ref_tensor_rel_err(&b.z, z) : 0;
+    e[2] = c.normalize && c.T == 1 ? 0
+                                   : ref_tensor_rel_err(&b.dq, dq); /* see bwd_interp_against_f64 */
+    e[3] = c.normalize && c.T == 1 ? 0 : ref_tensor_rel_err(&b.dk, dk);
+    e[4] = ref_tensor_rel_err(&b.dv, dv);
     printf("based gpu case %d (T %lld, segments %d: fwd ws %zu B): o %.2e z %.2e dq %.2e dk %.2e "
            "dv %.2e\n",
            _i, (long long)c.T, c.segments, fp.workspace_bytes, e[0], e[1], e[2], e[3], e[4]);
@@ -569,22 +538,17 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("based");
-    TCase *t = tcase_create("checks");
+    TCase *t = tu_tcase(s, "checks", 0);
     tcase_add_test(t, bad_configs);
     tcase_add_test(t, bad_params);
     tcase_add_test(t, bad_bwd_params);
-    suite_add_tcase(s, t);
-    t = tcase_create("interp");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "interp", 600);
     tcase_add_loop_test(t, fwd_interp_against_f64, 0, NCASES);
     tcase_add_loop_test(t, run_api_interp, 0, NCASES);
     tcase_add_loop_test(t, bwd_interp_against_f64, 0, NCASES);
-    suite_add_tcase(s, t);
-    t = tcase_create("gpu");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "gpu", 600);
     tcase_add_loop_test(t, fwd_gpu, 0, NCASES);
     tcase_add_loop_test(t, run_api_gpu, 0, NCASES + NBIG);
-    suite_add_tcase(s, t);
     return s;
 }
 

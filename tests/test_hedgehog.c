@@ -18,10 +18,13 @@
 #include "kernels/hedgehog_run_parts.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
+#include "util/devbuf.h"
+#include "util/expect.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/ref_hedgehog.h"
 #include "util/run.h"
+#include "util/runapi.h"
 
 #define EPS 1e-6
 #define SMS 132 /* an H100's SMs: the launches' plan */
@@ -30,7 +33,6 @@
 START_TEST(bad_configs) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_kernel *k = (tk_kernel *)1;
     static const struct {
         tk_hedgehog_config c;
         const char *msg;
@@ -45,17 +47,10 @@ START_TEST(bad_configs) {
         {{.dtype = TK_BF16, .head_dim = 64, .warps = 3}, "warps is 3"},
         {{.dtype = TK_BF16, .head_dim = 128, .v_cols = 128, .warps = 4}, "bytes of shared memory"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(tk_hedgehog_build(ctx, &bad[i].c, &k), TK_ERR_INVALID_ARG);
-        ck_assert_ptr_null(k);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), bad[i].msg), "%s", tk_ctx_error(ctx));
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TU_EXPECT_BUILD_FAILS(tk_hedgehog_build, ctx, &bad[i].c, TK_ERR_INVALID_ARG, bad[i].msg);
     tk_hedgehog_config ok = {.dtype = TK_BF16, .head_dim = 64};
-    ck_assert_int_eq(tk_hedgehog_build(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_hedgehog_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_hedgehog_build(NULL, &ok, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_hedgehog_build(ctx, &ok, &k), TK_OK);
-    tk_kernel_destroy(k);
+    TU_EXPECT_BUILD_ARGS(tk_hedgehog_build, ctx, &ok);
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -233,20 +228,13 @@ static int fwd_args(const hcase *c, hbufs *b, ref_tensor ts[12], tk_arg sc[12]) 
     return n;
 }
 
-static double err_of(const ref_tensor *t, const double *ref) {
-    double *out = ref_tensor_to_f64(t);
-    double e = ref_rel_err(out, ref, ref_tensor_count(t));
-    free(out);
-    return e;
-}
-
 /* o (and z with stats) of b against float64; prints a line. */
 static void check_result(const char *what, const hcase *c, const hbufs *b) {
     double *o = malloc(sizeof(double) * (size_t)ref_tensor_count(&b->o));
     double *z = malloc(sizeof(double) * (size_t)ref_tensor_count(&b->z));
     reference(c, b, o, z);
     double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
-    double eo = err_of(&b->o, o), ez = c->stats ? err_of(&b->z, z) : 0;
+    double eo = ref_tensor_rel_err(&b->o, o), ez = c->stats ? ref_tensor_rel_err(&b->z, z) : 0;
     printf("hedgehog %s %s D%d%s%s B%lld H%lld T%lld Dv%lld v%d w%d: o %.2e z %.2e\n", what,
            tk_dtype_name(c->dt), c->D, c->normalize ? " norm" : "", c->bias ? " bias" : "",
            (long long)c->B, (long long)c->H, (long long)c->T, (long long)c->Dv, c->v_cols, c->warps,
@@ -263,10 +251,8 @@ START_TEST(fwd_interp_against_f64) {
     bufs_make(&b, c);
     tk_kernel *k = build(ctx, c);
     ref_tensor ts[12];
-    tk_arg sc[12], args[12];
-    int n = fwd_args(c, &b, ts, sc);
-    for (int i = 0; i < n; i++) args[i] = ts[i].data ? ref_tensor_arg(&ts[i]) : sc[i];
-    ck_assert_msg(tk_interp_run(k, n, args) == TK_OK, "%s", tk_ctx_error(ctx));
+    tk_arg sc[12];
+    tu_interp_run_refs(ctx, k, fwd_args(c, &b, ts, sc), ts, sc);
     check_result("interp", c, &b);
     tk_kernel_destroy(k);
     bufs_free(&b);
@@ -275,10 +261,6 @@ START_TEST(fwd_interp_against_f64) {
 END_TEST
 
 /* ---- the run API ---------------------------------------------------------- */
-static void strides_of(const ref_tensor *t, bool layout, int rank, int64_t *st) {
-    for (int d = 0; d < rank; d++) st[d] = layout ? t->strides[d] : 0;
-}
-
 static tk_hedgehog_params params_of(const hcase *c, hbufs *b) {
     tk_hedgehog_params p = TK_HEDGEHOG_PARAMS_INIT;
     p.dtype = c->dt, p.head_dim = c->D, p.normalize = c->normalize;
@@ -289,8 +271,8 @@ static tk_hedgehog_params params_of(const hcase *c, hbufs *b) {
     p.wq = b->wq.data, p.wk = b->wk.data;
     if (c->bias) p.bq = b->bq.data, p.bk = b->bk.data;
     p.z = c->stats ? b->z.data : NULL;
-    strides_of(&b->q, c->bthd, 4, p.q_strides), strides_of(&b->k, c->bthd, 4, p.k_strides);
-    strides_of(&b->v, c->bthd, 4, p.v_strides), strides_of(&b->o, true, 4, p.o_strides);
+    tu_strides(p.q_strides, &b->q, c->bthd), tu_strides(p.k_strides, &b->k, c->bthd);
+    tu_strides(p.v_strides, &b->v, c->bthd), tu_strides(p.o_strides, &b->o, true);
     return p;
 }
 
@@ -372,8 +354,7 @@ START_TEST(bad_params) {
         case 29: p.workspace = buf + 1, p.workspace_bytes = SIZE_MAX / 2; break;
         default: p.struct_size = 3; break;
         }
-        ck_assert_int_eq(tk_hedgehog_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_hedgehog_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG, msg[i]);
     }
     ck_assert_int_eq(tk_hedgehog_forward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_hedgehog_forward(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
@@ -423,19 +404,9 @@ static int run_launches(tk_ctx *ctx, const tk_hedgehog_params *p) {
     return n;
 }
 
-/* A workspace of `bytes` (256-byte aligned), poisoned: NaN where f32, and
- * 0xff bytes (NaN in bf16 and f16) for the maps. */
-static void *workspace_new(size_t bytes) {
-    void *ws = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    memset(ws, 0xff, bytes);
-    return ws;
-}
-
-static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
-
 /* o and z of b (the result of a run) as a copy; then poisoned again. */
 static void *take_result(hbufs *b) {
-    size_t no = bytes_of(&b->o), nz = bytes_of(&b->z);
+    size_t no = tu_bytes_of(&b->o), nz = tu_bytes_of(&b->z);
     char *r = malloc(no + nz);
     memcpy(r, b->o.data, no), memcpy(r + no, b->z.data, nz);
     ref_tensor_fill_all(&b->o, NAN), ref_tensor_fill_all(&b->z, NAN);
@@ -459,11 +430,11 @@ START_TEST(run_api_interp) {
     p.segments = 1;
     size_t bytes = 0;
     ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s", tk_ctx_error(ctx));
-    p.workspace = workspace_new(bytes), p.workspace_bytes = bytes;
+    p.workspace = tu_host_workspace(bytes), p.workspace_bytes = bytes;
     ck_assert_int_eq(run_launches(ctx, &p), 3);
     check_result("maps apart", c, &b);
     void *apart = take_result(&b);
-    size_t n = bytes_of(&b.o) + bytes_of(&b.z);
+    size_t n = tu_bytes_of(&b.o) + tu_bytes_of(&b.z);
     ck_assert_msg(!memcmp(fused, apart, n), "the maps apart changed the result's bits");
     ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
     free(gaps), free(fused), free(apart), free(p.workspace);
@@ -512,7 +483,7 @@ START_TEST(seg_interp_against_f64) {
         ck_assert_msg(tk_hedgehog_forward_workspace(ctx, &p, &bytes) == TK_OK, "%s",
                       tk_ctx_error(ctx));
         ck_assert_uint_eq(bytes, fm ? st : (st + 255) / 256 * 256 + maps);
-        p.workspace = workspace_new(bytes), p.workspace_bytes = bytes;
+        p.workspace = tu_host_workspace(bytes), p.workspace_bytes = bytes;
         tk_hedgehog_launch l[TK_HEDGEHOG_MAX_LAUNCHES];
         int n = tk_hedgehog_fwd_launches(&p, TK_HEDGEHOG_SMEM_MAX, SMS, l);
         ck_assert_int_eq(n, fm ? 2 : 4);
@@ -523,7 +494,7 @@ START_TEST(seg_interp_against_f64) {
         res[fm] = take_result(&b);
         free(p.workspace);
     }
-    size_t n = bytes_of(&b.o) + bytes_of(&b.z);
+    size_t n = tu_bytes_of(&b.o) + tu_bytes_of(&b.z);
     ck_assert_msg(!memcmp(res[0], res[1], n), "the maps apart changed the result's bits");
     ck_assert_int_eq(ref_tensor_stray_writes(&b.o, gaps), 0);
     free(gaps), free(res[0]), free(res[1]);
@@ -586,12 +557,8 @@ END_TEST
 /* The GPU against the interpreter on the same inputs (poisoned outputs):
  * every tensor's whole allocation within the dtype's tolerance. */
 START_TEST(fwd_gpu) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     const hcase *c = &cases[_i];
     hbufs b;
     bufs_make(&b, c);
@@ -613,12 +580,8 @@ END_TEST
 /* tk_hedgehog_forward on the GPU (device buffers, outputs poisoned)
  * against float64. */
 START_TEST(run_api_gpu) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     const hcase *c = _i < NCASES ? &cases[_i] : &big_cases[_i - NCASES];
     hbufs b, d;
     bufs_make(&b, c);
@@ -629,10 +592,7 @@ START_TEST(run_api_gpu) {
     tk_hedgehog_params p = params_of(c, &d);
     ck_assert_msg(tk_hedgehog_forward(ctx, &p, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    for (int i = 3; i < 5; i++) {
-        size_t bytes = (size_t)host[i]->elems * tk_dtype_size(host[i]->dt);
-        ck_assert_int_eq(tk_gpu_download(ctx, host[i]->data, dev[i]->data, bytes), TK_OK);
-    }
+    for (int i = 3; i < 5; i++) tu_dev_get(ctx, host[i], dev[i]->data);
     check_result("run api gpu", c, &b);
     for (int i = 0; i < 9; i++) tk_gpu_free(ctx, dev[i]->data);
     bufs_free(&b);
@@ -642,24 +602,19 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("hedgehog");
-    TCase *t = tcase_create("checks");
+    TCase *t = tu_tcase(s, "checks", 0);
     tcase_add_test(t, bad_configs);
     tcase_add_test(t, smem_formula);
     tcase_add_test(t, bad_params);
     tcase_add_test(t, config_fits);
     tcase_add_test(t, forward_workspace);
-    suite_add_tcase(s, t);
-    t = tcase_create("interp");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "interp", 600);
     tcase_add_loop_test(t, fwd_interp_against_f64, 0, NCASES);
     tcase_add_loop_test(t, run_api_interp, 0, NCASES);
     tcase_add_loop_test(t, seg_interp_against_f64, 0, NSEG);
-    suite_add_tcase(s, t);
-    t = tcase_create("gpu");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "gpu", 600);
     tcase_add_loop_test(t, fwd_gpu, 0, NCASES);
     tcase_add_loop_test(t, run_api_gpu, 0, NCASES + NBIG);
-    suite_add_tcase(s, t);
     return s;
 }
 

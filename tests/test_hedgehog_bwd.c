@@ -20,10 +20,13 @@
 #include "tk/tk.h"
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
+#include "util/devbuf.h"
+#include "util/expect.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/ref_hedgehog.h"
 #include "util/run.h"
+#include "util/runapi.h"
 
 #define EPS 1e-6
 
@@ -205,10 +208,6 @@ static void grads_free(grads *g) {
 }
 
 /* ---- the run API ---------------------------------------------------------------- */
-static void strides_of(const ref_tensor *t, bool layout, int rank, int64_t *st) {
-    for (int d = 0; d < rank; d++) st[d] = layout ? t->strides[d] : 0;
-}
-
 static tk_hedgehog_bwd_params params_of(const bcase *c, bbufs *b, void *ws, size_t ws_bytes) {
     tk_hedgehog_bwd_params p = TK_HEDGEHOG_BWD_PARAMS_INIT;
     p.dtype = c->dt, p.head_dim = c->D, p.normalize = c->normalize, p.per_head = c->per_head;
@@ -220,19 +219,12 @@ static tk_hedgehog_bwd_params params_of(const bcase *c, bbufs *b, void *ws, size
     if (c->bias) p.bq = b->bq.data, p.bk = b->bk.data, p.dbq = b->dbq.data, p.dbk = b->dbk.data;
     p.dq = b->dq.data, p.dk = b->dk.data, p.dv = b->dv.data;
     p.dwq = b->dwq.data, p.dwk = b->dwk.data;
-    strides_of(&b->q, c->bthd, 4, p.q_strides), strides_of(&b->k, c->bthd, 4, p.k_strides);
-    strides_of(&b->v, c->bthd, 4, p.v_strides), strides_of(&b->dout, true, 4, p.dout_strides);
-    strides_of(&b->dq, true, 4, p.dq_strides), strides_of(&b->dk, c->bthd, 4, p.dk_strides);
-    strides_of(&b->dv, true, 4, p.dv_strides);
+    tu_strides(p.q_strides, &b->q, c->bthd), tu_strides(p.k_strides, &b->k, c->bthd);
+    tu_strides(p.v_strides, &b->v, c->bthd), tu_strides(p.dout_strides, &b->dout, true);
+    tu_strides(p.dq_strides, &b->dq, true), tu_strides(p.dk_strides, &b->dk, c->bthd);
+    tu_strides(p.dv_strides, &b->dv, true);
     p.workspace = ws, p.workspace_bytes = ws_bytes;
     return p;
-}
-
-static double err_of(const ref_tensor *t, const double *ref) {
-    double *out = ref_tensor_to_f64(t);
-    double e = ref_rel_err(out, ref, ref_tensor_count(t));
-    free(out);
-    return e;
 }
 
 /* Every gradient against the reference's; prints a line. */
@@ -246,7 +238,7 @@ static void check_grads(const char *what, const bcase *c, bbufs *b, const grads 
                  c->per_head ? " per-head" : "", (long long)c->B, (long long)c->H, (long long)c->T,
                  (long long)c->Dv);
     for (int i = 0; i < (c->bias ? 7 : 5); i++) {
-        e[i] = err_of(buf_at(b, NIN + i), (&g->dq)[i]);
+        e[i] = ref_tensor_rel_err(buf_at(b, NIN + i), (&g->dq)[i]);
         worst = isnan(e[i]) || e[i] > worst ? e[i] : worst;
         at += snprintf(line + at, sizeof line - (size_t)at, " %s %.1e", names[i], e[i]);
     }
@@ -279,18 +271,6 @@ static void check_plan(const tk_hedgehog_bwd_params *p, int sms, bool apart) {
     ck_assert_int_eq(phi, apart ? 3 : 0);
 }
 
-/* A workspace of `bytes` (256-byte aligned, as the run API wants it),
- * poisoned: NaN in every f32, bf16 and f16 slot, so that a read before
- * the kernels' writes shows. */
-static void *workspace_new(size_t bytes) {
-    void *ws = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    ck_assert_ptr_nonnull(ws);
-    memset(ws, 0xff, bytes);
-    return ws;
-}
-
-static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
-
 /* The gradients of a run, copied (res[i]: output i); then poisoned again
  * for the next run. */
 static void take_grads(bbufs *b, void *res[NBUFS - NIN]) {
@@ -319,7 +299,7 @@ START_TEST(bwd_interp_against_f64) {
         tk_hedgehog_bwd_params p = params_of(c, &b, NULL, 0);
         p.fused_maps = fm;
         bytes[fm] = tk_hedgehog_bwd_workspace_bytes(&p, TK_HEDGEHOG_SMEM_MAX, c->sms);
-        p.workspace = workspace_new(bytes[fm]), p.workspace_bytes = bytes[fm];
+        p.workspace = tu_host_workspace(bytes[fm]), p.workspace_bytes = bytes[fm];
         check_plan(&p, c->sms, !fm);
         ck_assert_int_eq(run_interp(ctx, &p, c->sms), (c->bias ? 10 : 8) + (fm ? 0 : 3));
         check_grads(fm ? "interp, maps fused" : "interp, maps apart", c, &b, &g);
@@ -332,7 +312,7 @@ START_TEST(bwd_interp_against_f64) {
     size_t map = (size_t)(c->B * c->H * 2 * c->D * ((c->T + 127) / 128 * 128)) * 2;
     ck_assert_uint_eq(bytes[0], bytes[1] + 3 * ((map + 255) / 256 * 256));
     for (int i = 0; i < NBUFS - NIN; i++)
-        ck_assert_msg(!memcmp(res[0][i], res[1][i], bytes_of(buf_at(&b, NIN + i))),
+        ck_assert_msg(!memcmp(res[0][i], res[1][i], tu_bytes_of(buf_at(&b, NIN + i))),
                       "the maps apart changed output %d's bits", i);
     for (int i = 0; i < NBUFS - NIN; i++) free(res[0][i]), free(res[1][i]);
     free(gaps[0]), free(gaps[1]);
@@ -377,7 +357,7 @@ START_TEST(prep_against_f64) {
     if (norm) a[n++] = ref_tensor_arg(&C);
     a[n++] = tk_arg_f32((float)s), a[n++] = tk_arg_f32((float)EPS);
     ck_assert_msg(tk_interp_run(k, n, a) == TK_OK, "%s", tk_ctx_error(ctx));
-    double eg = err_of(&G, g), ec = norm ? err_of(&C, c) : 0;
+    double eg = ref_tensor_rel_err(&G, g), ec = norm ? ref_tensor_rel_err(&C, c) : 0;
     printf("hedgehog prep %s: G %.2e C %.2e\n", norm ? "norm" : "plain", eg, ec);
     ck_assert_msg(eg <= 1e-2 && ec <= 1e-5, "G %.3e C %.3e", eg, ec);
     ck_assert_int_eq(ref_tensor_stray_writes(&G, gaps), 0);
@@ -442,8 +422,7 @@ START_TEST(bad_params) {
         case 17: p.fused_maps = 2; break;
         default: p.struct_size = 3; break;
         }
-        ck_assert_int_eq(tk_hedgehog_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_hedgehog_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG, msg[i]);
     }
     ck_assert_int_eq(tk_hedgehog_backward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_hedgehog_backward(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
@@ -502,12 +481,8 @@ END_TEST
  * the apart plan's, which holds the fused one's): the gradients bitwise
  * the same each time. */
 START_TEST(run_api_gpu) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     const bcase *c = _i < NCASES ? &cases[_i] : &big_cases[_i - NCASES];
     bbufs b, d;
     grads g;
@@ -530,8 +505,8 @@ START_TEST(run_api_gpu) {
         ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
         for (int i = NIN; i < NBUFS; i++) {
             ref_tensor *h = buf_at(&b, i);
-            size_t n = (size_t)h->elems * tk_dtype_size(h->dt);
-            ck_assert_int_eq(tk_gpu_download(ctx, h->data, buf_at(&d, i)->data, n), TK_OK);
+            size_t n = tu_bytes_of(h);
+            tu_dev_get(ctx, h, buf_at(&d, i)->data);
             if (!run)
                 first[i - NIN] = ref_tensor_snapshot(h);
             else
@@ -551,19 +526,14 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("hedgehog_bwd");
-    TCase *t = tcase_create("checks");
+    TCase *t = tu_tcase(s, "checks", 0);
     tcase_add_test(t, bad_params);
     tcase_add_test(t, bad_part);
-    suite_add_tcase(s, t);
-    t = tcase_create("interp");
-    tcase_set_timeout(t, 900);
+    t = tu_tcase(s, "interp", 900);
     tcase_add_loop_test(t, prep_against_f64, 0, 2);
     tcase_add_loop_test(t, bwd_interp_against_f64, 0, NCASES);
-    suite_add_tcase(s, t);
-    t = tcase_create("gpu");
-    tcase_set_timeout(t, 900);
+    t = tu_tcase(s, "gpu", 900);
     tcase_add_loop_test(t, run_api_gpu, 0, NCASES + NBIG);
-    suite_add_tcase(s, t);
     return s;
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/norm_parts.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
+#include "util/expect.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
@@ -23,7 +24,6 @@ static const float EPS = 1e-5f;
 START_TEST(bad_configs) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_kernel *k = (tk_kernel *)1;
     tk_norm_config ok = {.dtype = TK_BF16, .kind = TK_NORM_LAYER, .part = TK_NORM_FWD};
     static const struct {
         tk_norm_config c;
@@ -35,16 +35,9 @@ START_TEST(bad_configs) {
         {{.dtype = TK_BF16, .residual = 2}, "residual is 2"},
         {{.dtype = TK_BF16, .kind = TK_NORM_RMS, .bias = 1}, "no bias"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(tk_norm_build(ctx, &bad[i].c, &k), TK_ERR_INVALID_ARG);
-        ck_assert_ptr_null(k);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), bad[i].msg), "%s", tk_ctx_error(ctx));
-    }
-    ck_assert_int_eq(tk_norm_build(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_norm_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_norm_build(NULL, &ok, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_norm_build(ctx, &ok, &k), TK_OK);
-    tk_kernel_destroy(k);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TU_EXPECT_BUILD_FAILS(tk_norm_build, ctx, &bad[i].c, TK_ERR_INVALID_ARG, bad[i].msg);
+    TU_EXPECT_BUILD_ARGS(tk_norm_build, ctx, &ok);
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -95,8 +88,7 @@ START_TEST(bad_params) {
         case 8: p.y = NULL; break;
         default: p.struct_size = 3; break;
         }
-        ck_assert_int_eq(tk_norm_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), fmsg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_norm_forward(ctx, &p, NULL), TK_ERR_INVALID_ARG, fmsg[i]);
     }
     ck_assert_int_eq(tk_norm_forward(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_norm_forward(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
@@ -125,8 +117,7 @@ START_TEST(bad_params) {
         case 5: p.kind = TK_NORM_RMS, p.dbias = st; break;
         default: p.dh = x, p.dh_stride = 3; break;
         }
-        ck_assert_int_eq(tk_norm_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), bmsg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_norm_backward(ctx, &p, NULL), TK_ERR_INVALID_ARG, bmsg[i]);
     }
     ck_assert_int_eq(tk_norm_backward_workspace(ctx, &bok, NULL), TK_ERR_INVALID_ARG);
     tk_ctx_destroy(ctx);
@@ -312,13 +303,6 @@ static void ref_free(nref *o) {
     free(o->h), free(o->y), free(o->mean), free(o->rstd), free(o->dx), free(o->dw), free(o->db);
 }
 
-static double err_of(const ref_tensor *t, const double *ref) {
-    double *out = ref_tensor_to_f64(t);
-    double e = ref_rel_err(out, ref, ref_tensor_count(t));
-    free(out);
-    return e;
-}
-
 /* The shapes: the run API's, and rounds narrower than the row (read twice,
  * the last round ragged) down to one warp. */
 #define SHAPE(w, c)                                                                                \
@@ -366,11 +350,12 @@ START_TEST(interp_against_f64) {
 
     nref o;
     reference(c, &b, &o);
-    double ey = err_of(&b.y, o.y), er = err_of(&b.rstd, o.rstd), edx = err_of(&b.dx, o.dx);
-    double eh = c->residual ? err_of(&b.h, o.h) : 0, em = 0, ew = 0, eb = 0;
-    if (c->kind == TK_NORM_LAYER) em = err_of(&b.mean, o.mean);
-    if (c->weight) ew = err_of(&b.dw, o.dw);
-    if (c->bias) eb = err_of(&b.db, o.db);
+    double ey = ref_tensor_rel_err(&b.y, o.y), er = ref_tensor_rel_err(&b.rstd, o.rstd),
+           edx = ref_tensor_rel_err(&b.dx, o.dx);
+    double eh = c->residual ? ref_tensor_rel_err(&b.h, o.h) : 0, em = 0, ew = 0, eb = 0;
+    if (c->kind == TK_NORM_LAYER) em = ref_tensor_rel_err(&b.mean, o.mean);
+    if (c->weight) ew = ref_tensor_rel_err(&b.dw, o.dw);
+    if (c->bias) eb = ref_tensor_rel_err(&b.db, o.db);
     char name[96];
     label(c, name, sizeof name);
     printf("norm interp %s: rel err Y %.2e H %.2e mean %.2e rstd %.2e dX %.2e dW %.2e dB %.2e\n",
@@ -388,12 +373,8 @@ END_TEST
 
 /* Each launch on the GPU against the interpreter, same inputs. */
 START_TEST(gpu_against_interp) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     const ncase *c = &cases[_i];
     nbufs b;
     bufs_make(&b, c);
@@ -430,18 +411,13 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("norm");
-    TCase *tc = tcase_create("api");
+    TCase *tc = tu_tcase(s, "api", 0);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, bad_params);
     tcase_add_test(tc, no_rows);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("interp");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "interp", 300);
     tcase_add_loop_test(tc, interp_against_f64, 0, NCASES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "gpu", 300);
     tcase_add_loop_test(tc, gpu_against_interp, 0, NCASES);
-    suite_add_tcase(s, tc);
     return run_suite(s);
 }

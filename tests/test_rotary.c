@@ -16,6 +16,7 @@
 #include "kernels/rotary_parts.h"
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
+#include "util/expect.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
@@ -26,7 +27,6 @@ static const double BASE = 10000.0;
 START_TEST(bad_configs) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_kernel *k = (tk_kernel *)1;
     tk_rotary_config ok = {.dtype = TK_BF16, .head_dim = 128, .rotary_dim = 128};
     static const struct {
         tk_rotary_config c;
@@ -53,16 +53,9 @@ START_TEST(bad_configs) {
          TK_ERR_UNSUPPORTED,
          "TK_ROTARY_GPTJ"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(tk_rotary_build(ctx, &bad[i].c, &k), bad[i].s);
-        ck_assert_ptr_null(k);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), bad[i].msg), "%s", tk_ctx_error(ctx));
-    }
-    ck_assert_int_eq(tk_rotary_build(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_rotary_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_rotary_build(NULL, &ok, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_rotary_build(ctx, &ok, &k), TK_OK);
-    tk_kernel_destroy(k);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TU_EXPECT_BUILD_FAILS(tk_rotary_build, ctx, &bad[i].c, bad[i].s, bad[i].msg);
+    TU_EXPECT_BUILD_ARGS(tk_rotary_build, ctx, &ok);
     tk_ctx_destroy(ctx);
 }
 END_TEST
@@ -118,8 +111,7 @@ START_TEST(bad_params) {
         case 21: p.cos = tab, p.sin = tab, p.table_rows = 2; break;
         default: p.struct_size = 3; break;
         }
-        ck_assert_int_eq(tk_rotary(ctx, &p, NULL), want);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_rotary(ctx, &p, NULL), want, msg[i]);
     }
     tk_rotary_params p = ok;
     p.cos = p.sin = tab, p.table_rows = 0, p.positions = pos;
@@ -266,13 +258,6 @@ static double *reference(const rcase *c, const rbufs *b, const ref_tensor *x, in
     return o;
 }
 
-static double err_of(const ref_tensor *t, const double *ref) {
-    double *out = ref_tensor_to_f64(t);
-    double e = ref_rel_err(out, ref, ref_tensor_count(t));
-    free(out);
-    return e;
-}
-
 static tk_kernel *build(tk_ctx *ctx, const tk_rotary_config *cfg) {
     tk_kernel *k = NULL;
     ck_assert_msg(tk_rotary_build(ctx, cfg, &k) == TK_OK, "%s", tk_ctx_error(ctx));
@@ -328,7 +313,7 @@ START_TEST(interp_against_f64) {
     double tol = c->dt == TK_BF16 ? 1e-2 : 2e-3, e[2] = {0}, back[2] = {0};
     for (int i = 0; i < nt; i++) {
         double *ref = reference(c, &b, &orig[i], c->inverse);
-        e[i] = err_of(&dst[i], ref);
+        e[i] = ref_tensor_rel_err(&dst[i], ref);
         ck_assert_msg(ref_tensor_stray_writes(&dst[i], gaps[i]) == 0, "%s: stray writes", name);
         free(ref);
     }
@@ -338,7 +323,7 @@ START_TEST(interp_against_f64) {
     for (int i = 0; i < nt; i++) {
         double *x0 = ref_tensor_to_f64(&orig[i]);
         past_the_table(c, &b, &orig[i], x0);
-        back[i] = err_of(&dst[i], x0);
+        back[i] = ref_tensor_rel_err(&dst[i], x0);
         free(x0), free(gaps[i]);
         free(orig[i].data);
     }
@@ -366,12 +351,8 @@ static void launch_refs(const tk_rotary_launch *l, rbufs *b, ref_tensor *t, tk_a
 
 /* Each launch on the GPU against the interpreter, same inputs. */
 START_TEST(gpu_against_interp) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     const rcase *c = &cases[_i];
     rbufs b;
     bufs_make(&b, c);
@@ -398,17 +379,12 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("rotary");
-    TCase *tc = tcase_create("api");
+    TCase *tc = tu_tcase(s, "api", 0);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, bad_params);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("interp");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "interp", 300);
     tcase_add_loop_test(tc, interp_against_f64, 0, NCASES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "gpu", 300);
     tcase_add_loop_test(tc, gpu_against_interp, 0, NCASES);
-    suite_add_tcase(s, tc);
     return run_suite(s);
 }

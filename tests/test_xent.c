@@ -16,6 +16,8 @@
 #include "tk/tk.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/devbuf.h"
+#include "util/expect.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
@@ -24,7 +26,6 @@
 START_TEST(bad_configs) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    tk_kernel *k = (tk_kernel *)1;
     tk_xent_config ok = {.dtype = TK_BF16, .backward = 1};
     static const struct {
         tk_xent_config c;
@@ -43,17 +44,11 @@ START_TEST(bad_configs) {
         {{.dtype = TK_BF16, .split = 1, .warps = 2, .cols = 64}, "at least 128"},
         {{.part = TK_XENT_MEAN, .warps = 32}, "warps is 32"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_int_eq(tk_xent_build(ctx, &bad[i].c, &k), TK_ERR_INVALID_ARG);
-        ck_assert_ptr_null(k);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), bad[i].msg), "%zu: %s", i, tk_ctx_error(ctx));
-    }
-    ck_assert_int_eq(tk_xent_build(ctx, &ok, NULL), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_xent_build(ctx, NULL, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_xent_build(NULL, &ok, &k), TK_ERR_INVALID_ARG);
-    ck_assert_int_eq(tk_xent_build(ctx, &ok, &k), TK_OK);
-    tk_kernel_destroy(k);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TU_EXPECT_BUILD_FAILS(tk_xent_build, ctx, &bad[i].c, TK_ERR_INVALID_ARG, bad[i].msg);
+    TU_EXPECT_BUILD_ARGS(tk_xent_build, ctx, &ok);
     tk_xent_config mean = {.part = TK_XENT_MEAN}; /* the mean ignores the dtype */
+    tk_kernel *k = NULL;
     ck_assert_int_eq(tk_xent_build(ctx, &mean, &k), TK_OK);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
@@ -120,8 +115,7 @@ START_TEST(bad_params) {
         case 21: p.loss_mean = (float *)((char *)buf + 2); break;
         default: p.struct_size = 3; break;
         }
-        ck_assert_int_eq(tk_cross_entropy(ctx, &p, NULL), TK_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(tk_ctx_error(ctx), msg[i]), "%d: %s", i, tk_ctx_error(ctx));
+        tu_expect_status(ctx, tk_cross_entropy(ctx, &p, NULL), TK_ERR_INVALID_ARG, msg[i]);
     }
     ck_assert_int_eq(tk_cross_entropy(ctx, NULL, NULL), TK_ERR_INVALID_ARG);
     ck_assert_int_eq(tk_cross_entropy(NULL, &ok, NULL), TK_ERR_INVALID_ARG);
@@ -341,8 +335,7 @@ static void prob_check(const xprob *p, const char *where) {
     if (c->pad) /* the pitch's gaps: zeros in X, NaN in dX */
         ck_assert_msg(ref_tensor_stray_writes(&p->dx, p->dx0) == 0, "%s: dX's gaps written", name);
     if (!c->bwd && !c->inplace)
-        ck_assert_msg(!memcmp(p->x.data, p->x0, (size_t)p->x.elems * tk_dtype_size(c->dt)),
-                      "%s: X written", name);
+        ck_assert_msg(!memcmp(p->x.data, p->x0, tu_bytes_of(&p->x)), "%s: X written", name);
 }
 
 #define SHAPE(s, w, c)                                                                             \
@@ -448,30 +441,20 @@ static const xcase gpu_cases[] = {
 };
 #define NGPU (int)(sizeof gpu_cases / sizeof gpu_cases[0])
 
-static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
-
-static void *upload(tk_ctx *ctx, const void *h, size_t bytes) {
-    void *d = NULL;
-    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, &d), TK_OK);
-    ck_assert_int_eq(tk_gpu_upload(ctx, d, h, bytes), TK_OK);
-    return d;
-}
-
 /* The outputs (x too: in place it is one) back from the device. */
 static void download(tk_ctx *ctx, xprob *p, void *const dev[8]) {
     ref_tensor *t[6] = {&p->x, &p->dx, &p->loss, &p->lse, &p->ws, &p->mean};
     for (int i = 0; i < 6; i++)
-        if (!(i == 1 && p->c.inplace))
-            ck_assert_int_eq(tk_gpu_download(ctx, t[i]->data, dev[i], bytes_of(t[i])), TK_OK);
+        if (!(i == 1 && p->c.inplace)) tu_dev_get(ctx, t[i], dev[i]);
 }
 
 /* Runs p's call on the device (inputs as they were, outputs poisoned). */
 static void gpu_run(tk_ctx *ctx, xprob *p, void *const dev[8], void *const poisoned[6]) {
     ref_tensor *t[6] = {&p->x, &p->dx, &p->loss, &p->lse, &p->ws, &p->mean};
-    ck_assert_int_eq(tk_gpu_upload(ctx, dev[0], p->x0, bytes_of(&p->x)), TK_OK);
+    ck_assert_int_eq(tk_gpu_upload(ctx, dev[0], p->x0, tu_bytes_of(&p->x)), TK_OK);
     for (int i = 1; i < 6; i++)
         if (!(i == 1 && p->c.inplace))
-            ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], poisoned[i], bytes_of(t[i])), TK_OK);
+            ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], poisoned[i], tu_bytes_of(t[i])), TK_OK);
     tk_xent_params q = params_of(p, dev);
     ck_assert_msg(tk_cross_entropy(ctx, &q, NULL) == TK_OK, "%s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
@@ -479,28 +462,24 @@ static void gpu_run(tk_ctx *ctx, xprob *p, void *const dev[8], void *const poiso
 }
 
 START_TEST(gpu_against_f64) {
-    tk_ctx *ctx;
-    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
-    if (th_gpu_or_skip(ctx) != TK_OK) {
-        tk_ctx_destroy(ctx);
-        return;
-    }
+    tk_ctx *ctx = th_gpu_ctx();
+    if (!ctx) return;
     xprob p;
     prob_make(&p, &gpu_cases[_i]);
     ref_tensor *t[6] = {&p.x, &p.dx, &p.loss, &p.lse, &p.ws, &p.mean};
     void *dev[8], *poisoned[6] = {0}, *first[6] = {0};
     for (int i = 0; i < 6; i++) {
         poisoned[i] = ref_tensor_snapshot(t[i]);
-        dev[i] = i == 1 && p.c.inplace ? dev[0] : upload(ctx, t[i]->data, bytes_of(t[i]));
+        dev[i] = i == 1 && p.c.inplace ? dev[0] : tu_dev_in(ctx, t[i]);
     }
-    dev[6] = upload(ctx, p.dloss.data, bytes_of(&p.dloss));
-    dev[7] = upload(ctx, p.t, (size_t)p.c.N * sizeof(int32_t));
+    dev[6] = tu_dev_in(ctx, &p.dloss);
+    dev[7] = tu_dev_copy(ctx, p.t, (size_t)p.c.N * sizeof(int32_t));
     gpu_run(ctx, &p, dev, poisoned);
     prob_check(&p, "gpu");
     for (int i = 0; i < 6; i++) first[i] = ref_tensor_snapshot(t[i]);
     gpu_run(ctx, &p, dev, poisoned); /* again: the same bits */
     for (int i = 0; i < 6; i++)
-        ck_assert_msg(!memcmp(first[i], t[i]->data, bytes_of(t[i])), "tensor %d differs", i);
+        ck_assert_msg(!memcmp(first[i], t[i]->data, tu_bytes_of(t[i])), "tensor %d differs", i);
     for (int i = 0; i < 8; i++)
         if (!(i == 1 && p.c.inplace)) tk_gpu_free(ctx, dev[i]);
     for (int i = 0; i < 6; i++) free(poisoned[i]), free(first[i]);
@@ -511,19 +490,14 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("xent");
-    TCase *tc = tcase_create("api");
+    TCase *tc = tu_tcase(s, "api", 0);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, bad_params);
     tcase_add_test(tc, no_rows);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("interp");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "interp", 300);
     tcase_add_loop_test(tc, interp_against_f64, 0, NCASES);
     tcase_add_loop_test(tc, bad_targets, 0, 2);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gpu");
-    tcase_set_timeout(tc, 600);
+    tc = tu_tcase(s, "gpu", 600);
     tcase_add_loop_test(tc, gpu_against_f64, 0, NGPU);
-    suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tk/tk_jit.h"
 #include "util/devbuf.h"
@@ -32,6 +33,13 @@ void *tu_dev_out(tk_ctx *ctx, const ref_tensor *t) {
     return d;
 }
 
+void *tu_dev_copy(tk_ctx *ctx, const void *src, size_t n) {
+    void *d = NULL;
+    ck_assert_int_eq(tk_gpu_alloc(ctx, n, &d), TK_OK);
+    ck_assert_int_eq(tk_gpu_upload(ctx, d, src, n), TK_OK);
+    return d;
+}
+
 void *tu_dev_bytes(tk_ctx *ctx, size_t n) {
     void *d = NULL;
     ck_assert_int_eq(tk_gpu_alloc(ctx, n, &d), TK_OK);
@@ -43,6 +51,15 @@ void tu_dev_take(tk_ctx *ctx, ref_tensor *t, void *d) {
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
     ck_assert_int_eq(tk_gpu_download(ctx, t->data, d, tu_bytes_of(t)), TK_OK);
     ck_assert_int_eq(tk_gpu_free(ctx, d), TK_OK);
+}
+
+void tu_dev_get(tk_ctx *ctx, ref_tensor *t, const void *d) {
+    ck_assert_int_eq(tk_gpu_download(ctx, t->data, d, tu_bytes_of(t)), TK_OK);
+}
+
+void tu_dev_reset(tk_ctx *ctx, ref_tensor *t, void *d, const void *before) {
+    memcpy(t->data, before, tu_bytes_of(t));
+    ck_assert_int_eq(tk_gpu_upload(ctx, d, t->data, tu_bytes_of(t)), TK_OK);
 }
 
 double tu_tol_of(tk_dtype dt) { return dt == TK_F16 ? 3e-3 : 1e-2; }

@@ -1,6 +1,7 @@
 /* GPU test harness (see harness.h). */
 #include "util/harness.h"
 
+#include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,14 @@ tk_status th_gpu_or_skip(tk_ctx *ctx) {
         printf("GPU tests skipped: %s\n", tk_ctx_error(ctx));
     }
     return s;
+}
+
+tk_ctx *th_gpu_ctx(void) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    if (th_gpu_or_skip(ctx) == TK_OK) return ctx;
+    tk_ctx_destroy(ctx);
+    return NULL;
 }
 
 static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }

@@ -10,6 +10,9 @@
 
 /* TK_OK when a GPU is usable; otherwise prints "GPU tests skipped: ..." once. */
 tk_status th_gpu_or_skip(tk_ctx *ctx);
+/* For a GPU test with a context of its own: a new context where a GPU is
+ * usable, else NULL (the test returns; th_gpu_or_skip said why). */
+tk_ctx *th_gpu_ctx(void);
 
 /* Device copy of a host tensor's whole allocation (NULL on failure). */
 void *th_upload(tk_ctx *ctx, const ref_tensor *t);

@@ -283,6 +283,13 @@ double ref_rel_err(const double *out, const double *ref, int64_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+double ref_tensor_rel_err(const ref_tensor *t, const double *ref) {
+    double *out = ref_tensor_to_f64(t);
+    double e = ref_rel_err(out, ref, ref_tensor_count(t));
+    free(out);
+    return e;
+}
+
 int64_t ref_count_nan(const double *x, int64_t n) {
     int64_t c = 0;
     for (int64_t i = 0; i < n; i++) c += isnan(x[i]) != 0;

@@ -82,6 +82,9 @@ void ref_attention_bwd(const double *Q, const double *K, const double *V, const 
  * reference values must be matched exactly by `out` and are left out of the
  * norms; a mismatch gives +inf. */
 double ref_rel_err(const double *out, const double *ref, int64_t n);
+/* ref_rel_err of t's logical elements (dense row-major, as
+ * ref_tensor_to_f64 lays them out) against ref. */
+double ref_tensor_rel_err(const ref_tensor *t, const double *ref);
 int64_t ref_count_nan(const double *x, int64_t n);
 
 #endif
