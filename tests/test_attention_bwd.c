@@ -19,10 +19,12 @@
 
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
+#include "util/runapi.h"
 
 typedef struct bcase {
     int64_t B, Hq, Hkv, Nq, Nkv;
@@ -294,8 +296,7 @@ START_TEST(test_bwd_deterministic) {
         problem_init(&p[r], &c, 0.125f);
         if (r) /* the same inputs */
             for (int i = 0; i < T_DW; i++)
-                memcpy(p[1].t[i].data, p[0].t[i].data,
-                       (size_t)p[0].t[i].elems * tk_dtype_size(p[0].t[i].dt));
+                memcpy(p[1].t[i].data, p[0].t[i].data, tu_bytes_of(&p[0].t[i]));
         tk_interp_options o;
         ck_assert_int_eq(tk_interp_get_options(ctx, &o), TK_OK);
         o.shuffle_seed = 11 + 22 * (uint64_t)r;
@@ -304,8 +305,7 @@ START_TEST(test_bwd_deterministic) {
     }
     problem_check(&p[0], "interp");
     for (int i = T_DW; i < NT; i++)
-        ck_assert_msg(!memcmp(p[0].t[i].data, p[1].t[i].data,
-                              (size_t)p[0].t[i].elems * tk_dtype_size(p[0].t[i].dt)),
+        ck_assert_msg(!memcmp(p[0].t[i].data, p[1].t[i].data, tu_bytes_of(&p[0].t[i])),
                       "tensor %d differs between warp orders", i);
     problem_free(&p[0]);
     problem_free(&p[1]);
@@ -513,16 +513,6 @@ static const bcase gpu_cases[] = {
     {1, 2, 2, 1024, 1024, 64, 0, TK_BF16, 1}, {1, 2, 1, 333, 333, 128, 1, TK_BF16, 0},
 };
 
-static void *upload(const ref_tensor *t) {
-    void *d = th_upload(ctx, t);
-    ck_assert_ptr_nonnull(d);
-    return d;
-}
-
-static void strides_of(int64_t *dst, const ref_tensor *t) {
-    for (int i = 0; i < t->rank; i++) dst[i] = t->strides[i];
-}
-
 /* tk_attention_backward on the device copies of p's tensors; the outputs
  * come back into p. */
 static void run_gpu(problem *p, void *dev[NT], int kernel, int mode, size_t ws) {
@@ -539,14 +529,11 @@ static void run_gpu(problem *p, void *dev[NT], int kernel, int mode, size_t ws) 
     int64_t *st[NT] = {a.q_strides,   a.k_strides, a.v_strides,  a.o_strides,  a.dout_strides,
                        a.lse_strides, NULL,        a.dq_strides, a.dk_strides, a.dv_strides};
     for (int i = 0; i < NT; i++)
-        if (st[i]) strides_of(st[i], &p->t[i]);
+        if (st[i]) tu_strides(st[i], &p->t[i], true);
     tk_status s = tk_attention_backward(ctx, &a, NULL);
     ck_assert_msg(s == TK_OK, "tk_attention_backward: %s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    for (int i = T_DW; i < NT; i++) {
-        size_t bytes = (size_t)p->t[i].elems * tk_dtype_size(p->t[i].dt);
-        ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes), TK_OK);
-    }
+    for (int i = T_DW; i < NT; i++) tu_dev_get(ctx, &p->t[i], dev[i]);
 }
 
 /* The workspace of the fast mode (the larger), NaN-poisoned, with the
@@ -560,9 +547,7 @@ static void *upload_workspace(const problem *p, size_t *bytes) {
     float *host = malloc(*bytes);
     ck_assert_ptr_nonnull(host);
     for (size_t i = 0; i < *bytes / sizeof(float); i++) host[i] = NAN;
-    void *d = NULL;
-    ck_assert_int_eq(tk_gpu_alloc(ctx, *bytes, &d), TK_OK);
-    ck_assert_int_eq(tk_gpu_upload(ctx, d, host, *bytes), TK_OK);
+    void *d = tu_dev_copy(ctx, host, *bytes);
     free(host);
     return d;
 }
@@ -575,32 +560,27 @@ static void gpu_case(int ci, int kernel, int mode) {
     problem_init(&p, &gpu_cases[ci], 0.0f); /* 0: 1/sqrt(D), the run API's default */
     void *dev[NT];
     size_t ws;
-    for (int i = 0; i < NT; i++) dev[i] = i == T_DW ? upload_workspace(&p, &ws) : upload(&p.t[i]);
+    for (int i = 0; i < NT; i++)
+        dev[i] = i == T_DW ? upload_workspace(&p, &ws) : tu_dev_in(ctx, &p.t[i]);
     run_gpu(&p, dev, kernel, mode, ws);
     static const char *where[2][2] = {{"gpu", "gpu mma.sync"}, {"gpu fast", "gpu fast mma.sync"}};
     problem_check(&p, where[mode][kernel == TK_ATTN_MMA_SYNC]);
     void *first[NT] = {0};
     for (int i = T_DW; i < NT; i++) first[i] = ref_tensor_snapshot(&p.t[i]);
     for (int r = 0; r < 2; r++) {
-        for (int i = T_DW; i < NT; i++) {
-            size_t bytes = (size_t)p.t[i].elems * tk_dtype_size(p.t[i].dt);
-            memcpy(p.t[i].data, p.before[i], bytes);
-            ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], p.t[i].data, bytes), TK_OK);
-        }
+        for (int i = T_DW; i < NT; i++) tu_dev_reset(ctx, &p.t[i], dev[i], p.before[i]);
         run_gpu(&p, dev, kernel, mode, ws);
         for (int i = T_DW; i < NT; i++) {
-            size_t bytes = (size_t)p.t[i].elems * tk_dtype_size(p.t[i].dt);
             if (mode == TK_ATTN_BWD_FAST && i == T_DQ) {
-                double *x = ref_tensor_to_f64(&p.t[i]);
                 ref_tensor keep = p.t[i];
                 keep.data = first[i];
                 double *y = ref_tensor_to_f64(&keep);
-                double e = ref_rel_err(x, y, ref_tensor_count(&p.t[i]));
+                double e = ref_tensor_rel_err(&p.t[i], y);
                 ck_assert_msg(e <= 1e-2, "run %d: dQ moved by %g from the first run", r + 2, e);
-                free(x), free(y);
+                free(y);
                 continue;
             }
-            ck_assert_msg(!memcmp(first[i], p.t[i].data, bytes),
+            ck_assert_msg(!memcmp(first[i], p.t[i].data, tu_bytes_of(&p.t[i])),
                           "run %d: tensor %d differs from the first run", r + 2, i);
         }
     }

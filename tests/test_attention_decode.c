@@ -17,11 +17,14 @@
 #include "kernels/attention_decode.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/attn_check.h"
 #include "util/decode.h"
+#include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
 #include "util/ref.h"
 #include "util/run.h"
+#include "util/runapi.h"
 
 typedef struct dcase {
     int64_t B, Hq, Hkv, Nq, Nkv;
@@ -85,27 +88,15 @@ static void problem_free(problem *p) {
  * stray write. */
 static void problem_check(const problem *p, const char *where, const tk_attn_decode_plan *pl) {
     const dcase *c = &p->c;
-    double *o = ref_tensor_to_f64(&p->t[T_O]), *l = ref_tensor_to_f64(&p->t[T_L]);
-    int64_t no = ref_tensor_count(&p->t[T_O]), nl = ref_tensor_count(&p->t[T_L]);
-    double eo = ref_rel_err(o, p->want_o, no), el = ref_rel_err(l, p->want_l, nl);
-    int64_t nan = ref_count_nan(o, no) + ref_count_nan(l, nl);
-    int64_t stray = ref_tensor_stray_writes(&p->t[T_O], p->before[T_O]) +
-                    ref_tensor_stray_writes(&p->t[T_L], p->before[T_L]);
+    tu_attn_out r = tu_attn_measure(&p->t[T_O], &p->t[T_L], p->want_o, p->want_l, p->before[T_O],
+                                    p->before[T_L]);
     printf("decode %-6s B%lld Hq%-2lld Hkv%-2lld Nq%-2lld Nkv%-6lld D%-3d %s %s%s: %s S%-3d "
            "w%d k%d: rel err O %.2e L %.2e\n",
            where, (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Nq,
            (long long)c->Nkv, c->D, tk_dtype_name(c->dt), c->causal ? "causal" : "full  ",
            c->bnhd ? " bnhd" : "     ", pl ? (pl->pack ? "heads  " : "queries") : "?",
-           pl ? pl->splits : 0, pl ? pl->warps : 0, pl ? pl->kw : 0, eo, el);
-    ck_assert_msg(nan == 0, "%lld elements of O and L not written (or NaN)", (long long)nan);
-    ck_assert_msg(stray == 0, "%lld writes outside O / L", (long long)stray);
-    ck_assert_msg(eo <= 1e-2, "O rel err %g > 1e-2", eo);
-    ck_assert_msg(el <= 1e-3, "L rel err %g > 1e-3", el);
-    free(o), free(l);
-}
-
-static void strides_of(int64_t *dst, const ref_tensor *t) {
-    for (int i = 0; i < t->rank; i++) dst[i] = t->strides[i];
+           pl ? pl->splits : 0, pl ? pl->warps : 0, pl ? pl->kw : 0, r.eo, r.el);
+    tu_attn_expect(&r);
 }
 
 /* The call's parameters on data pointers dev (host ones for the interpreter). */
@@ -115,11 +106,11 @@ static tk_attention_params params_of(const problem *p, void *const dev[NT]) {
     a.dtype = c->dt, a.head_dim = c->D, a.causal = c->causal, a.scale = p->scale;
     a.batch = c->B, a.heads_q = c->Hq, a.heads_kv = c->Hkv, a.seq_q = c->Nq, a.seq_kv = c->Nkv;
     a.q = dev[T_Q], a.k = dev[T_K], a.v = dev[T_V], a.o = dev[T_O], a.lse = dev[T_L];
-    strides_of(a.q_strides, &p->t[T_Q]);
-    strides_of(a.k_strides, &p->t[T_K]);
-    strides_of(a.v_strides, &p->t[T_V]);
-    strides_of(a.o_strides, &p->t[T_O]);
-    strides_of(a.lse_strides, &p->t[T_L]);
+    tu_strides(a.q_strides, &p->t[T_Q], true);
+    tu_strides(a.k_strides, &p->t[T_K], true);
+    tu_strides(a.v_strides, &p->t[T_V], true);
+    tu_strides(a.o_strides, &p->t[T_O], true);
+    tu_strides(a.lse_strides, &p->t[T_L], true);
     a.num_splits = c->splits;
     return a;
 }
@@ -331,12 +322,6 @@ static const dcase gpu_cases[] = {
     {1, 40, 5, 1, 33000, 128, 0, TK_BF16, 0, 0, 0}, {2, 64, 8, 7, 2000, 64, 1, TK_F16, 1, 0, 0},
 };
 
-static void *upload(const ref_tensor *t) {
-    void *d = th_upload(ctx, t);
-    ck_assert_ptr_nonnull(d);
-    return d;
-}
-
 /* tk_attention_forward on the device copies (outputs back into p), with a
  * workspace of ws bytes (NULL: none). */
 static void run_gpu(problem *p, void *dev[NT], void *ws, size_t ws_bytes, int splits) {
@@ -345,18 +330,11 @@ static void run_gpu(problem *p, void *dev[NT], void *ws, size_t ws_bytes, int sp
     tk_status s = tk_attention_forward(ctx, &a, NULL);
     ck_assert_msg(s == TK_OK, "tk_attention_forward: %s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    for (int i = T_O; i <= T_L; i++) {
-        size_t bytes = (size_t)p->t[i].elems * tk_dtype_size(p->t[i].dt);
-        ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes), TK_OK);
-    }
+    for (int i = T_O; i <= T_L; i++) tu_dev_get(ctx, &p->t[i], dev[i]);
 }
 
 static void repoison(problem *p, void *dev[NT]) {
-    for (int i = T_O; i <= T_L; i++) {
-        size_t bytes = (size_t)p->t[i].elems * tk_dtype_size(p->t[i].dt);
-        memcpy(p->t[i].data, p->before[i], bytes);
-        ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], p->t[i].data, bytes), TK_OK);
-    }
+    for (int i = T_O; i <= T_L; i++) tu_dev_reset(ctx, &p->t[i], dev[i], p->before[i]);
 }
 
 /* The library's choice of splits (workspace from the query, poisoned), a
@@ -365,15 +343,11 @@ static void gpu_case(const dcase *c) {
     problem p;
     problem_init(&p, c);
     void *dev[NT];
-    for (int i = 0; i < NT; i++) dev[i] = upload(&p.t[i]);
+    for (int i = 0; i < NT; i++) dev[i] = tu_dev_in(ctx, &p.t[i]);
     tk_attention_params a = params_of(&p, dev);
     size_t bytes = 0;
     ck_assert_int_eq(tk_attention_forward_workspace(ctx, &a, &bytes), TK_OK);
-    void *ws = NULL;
-    if (bytes) {
-        ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, &ws), TK_OK);
-        ck_assert_int_eq(tk_gpu_memset(ctx, ws, 0xff, bytes), TK_OK); /* NaN */
-    }
+    void *ws = tu_dev_bytes(ctx, bytes); /* NaN */
     int sm = 0;
     ck_assert_int_eq(tk_gpu_sm_count(ctx, &sm), TK_OK);
     a.workspace = ws, a.workspace_bytes = bytes;
@@ -385,10 +359,9 @@ static void gpu_case(const dcase *c) {
     for (int i = T_O; i <= T_L; i++) first[i] = ref_tensor_snapshot(&p.t[i]);
     repoison(&p, dev);
     run_gpu(&p, dev, ws, bytes, 0);
-    for (int i = T_O; i <= T_L; i++) {
-        size_t n = (size_t)p.t[i].elems * tk_dtype_size(p.t[i].dt);
-        ck_assert_msg(!memcmp(first[i], p.t[i].data, n), "run 2: tensor %d differs", i);
-    }
+    for (int i = T_O; i <= T_L; i++)
+        ck_assert_msg(!memcmp(first[i], p.t[i].data, tu_bytes_of(&p.t[i])),
+                      "run 2: tensor %d differs", i);
     repoison(&p, dev);
     run_gpu(&p, dev, NULL, 0, 0);
     a.workspace = NULL, a.workspace_bytes = 0;
@@ -415,15 +388,11 @@ START_TEST(test_decode_small_on_gpu) {
     const dcase *c = &cases[_i];
     problem_init(&p, c);
     void *dev[NT];
-    for (int i = 0; i < NT; i++) dev[i] = upload(&p.t[i]);
+    for (int i = 0; i < NT; i++) dev[i] = tu_dev_in(ctx, &p.t[i]);
     tk_attention_params a = params_of(&p, dev);
     tk_attn_decode_plan pl;
     ck_assert_int_eq(tk_attn_decode_plan_for(ctx, "t", &a, c->sm ? c->sm : 132, false, &pl), TK_OK);
-    void *ws = NULL;
-    if (pl.bytes) {
-        ck_assert_int_eq(tk_gpu_alloc(ctx, pl.bytes, &ws), TK_OK);
-        ck_assert_int_eq(tk_gpu_memset(ctx, ws, 0xff, pl.bytes), TK_OK);
-    }
+    void *ws = tu_dev_bytes(ctx, pl.bytes);
     run_gpu(&p, dev, ws, pl.bytes, pl.splits);
     problem_check(&p, "gpu", &pl);
     for (int i = 0; i < NT; i++) tk_gpu_free(ctx, dev[i]);

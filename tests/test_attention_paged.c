@@ -21,7 +21,9 @@
 #include "kernels/attention_decode.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/attn_check.h"
 #include "util/decode.h"
+#include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
 #include "util/ref.h"
@@ -202,23 +204,18 @@ static int64_t differing(const ref_tensor *t, const void *want) {
 /* O and L against float64; K and V exactly as they must end. */
 static void problem_check(const problem *p, const char *where, const tk_attn_decode_plan *pl) {
     const pcase *c = &p->c;
-    double *o = ref_tensor_to_f64(&p->t[T_O]), *l = ref_tensor_to_f64(&p->t[T_L]);
-    int64_t no = ref_tensor_count(&p->t[T_O]), nl = ref_tensor_count(&p->t[T_L]);
-    double eo = ref_rel_err(o, p->want_o, no), el = ref_rel_err(l, p->want_l, nl);
-    int64_t nan = ref_count_nan(o, no) + ref_count_nan(l, nl);
+    tu_attn_out r = tu_attn_measure(&p->t[T_O], &p->t[T_L], p->want_o, p->want_l, p->before[T_O],
+                                    p->before[T_L]);
     int64_t kv = differing(&p->t[T_K], p->before[T_K]) + differing(&p->t[T_V], p->before[T_V]);
     printf("cache %-6s B%lld Hq%-2lld Hkv%-2lld Nq%-2lld lmax %-6lld D%-3d %s %s page %-3lld%s: "
            "%s S%-3d w%d k%d: rel err O %.2e L %.2e\n",
            where, (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->Nq,
            (long long)p->lmax, c->D, tk_dtype_name(c->dt), c->causal ? "causal" : "full  ",
            (long long)c->page, c->append ? " +new" : "     ", pl->pack ? "heads  " : "queries",
-           pl->splits, pl->warps, pl->kw, eo, el);
-    ck_assert_msg(nan == 0, "%lld elements of O and L not written (or NaN)", (long long)nan);
+           pl->splits, pl->warps, pl->kw, r.eo, r.el);
     ck_assert_msg(kv == 0, "%lld elements of the K/V cache differ from what it must hold",
                   (long long)kv);
-    ck_assert_msg(eo <= 1e-2, "O rel err %g > 1e-2", eo);
-    ck_assert_msg(el <= 1e-3, "L rel err %g > 1e-3", el);
-    free(o), free(l);
+    tu_attn_expect(&r);
 }
 
 static tk_attention_params params_of(const problem *p, void *const dev[NT]) {
@@ -393,17 +390,8 @@ static const pcase gpu_cases[] = {
     {2, 4, 1, 1, 128, 0, TK_BF16, 0, 0, 0, {100000, 99999}},
 };
 
-static void *upload(const ref_tensor *t) {
-    void *d = th_upload(ctx, t);
-    ck_assert_ptr_nonnull(d);
-    return d;
-}
-
 static void download(problem *p, void *dev[NT], int from, int to) {
-    for (int i = from; i <= to; i++) {
-        size_t bytes = (size_t)p->t[i].elems * tk_dtype_size(p->t[i].dt);
-        ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes), TK_OK);
-    }
+    for (int i = from; i <= to; i++) tu_dev_get(ctx, &p->t[i], dev[i]);
 }
 
 /* Sequence b alone through the dense forward kernel (mma.sync: the
@@ -423,8 +411,8 @@ static double dense_diff(problem *p, int64_t b) {
     int64_t qn = c->Hq * c->Nq * D;
     size_t es = tk_dtype_size(c->dt);
     memcpy(q.data, (char *)p->t[T_Q].data + (size_t)(b * qn) * es, (size_t)qn * es);
-    void *dk_ = upload(&k), *dv = upload(&v), *dq_ = upload(&q), *do_ = upload(&o);
-    void *dl_ = upload(&l);
+    void *dk_ = tu_dev_in(ctx, &k), *dv = tu_dev_in(ctx, &v), *dq_ = tu_dev_in(ctx, &q);
+    void *do_ = tu_dev_in(ctx, &o), *dl_ = tu_dev_in(ctx, &l);
     tk_attention_params a = TK_ATTENTION_PARAMS_INIT;
     a.dtype = c->dt, a.head_dim = c->D, a.causal = c->causal, a.scale = p->scale;
     a.batch = 1, a.heads_q = c->Hq, a.heads_kv = c->Hkv, a.seq_q = c->Nq, a.seq_kv = n;
@@ -447,16 +435,12 @@ static void gpu_run(const pcase *c, bool forced) {
     problem_init(&p, c);
     void *dev[NT] = {0};
     for (int i = 0; i < NT; i++)
-        if (p.t[i].rank) dev[i] = upload(&p.t[i]);
+        if (p.t[i].rank) dev[i] = tu_dev_in(ctx, &p.t[i]);
     tk_attention_params a = params_of(&p, dev);
     if (!forced) a.num_splits = 0;
     size_t bytes = 0;
     ck_assert_int_eq(tk_attention_forward_workspace(ctx, &a, &bytes), TK_OK);
-    void *ws = NULL;
-    if (bytes) {
-        ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, &ws), TK_OK);
-        ck_assert_int_eq(tk_gpu_memset(ctx, ws, 0xff, bytes), TK_OK); /* NaN */
-    }
+    void *ws = tu_dev_bytes(ctx, bytes); /* NaN */
     a.workspace = ws, a.workspace_bytes = bytes;
     int sm = 0;
     ck_assert_int_eq(tk_gpu_sm_count(ctx, &sm), TK_OK);

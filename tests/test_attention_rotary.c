@@ -27,12 +27,15 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/attn_check.h"
+#include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
 #include "util/params.h"
 #include "util/ref.h"
 #include "util/ref_rotary.h"
 #include "util/run.h"
+#include "util/runapi.h"
 
 typedef struct rcase {
     int B, Hq, Hkv, Nq, Nkv, D;
@@ -150,45 +153,34 @@ typedef struct verdict {
 
 static verdict problem_eval(const problem *p, const char *where) {
     const rcase *c = &p->c;
-    verdict v = {0};
-    double *o = ref_tensor_to_f64(&p->t[T_O]), *l = ref_tensor_to_f64(&p->t[T_L]);
-    int64_t no = ref_tensor_count(&p->t[T_O]), nl = ref_tensor_count(&p->t[T_L]);
-    v.eo = ref_rel_err(o, p->want_o, no), v.el = ref_rel_err(l, p->want_l, nl);
-    int64_t nan = ref_count_nan(o, no) + ref_count_nan(l, nl);
-    int64_t stray = ref_tensor_stray_writes(&p->t[T_O], p->before[T_O]) +
-                    ref_tensor_stray_writes(&p->t[T_L], p->before[T_L]);
+    tu_attn_out r = tu_attn_measure(&p->t[T_O], &p->t[T_L], p->want_o, p->want_l, p->before[T_O],
+                                    p->before[T_L]);
+    verdict v = {.eo = r.eo, .el = r.el};
     char name[128];
     label(c, name, sizeof name);
     printf("rotary attention %-7s %s: rel err O %.2e L %.2e\n", where, name, v.eo, v.el);
     double tol = c->dt == TK_BF16 ? 1e-2 : 3e-3;
     int written = -1;
     for (int i = T_Q; i <= T_V && written < 0; i++) /* the inputs, K above all, stay as they were */
-        if (memcmp(p->t[i].data, p->before[i], (size_t)p->t[i].elems * tk_dtype_size(p->t[i].dt)))
-            written = i;
-    if (nan)
+        if (memcmp(p->t[i].data, p->before[i], tu_bytes_of(&p->t[i]))) written = i;
+    if (r.nan)
         snprintf(v.why, sizeof v.why, "%s %s: %lld elements of O and L not written (or NaN)", where,
-                 name, (long long)nan);
-    else if (stray)
+                 name, (long long)r.nan);
+    else if (r.stray)
         snprintf(v.why, sizeof v.why, "%s %s: %lld writes outside O / L", where, name,
-                 (long long)stray);
+                 (long long)r.stray);
     else if (!(v.eo <= tol))
         snprintf(v.why, sizeof v.why, "%s %s: O rel err %g > %g", where, name, v.eo, tol);
     else if (!(v.el <= tol))
         snprintf(v.why, sizeof v.why, "%s %s: L rel err %g > %g", where, name, v.el, tol);
     else if (written >= 0)
         snprintf(v.why, sizeof v.why, "%s %s: input %d was written", where, name, written);
-    free(o), free(l);
     return v;
 }
 
 static void problem_check(const problem *p, const char *where) {
     verdict v = problem_eval(p, where);
     ck_assert_msg(!v.why[0], "%s", v.why);
-}
-
-/* A tensor's strides in the call's order (all 0: dense). */
-static void strides4(int64_t *dst, const ref_tensor *t, int bnhd) {
-    for (int d = 0; d < 4; d++) dst[d] = bnhd ? t->strides[d] : 0;
 }
 
 /* The call's rotary parameters on table pointers cs, sn. */
@@ -208,10 +200,10 @@ static tk_attention_params params_of(const problem *p, void *const dev[NT],
     a.dtype = c->dt, a.head_dim = c->D, a.causal = c->causal, a.scale = p->scale;
     a.batch = c->B, a.heads_q = c->Hq, a.heads_kv = c->Hkv, a.seq_q = c->Nq, a.seq_kv = c->Nkv;
     a.q = dev[T_Q], a.k = dev[T_K], a.v = dev[T_V], a.o = dev[T_O], a.lse = dev[T_L];
-    strides4(a.q_strides, &p->t[T_Q], c->bnhd);
-    strides4(a.k_strides, &p->t[T_K], c->bnhd);
-    strides4(a.v_strides, &p->t[T_V], c->bnhd);
-    strides4(a.o_strides, &p->t[T_O], 1); /* padded rows: always strided */
+    tu_strides(a.q_strides, &p->t[T_Q], c->bnhd);
+    tu_strides(a.k_strides, &p->t[T_K], c->bnhd);
+    tu_strides(a.v_strides, &p->t[T_V], c->bnhd);
+    tu_strides(a.o_strides, &p->t[T_O], 1); /* padded rows: always strided */
     for (int d = 0; d < 3; d++) a.lse_strides[d] = p->t[T_L].strides[d];
     a.rotary = r;
     return a;
@@ -515,21 +507,12 @@ static const rcase gpu_cases[] = {
     {1, 4, 2, 333, 333, 256, TK_ROTARY_NEOX, 72, 1, 1, TK_F16, 1},
 };
 
-static void *upload(const void *src, size_t n) {
-    void *d = NULL;
-    ck_assert_int_eq(tk_gpu_alloc(ctx, n, &d), TK_OK);
-    ck_assert_int_eq(tk_gpu_upload(ctx, d, src, n), TK_OK);
-    return d;
-}
-
-static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
-
 /* tk_attention_forward on the device with kernel set `kernel`: its verdict. */
 static verdict gpu_run(problem *p, int kernel) {
     void *dev[NT], *cs = NULL, *sn = NULL, *ws = NULL;
-    for (int i = 0; i < NT; i++) dev[i] = upload(p->t[i].data, bytes_of(&p->t[i]));
+    for (int i = 0; i < NT; i++) dev[i] = tu_dev_in(ctx, &p->t[i]);
     size_t nt = sizeof(float) * (size_t)(p->rows * (rd_of(&p->c) / 2));
-    if (p->c.tables) cs = upload(p->cos_f, nt), sn = upload(p->sin_f, nt);
+    if (p->c.tables) cs = tu_dev_copy(ctx, p->cos_f, nt), sn = tu_dev_copy(ctx, p->sin_f, nt);
     tk_rotary_params r = rope_of(p, cs, sn);
     tk_attention_params a = params_of(p, dev, &r);
     a.kernel = kernel;
@@ -542,13 +525,12 @@ static verdict gpu_run(problem *p, int kernel) {
     tk_status s = tk_attention_forward(ctx, &a, NULL);
     ck_assert_msg(s == TK_OK, "tk_attention_forward: %s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    for (int i = 0; i < NT; i++)
-        ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes_of(&p->t[i])), TK_OK);
+    for (int i = 0; i < NT; i++) tu_dev_get(ctx, &p->t[i], dev[i]);
     verdict v = problem_eval(p, route == TK_ATTN_WGMMA ? "gpu wg" : "gpu mma");
     for (int i = 0; i < NT; i++) tk_gpu_free(ctx, dev[i]);
     tk_gpu_free(ctx, ws), tk_gpu_free(ctx, cs), tk_gpu_free(ctx, sn);
     for (int i = T_O; i <= T_L; i++) /* poisoned again for the next run */
-        memcpy(p->t[i].data, p->before[i], bytes_of(&p->t[i]));
+        memcpy(p->t[i].data, p->before[i], tu_bytes_of(&p->t[i]));
     return v;
 }
 

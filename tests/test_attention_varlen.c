@@ -23,6 +23,8 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/attn_check.h"
+#include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
 #include "util/ref.h"
@@ -127,29 +129,15 @@ static void problem_free(problem *p) {
  * (a padding token, when all sequences are empty, is left out). */
 static void problem_check(const problem *p, const char *where) {
     const vcase *c = &p->c;
-    double *o = ref_tensor_to_f64(&p->t[T_O]), *l = ref_tensor_to_f64(&p->t[T_L]);
-    int64_t no = ref_tensor_count(&p->t[T_O]), nl = ref_tensor_count(&p->t[T_L]);
-    int64_t owned = p->cu_q[c->B];
-    if (owned < p->Tq) /* the one token of an all-empty batch: nobody writes it */
-        no = nl = 0;
-    double eo = ref_rel_err(o, p->want_o, no), el = ref_rel_err(l, p->want_l, nl);
-    int64_t nan = ref_count_nan(o, no) + ref_count_nan(l, nl);
-    int64_t stray = ref_tensor_stray_writes(&p->t[T_O], p->before[T_O]) +
-                    ref_tensor_stray_writes(&p->t[T_L], p->before[T_L]);
+    tu_attn_out r = tu_attn_measure(&p->t[T_O], &p->t[T_L], p->want_o, p->want_l, p->before[T_O],
+                                    p->before[T_L]);
+    if (p->cu_q[c->B] < p->Tq) /* the one token of an all-empty batch: nobody writes it */
+        r.eo = r.el = 0, r.nan = 0;
     printf("varlen %-7s B%d Hq%-2d Hkv%-2d D%-3d %s %s%s Tq %-6lld Tkv %-6lld: rel err O %.2e "
            "L %.2e\n",
            where, c->B, c->Hq, c->Hkv, c->D, tk_dtype_name(c->dt), c->causal ? "causal" : "full  ",
-           c->head_major ? " hmaj" : "     ", (long long)p->Tq, (long long)p->Tkv, eo, el);
-    ck_assert_msg(nan == 0, "%lld elements of O and L not written (or NaN)", (long long)nan);
-    ck_assert_msg(stray == 0, "%lld writes outside O / L", (long long)stray);
-    ck_assert_msg(eo <= 1e-2, "O rel err %g > 1e-2", eo);
-    ck_assert_msg(el <= 1e-3, "L rel err %g > 1e-3", el);
-    free(o), free(l);
-}
-
-/* A [T, H, D] ref tensor's strides in the call's (batch, head, token, D) order. */
-static void strides4(int64_t *dst, const ref_tensor *t) {
-    dst[0] = 0, dst[1] = t->strides[1], dst[2] = t->strides[0], dst[3] = t->strides[2];
+           c->head_major ? " hmaj" : "     ", (long long)p->Tq, (long long)p->Tkv, r.eo, r.el);
+    tu_attn_expect(&r);
 }
 
 /* The call's parameters on data pointers dev (host ones for the interpreter)
@@ -161,10 +149,10 @@ static tk_attention_params params_of(const problem *p, void *const dev[NT], cons
     a.dtype = c->dt, a.head_dim = c->D, a.causal = c->causal, a.scale = p->scale;
     a.batch = c->B, a.heads_q = c->Hq, a.heads_kv = c->Hkv, a.seq_q = p->Tq, a.seq_kv = p->Tkv;
     a.q = dev[T_Q], a.k = dev[T_K], a.v = dev[T_V], a.o = dev[T_O], a.lse = dev[T_L];
-    strides4(a.q_strides, &p->t[T_Q]);
-    strides4(a.k_strides, &p->t[T_K]);
-    strides4(a.v_strides, &p->t[T_V]);
-    strides4(a.o_strides, &p->t[T_O]);
+    tu_varlen_strides(a.q_strides, &p->t[T_Q]);
+    tu_varlen_strides(a.k_strides, &p->t[T_K]);
+    tu_varlen_strides(a.v_strides, &p->t[T_V]);
+    tu_varlen_strides(a.o_strides, &p->t[T_O]);
     a.lse_strides[1] = p->t[T_L].strides[0], a.lse_strides[2] = p->t[T_L].strides[1];
     a.cu_seqlens_q = cu_q, a.cu_seqlens_kv = cu_kv;
     a.max_seqlen_q = tu_varlen_longest(c->lq, c->B);
@@ -340,25 +328,13 @@ static const vcase gpu_cases[] = {
      1},
 };
 
-static void *upload(const ref_tensor *t) {
-    void *d = th_upload(ctx, t);
-    ck_assert_ptr_nonnull(d);
-    return d;
-}
-
-static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
-
 static void download(problem *p, void *dev[NT]) {
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    for (int i = T_O; i <= T_L; i++)
-        ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes_of(&p->t[i])), TK_OK);
+    for (int i = T_O; i <= T_L; i++) tu_dev_get(ctx, &p->t[i], dev[i]);
 }
 
 static void repoison(problem *p, void *dev[NT]) {
-    for (int i = T_O; i <= T_L; i++) {
-        memcpy(p->t[i].data, p->before[i], bytes_of(&p->t[i]));
-        ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], p->t[i].data, bytes_of(&p->t[i])), TK_OK);
-    }
+    for (int i = T_O; i <= T_L; i++) tu_dev_reset(ctx, &p->t[i], dev[i], p->before[i]);
 }
 
 /* The dense kernel on each sequence's rows in place (B 1, views into the
@@ -423,10 +399,9 @@ static void gpu_run(problem *pp, int kernel) {
     problem p = *pp;
     const vcase *c = &p.c;
     void *dev[NT];
-    for (int i = 0; i < NT; i++) dev[i] = upload(&p.t[i]);
+    for (int i = 0; i < NT; i++) dev[i] = tu_dev_in(ctx, &p.t[i]);
     size_t cub = sizeof(int32_t) * (size_t)(c->B + 1);
-    int32_t *cu_q = tu_varlen_upload(ctx, p.cu_q, cub),
-            *cu_kv = tu_varlen_upload(ctx, p.cu_kv, cub);
+    int32_t *cu_q = tu_dev_copy(ctx, p.cu_q, cub), *cu_kv = tu_dev_copy(ctx, p.cu_kv, cub);
     tk_attention_params a = params_of(&p, dev, cu_q, cu_kv);
     a.kernel = kernel;
     tk_attn_kernel route;
@@ -448,7 +423,7 @@ static void gpu_run(problem *pp, int kernel) {
     }
     tk_gpu_free(ctx, cu_q), tk_gpu_free(ctx, cu_kv);
     for (int i = T_O; i <= T_L; i++) /* the host outputs poisoned again for the next run */
-        memcpy(p.t[i].data, p.before[i], bytes_of(&p.t[i]));
+        memcpy(p.t[i].data, p.before[i], tu_bytes_of(&p.t[i]));
 }
 
 START_TEST(test_varlen_on_gpu) {

@@ -23,6 +23,7 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
 #include "util/ref.h"
@@ -170,10 +171,6 @@ static void problem_check(const problem *p, const char *where) {
                   "rel err dQ %g dK %g dV %g > 1e-2", err[0], err[1], err[2]);
 }
 
-static void strides4(int64_t *dst, const ref_tensor *t) {
-    dst[0] = 0, dst[1] = t->strides[1], dst[2] = t->strides[0], dst[3] = t->strides[2];
-}
-
 /* The call on data pointers dev (host ones for the interpreter). */
 static tk_attention_bwd_params params_of(const problem *p, void *const dev[NT], const int32_t *cu_q,
                                          const int32_t *cu_kv, int kernel, int mode) {
@@ -186,7 +183,7 @@ static tk_attention_bwd_params params_of(const problem *p, void *const dev[NT], 
     int64_t *st[NT] = {a.q_strides,   a.k_strides,  a.v_strides,  a.o_strides, a.dout_strides,
                        a.lse_strides, a.dq_strides, a.dk_strides, a.dv_strides};
     for (int i = 0; i < NT; i++)
-        if (i != T_L) strides4(st[i], &p->t[i]);
+        if (i != T_L) tu_varlen_strides(st[i], &p->t[i]);
     a.lse_strides[1] = p->t[T_L].strides[0], a.lse_strides[2] = p->t[T_L].strides[1];
     a.cu_seqlens_q = cu_q, a.cu_seqlens_kv = cu_kv;
     a.max_seqlen_q = tu_varlen_longest(c->lq, c->B),
@@ -296,30 +293,24 @@ static const vcase gpu_cases[] = {
     {3, {512, 512, 512}, {512, 512, 512}, 8, 8, 128, 1, TK_BF16},
 };
 
-static size_t bytes_of(const ref_tensor *t) { return (size_t)t->elems * tk_dtype_size(t->dt); }
-
 static void run_gpu(problem *p, void *dev[NT], tk_attention_bwd_params *a) {
     for (int i = T_DQ; i < NT; i++) /* poisoned outputs */
-        ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], p->before[i], bytes_of(&p->t[i])), TK_OK);
+        tu_dev_reset(ctx, &p->t[i], dev[i], p->before[i]);
     size_t bytes = 0;
     ck_assert_int_eq(tk_attention_backward_workspace(ctx, a, &bytes), TK_OK);
-    void *ws = NULL;
-    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, &ws), TK_OK);
-    ck_assert_int_eq(tk_gpu_memset(ctx, ws, 0xff, bytes), TK_OK);
+    void *ws = tu_dev_bytes(ctx, bytes);
     a->workspace = ws, a->workspace_bytes = bytes;
     tk_status s = tk_attention_backward(ctx, a, NULL);
     ck_assert_msg(s == TK_OK, "tk_attention_backward: %s", tk_ctx_error(ctx));
     ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
-    for (int i = T_DQ; i < NT; i++)
-        ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes_of(&p->t[i])), TK_OK);
+    for (int i = T_DQ; i < NT; i++) tu_dev_get(ctx, &p->t[i], dev[i]);
     tk_gpu_free(ctx, ws);
 }
 
 /* The dense backward on each sequence with queries and keys, in place. */
 static void run_dense_per_sequence(problem *p, void *dev[NT], int kernel) {
     const vcase *c = &p->c;
-    for (int i = T_DQ; i < NT; i++)
-        ck_assert_int_eq(tk_gpu_upload(ctx, dev[i], p->before[i], bytes_of(&p->t[i])), TK_OK);
+    for (int i = T_DQ; i < NT; i++) tu_dev_reset(ctx, &p->t[i], dev[i], p->before[i]);
     for (int b = 0; b < c->B; b++) {
         if (!c->lq[b] || !c->lkv[b]) continue;
         tk_attention_bwd_params a = params_of(p, dev, NULL, NULL, kernel, 0);
@@ -353,8 +344,7 @@ static void run_dense_per_sequence(problem *p, void *dev[NT], int kernel) {
         ck_assert_int_eq(tk_gpu_sync(ctx), TK_OK);
         tk_gpu_free(ctx, ws);
     }
-    for (int i = T_DQ; i < NT; i++)
-        ck_assert_int_eq(tk_gpu_download(ctx, p->t[i].data, dev[i], bytes_of(&p->t[i])), TK_OK);
+    for (int i = T_DQ; i < NT; i++) tu_dev_get(ctx, &p->t[i], dev[i]);
 }
 
 /* Gradient tensor i of the varlen run (`first`) equals the per-sequence
@@ -392,13 +382,9 @@ static void gpu_run(problem *pp, int kernel) {
     problem p = *pp;
     const vcase *c = &p.c;
     void *dev[NT];
-    for (int i = 0; i < NT; i++) {
-        dev[i] = th_upload(ctx, &p.t[i]);
-        ck_assert_ptr_nonnull(dev[i]);
-    }
+    for (int i = 0; i < NT; i++) dev[i] = tu_dev_in(ctx, &p.t[i]);
     size_t cub = sizeof(int32_t) * (size_t)(c->B + 1);
-    int32_t *cu_q = tu_varlen_upload(ctx, p.cu_q, cub),
-            *cu_kv = tu_varlen_upload(ctx, p.cu_kv, cub);
+    int32_t *cu_q = tu_dev_copy(ctx, p.cu_q, cub), *cu_kv = tu_dev_copy(ctx, p.cu_kv, cub);
     void *first[3]; /* the deterministic mode's gradients */
     for (int mode = 0; mode < 2; mode++) {
         tk_attention_bwd_params a = params_of(&p, dev, cu_q, cu_kv, kernel, mode);

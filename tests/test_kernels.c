@@ -14,6 +14,7 @@
 
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/attn_check.h"
 #include "util/fixture.h"
 #include "util/ref.h"
 #include "util/run.h"
@@ -463,34 +464,26 @@ static void check_attention(const attn_case *a) {
     ck_assert_msg(s == TK_OK, "attention run: %s: %s", tk_status_name(s), tk_ctx_error(ctx));
 
     double *q = ref_tensor_to_f64(&Q), *kk = ref_tensor_to_f64(&K), *v = ref_tensor_to_f64(&V);
-    double *o = ref_tensor_to_f64(&O), *l = ref_tensor_to_f64(&L);
     int64_t no = ref_tensor_count(&O), nl = ref_tensor_count(&L);
     double *o_ref = malloc(sizeof(double) * (size_t)no),
            *l_ref = malloc(sizeof(double) * (size_t)nl);
     ck_assert(o_ref && l_ref);
     ref_attention(q, kk, v, o_ref, l_ref, a->B, a->Hq, a->Hkv, a->Nq, a->Nkv, a->D, scale,
                   a->causal);
-    double eo = ref_rel_err(o, o_ref, no), el = ref_rel_err(l, l_ref, nl);
-    int64_t nan_o = ref_count_nan(o, no), nan_l = ref_count_nan(l, nl);
-    int64_t stray = ref_tensor_stray_writes(&O, o_before) + ref_tensor_stray_writes(&L, l_before);
+    tu_attn_out r = tu_attn_measure(&O, &L, o_ref, l_ref, o_before, l_before);
     printf("attn B%lld Hq%lld Hkv%lld Nq%3lld Nkv%3lld D%3d %s %s %s%s: rel err O %.2e L %.2e\n",
            (long long)a->B, (long long)a->Hq, (long long)a->Hkv, (long long)a->Nq,
            (long long)a->Nkv, a->D,
            a->wgmma                  ? "wgmma"
            : tk_kernel_warps(k) == 8 ? "w8"
                                      : "w4",
-           tk_dtype_name(a->dt), a->causal ? "causal" : "full  ", a->bnhd ? " bnhd" : "", eo, el);
-    ck_assert_msg(nan_o == 0 && nan_l == 0, "%lld O and %lld L elements not written (or NaN)",
-                  (long long)nan_o, (long long)nan_l);
-    ck_assert_msg(stray == 0, "%lld writes outside O / L", (long long)stray);
-    ck_assert_msg(eo <= 1e-2, "O rel err %g > 1e-2", eo);
-    ck_assert_msg(el <= 1e-3, "L rel err %g > 1e-3", el);
+           tk_dtype_name(a->dt), a->causal ? "causal" : "full  ", a->bnhd ? " bnhd" : "", r.eo,
+           r.el);
+    tu_attn_expect(&r);
 
     free(q);
     free(kk);
     free(v);
-    free(o);
-    free(l);
     free(o_ref);
     free(l_ref);
     free(o_before);
