@@ -357,19 +357,14 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("hedgehog_dphi");
-    TCase *t = tcase_create("checks");
+    TCase *t = tu_tcase(s, "checks", 0);
     tcase_add_test(t, bad_configs);
     tcase_add_test(t, resolve_and_smem);
-    suite_add_tcase(s, t);
-    t = tcase_create("interp");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "interp", 600);
     tcase_add_loop_test(t, dphi_interp_against_f64, 0, NCASES);
     tcase_add_loop_test(t, dphi_interp_shuffled, 0, 2);
-    suite_add_tcase(s, t);
-    t = tcase_create("reversed");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "reversed", 600);
     tcase_add_loop_test(t, dphi_interp_reversed, 0, NREV);
-    suite_add_tcase(s, t);
     return s;
 }
 

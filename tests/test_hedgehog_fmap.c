@@ -369,19 +369,14 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("hedgehog_fmap");
-    TCase *t = tcase_create("checks");
+    TCase *t = tu_tcase(s, "checks", 0);
     tcase_add_test(t, bad_configs);
     tcase_add_test(t, resolve_and_smem);
-    suite_add_tcase(s, t);
-    t = tcase_create("interp");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "interp", 600);
     tcase_add_loop_test(t, fmap_interp_against_f64, 0, NFWD);
     tcase_add_loop_test(t, reduce_interp, 0, NRCASES);
-    suite_add_tcase(s, t);
-    t = tcase_create("reversed");
-    tcase_set_timeout(t, 600);
+    t = tu_tcase(s, "reversed", 600);
     tcase_add_loop_test(t, fmap_interp_against_f64, NFWD, NCASES);
-    suite_add_tcase(s, t);
     return s;
 }
 
