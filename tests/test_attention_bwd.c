@@ -19,6 +19,7 @@
 
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/attn_check.h"
 #include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
@@ -123,19 +124,7 @@ static double d_err(const double *got, const double *want, const double *mag, in
 static void problem_check(const problem *p, const char *where) {
     const bcase *c = &p->c;
     double err[3];
-    for (int i = 0; i < 3; i++) {
-        const ref_tensor *t = &p->t[T_DQ + i];
-        double *got = ref_tensor_to_f64(t);
-        int64_t n = ref_tensor_count(t), nan = ref_count_nan(got, n);
-        err[i] = ref_rel_err(got, p->want[i], n);
-        ck_assert_msg(nan == 0, "%s: %lld of %lld %s elements not written (or NaN)", where,
-                      (long long)nan, (long long)n,
-                      i == 0   ? "dQ"
-                      : i == 1 ? "dK"
-                               : "dV");
-        ck_assert_msg(ref_tensor_stray_writes(t, p->before[T_DQ + i]) == 0, "writes outside");
-        free(got);
-    }
+    tu_attn_grads(&p->t[T_DQ], p->want, &p->before[T_DQ], where, err);
     double *d = ref_tensor_to_f64(&p->t[T_DW]);
     double ed = d_err(d, p->want_d, p->mag_d, ref_tensor_count(&p->t[T_DW]));
     free(d);

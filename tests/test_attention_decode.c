@@ -58,14 +58,7 @@ static void problem_init(problem *p, const dcase *c) {
     p->t[T_V] = ref_tensor_new_layout(c->dt, 4, dk, perm, 0);
     p->t[T_O] = ref_tensor_new_layout(c->dt, 4, dq, perm, c->bnhd ? 0 : 8);
     p->t[T_L] = ref_tensor_new_layout(TK_F32, 3, dl, NULL, 2);
-    ref_tensor_random(&p->t[T_Q], -2, 2);
-    ref_tensor_random(&p->t[T_K], -2, 2);
-    ref_tensor_random(&p->t[T_V], -1, 1);
-    for (int i = T_O; i <= T_L; i++) {
-        ref_tensor_fill_all(&p->t[i], NAN);
-        p->before[i] = ref_tensor_snapshot(&p->t[i]);
-    }
-    p->scale = (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)c->D));
+    p->scale = tu_attn_fill(p->t, p->before, c->D);
     double *q = ref_tensor_to_f64(&p->t[T_Q]), *k = ref_tensor_to_f64(&p->t[T_K]);
     double *v = ref_tensor_to_f64(&p->t[T_V]);
     p->want_o = malloc(sizeof(double) * (size_t)ref_tensor_count(&p->t[T_O]));
@@ -146,22 +139,14 @@ static void interp_case(const dcase *c, int want_kw) {
     void *host[NT];
     for (int i = 0; i < NT; i++) host[i] = p.t[i].data;
     tk_attention_params a = params_of(&p, host);
-    tk_attn_decode_plan pl;
+    tk_attn_decode_plan pl, fit;
     int sm = c->sm ? c->sm : 132;
-    ck_assert_int_eq(tk_attn_decode_plan_kw(ctx, "test", &a, sm, false, want_kw, &pl), TK_OK);
-    float *ws = NULL;
-    if (pl.bytes) {
-        ws = malloc(pl.bytes);
-        ck_assert_ptr_nonnull(ws);
-        for (size_t i = 0; i < pl.bytes / sizeof(float); i++) ws[i] = NAN;
-    }
-    a.workspace = ws, a.workspace_bytes = pl.bytes;
-    tk_attn_decode_plan fit;
+    tu_decode_plan_ws(ctx, &a, sm, want_kw, &pl);
     ck_assert_int_eq(tk_attn_decode_plan_kw(ctx, "test", &a, sm, true, want_kw, &fit), TK_OK);
     ck_assert_int_eq(fit.splits, pl.splits); /* the workspace holds what it asked for */
     tu_decode_on_interp(ctx, &a, &pl);
     problem_check(&p, "interp", &pl);
-    free(ws);
+    free(a.workspace);
     problem_free(&p);
 }
 

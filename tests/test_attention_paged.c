@@ -261,17 +261,10 @@ static void interp_case(const pcase *c, int want_kw) {
     for (int i = 0; i < NT; i++) host[i] = p.t[i].data;
     tk_attention_params a = params_of(&p, host);
     tk_attn_decode_plan pl;
-    ck_assert_int_eq(tk_attn_decode_plan_kw(ctx, "test", &a, 132, false, want_kw, &pl), TK_OK);
-    float *ws = NULL;
-    if (pl.bytes) {
-        ws = malloc(pl.bytes);
-        ck_assert_ptr_nonnull(ws);
-        for (size_t i = 0; i < pl.bytes / sizeof(float); i++) ws[i] = NAN;
-    }
-    a.workspace = ws, a.workspace_bytes = pl.bytes;
+    tu_decode_plan_ws(ctx, &a, 132, want_kw, &pl);
     tu_decode_on_interp(ctx, &a, &pl);
     problem_check(&p, "interp", &pl);
-    free(ws);
+    free(a.workspace);
     problem_free(&p);
 }
 

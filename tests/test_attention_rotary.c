@@ -116,14 +116,9 @@ static void problem_init(problem *p, const rcase *c) {
     p->t[T_O] = qkv(c, c->Hq, c->Nq, 8);
     int64_t dl[3] = {c->B, c->Hq, c->Nq};
     p->t[T_L] = ref_tensor_new_layout(TK_F32, 3, dl, NULL, 3);
-    ref_tensor_random(&p->t[T_Q], -2, 2);
-    ref_tensor_random(&p->t[T_K], -2, 2);
-    ref_tensor_random(&p->t[T_V], -1, 1);
-    for (int i = 0; i < NT; i++) {
-        if (i >= T_O) ref_tensor_fill_all(&p->t[i], NAN);
+    p->scale = tu_attn_fill(p->t, p->before, c->D);
+    for (int i = T_Q; i <= T_V; i++) /* the inputs too: they must stay as they were */
         p->before[i] = ref_tensor_snapshot(&p->t[i]);
-    }
-    p->scale = (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)c->D));
     p->base = ref_randint(0, 1) ? 0.0f : 500.0f; /* 0: tk_rotary's 10000 */
     if (c->tables) make_tables(p);
     reference(p);

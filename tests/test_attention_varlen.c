@@ -98,14 +98,7 @@ static void problem_init(problem *p, const vcase *c) {
     p->t[T_O] = tokens(c, p->Tq, c->Hq, true);
     int64_t dl[2] = {c->Hq, p->Tq};
     p->t[T_L] = ref_tensor_new_layout(TK_F32, 2, dl, NULL, 3);
-    ref_tensor_random(&p->t[T_Q], -2, 2);
-    ref_tensor_random(&p->t[T_K], -2, 2);
-    ref_tensor_random(&p->t[T_V], -1, 1);
-    for (int i = T_O; i <= T_L; i++) {
-        ref_tensor_fill_all(&p->t[i], NAN);
-        p->before[i] = ref_tensor_snapshot(&p->t[i]);
-    }
-    p->scale = (float)((0.75 + 0.25 * ref_uniform()) / sqrt((double)c->D));
+    p->scale = tu_attn_fill(p->t, p->before, c->D);
     double *q = ref_tensor_to_f64(&p->t[T_Q]), *k = ref_tensor_to_f64(&p->t[T_K]);
     double *v = ref_tensor_to_f64(&p->t[T_V]);
     p->want_o = malloc(sizeof(double) * (size_t)ref_tensor_count(&p->t[T_O]));

@@ -23,6 +23,7 @@
 #include "tk/tk_jit.h"
 #include "tk/tk_kernels.h"
 #include "tk/tk_run.h"
+#include "util/attn_check.h"
 #include "util/devbuf.h"
 #include "util/fixture.h"
 #include "util/harness.h"
@@ -153,16 +154,7 @@ static void problem_free(problem *p) {
 static void problem_check(const problem *p, const char *where) {
     const vcase *c = &p->c;
     double err[3];
-    for (int i = 0; i < 3; i++) {
-        const ref_tensor *t = &p->t[T_DQ + i];
-        double *got = ref_tensor_to_f64(t);
-        int64_t n = ref_tensor_count(t), nan = ref_count_nan(got, n);
-        err[i] = ref_rel_err(got, p->want[i], n);
-        ck_assert_msg(nan == 0, "%s: %lld of %lld d%c elements not written (or NaN)", where,
-                      (long long)nan, (long long)n, "QKV"[i]);
-        ck_assert_msg(ref_tensor_stray_writes(t, p->before[T_DQ + i]) == 0, "writes outside");
-        free(got);
-    }
+    tu_attn_grads(&p->t[T_DQ], p->want, &p->before[T_DQ], where, err);
     printf("varlen bwd %-16s B%d Hq%d Hkv%d D%3d %s %s Tq %-5lld Tkv %-5lld: dQ %.2e dK %.2e "
            "dV %.2e\n",
            where, c->B, c->Hq, c->Hkv, c->D, tk_dtype_name(c->dt), c->causal ? "causal" : "full  ",
