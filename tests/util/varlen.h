@@ -1,6 +1,7 @@
 /* Packed variable-length batches in the tests (test_attention_varlen*.c):
  * moving one sequence's rows between a packed [T, H, D] float64 array and
- * the [1, H, n, D] one the float64 references take. */
+ * the [1, H, n, D] one the float64 references take; a packed tensor's
+ * strides in a call's order. */
 #ifndef TK_TEST_VARLEN_H
 #define TK_TEST_VARLEN_H
 
