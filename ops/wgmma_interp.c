@@ -39,7 +39,8 @@ static tk_status issue(tk_interp *I, const tk_op *op, int inst) {
               th = tk_interp_inst_thread(I, TK_WARPGROUP, inst);
     /* A(m, k) = A[m * am + k * ak] */
     size_t am = (size_t)K, ak = 1, an = (size_t)M * (size_t)K;
-    const float *A, *aread, *B, *acc = tk_interp_tile(I, op->opnds[0], inst);
+    /* NULL: GCC -O2 cannot see that smem_of sets them whenever it returns TK_OK */
+    const float *A = NULL, *aread = NULL, *B = NULL, *acc = tk_interp_tile(I, op->opnds[0], inst);
     tk_status s = smem_of(I, op, op->opnds[2], th, &B);
     if (s) return s;
     if (at->kind == TK_KIND_TILE) {
