@@ -126,7 +126,7 @@ static int all(aot *a) {
     return 0;
 }
 
-/* attention_bwd's fields after the dtype (f[2] on): D, causal|full,
+/* attention_bwd's n (5..8) fields after its name: dtype, D, causal|full,
  * det|fast, then wgmma and varlen in any order. */
 static int bwd_spec(aot *a, char **f, int n) {
     tk_dtype dt;
@@ -139,7 +139,7 @@ static int bwd_spec(aot *a, char **f, int n) {
         else
             return -1;
     }
-    if (n < 5 || dtype_of(f[1], &dt) || (strcmp(f[2], "64") && strcmp(f[2], "128")) ||
+    if (dtype_of(f[1], &dt) || (strcmp(f[2], "64") && strcmp(f[2], "128")) ||
         (strcmp(f[3], "causal") && strcmp(f[3], "full")) ||
         (strcmp(f[4], "det") && strcmp(f[4], "fast")))
         return -1;
@@ -167,7 +167,7 @@ static int spec(aot *a, const char *s) {
         (!strcmp(f[2], "64") || !strcmp(f[2], "128") || !strcmp(f[2], "256")) &&
         (!strcmp(f[3], "causal") || !strcmp(f[3], "full")))
         return attention(a, in, atoi(f[2]), !strcmp(f[3], "causal"), n == 5);
-    if (n <= 8 && !strcmp(f[0], "attention_bwd") && !bwd_spec(a, f, n)) return 0;
+    if (n >= 5 && n <= 8 && !strcmp(f[0], "attention_bwd") && !bwd_spec(a, f, n)) return 0;
     fprintf(stderr, "tk-aot: cannot read \"%s\" (see the usage)\n", s);
     return -1;
 }
