@@ -1,10 +1,13 @@
 """Issue 12's GEMM table: the wgmma kernel (sm_90a) beside the best mma.sync kernel
-(MMA_SYNC) and torch.matmul (cuBLAS), same run, same GPU, bf16 in and out.
+(MMA_SYNC), the library's own choice for the call (tk_gemm with no config and a workspace,
+so that it may split K: what a user calling tk_gemm gets) and torch.matmul (cuBLAS), same
+run, same GPU, bf16 in and out.
 Each shape is checked against torch first (rel err of the bf16 output; NaN-poisoned
 C), so nothing wrong gets timed. Timing: triton do_bench (median after warm-up; it
 clears the L2 before every call), ours and cuBLAS alternating over ROUNDS rounds
 under the GPU's power limit; the SM clock is sampled by nvidia-smi while it runs.
 Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick|sweep]
+(GEMM_SHAPES=M:N:K,... replaces the table's shapes.)
 sweep: the wgmma block shapes (SWEEP_CONFIGS) side by side with cuBLAS over SWEEP_SHAPES,
 A·B, the data tk_gemm_config_for's sm_90a choice stands on. GEMM_SWEEP_SHAPES=M:N:K,...
 replaces the shapes; GEMM_SWEEP_TB=1 multiplies by Bᵀ (B stored [N, K], a linear layer's
@@ -84,13 +87,15 @@ def main():
     if "sweep" in sys.argv:
         torch.manual_seed(0)
         return sweep(tk)
-    shapes = SHAPES[2:3] if "quick" in sys.argv else SHAPES
+    env = os.environ.get("GEMM_SHAPES")  # M:N:K,... replaces the table's shapes
+    shapes = [tuple(int(x) for x in e.split(":")) for e in env.split(",")] if env else \
+        SHAPES[2:3] if "quick" in sys.argv else SHAPES
     torch.manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
     smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
                             "--format=csv,noheader", "-lms", "200"],
                            stdout=subprocess.PIPE, text=True)
-    rows = []
+    rows, picks = [], {}
     for m, n, k in shapes:
         for tb in (False, True):
             a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -99,9 +104,16 @@ def main():
             bb = b.t() if tb else b
             ref = (a @ bb).float()
             fns, errs = {}, {}
-            for name, shape in (("wgmma", WGMMA), ("mma.sync", MMA_SYNC)):
+            for name, shape in (("wgmma", WGMMA), ("mma.sync", MMA_SYNC), ("library", None)):
                 c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                p = tk.gemm_params(a, b, c, tb, shape)
+                if shape is None:  # the library's pick, free to split K into a workspace
+                    p = tk.gemm_epilogue_params(a, b, c, transpose_b=tb)
+                    ws = torch.empty(max(tk.gemm_workspace(p), 16) // 4, device="cuda")
+                    p = tk.gemm_epilogue_params(a, b, c, transpose_b=tb, workspace=ws)
+                    p.keep = ws  # p holds only its address
+                    picks[(m, n, k, tb)] = tk.gemm_choice(p)
+                else:
+                    p = tk.gemm_params(a, b, c, tb, shape)
                 tk.gemm_prepare(p)
                 tk.gemm(p, stream)
                 torch.cuda.synchronize()
@@ -115,15 +127,18 @@ def main():
                                   for x, f in fns.items()})
             med = {x: median([r[x] for r in per_round]) for x in fns}
             ratio = median([r["wgmma"] / r["cuBLAS"] for r in per_round])
-            rows.append((m, n, k, "A·Bᵀ" if tb else "A·B", med, ratio, errs))
+            lib = median([r["library"] / r["cuBLAS"] for r in per_round])
+            rows.append((m, n, k, "A·Bᵀ" if tb else "A·B", med, ratio, lib, errs,
+                         picks[(m, n, k, tb)]))
     smi.terminate()
     clocks = [line.split(",")[0].strip() for line in smi.stdout.read().splitlines() if line]
-    print("| M | N | K | op | wgmma | mma.sync | cuBLAS | wgmma / cuBLAS | rel err wgmma | "
-          "rel err mma.sync |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for m, n, k, op, med, r, e in rows:
+    print("| M | N | K | op | wgmma | mma.sync | library | cuBLAS | wgmma / cuBLAS | "
+          "library / cuBLAS | library's pick | rel err wgmma / mma.sync / library |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for m, n, k, op, med, r, lib, e, pick in rows:
         print(f"| {m} | {n} | {k} | {op} | {med['wgmma']:.0f} | {med['mma.sync']:.0f} | "
-              f"{med['cuBLAS']:.0f} | {r:.2f} | {e['wgmma']:.1e} | {e['mma.sync']:.1e} |")
+              f"{med['library']:.0f} | {med['cuBLAS']:.0f} | {r:.2f} | {lib:.2f} | {pick} | "
+              f"{e['wgmma']:.1e} / {e['mma.sync']:.1e} / {e['library']:.1e} |")
     print(f"SM clock while timing (nvidia-smi, {len(clocks)} samples): "
           f"median {median(clocks) if clocks else '?'}")
 
