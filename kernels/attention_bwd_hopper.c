@@ -232,6 +232,35 @@ static void add_dq(bwd *w, const bwd_io *io, const stream *s, tk_value *sq, tk_v
     tk_if_end(k, 0, NULL, NULL);
 }
 
+/* A trip's L₂ (past Nq: +inf, so P = 0) and D, per query column. */
+typedef struct vecs {
+    tk_value *l2, *d;
+} vecs;
+
+/* Those of query head h's tile at q0. */
+static vecs vecs_at(bwd *w, const bwd_io *io, tk_value *h, tk_value *q0) {
+    tk_type vcol = tk_vec_type(TK_F32, w->tile, TK_PER_COL, TK_WARPGROUP, TK_ROW);
+    tk_value *il[3] = {w->b, h, q0};
+    return (vecs){tk_attn_bwd_l2(w, io->L, vcol, il, INFINITY),
+                  tk_load(w->k, vcol, io->Dw, il, 0.0f)};
+}
+
+/* Trip t's. Loaded in the trip that uses them, every trip waits out their
+ * latency between the two multiplies' issue and the exponentials (H100,
+ * GPT-2's B16 H12 N1024 D64 causal: 401 µs for this kernel against 157 for
+ * the dQ kernel's 3/4 of its products, ncu, session 27), so at D 64 each
+ * trip loads the next one's: +9% (full) and +11% (causal) for the backward
+ * at B16 H12 N1024 on the H100 (session 31). At D 128 the carried vectors
+ * cost registers (4-212 bytes of spill) and measured 0% (full) and -4%
+ * (causal): there the trip loads its own. The last trip's t + 1 is never
+ * used: another head's tile, or one past Hq (masked), or trip 0's again
+ * when rotated. */
+static vecs load_vecs(bwd *w, const bwd_io *io, const stream *s, tk_value *t) {
+    tk_value *h, *q0;
+    qg_pair(s, t, &h, &q0);
+    return vecs_at(w, io, h, q0);
+}
+
 /* The dK/dV kernel, or (fused) the non-deterministic mode's one kernel,
  * which also adds each trip's share of dQ = dS·K into dQacc: dSᵀ goes to
  * shared memory, and after a barrier warpgroup g computes
@@ -299,10 +328,21 @@ static void dkdv(bwd *w, bool fused) {
     copy_rows(w, sV, io.V, hk, k0);
     stream_start(&qg);
 
-    tk_type vcol = tk_vec_type(TK_F32, BQ, TK_PER_COL, TK_WARPGROUP, TK_ROW);
-    tk_value *init[2] = {tk_zeros(k, acc_type(D)), tk_zeros(k, acc_type(D))}; /* dV, dK */
-    tk_value *cur[2], *next[2], *fin[2];
-    tk_value *t = tk_for_begin(k, i32c(k, 0), qg.n, i32c(k, 1), 2, init, cur);
+    /* dV, dK, and (ahead) trip 0's L₂ and D, which blocks without trips
+     * (n = per = 0) load too: they divide by at least 1 (inside the loop
+     * both are) */
+    const bool ahead = D == 64;
+    const int NC = ahead ? 4 : 2;
+    tk_value *init[4] = {tk_zeros(k, acc_type(D)), tk_zeros(k, acc_type(D))};
+    vecs lv;
+    if (ahead) {
+        stream s0 = qg;
+        s0.n = tk_max(k, qg.n, i32c(k, 1)), s0.per = tk_max(k, qg.per, i32c(k, 1));
+        lv = load_vecs(w, &io, &s0, i32c(k, 0));
+        init[2] = lv.l2, init[3] = lv.d;
+    }
+    tk_value *cur[4], *next[4], *fin[4];
+    tk_value *t = tk_for_begin(k, i32c(k, 0), qg.n, i32c(k, 1), NC, init, cur);
     {
         tk_value *st = stream_wait(k, t), *h, *q0;
         qg_pair(&qg, t, &h, &q0);
@@ -315,9 +355,8 @@ static void dkdv(bwd *w, bool fused) {
          * freed */
         tk_value *dvp = tk_wgmma_wait(k, cur[0], 2), *dkp = tk_wgmma_wait(k, cur[1], 2);
         stream_refill(&qg, t);
-        tk_value *il[3] = {w->b, h, q0};
-        tk_value *l2 = tk_attn_bwd_l2(w, io.L, vcol, il, INFINITY); /* P = 0 past Nq */
-        tk_value *dv = tk_load(k, vcol, io.Dw, il, 0.0f);
+        if (!ahead) lv = vecs_at(w, &io, h, q0);
+        tk_value *l2 = ahead ? cur[2] : lv.l2, *dv = ahead ? cur[3] : lv.d;
         s = tk_wgmma_wait(k, s, 1);
         if (w->causal) s = causal_t(w, s, kw, q0, diag);
         if (fused) s = tk_attn_bwd_ragged_keys(w, s, kw, 64, Nkv);
@@ -343,8 +382,12 @@ static void dkdv(bwd *w, bool fused) {
             tk_value *at[2] = {d0, qoff};
             tk_store(k, sQ, at, tk_wgmma_wait(k, dq, 1));
         }
+        if (ahead) {
+            lv = load_vecs(w, &io, &qg, tk_add(k, t, i32c(k, 1)));
+            next[2] = lv.l2, next[3] = lv.d;
+        }
     }
-    tk_for_end(k, 2, next, fin);
+    tk_for_end(k, NC, next, fin);
     fin[0] = tk_wgmma_wait(k, fin[0], 1);
     fin[1] = tk_wgmma_wait(k, fin[1], 0);
     if (fused) { /* the last trip's dQ share */

@@ -84,7 +84,7 @@ static tk_value *epilogue(gemm *g, tk_value *x, int rows, int cols, tk_owner own
     tk_type tile = tk_tile_type(dt, rows, cols, owner, TK_ROW);
     tk_value *ic[2] = {r0, c0};
     if (c->accumulate) x = tk_add(k, x, as_f32(k, tk_load(k, tile, g->C, ic, 0.0f), dt));
-    if (c->bias) {
+    if (c->bias && !g->bias_in_acc) {
         tk_value *ib[1] = {c0};
         tk_type vec = tk_vec_type(dt, cols, TK_PER_COL, owner, TK_ROW);
         x = tk_add(k, x, as_f32(k, tk_load(k, vec, g->bias, ib, 0.0f), dt));
@@ -97,6 +97,22 @@ static tk_value *epilogue(gemm *g, tk_value *x, int rows, int cols, tk_owner own
         x = tk_mul(k, x, gelu_grad(k, as_f32(k, xin, dt)));
     }
     return as_out(k, x, dt);
+}
+
+/* The bias loaded before the k-loop instead of in the epilogue: its
+ * per-element loads then wait once a tile, not between the epilogue's
+ * slices (H100, GPT-2's qkv 16384x2304x768: 126 µs with the bias added in
+ * the epilogue against 108 without a bias, bench/RESULTS.md session 26).
+ * The same f32 sum in another order: the bias first, so the bits differ
+ * from the mma.sync kernel's and split-K's, which add it last. */
+tk_value *tk_gemm_acc_start(gemm *g, int rows, int cols, tk_owner owner) {
+    tk_kernel *k = g->k;
+    tk_value *z = tk_zeros(k, tk_tile_type(TK_F32, rows, cols, owner, TK_ROW));
+    if (!g->bias_in_acc) return z;
+    tk_dtype dt = g->c->out_dtype;
+    tk_value *ib[1] = {g->n0};
+    tk_type vec = tk_vec_type(dt, cols, TK_PER_COL, owner, TK_ROW);
+    return tk_add(k, z, as_f32(k, tk_load(k, vec, g->bias, ib, 0.0f), dt));
 }
 
 /* Columns of DGELU's Aux loaded at once (a multiple of the slice width w

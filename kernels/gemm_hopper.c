@@ -134,9 +134,8 @@ static tk_value *kloop(gemm *g, const sched *sc, tk_value *row, tk_value **st, a
     tk_kernel *k = g->k;
     const tk_gemm_config *c = g->c;
     const int S = c->stages;
-    tk_type acc_t = tk_tile_type(TK_F32, 64, c->block_n, TK_WARPGROUP, TK_ROW);
-    tk_value *init[2 + NAT] = {tk_zeros(k, acc_t), *st}, *cur[2 + NAT], *next[2 + NAT],
-                       *fin[2 + NAT];
+    tk_value *init[2 + NAT] = {tk_gemm_acc_start(g, 64, c->block_n, TK_WARPGROUP), *st},
+                       *cur[2 + NAT], *next[2 + NAT], *fin[2 + NAT];
     at_pack(*a, init + 2);
     tk_for_begin(k, i32c(k, 0), sc->nk, i32c(k, 1), 2 + nat(g), init, cur);
     {
@@ -241,6 +240,7 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     const tk_gemm_config *c = g->c;
     const int S = c->stages;
     tk_value *blocks = tk_param_scalar(k, "blocks", TK_I32);
+    g->bias_in_acc = c->bias; /* split's kernel 1 has none: its reduce adds it */
     tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
     tk_value *tiles = tk_mul(k, gx, gy), *ctiles = NULL;
     if (g->splits) { /* S items per tile */

@@ -28,6 +28,7 @@ typedef struct gemm {
     tk_value *splits; /* S, read from P (i32)                               */
     tk_value *z;      /* the range of K this tile's partial covers (i32)    */
     tk_value *kbase;  /* its first k-tile (mma.sync; the wgmma stream carries its own) */
+    bool bias_in_acc; /* the k-loop starts from the bias (tk_gemm_acc_start): none added after */
 } gemm;
 
 /* Copies k-tile kt of the tile at (m0, n0): A's and B's, into ring stage st. */
@@ -96,6 +97,9 @@ tk_mma_kind tk_gemm_mma_kind(const tk_gemm_config *c);
 bool tk_gemm_has_epilogue(const tk_gemm_config *c);
 /* Declares bias and Aux (as c asks) after C. */
 void tk_gemm_epilogue_params(gemm *g);
+/* The f32 rows x cols accumulator a tile's k-loop starts from: zeros, or
+ * where g->bias_in_acc the bias at columns g->n0.. broadcast over the rows. */
+tk_value *tk_gemm_acc_start(gemm *g, int rows, int cols, tk_owner owner);
 /* The f32 tile acc (rows x cols of C from (r0, c0), owned by `owner`)
  * through the epilogue into dst at didx (C itself, or a shared tile that
  * goes to C at (r0, c0)), h x w at a time: a slice's temporaries (C's old

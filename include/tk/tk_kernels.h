@@ -66,7 +66,8 @@ typedef struct tk_gemm_config {
      * dh = (dy·Wᵀ)·gelu'(h) (DGELU), dW += xᵀ·dy (transpose_a, accumulate). */
     int transpose_a; /* 0: A is [M, K]; 1: A is [K, M] (C = Aᵀ·B), read as
                         stored (ldmatrix.trans; wgmma's transposed A)         */
-    int bias;        /* 1: + bias[N] (out_dtype), broadcast over the rows     */
+    int bias;        /* 1: + bias[N] (out_dtype), broadcast over the rows
+                        (wgmma: the accumulator starts from it)              */
     int act;         /* tk_gemm_act: none, GELU (tanh form) or its derivative */
     int aux;         /* 1: a parameter Aux [M, N] (out_dtype): GELU writes its
                         input x there (the backward's pre-activation); DGELU
