@@ -79,9 +79,14 @@ tk_status tk_cubin_via_ptxas(struct tk_jit *j, const char *ir_text, const char *
     tk_disk_get(&j->cache, &id, cubin, n, NULL);
     *from = *cubin ? TK_FROM_DISK : TK_FROM_COMPILE;
     tk_cache_note(&j->cache, *cubin ? TK_STAT_DISK_HIT : TK_STAT_MISS, 1);
-    if (*cubin) return TK_OK;
-    s = tk_ptxas_build(j, px, arch, make_ptx, user, cubin, n, dg);
-    if (s == TK_OK && (s = tk_disk_put(&j->cache, &id, *cubin, *n, dg)) != TK_OK) {
+    if (!*cubin) {
+        s = tk_ptxas_build(j, px, arch, make_ptx, user, cubin, n, dg);
+        if (s == TK_OK) s = tk_disk_put(&j->cache, &id, *cubin, *n, dg);
+    }
+    /* the directory is a kernel pack of this ptxas's entries (jit/pack.c);
+     * a read-only one without a manifest still serves its hits */
+    if (s == TK_OK) s = tk_pack_mark(&j->cache, comp, dg);
+    if (s != TK_OK) {
         free(*cubin);
         *cubin = NULL;
     }
@@ -101,17 +106,39 @@ static bool tk_load_from_disk(struct tk_jit *j, tk_cuda *cu, const tk_cache_id *
     return s == TK_OK;
 }
 
-/* A disk hit under the driver key, then under the local ptxas key. */
+/* A hit in a kernel pack, under its compiler's key. A cubin the driver
+ * refuses (made by a ptxas newer than the driver) is a miss there, left in
+ * place: the directory is not ours. */
+static bool tk_load_from_pack(struct tk_jit *j, tk_cuda *cu, const char *text, tk_program *p) {
+    tk_pack_defaults(&j->cache, NULL);
+    for (int i = 0, n = tk_pack_count(&j->cache); i < n; i++) {
+        tk_cache_id id;
+        void *cubin;
+        size_t sz;
+        tk_pack_get(&j->cache, i, text, cu->arch, &id, &cubin, &sz, NULL);
+        if (!cubin) continue;
+        tk_status s = tk_program_load(p, cu, cubin, NULL);
+        free(cubin);
+        if (s == TK_OK) return true;
+        tk_cache_note(&j->cache, TK_STAT_REJECTED, 1);
+    }
+    return false;
+}
+
+/* A disk hit under the driver key, then under the local ptxas key, then in
+ * the kernel packs. */
 static bool tk_compile_disk(struct tk_jit *j, tk_cuda *cu, const char *text, const tk_cache_id *drv,
                             tk_program *p) {
     if (tk_load_from_disk(j, cu, drv, p)) return true;
     const tk_ptxas *px;
-    if (tk_jit_ptxas(j, &px, NULL) != TK_OK) return false;
-    char comp[192];
-    tk_compiler_id_ptxas(px, comp, sizeof comp);
-    tk_cache_id id;
-    tk_cache_id_make(&id, text, cu->arch, comp);
-    return tk_load_from_disk(j, cu, &id, p);
+    if (tk_jit_ptxas(j, &px, NULL) == TK_OK) {
+        char comp[192];
+        tk_compiler_id_ptxas(px, comp, sizeof comp);
+        tk_cache_id id;
+        tk_cache_id_make(&id, text, cu->arch, comp);
+        if (tk_load_from_disk(j, cu, &id, p)) return true;
+    }
+    return tk_load_from_pack(j, cu, text, p);
 }
 
 /* A kernel with a producer warpgroup needs a whole-program compile
@@ -293,12 +320,14 @@ static tk_status tk_pre_ready(tk_ctx *ctx, struct tk_jit *j, const char *fn) {
     const tk_ptxas *px;
     if (!tk_cache_dir_copy(&j->cache, dir, sizeof dir))
         return tk_ctx_fail(ctx, TK_ERR_CACHE, "%s: the disk cache is disabled", fn);
+    /* ptxas first: without it the directory is not even made (an install
+     * leaves no empty pack behind) */
+    if (tk_jit_ptxas(j, &px, &dg) != TK_OK) return tk_ctx_fail(ctx, dg.st, "%s: %s", fn, dg.msg);
     if (tk_disk_check(&j->cache) != TK_DISK_OK) {
         tk_cache_stats st;
         tk_cache_stats_copy(&j->cache, &st);
         return tk_ctx_fail(ctx, TK_ERR_CACHE, "%s: cache directory %s", fn, st.disk_error);
     }
-    if (tk_jit_ptxas(j, &px, &dg) != TK_OK) return tk_ctx_fail(ctx, dg.st, "%s: %s", fn, dg.msg);
     return TK_OK;
 }
 

@@ -83,6 +83,10 @@ static char *tk_cache_default_dir(void) {
 int tk_cache_init(tk_cache *c, tk_retain_fn retain, tk_release_fn release) {
     memset(c, 0, sizeof *c);
     if (pthread_mutex_init(&c->lock, NULL) != 0) return -1;
+    if (pthread_mutex_init(&c->defaults_lock, NULL) != 0) {
+        pthread_mutex_destroy(&c->lock);
+        return -1;
+    }
     c->retain = retain;
     c->release = release;
     c->limit = TK_CACHE_DEFAULT_LIMIT;
@@ -95,7 +99,10 @@ void tk_cache_fini(tk_cache *c) {
         if (c->slots[i].val && c->release) c->release(c->slots[i].val);
     free(c->slots);
     free(c->dir);
+    for (int i = 0; i < c->npacks; i++) free(c->packs[i].dir);
+    free(c->manifest_dir);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->defaults_lock);
     memset(c, 0, sizeof *c);
 }
 

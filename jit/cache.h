@@ -20,6 +20,8 @@
 #define TK_JIT_CACHE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,6 +78,17 @@ typedef struct tk_memslot {
     void *val; /* NULL: empty slot */
 } tk_memslot;
 
+/* A kernel pack (jit/pack.c): a read-only directory of entries made by the
+ * ptxas builds its manifest names, looked up under those compilers' keys. */
+#define TK_MAX_PACKS      8
+#define TK_PACK_COMPILERS 4 /* a manifest keeps the last four           */
+#define TK_PACK_ID_LEN    192
+typedef struct tk_pack_entry {
+    char *dir; /* its real path: each directory once */
+    int ncomp;
+    char compiler[TK_PACK_COMPILERS][TK_PACK_ID_LEN];
+} tk_pack_entry;
+
 typedef struct tk_cache {
     pthread_mutex_t lock; /* guards every field below                  */
     tk_memslot *slots;    /* open addressing, linear probing, 2^n       */
@@ -90,6 +103,13 @@ typedef struct tk_cache {
     void *warn_user;
     uint64_t limit; /* bytes of *.tkc entries kept                */
     tk_cache_stats stats;
+    tk_pack_entry packs[TK_MAX_PACKS]; /* in the order added              */
+    int npacks;
+    /* held while TK_KERNEL_PACKS and the installed pack are added, so that
+     * no compile on another thread looks before they are there */
+    pthread_mutex_t defaults_lock;
+    atomic_bool packs_defaulted; /* set (under defaults_lock) once added */
+    char *manifest_dir;          /* the disk directory whose manifest is written */
 } tk_cache;
 
 #define TK_CACHE_DEFAULT_LIMIT (1ull << 30)
@@ -151,5 +171,40 @@ tk_disk_state tk_disk_check(tk_cache *c);
 void tk_disk_reject(tk_cache *c, const tk_cache_id *id);
 /* <dir>/<hex key>.tkc. 0, or -1 when disabled / too long. */
 int tk_disk_path(tk_cache *c, tk_key key, char *buf, size_t n);
+/* tk_disk_get in another directory, read-only (a kernel pack): a hit
+ * touches nothing, an unusable entry is counted as rejected (its reason in
+ * dg) and left in place. */
+tk_status tk_disk_get_at(tk_cache *c, const char *dir, const tk_cache_id *id, void **payload,
+                         size_t *n, tk_diag *dg);
+
+/* ---- Kernel packs (jit/pack.c) --------------------------------------------- */
+/* The manifest naming a pack's compilers, <dir>/TK_PACK_MANIFEST: the line
+ * TK_PACK_MAGIC, then one line "compiler <identity>" (jit/link.h's ptxas
+ * identity) per ptxas build whose entries the directory holds. */
+#define TK_PACK_MANIFEST "tk-pack"
+#define TK_PACK_MAGIC    "tilekittens kernel pack 1"
+/* Appends dir after reading its manifest (a directory already added is not
+ * added twice): TK_ERR_CACHE naming the reason (no such directory, no
+ * manifest, a malformed one, too many packs), TK_ERR_NO_MEMORY. */
+tk_status tk_pack_add(tk_cache *c, const char *dir, tk_diag *dg);
+/* Adds, once per cache, every directory of TK_KERNEL_PACKS (':'-separated)
+ * and then the install's pack, `installed` (NULL: tk_pack_installed's), if
+ * it has a manifest. A bad one is told to c->warn, with no lock held, and
+ * skipped. Compiles on other threads wait until the packs are there. */
+void tk_pack_defaults(tk_cache *c, const char *installed);
+/* The install's pack, in buf: TK_INSTALLED_PACK if set (empty: none), else
+ * <the shared library's directory>/TK_PACK_REL, else the configured
+ * TK_PACK_DIR; NULL for a build that installs none. */
+const char *tk_pack_installed(char *buf, size_t n);
+/* Packs added so far (after tk_pack_defaults). */
+int tk_pack_count(tk_cache *c);
+/* The entry for (text, arch) in pack i under the first of its compilers
+ * that has one: *payload as tk_disk_get_at gives it, *id its id. */
+tk_status tk_pack_get(tk_cache *c, int i, const char *text, const char *arch, tk_cache_id *id,
+                      void **payload, size_t *n, tk_diag *dg);
+/* Makes the writable disk directory a pack of `compiler`'s entries: adds it
+ * to the manifest (written atomically) once per directory and process.
+ * TK_ERR_IO when the manifest cannot be written. */
+tk_status tk_pack_mark(tk_cache *c, const char *compiler, tk_diag *dg);
 
 #endif

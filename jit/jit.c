@@ -1,6 +1,7 @@
 /* The per-context JIT state (a context slot) and the small public entry
  * points around it: cache settings and statistics, PTX / LLVM text
  * emission. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,9 @@ struct tk_jit *tk_jit_new(void) {
     return j;
 }
 
-/* The cache's first problem with its directory, as a context warning. */
-static void tk_jit_warn(void *ctx, tk_status s, const char *msg) {
-    tk_ctx_log(ctx, s, "disk cache %s", msg);
-}
+/* The cache's first problem with its directory, or a default kernel pack
+ * that cannot be used, as a context warning. */
+static void tk_jit_warn(void *ctx, tk_status s, const char *msg) { tk_ctx_log(ctx, s, "%s", msg); }
 
 static void *tk_jit_make(tk_ctx *ctx) {
     struct tk_jit *j = tk_jit_new();
@@ -114,6 +114,29 @@ const char *tk_cache_dir(const tk_ctx *ctx) {
     /* The context is never a const object; its JIT state is made lazily. */
     struct tk_jit *j = ctx ? tk_jit_of((tk_ctx *)ctx) : NULL;
     return j ? j->cache.dir : NULL;
+}
+
+tk_status tk_cache_add_pack(tk_ctx *ctx, const char *dir) {
+    if (!ctx) return TK_ERR_INVALID_ARG;
+    if (!dir || !*dir)
+        return tk_ctx_fail(ctx, TK_ERR_INVALID_ARG, "tk_cache_add_pack: dir is %s",
+                           dir ? "empty" : "NULL");
+    struct tk_jit *j = tk_jit_of(ctx);
+    if (!j) return tk_ctx_fail(ctx, TK_ERR_NO_MEMORY, "tk_cache_add_pack: out of memory");
+    tk_diag dg = {0};
+    if (tk_pack_add(&j->cache, dir, &dg) != TK_OK)
+        return tk_ctx_fail(ctx, dg.st, "tk_cache_add_pack: %s", dg.msg);
+    return TK_OK;
+}
+
+const char *tk_cache_pack(tk_ctx *ctx, int i) {
+    struct tk_jit *j = ctx ? tk_jit_of(ctx) : NULL;
+    if (!j) return NULL;
+    tk_pack_defaults(&j->cache, NULL);
+    pthread_mutex_lock(&j->cache.lock);
+    const char *dir = i >= 0 && i < j->cache.npacks ? j->cache.packs[i].dir : NULL;
+    pthread_mutex_unlock(&j->cache.lock);
+    return dir;
 }
 
 tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes) {

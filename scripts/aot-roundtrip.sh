@@ -16,4 +16,7 @@ fi
 echo "$out"
 n=$(ls "$dir"/*.tkc | wc -l)
 [[ $n == 5 ]] || { echo "expected 5 entries in $dir, found $n"; exit 1; }
+# a kernel pack: the manifest names the ptxas that made the entries
+head -1 "$dir/tk-pack" | grep -qx "tilekittens kernel pack 1" &&
+  grep -q "^compiler ptxas " "$dir/tk-pack" || { echo "no kernel pack manifest in $dir"; exit 1; }
 "$aot" -a sm_90a -d "$dir" --require-cached $specs

@@ -314,6 +314,15 @@ if [[ $what == *gpt* ]]; then
       >"$out/gpt_aot.log" 2>&1 || rc=1
     echo "  $(grep -o 'kernels ready in .*' "$out/gpt_aot.log")"
     grep -q '; 0 compiled, ' "$out/gpt_aot.log" || { echo "  FAIL: kernels compiled"; rc=1; }
+    # the same directory as a kernel pack (its tk-pack manifest names the build machine's
+    # ptxas): an empty disk cache and no ptxas here, still 0 compiles
+    echo "== gpt-train 124m start-up from it as a kernel pack, with no ptxas"
+    d=$(mktemp -d)
+    TK_CACHE_DIR=$d TK_KERNEL_PACKS=/tmp/gpt-cache TK_PTXAS=/nonexistent timeout 120 $g \
+      --preset 124m --batch 16 --steps 0 >"$out/gpt_pack.log" 2>&1 || rc=1
+    rm -rf "$d"
+    echo "  $(grep -o 'kernels ready in .*' "$out/gpt_pack.log")"
+    grep -q '; 0 compiled, ' "$out/gpt_pack.log" || { echo "  FAIL: kernels compiled"; rc=1; }
   fi
   # the cold start (empty disk cache, the driver's cache off): the prepare pass on one thread
   # against one a core (examples/gpt/prep.c)

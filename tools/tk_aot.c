@@ -1,8 +1,10 @@
 /* tk-aot: precompiles named ready-made specializations for an arch into a
- * disk cache directory through ptxas, on a machine without a GPU. A GPU
- * machine whose tk_compile finds the same ptxas (TK_PTXAS, PATH or
- * /usr/local/cuda/bin) then loads them as disk hits: zero compiles
- * (docs/DESIGN.md, "Shipping a kernel cache").
+ * disk cache directory through ptxas, on a machine without a GPU. The
+ * directory is a kernel pack (its manifest names the ptxas): a GPU machine
+ * given it in TK_KERNEL_PACKS loads them with zero compiles and no ptxas of
+ * its own, as does one using it as its disk cache with the same ptxas
+ * (docs/DESIGN.md, "Shipping a kernel cache"). The install runs
+ * `tk-aot all` into the library's installed pack.
  *   tk-aot [-a ARCH] [-d DIR] [--require-cached] SPEC...
  * SPEC:
  *   gemm:<in>:<out>:<ab|abt>:<auto|default>   in: bf16|f16, out: bf16|f16|f32;

@@ -63,11 +63,14 @@ TK_API tk_status tk_ctx_set_error(tk_ctx *ctx, tk_status s, const char *fmt, ...
     ;
 /* Warnings: conditions the library works around but a user should know of
  * (today: a disk cache directory it cannot use, so every process
- * recompiles). Each is logged once per context, with the status that names
+ * recompiles, "disk cache <dir>: <why>"; a kernel pack named in
+ * TK_KERNEL_PACKS or installed that cannot be used, "kernel pack <dir>:
+ * <why>"). Each is logged once per context, with the status that names
  * its kind, through `fn`; without a hook (the default, or fn NULL) one line
  * "tilekittens: <msg>" goes to stderr. To silence warnings, pass a function
  * that ignores them. Set the hook before the context is shared between
- * threads; it may be called from any thread that uses the context.
+ * threads; it may be called from any thread that uses the context, with no
+ * lock of the library held (it may call the library).
  * TK_ERR_INVALID_ARG for a NULL ctx. */
 typedef void (*tk_log_fn)(void *user, tk_status s, const char *msg);
 TK_API tk_status tk_ctx_set_log(tk_ctx *ctx, tk_log_fn fn, void *user);

@@ -179,6 +179,27 @@ TK_API tk_status tk_cache_set_dir(tk_ctx *ctx, const char *dir);
 /* The directory in use (NULL: disk cache off); the string stays valid until
  * the next tk_cache_set_dir on this context or tk_ctx_destroy. */
 TK_API const char *tk_cache_dir(const tk_ctx *ctx);
+/* Kernel packs: read-only directories of cubins compiled ahead of time, such
+ * as the ones tk-aot (tk_precompile) fills: each gets a manifest, "tk-pack",
+ * naming the ptxas builds that made its entries. On a miss in the memory and
+ * disk caches, tk_compile looks in each pack in the order added, under those
+ * compilers' keys, so a GPU machine uses a pack with no ptxas of its own:
+ * the driver loads any cubin for its arch that it is not too old for (one
+ * it refuses is a miss; nothing in a pack is written or deleted). Also
+ * added, at the first lookup: each directory of TK_KERNEL_PACKS
+ * (':'-separated), then the pack the library's install put in
+ * <datadir>/tilekittens/kernels (CMake TK_INSTALL_KERNELS; found beside
+ * the shared library; TK_INSTALLED_PACK names another, empty: none); one
+ * of those that cannot be used is reported once through tk_ctx_set_log's
+ * hook and skipped. The entries match only the library build that made
+ * them (the keys hold the code generator's digest). A directory added
+ * before (by any name) is not added again. TK_ERR_CACHE naming the reason
+ * for a directory that is missing or has no readable manifest, or past 8
+ * packs. */
+TK_API tk_status tk_cache_add_pack(tk_ctx *ctx, const char *dir);
+/* The directory of kernel pack i (from 0, in lookup order, the default ones
+ * included), valid until tk_ctx_destroy; NULL past the last (or a NULL ctx). */
+TK_API const char *tk_cache_pack(tk_ctx *ctx, int i);
 /* Upper bound of the disk cache in bytes (default 1 GiB); older entries
  * (least recently used) are evicted past it. */
 TK_API tk_status tk_cache_set_limit(tk_ctx *ctx, uint64_t bytes);

@@ -38,7 +38,9 @@ int main(void) {
     tk_gemm_params g = TK_GEMM_PARAMS_INIT;
     if (g.struct_size != sizeof g) return 1;
     tk_kernel_destroy(k);
+    /* the kernel pack an install puts beside the library (none: "-") */
+    const char *pack = tk_cache_pack(ctx, 0);
+    printf("consumer: TileKittens %s ok; kernel pack %s\n", tk_version(), pack ? pack : "-");
     tk_ctx_destroy(ctx);
-    printf("consumer: TileKittens %s ok\n", tk_version());
     return 0;
 }
