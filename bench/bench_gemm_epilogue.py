@@ -2,7 +2,8 @@
 epilogues (bias, GELU keeping its input, DGELU, transposed A, accumulate) beside what torch
 runs for the same result, in the same run on the same GPU:
   forward   qkv = x·Wqkv + b, proj = y·Wo + b, h = x·Wfc + b and a = gelu_tanh(h)
-            (torch: addmm, then F.gelu(approximate='tanh')), fc proj = a·Wp + b;
+            (torch: addmm, then F.gelu(approximate='tanh')), fc proj = a·Wp + b; qkv, proj
+            and fc proj also without the bias (torch: matmul), to show what the bias costs;
   backward  dh = (dy·Wpᵀ)·gelu'(h) (torch: matmul on a transposed view, then
             aten.gelu_backward), and each weight gradient dW += xᵀ·dy with A = x read as
             stored [T, D] (transpose_a): into f32 (torch: dW.add_(x.t() @ dy), or one mm with
@@ -69,15 +70,20 @@ def run(tk, stream, op, p, check, peer, peer_name, tol=1e-2, reset=None):
 def forward(tk, stream):
     rows = []
     x = bf16(T, D)
-    for name, n, k in (("qkv + bias", 3 * D, D), ("attn proj + bias", D, D),
-                       ("fc proj + bias", D, 4 * D)):
+    for name, n, k in (("qkv", 3 * D, D), ("attn proj", D, D), ("fc proj", D, 4 * D)):
         a = x if k == D else bf16(T, k)
         w, b = bf16(k, n, scale=0.02), bf16(n, scale=0.1)
         c = nan_like((T, n), torch.bfloat16)
         p = tk.gemm_epilogue_params(a, w, c, bias=b)
         ref = lambda a=a, w=w, b=b: torch.addmm(b.double(), a.double(), w.double())
-        rows.append(run(tk, stream, name, p, lambda c=c, ref=ref: [(c, ref())],
+        rows.append(run(tk, stream, name + " + bias", p, lambda c=c, ref=ref: [(c, ref())],
                         lambda a=a, w=w, b=b: torch.addmm(b, a, w), "torch.addmm"))
+        # the same product without the bias, both sides: what the bias costs each
+        p = tk.gemm_epilogue_params(a, w, c)
+        ref = lambda a=a, w=w: a.double() @ w.double()
+        rows.append(run(tk, stream, name + ", no bias", p, lambda c=c, ref=ref: [(c, ref())],
+                        lambda a=a, w=w: torch.matmul(a, w), "torch.matmul",
+                        reset=lambda c=c: c.fill_(float("nan"))))
     w, b = bf16(D, 4 * D, scale=0.02), bf16(4 * D, scale=0.1)
     out, h = nan_like((T, 4 * D), torch.bfloat16), nan_like((T, 4 * D), torch.bfloat16)
     href = torch.addmm(b.double(), x.double(), w.double())
