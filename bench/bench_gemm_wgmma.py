@@ -6,12 +6,16 @@ Each shape is checked against torch first (rel err of the bf16 output; NaN-poiso
 C), so nothing wrong gets timed. Timing: triton do_bench (median after warm-up; it
 clears the L2 before every call), ours and cuBLAS alternating over ROUNDS rounds
 under the GPU's power limit; the SM clock is sampled by nvidia-smi while it runs.
-Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick|sweep]
+Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick|sweep|splits]
 (GEMM_SHAPES=M:N:K,... replaces the table's shapes.)
 sweep: the wgmma block shapes (SWEEP_CONFIGS) side by side with cuBLAS over SWEEP_SHAPES,
 A·B, the data tk_gemm_config_for's sm_90a choice stands on. GEMM_SWEEP_SHAPES=M:N:K,...
 replaces the shapes; GEMM_SWEEP_TB=1 multiplies by Bᵀ (B stored [N, K], a linear layer's
-x·Wᵀ) instead."""
+x·Wᵀ) instead.
+splits: at skinny M (SPLIT_SHAPES; GEMM_SPLIT_SHAPES=M:N:K,... replaces them) each block
+shape of SPLIT_CONFIGS with the split over K forced to S = 1, 2, 4, 8, 16 (a workspace),
+beside cuBLAS: the data the split's candidates and cost model (kernels/gemm_split.c)
+stand on."""
 import os
 import subprocess
 import sys
@@ -32,6 +36,10 @@ SHAPES = [(n, n, n) for n in (1024, 2048, 4096, 6144, 8192)] + [
 
 SWEEP_CONFIGS = [(128, 256, 64, 8, 4, 1, 1), (128, 256, 64, 8, 3, 1, 1), (128, 128, 64, 8, 4, 1, 1),
                  (128, 128, 64, 8, 6, 1, 1), (64, 256, 64, 4, 4, 1, 1), (64, 128, 64, 4, 4, 1, 1)]
+SPLIT_CONFIGS = [(128, 256, 64, 8, 4, 1, 1), (128, 128, 64, 8, 6, 1, 1), (64, 256, 64, 4, 4, 1, 1),
+                 (64, 128, 64, 4, 6, 1, 1), (128, 64, 64, 4, 3, 0, 0)]
+SPLIT_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096)]
+SPLIT_S = (1, 2, 4, 8, 16)
 SWEEP_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                 (128, 4096, 4096), (512, 4096, 4096), (2048, 8192, 1024)]
 
@@ -82,11 +90,53 @@ def sweep(tk):
         print(f"| {m} | {n} | {k} | " + " | ".join(cells) + f" | {pick} |", flush=True)
 
 
+def splits(tk):
+    """Each SPLIT_CONFIGS block shape at each forced S, TFLOP/s (A·B, bf16, median)."""
+    env = os.environ.get("GEMM_SPLIT_SHAPES")
+    shapes = [tuple(int(x) for x in e.split(":")) for e in env.split(",")] if env else SPLIT_SHAPES
+    stream = torch.cuda.current_stream().cuda_stream
+    print("| M | N | K | block | " + " | ".join(f"S {s}" for s in SPLIT_S) + " | library | cuBLAS |")
+    print("|---|---|---|---|" + "---|" * (len(SPLIT_S) + 2))
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        ref = (a.double() @ b.double())
+        fl = 2 * m * n * k / 1e9
+
+        def timed(p):
+            c = p.keep_c
+            c.fill_(float("nan"))
+            tk.gemm(p, stream)
+            torch.cuda.synchronize()
+            err = ((c.double() - ref).norm() / ref.norm()).item()
+            if not err <= 1e-2:
+                return f"FAIL {err:.1e}"
+            return f"{fl / do_bench(lambda: tk.gemm(p, stream), warmup=50, rep=200, return_mode='median'):.0f}"
+
+        def params(shape, s):
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            p = tk.gemm_params(a, b, c, False, shape + (0, 0, 0, 0, 0, s, 0) if shape else None)
+            ws = torch.empty(max(tk.gemm_workspace(p), 16) // 4, device="cuda")
+            p.workspace, p.workspace_bytes = ws.data_ptr(), ws.numel() * 4
+            p.keep, p.keep_c = ws, c
+            return p
+        cub = fl / do_bench(lambda: torch.matmul(a, b), warmup=50, rep=200, return_mode="median")
+        lib = params(None, 0)
+        lib_cell = f"{timed(lib)} ({tk.gemm_choice(lib)})"
+        for shape in SPLIT_CONFIGS:
+            cells = [timed(params(shape, s)) for s in SPLIT_S]
+            print(f"| {m} | {n} | {k} | {name_of(shape)} | " + " | ".join(cells) +
+                  f" | {lib_cell} | {cub:.0f} |", flush=True)
+
+
 def main():
     tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
     if "sweep" in sys.argv:
         torch.manual_seed(0)
         return sweep(tk)
+    if "splits" in sys.argv:
+        torch.manual_seed(0)
+        return splits(tk)
     env = os.environ.get("GEMM_SHAPES")  # M:N:K,... replaces the table's shapes
     shapes = [tuple(int(x) for x in e.split(":")) for e in env.split(",")] if env else \
         SHAPES[2:3] if "quick" in sys.argv else SHAPES

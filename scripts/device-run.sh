@@ -5,7 +5,7 @@
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
-#                         [configs] [sweep] [ncu] [aot] [zoo] [gpt]
+#                         [configs] [sweep] [ncu] [aot] [zoo] [gpt] [sansuites]
 # gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py, its
 # data-parallel path through a one-rank NCCL communicator (gpt-train --nccl), and its cold
 # start with the kernels compiled on one thread and on one a core.
@@ -21,8 +21,9 @@
 # the disk cache, the example twice, test_jit and the SASS check.
 # wgsweep: the wgmma block shapes beside cuBLAS (bench_gemm_wgmma.py sweep).
 # bwd: attention backward beside torch (bench_attention_bwd.py).
-# sanitize: compute-sanitizer memcheck, synccheck and racecheck on the wgmma
+# sanitize: compute-sanitizer memcheck, synccheck, racecheck and initcheck on the wgmma
 # GEMM, the Hopper attention and its backward at ragged shapes (tests/gpu/ring_*.c).
+# sansuites: the other shipped kernels' GPU suites under the same four tools.
 # Each section's seconds go to $out/times.txt.
 # aot: a cache made by tk-aot without a GPU (see that block) loads with 0 compiles.
 # notma: the kernel tests again with TK_NO_TMA=1 (sm_90 kernels take their
@@ -219,8 +220,33 @@ if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, sync
            "ring_attn_bwd 1 4 2 200 700 $d 1" "ring_attn_bwd 1 2 1 300 70 $d 1"
            "ring_attn_bwd 1 4 2 200 333 $d 1 1" "ring_attn_bwd 2 2 2 150 70 $d 0 1")
   done
-  sanitize_runs "memcheck synccheck racecheck" "${runs[@]}"
+  sanitize_runs "${SAN_TOOLS:-memcheck synccheck racecheck initcheck}" "${runs[@]}"
   stamp sanitize
+fi
+if [[ $what == *sansuites* ]]; then # issue 15: every other shipped kernel under each tool
+  # Each suite's GPU cases (the small ones where a suite has them) under memcheck,
+  # racecheck, synccheck and initcheck, one process each (CK_FORK=no: the tool sees
+  # every launch); the table goes to $out/sanitizer_table.md. SAN_SUITES and SAN_TOOLS
+  # pick a part (a device call is 10 minutes).
+  t="$out/sanitizer_table.md"
+  [[ -f $t ]] || printf '| suite (cases) | tool | exit | summary |\n|---|---|---|---|\n' >"$t"
+  for sc in ${SAN_SUITES:-norm:gpu rotary:gpu xent:gpu bias_grad:gpu adamw:gpu embedding:gpu \
+      attention_decode:gpu attention_paged:gpu_small attention_varlen:gpu_small based:gpu \
+      hedgehog:gpu hedgehog_bwd:gpu}; do
+    s=${sc%%:*} c=${sc#*:}
+    [[ -x build-device/test_$s ]] || { echo "  test_$s: not built"; rc=1; continue; }
+    for tool in ${SAN_TOOLS:-memcheck racecheck synccheck initcheck}; do
+      log="$out/sansuite_${s}_$tool.log"
+      CK_FORK=no CK_RUN_CASE=$c timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool \
+        --print-limit 20 ./build-device/test_$s >"$log" 2>&1
+      st=$?
+      sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks" "$log" | tr '\n' ' ')
+      echo "  $tool test_$s ($c): exit $st; $sum"
+      echo "| test_$s ($c) | $tool | $st | $sum |" >>"$t"
+      [[ $st == 0 ]] && grep -qE "(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)" "$log" || rc=1
+    done
+  done
+  stamp sansuites
 fi
 if [[ $what == *wgsweep* ]]; then # the wgmma block shapes beside cuBLAS
   echo "== wgmma block shapes"
