@@ -23,6 +23,7 @@ import sys
 import torch
 from triton.testing import do_bench
 
+from bench_util import env_shapes, rel
 from tk_ctypes import TK
 
 ROUNDS = 3
@@ -58,8 +59,7 @@ def sweep(tk):
     alternating over ROUNDS rounds; a config whose output is wrong shows ERR."""
     stream = torch.cuda.current_stream().cuda_stream
     names = [name_of(c) for c in SWEEP_CONFIGS] + ["library", "cuBLAS"]
-    env = os.environ.get("GEMM_SWEEP_SHAPES")
-    shapes = [tuple(int(x) for x in s.split(":")) for s in env.split(",")] if env else SWEEP_SHAPES
+    shapes = env_shapes("GEMM_SWEEP_SHAPES", SWEEP_SHAPES)
     tb = os.environ.get("GEMM_SWEEP_TB") == "1"
     print(f"A·B{'ᵀ' if tb else ''}, bf16 out, TFLOP/s")
     print("| M | N | K | " + " | ".join(names) + " | library's pick |")
@@ -92,8 +92,7 @@ def sweep(tk):
 
 def splits(tk):
     """Each SPLIT_CONFIGS block shape at each forced S, TFLOP/s (A·B, bf16, median)."""
-    env = os.environ.get("GEMM_SPLIT_SHAPES")
-    shapes = [tuple(int(x) for x in e.split(":")) for e in env.split(",")] if env else SPLIT_SHAPES
+    shapes = env_shapes("GEMM_SPLIT_SHAPES", SPLIT_SHAPES)
     stream = torch.cuda.current_stream().cuda_stream
     print("| M | N | K | block | " + " | ".join(f"S {s}" for s in SPLIT_S) + " | library | cuBLAS |")
     print("|---|---|---|---|" + "---|" * (len(SPLIT_S) + 2))
@@ -108,7 +107,7 @@ def splits(tk):
             c.fill_(float("nan"))
             tk.gemm(p, stream)
             torch.cuda.synchronize()
-            err = ((c.double() - ref).norm() / ref.norm()).item()
+            err = rel(c, ref)
             if not err <= 1e-2:
                 return f"FAIL {err:.1e}"
             return f"{fl / do_bench(lambda: tk.gemm(p, stream), warmup=50, rep=200, return_mode='median'):.0f}"
@@ -137,9 +136,8 @@ def main():
     if "splits" in sys.argv:
         torch.manual_seed(0)
         return splits(tk)
-    env = os.environ.get("GEMM_SHAPES")  # M:N:K,... replaces the table's shapes
-    shapes = [tuple(int(x) for x in e.split(":")) for e in env.split(",")] if env else \
-        SHAPES[2:3] if "quick" in sys.argv else SHAPES
+    # GEMM_SHAPES=M:N:K,... replaces the table's shapes
+    shapes = env_shapes("GEMM_SHAPES", SHAPES[2:3] if "quick" in sys.argv else SHAPES)
     torch.manual_seed(0)
     stream = torch.cuda.current_stream().cuda_stream
     smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",

@@ -43,8 +43,21 @@ summary() { grep -E "^gpu|^lower gpu|skipped|Checks|Failure|Error|first call|sec
 # sanitize_runs "TOOLS" "PROG ARGS"...: each compute-sanitizer tool on each run of
 # tests/gpu/PROG.c (built here against build-device/); a tool's error, a
 # nonzero exit (a wrong result) or a failed build sets rc.
+# san_one TOOL LOG LABEL CMD...: CMD under compute-sanitizer's TOOL (SAN_TIMEOUT seconds,
+# default 200), its output in LOG; prints LABEL with the exit and the summary lines (also
+# left in $san_sum). A nonzero exit, or any error or hazard, fails the run.
+san_one() {
+  local tool=$1 log=$2 label=$3 st
+  shift 3
+  timeout "${SAN_TIMEOUT:-200}" compute-sanitizer --tool "$tool" --print-limit 50 "$@" >"$log" 2>&1
+  st=$?
+  san_sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rel err|Checks" "$log" | tr '\n' ' ')
+  echo "  $tool $label: exit $st; $san_sum"
+  [[ $st == 0 ]] && grep -qE "(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)" "$log" || rc=1
+  return $st
+}
 sanitize_runs() {
-  local tools=$1 r tool log st lib="-Lbuild-device -ltk -Wl,-rpath,$PWD/build-device -lm"
+  local tools=$1 r tool lib="-Lbuild-device -ltk -Wl,-rpath,$PWD/build-device -lm"
   shift
   local progs=$(printf '%s\n' "${@%% *}" | sort -u) p
   for p in $progs; do
@@ -52,11 +65,7 @@ sanitize_runs() {
   done
   for tool in $tools; do
     for r in "$@"; do
-      log="$out/san_${tool}_${r// /_}.log"
-      timeout 200 compute-sanitizer --tool $tool --print-limit 50 /tmp/$r >"$log" 2>&1
-      st=$?
-      echo "  $tool $r: exit $st; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rel err" "$log" | tr '\n' ' ')"
-      [[ $st == 0 ]] && grep -qE "(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)" "$log" || rc=1
+      san_one "$tool" "$out/san_${tool}_${r// /_}.log" "$r" /tmp/$r
     done
   done
 }
@@ -236,14 +245,9 @@ if [[ $what == *sansuites* ]]; then # issue 15: every other shipped kernel under
     s=${sc%%:*} c=${sc#*:}
     [[ -x build-device/test_$s ]] || { echo "  test_$s: not built"; rc=1; continue; }
     for tool in ${SAN_TOOLS:-memcheck racecheck synccheck initcheck}; do
-      log="$out/sansuite_${s}_$tool.log"
-      CK_FORK=no CK_RUN_CASE=$c timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool \
-        --print-limit 20 ./build-device/test_$s >"$log" 2>&1
-      st=$?
-      sum=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks" "$log" | tr '\n' ' ')
-      echo "  $tool test_$s ($c): exit $st; $sum"
-      echo "| test_$s ($c) | $tool | $st | $sum |" >>"$t"
-      [[ $st == 0 ]] && grep -qE "(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)" "$log" || rc=1
+      CK_FORK=no CK_RUN_CASE=$c san_one $tool "$out/sansuite_${s}_$tool.log" "test_$s ($c)" \
+        ./build-device/test_$s
+      echo "| test_$s ($c) | $tool | $? | $san_sum |" >>"$t"
     done
   done
   stamp sansuites
@@ -280,9 +284,8 @@ if [[ $what == *zoo* ]]; then # issue 17: norm, rotary, Based (Hedgehog when it 
   done
   for s in based hedgehog; do # the linear attentions (Based's segments included)
     for t in memcheck racecheck; do
-      CK_FORK=no CK_RUN_CASE=gpu timeout 300 compute-sanitizer --tool $t --print-limit 20 \
-        ./build-device/test_$s >"$out/zoo_san_${s}_$t.log" 2>&1 || rc=1
-      echo "  $t test_$s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Checks' "$out/zoo_san_${s}_$t.log" | tr '\n' ' ')"
+      CK_FORK=no CK_RUN_CASE=gpu SAN_TIMEOUT=300 san_one $t "$out/zoo_san_${s}_$t.log" test_$s \
+        ./build-device/test_$s
     done
   done
   for b in norm rotary based hedgehog; do
