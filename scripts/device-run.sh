@@ -5,7 +5,9 @@
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
-#                         [configs] [sweep] [ncu] [aot] [zoo] [gpt] [sansuites]
+#                         [configs] [sweep] [ncu] [aot] [zoo] [gpt] [start] [sansuites]
+# start (also run by gpt): gpt-train's start-up from a carried --precompile cache, as a
+# kernel pack without ptxas, and cold on one thread and on one a core; bench_jit, bench_compile.
 # gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py, its
 # data-parallel path through a one-rank NCCL communicator (gpt-train --nccl), and its cold
 # start with the kernels compiled on one thread and on one a core.
@@ -332,6 +334,9 @@ if [[ $what == *gpt* ]]; then
   else
     echo "  FAIL: --nccl changed the losses"; rc=1
   fi
+  stamp gpt
+fi
+if [[ $what == *gpt* || $what == *start* ]]; then # issue 15: the trainer's start-up, the JIT's floors
   # a cache made without a GPU from the same tree (gpt-train --backend interp --arch sm_90a
   # --preset 124m --batch 16 --steps 0 --precompile gpt-cache, carried): every kernel must come
   # from the disk, which needs this machine's ptxas to be the build machine's
@@ -363,7 +368,9 @@ if [[ $what == *gpt* ]]; then
     echo "  threads $n: $(grep -o 'kernels ready in .*' "$out/gpt_cold_$n.log")"
     rm -rf "$d"
   done
-  stamp gpt
+  ./build-device/bench_jit 2>&1 | tee "$out/bench_jit.md" || true
+  PATH=$PATH:/usr/local/cuda/bin ./build-device/bench_compile 3 2>&1 | tee "$out/bench_compile.md" || true
+  stamp start
 fi
 if [[ $what == *cache* ]]; then
   echo "== test_gpu_kernels (run 2: every kernel from the disk cache)"
