@@ -6,7 +6,7 @@ Each shape is checked against torch first (rel err of the bf16 output; NaN-poiso
 C), so nothing wrong gets timed. Timing: triton do_bench (median after warm-up; it
 clears the L2 before every call), ours and cuBLAS alternating over ROUNDS rounds
 under the GPU's power limit; the SM clock is sampled by nvidia-smi while it runs.
-Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick|sweep|splits]
+Usage (GPU machine): python3 bench/bench_gemm_wgmma.py build-device [quick|sweep|splits|pairs]
 (GEMM_SHAPES=M:N:K,... replaces the table's shapes.)
 sweep: the wgmma block shapes (SWEEP_CONFIGS) side by side with cuBLAS over SWEEP_SHAPES,
 A·B, the data tk_gemm_config_for's sm_90a choice stands on. GEMM_SWEEP_SHAPES=M:N:K,...
@@ -15,7 +15,10 @@ x·Wᵀ) instead.
 splits: at skinny M (SPLIT_SHAPES; GEMM_SPLIT_SHAPES=M:N:K,... replaces them) each block
 shape of SPLIT_CONFIGS with the split over K forced to S = 1, 2, 4, 8, 16 (a workspace),
 beside cuBLAS: the data the split's candidates and cost model (kernels/gemm_split.c)
-stand on."""
+stand on.
+pairs: each block shape of PAIR_CONFIGS alone and in clusters of two sharing B
+(tk_gemm_config.cluster = 2, B multicast), A·B and A·Bᵀ over PAIR_SHAPES
+(GEMM_PAIR_SHAPES=M:N:K,... replaces them), beside cuBLAS, alternating over ROUNDS."""
 import os
 import subprocess
 import sys
@@ -41,6 +44,9 @@ SPLIT_CONFIGS = [(128, 256, 64, 8, 4, 1, 1), (128, 128, 64, 8, 6, 1, 1), (64, 25
                  (64, 128, 64, 4, 6, 1, 1), (128, 64, 64, 4, 3, 0, 0)]
 SPLIT_SHAPES = [(16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096)]
 SPLIT_S = (1, 2, 4, 8, 16)
+PAIR_CONFIGS = [(128, 256, 64, 8, 4, 1, 1), (128, 128, 64, 8, 6, 1, 1)]
+PAIR_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 4096), (2048, 2048, 2048),
+               (16384, 3 * 4096, 4096), (8192, 11008, 4096), (4096, 4096, 1024)]
 SWEEP_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                 (128, 4096, 4096), (512, 4096, 4096), (2048, 8192, 1024)]
 
@@ -128,6 +134,41 @@ def splits(tk):
                   f" | {lib_cell} | {cub:.0f} |", flush=True)
 
 
+def pairs(tk):
+    """TFLOP/s of each PAIR_CONFIGS block shape alone and in pairs sharing B, and cuBLAS."""
+    stream = torch.cuda.current_stream().cuda_stream
+    names = [f"{name_of(c)}{' pairs' if cl else ''}" for c in PAIR_CONFIGS for cl in (0, 2)]
+    print("bf16 in and out, TFLOP/s (median of rounds; ERR: wrong output)")
+    print("| M | N | K | op | " + " | ".join(names) + " | cuBLAS | best pairs / cuBLAS |")
+    print("|---|---|---|---|" + "---|" * (len(names) + 2))
+    for m, n, k in env_shapes("GEMM_PAIR_SHAPES", PAIR_SHAPES):
+        for tb in (False, True):
+            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(*((n, k) if tb else (k, n)), device="cuda", dtype=torch.bfloat16)
+            bb = b.t() if tb else b
+            ref = (a @ bb).float()
+            fns, bad = {}, set()
+            for name, (cfg, cl) in zip(names, [(c, cl) for c in PAIR_CONFIGS for cl in (0, 2)]):
+                c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                p = tk.gemm_params(a, b, c, tb, cfg, cluster=cl)
+                tk.gemm_prepare(p)
+                tk.gemm(p, stream)
+                torch.cuda.synchronize()
+                if not ((c.float() - ref).norm() / ref.norm()).item() <= 1e-2:
+                    bad.add(name)
+                fns[name] = (lambda p=p: tk.gemm(p, stream))
+            fns["cuBLAS"] = lambda: torch.matmul(a, bb)
+            fl = 2 * m * n * k / 1e9
+            per_round = [{x: fl / do_bench(f, warmup=50, rep=200, return_mode="median")
+                          for x, f in fns.items()} for _ in range(ROUNDS)]
+            med = {x: median([r[x] for r in per_round]) for x in fns}
+            cells = ["ERR" if x in bad else f"{med[x]:.0f}" for x in names]
+            best = max(med[x] for x in names if x.endswith("pairs") and x not in bad) \
+                if any(x.endswith("pairs") and x not in bad for x in names) else 0
+            print(f"| {m} | {n} | {k} | {'A·Bᵀ' if tb else 'A·B'} | " + " | ".join(cells) +
+                  f" | {med['cuBLAS']:.0f} | {best / med['cuBLAS']:.2f} |", flush=True)
+
+
 def main():
     tk = TK(sys.argv[1] if len(sys.argv) > 1 else "build-device")
     if "sweep" in sys.argv:
@@ -136,6 +177,9 @@ def main():
     if "splits" in sys.argv:
         torch.manual_seed(0)
         return splits(tk)
+    if "pairs" in sys.argv:
+        torch.manual_seed(0)
+        return pairs(tk)
     # GEMM_SHAPES=M:N:K,... replaces the table's shapes
     shapes = env_shapes("GEMM_SHAPES", SHAPES[2:3] if "quick" in sys.argv else SHAPES)
     torch.manual_seed(0)

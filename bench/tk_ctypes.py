@@ -64,7 +64,7 @@ class GemmConfig(ctypes.Structure):
         ("wgmma", ctypes.c_int),
         ("transpose_a", ctypes.c_int), ("bias", ctypes.c_int), ("act", ctypes.c_int),
         ("aux", ctypes.c_int), ("accumulate", ctypes.c_int),
-        ("split_k", ctypes.c_int), ("split_reduce", ctypes.c_int),
+        ("split_k", ctypes.c_int), ("split_reduce", ctypes.c_int), ("cluster", ctypes.c_int),
     ]
 
 
@@ -432,9 +432,10 @@ class TK:
         self._check(self.lib.tk_attention_backward(self.ctx, ctypes.byref(p), stream),
                     "tk_attention_backward")
 
-    def gemm_params(self, a, b, c, transpose_b, shape=None):
+    def gemm_params(self, a, b, c, transpose_b, shape=None, cluster=0):
         """shape: optional (block_m, block_n, block_k, warps, stages[, tma[, wgmma]]); None =
-        the library's choice for the call and GPU (tk_gemm_config_for_call)."""
+        the library's choice for the call and GPU (tk_gemm_config_for_call). cluster: 2 runs
+        the wgmma kernel's blocks in pairs sharing B (tk_gemm_config.cluster)."""
         p = GemmParams(struct_size=ctypes.sizeof(GemmParams))
         p.in_dtype = TK_BF16 if str(a.dtype) == "torch.bfloat16" else TK_F16
         p.out_dtype = {"torch.bfloat16": TK_BF16, "torch.float16": TK_F16,
@@ -446,6 +447,7 @@ class TK:
         p.lda, p.ldb, p.ldc = a.stride(0), b.stride(0), c.stride(0)
         if shape is not None:
             cfg = GemmConfig(p.in_dtype, p.out_dtype, p.transpose_b, *shape)
+            cfg.cluster = cluster
             p.config = ctypes.pointer(cfg)  # the pointer keeps cfg alive
         return p
 

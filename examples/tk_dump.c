@@ -75,6 +75,7 @@ int main(int argc, char **argv) {
         c.accumulate = atoi(opt(argc, argv, "acc", "0"));
         c.split_k = atoi(opt(argc, argv, "split", "0"));
         c.split_reduce = atoi(opt(argc, argv, "reduce", "0"));
+        c.cluster = atoi(opt(argc, argv, "cluster", "0"));
         s = tk_gemm_build(ctx, &c, &k);
     } else if (kind == 4) {
         const char *part = opt(argc, argv, "part", "fwd");

@@ -451,6 +451,19 @@ tk_status tk_kernel_set_min_blocks(tk_kernel *k, int n) {
     return set_option(k, "tk_kernel_set_min_blocks", k ? &k->min_blocks : NULL, n, 1, 32);
 }
 
+tk_status tk_kernel_set_cluster(tk_kernel *k, int n) {
+    if (k && !k->status && k->nops)
+        return tk_kfail(k, TK_ERR_STATE,
+                        "tk_kernel_set_cluster: the kernel has ops already; set the cluster first "
+                        "(its copies' rules read it)");
+    if (k && !k->status && n > 1 && (n & (n - 1)))
+        return tk_kfail(k, TK_ERR_INVALID_ARG, "tk_kernel_set_cluster: %d; expected 1, 2, 4 or 8",
+                        n);
+    tk_status s = set_option(k, "tk_kernel_set_cluster", k ? &k->cluster : NULL, n, 1, 8);
+    if (s == TK_OK && n == 1) k->cluster = 0; /* one block: no cluster, printed as none */
+    return s;
+}
+
 int tk_abi_param_slots(const tk_value *param) {
     return param->type.kind == TK_KIND_GVIEW ? 1 + 2 * param->type.rank : 1;
 }

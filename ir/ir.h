@@ -159,6 +159,7 @@ struct tk_kernel {
     tk_value *labels;   /* values named by tk_value_set_name            */
     int32_t maxnreg;    /* tk_kernel_set_maxnreg: 0 = ptxas decides     */
     int32_t min_blocks; /* tk_kernel_set_min_blocks: 0 = no minimum     */
+    int32_t cluster;    /* tk_kernel_set_cluster: 0 = none (1 block)    */
 
     uint32_t nvalues; /* ids handed out so far                        */
     uint32_t nops;

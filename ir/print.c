@@ -175,8 +175,10 @@ static unsigned attrs(sbuf *b, const tk_op *op) {
     case TK_PRINT_COPY:
         if (op->attr[0] == TK_COPY_ASYNC) put(b, " async");
         if (op->attr[0] == TK_COPY_TMA) put(b, " async tma");
+        if (op->opc == TK_OP_COPY_G2S && op->attr[1]) put(b, " multicast");
         if (!fzero(op->fattr)) attr_float(b, "fill", op->fattr);
-        return (op->attr[0] == TK_COPY_ASYNC || op->attr[0] == TK_COPY_TMA ? U_A0 : 0) | U_F;
+        return (op->attr[0] == TK_COPY_ASYNC || op->attr[0] == TK_COPY_TMA ? U_A0 : 0) |
+               (op->opc == TK_OP_COPY_G2S ? U_A1 : 0) | U_F;
     case TK_PRINT_STORE:
         if (op->attr[0]) put(b, " add");
         return U_A0;
@@ -318,6 +320,7 @@ static void header(sbuf *b, const tk_kernel *k) {
     /* Printed only when set: kernels without them print (and hash) as before. */
     if (k->maxnreg) put(b, " maxnreg=%d", k->maxnreg);
     if (k->min_blocks) put(b, " min_blocks=%d", k->min_blocks);
+    if (k->cluster) put(b, " cluster=%d", k->cluster);
     put(b, "\n");
     for (int i = 0; i < k->nspecs; i++)
         put(b, "  spec %s = %lld\n", k->specs[i].name, (long long)k->specs[i].value);

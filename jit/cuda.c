@@ -47,6 +47,7 @@ static const struct {
     TK_CU_SYM(cuModuleGetFunction),
     TK_CU_SYM(cuFuncSetAttribute),
     TK_CU_SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    TK_CU_SYM(cuOccupancyMaxActiveClusters),
     TK_CU_SYM(cuLaunchKernel),
     TK_CU_SYM(cuLaunchKernelEx),
     TK_CU_SYM(cuGetErrorString),

@@ -39,6 +39,7 @@ typedef CUresult (*tk_cuModuleGetFunction_fn)(CUfunction *, CUmodule, const char
 typedef CUresult (*tk_cuFuncSetAttribute_fn)(CUfunction, CUfunction_attribute, int);
 typedef CUresult (*tk_cuOccupancyMaxActiveBlocksPerMultiprocessor_fn)(int *, CUfunction, int,
                                                                       size_t);
+typedef CUresult (*tk_cuOccupancyMaxActiveClusters_fn)(int *, CUfunction, const CUlaunchConfig *);
 typedef CUresult (*tk_cuLaunchKernel_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                          unsigned, unsigned, unsigned, CUstream, void **, void **);
 typedef CUresult (*tk_cuLaunchKernelEx_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
@@ -89,6 +90,7 @@ typedef struct tk_cuda {
     tk_cuModuleGetFunction_fn cuModuleGetFunction;
     tk_cuFuncSetAttribute_fn cuFuncSetAttribute;
     tk_cuOccupancyMaxActiveBlocksPerMultiprocessor_fn cuOccupancyMaxActiveBlocksPerMultiprocessor;
+    tk_cuOccupancyMaxActiveClusters_fn cuOccupancyMaxActiveClusters;
     tk_cuLaunchKernel_fn cuLaunchKernel;
     tk_cuLaunchKernelEx_fn cuLaunchKernelEx;
     tk_cuGetErrorString_fn cuGetErrorString;

@@ -174,7 +174,8 @@ static int32_t tk_host_resident(const tk_plan *pl, const tk_target *t, int sms) 
     int64_t by_smem = ((int64_t)t->smem_max + 1024) / ((int64_t)pl->smem + 1024);
     if (by_smem < per) per = by_smem;
     if (per > 32) per = 32;
-    return (int32_t)(per > 0 ? per : 1) * sms;
+    int32_t n = (int32_t)(per > 0 ? per : 1) * sms, c = pl->cluster > 1 ? pl->cluster : 1;
+    return n / c * c; /* whole clusters */
 }
 
 tk_status tk_host_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, tk_diag *dg) {

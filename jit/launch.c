@@ -28,6 +28,11 @@ tk_status tk_program_grid(const tk_program *p, const tk_arg *args, int64_t grid[
             s = tk_diag_fail(dg, TK_ERR_LAUNCH,
                              "tk_launch: kernel '%s' grid[%d] = %lld is outside 0..%lld", p->name,
                              d, (long long)grid[d], (long long)max[d]);
+    if (s == TK_OK && p->plan.cluster > 1 && grid[0] % p->plan.cluster)
+        s = tk_diag_fail(dg, TK_ERR_LAUNCH,
+                         "tk_launch: kernel '%s' runs in clusters of %d blocks; its grid's x, "
+                         "%lld, is not a multiple of that",
+                         p->name, p->plan.cluster, (long long)grid[0]);
     return s;
 }
 

@@ -166,6 +166,24 @@ static tk_status occupancy(tk_lower *L) {
     return TK_OK;
 }
 
+/* tk_kernel_set_cluster, as .reqnctapercluster (and .explicitcluster):
+ * the launch needs no attribute of its own, and %cluster_ctarank and the
+ * cluster's shared memory windows are defined. */
+static tk_status cluster(tk_lower *L) {
+    const tk_kernel *k = L->k;
+    if (k->cluster < 2) return TK_OK;
+    if (!L->plan->tgt || !L->plan->tgt->tma)
+        return tk_lw_fail(L, TK_ERR_UNSUPPORTED,
+                          "kernel '%s' runs in clusters of %d blocks: clusters need sm_90 or later",
+                          k->name, k->cluster);
+    char s[16];
+    int len = snprintf(s, sizeof s, "%d,1,1", k->cluster);
+    LLVMAddAttributeAtIndex(
+        L->fn, LLVMAttributeFunctionIndex,
+        LLVMCreateStringAttribute(L->c, "nvvm.cluster_dim", 16, s, (unsigned)len));
+    return TK_OK;
+}
+
 static tk_status build_entry(tk_lower *L) {
     LLVMTypeRef tys[TK_MAX_PARAMS * 9 + TK_TMA_MAX_MAPS + 1]; /* as tk_launch's slots */
     int n = param_types(L, tys, (int)(sizeof tys / sizeof tys[0]));
@@ -183,7 +201,7 @@ static tk_status build_entry(tk_lower *L) {
     if (L->plan->producer_warps)
         LLVMAddAttributeAtIndex(L->fn, LLVMAttributeFunctionIndex,
                                 LLVMCreateStringAttribute(L->c, "nvvm.minctasm", 13, "1", 1));
-    if (occupancy(L) != TK_OK) return L->dg->st;
+    if (occupancy(L) != TK_OK || cluster(L) != TK_OK) return L->dg->st;
     LLVMPositionBuilderAtEnd(L->b, LLVMAppendBasicBlockInContext(L->c, L->fn, "entry"));
 
     /* extern __shared__ __align__(128) char tk_smem[]; */
@@ -349,6 +367,7 @@ static tk_status lower_and_emit(tk_lower *L, LLVMTargetMachineRef tm, bool ptx, 
     if (build_entry(L) != TK_OK) return L->dg->st;
     if (lower_body(L) != TK_OK) return L->dg->st;
     tk_tma_store_drain(L);
+    tk_cluster_end(L);
     LLVMBuildRetVoid(L->b);
     double t1 = tk_now_ms();
     if (verify(L) != TK_OK) return L->dg->st;

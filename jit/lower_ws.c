@@ -51,6 +51,7 @@ tk_status tk_lower_split(tk_lower *L) {
     LLVMPositionBuilderAtEnd(L->b, prod);
     if (lower_role(L, &tk_sync_producer) != TK_OK) return L->dg->st;
     L->sync->wait(L, 0); /* its fallback copies land before the warp exits */
+    tk_cluster_end(L);
     LLVMBuildRetVoid(L->b);
     memcpy(L->vals, params, L->nvals * sizeof *params);
     LLVMPositionBuilderAtEnd(L->b, cons);

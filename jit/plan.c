@@ -151,7 +151,8 @@ static void add_copy(tk_plan *plan, const tk_op *op, const tk_tma_map *m) {
         plan->maps[i] = *m;
     }
     if (i >= 0 && plan->ncopies < TK_TMA_MAX_COPIES) {
-        plan->copies[plan->ncopies++] = (tk_tma_copy_ref){.op = op->id, .map = i};
+        bool mc = op->opc == TK_OP_COPY_G2S && op->attr[1];
+        plan->copies[plan->ncopies++] = (tk_tma_copy_ref){.op = op->id, .map = i, .multicast = mc};
         plan->stores |= op->opc == TK_OP_COPY_S2G;
     }
 }
@@ -504,6 +505,37 @@ static void plan_producer(const tk_kernel *k, tk_plan *plan) {
     plan->consumer_regs = consumer_regs(k->warps);
 }
 
+/* Multicast (TK_COPY_MULTICAST) in a warp-specialized kernel of clusters:
+ * each such copy whose rows split into cluster shares of whole swizzle
+ * patterns (8 rows) moves to a map of the share's box; the maps left
+ * unused go. Elsewhere (no producer: the lockstep ring would need cluster
+ * barriers) the flag only promises, and each block copies its own tile. */
+static void plan_multicast(tk_plan *plan, int cluster) {
+    for (int i = 0; i < plan->ncopies; i++) {
+        tk_tma_copy_ref *c = &plan->copies[i];
+        tk_tma_map m = plan->maps[c->map];
+        if (cluster < 2 || !c->multicast || m.box_rows % (8 * cluster)) {
+            c->multicast = false;
+            continue;
+        }
+        m.box_rows /= cluster;
+        int j = find(plan, &m);
+        if (j < 0 && plan->nmaps < TK_TMA_MAX_MAPS) plan->maps[j = plan->nmaps++] = m;
+        c->multicast = j >= 0;
+        if (j >= 0) c->map = j, plan->multicast = cluster;
+    }
+    if (!plan->multicast) return;   /* the maps as they were */
+    int to[TK_TMA_MAX_MAPS], n = 0; /* compact: the maps some copy uses, in order */
+    for (int j = 0; j < plan->nmaps; j++) {
+        to[j] = -1;
+        for (int i = 0; i < plan->ncopies && to[j] < 0; i++)
+            if (plan->copies[i].map == j) to[j] = n++;
+        if (to[j] >= 0) plan->maps[to[j]] = plan->maps[j];
+    }
+    plan->nmaps = n;
+    for (int i = 0; i < plan->ncopies; i++) plan->copies[i].map = to[plan->copies[i].map];
+}
+
 /* ---- The plan ------------------------------------------------------------------ */
 void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     memset(plan, 0, sizeof *plan);
@@ -514,7 +546,9 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
         if (!walk(k, k->body, true, plan) || !fits(k, plan))
             drop_maps(plan); /* the ring and the alignment slack must fit beside the tiles */
         plan_producer(k, plan);
+        plan_multicast(plan, plan->producer_warps ? k->cluster : 0);
     }
+    plan->cluster = k->cluster;
     /* wgmma reads shared memory through matrix descriptors, whose swizzle
      * patterns start at TK_TMA_ALIGN boundaries like the copy engine's: the
      * shared base must then be aligned as for maps */

@@ -67,6 +67,16 @@ static tk_status tk_program_setup_fn(tk_program *p, tk_diag *dg) {
     /* the grid of a persistent kernel (0, not a failed load, when the
      * driver cannot say: it only sizes grids) */
     int n = 0;
+    if (s == TK_OK && p->plan.cluster > 1) { /* whole clusters: GPCs may leave SMs unpaired */
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = (unsigned)p->plan.cluster, cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = (unsigned)p->plan.threads, cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = (unsigned)p->plan.smem;
+        if (cu->cuOccupancyMaxActiveClusters(&n, p->fn, &cfg) != CUDA_SUCCESS) n = 0;
+        p->resident = n * p->plan.cluster;
+        return s;
+    }
     if (s == TK_OK && cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, p->fn, p->plan.threads,
                                                                       p->plan.smem) != CUDA_SUCCESS)
         n = 0;

@@ -233,6 +233,13 @@ static tk_status check_config(tk_ctx *ctx, const tk_gemm_config *c, int *wm, int
                                 "tk_gemm_build: wgmma is %d; expected "
                                 "0 or 1",
                                 c->wgmma);
+    if (c->cluster < 0 || c->cluster > 2 ||
+        (c->cluster == 2 && (!c->wgmma || !c->tma || c->split_k >= 2)))
+        return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
+                                "tk_gemm_build: cluster is %d; expected 0 or 1 (none), or 2 with "
+                                "wgmma and tma and no split_k (this config: wgmma %d, tma %d, "
+                                "split_k %d)",
+                                c->cluster, c->wgmma, c->tma, c->split_k);
     if (c->wgmma) return check_wgmma(ctx, c);
     if (!warp_grid(c, wm, wn))
         return tk_ctx_set_error(ctx, TK_ERR_INVALID_ARG,
@@ -263,7 +270,9 @@ void tk_gemm_load_tile(gemm *g, tk_value *m0, tk_value *n0, tk_value *kt, tk_val
         ib[0] = n0;
         ib[1] = k0;
     }
-    tk_copy_to_shared(k, tk_stage(k, g->sB, st), g->B, ib, 0.0f, mode);
+    /* a cluster's pair shares n0 and the k-tile: one B tile for both */
+    int mc = g->c->cluster == 2 ? TK_COPY_MULTICAST : 0;
+    tk_copy_to_shared(k, tk_stage(k, g->sB, st), g->B, ib, 0.0f, mode | mc);
 }
 
 void tk_gemm_load_tile_if(gemm *g, tk_value *kt, tk_value *st, tk_value *nk) {
@@ -481,15 +490,16 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
     if (cfg->split_k >= 2) cfg = tk_gemm_split_part(cfg, &part);
     char name[96];
     static const char *const acts[3] = {"", "_gelu", "_dgelu"};
-    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s%s_%dx%dx%d_w%d_s%d%s%s%s%s%s%s%s",
+    snprintf(name, sizeof name, "tk_gemm_%s_%s_%s%s_%dx%dx%d_w%d_s%d%s%s%s%s%s%s%s%s",
              tk_dtype_name(cfg->in_dtype), tk_dtype_name(cfg->out_dtype),
              cfg->transpose_a ? "at" : "a", cfg->transpose_b ? "bt" : "b", cfg->block_m,
              cfg->block_n, cfg->block_k, cfg->warps, cfg->stages, cfg->tma ? "_tma" : "",
              cfg->wgmma ? "_wgmma" : "", cfg->bias ? "_bias" : "", acts[cfg->act],
              cfg->aux ? "_aux" : "", cfg->accumulate ? "_acc" : "",
-             cfg->split_k >= 2 ? "_splitk" : "");
+             cfg->split_k >= 2 ? "_splitk" : "", cfg->cluster == 2 ? "_c2" : "");
     tk_kernel *k;
     if ((s = tk_kernel_create(ctx, name, cfg->warps, &k))) return s;
+    if (cfg->cluster == 2) tk_kernel_set_cluster(k, 2); /* before any op; sticky on error */
     gemm g = {.k = k, .c = cfg};
     build(&g, wm, wn);
     if ((s = tk_kernel_finish(k))) {
@@ -505,7 +515,7 @@ tk_status tk_gemm_build(tk_ctx *ctx, const tk_gemm_config *cfg, tk_kernel **out)
  * The registry's GEMM: one compiled kernel per configuration. */
 typedef struct gemm_key {
     int32_t in_dtype, out_dtype, transpose_b, block_m, block_n, block_k, warps, stages, tma;
-    int32_t wgmma, transpose_a, bias, act, aux, accumulate, split, split_reduce;
+    int32_t wgmma, transpose_a, bias, act, aux, accumulate, split, split_reduce, cluster;
 } gemm_key;
 
 static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
@@ -526,7 +536,8 @@ static tk_status build_gemm_key(tk_ctx *ctx, const void *key, tk_kernel **out) {
                         .aux = g->aux,
                         .accumulate = g->accumulate,
                         .split_k = g->split ? 2 : 0, /* the kernel reads S from P */
-                        .split_reduce = g->split_reduce};
+                        .split_reduce = g->split_reduce,
+                        .cluster = g->cluster};
     return tk_gemm_build(ctx, &c, out);
 }
 
@@ -542,6 +553,7 @@ tk_status tk_gemm_program(tk_ctx *ctx, const tk_gemm_config *c, tk_program **pro
     key.transpose_a = c->transpose_a, key.bias = c->bias, key.act = c->act, key.aux = c->aux;
     key.accumulate = c->accumulate, key.split = c->split_k >= 2;
     key.split_reduce = c->split_reduce;
+    key.cluster = c->cluster == 2 ? 2 : 0;
     return tk_registry_program(ctx, &gemm_def, &key, prog, info);
 }
 

@@ -57,6 +57,7 @@ static tk_value *next_stage(tk_kernel *k, tk_value *st, int S) {
  * slab of K), each nk = ceil(k-tiles / S) deep; ctiles NULL otherwise. */
 typedef struct sched {
     tk_value *tiles, *grid, *gx, *gy, *nk, *BM, *BN, *ctiles;
+    tk_value *rank_m; /* clusters: the block's rows in its pair (rank x block_m), else NULL */
 } sched;
 
 /* The copy stream: the producer loads the block's k-tiles back to back,
@@ -90,6 +91,7 @@ static void origin(gemm *g, const sched *sc, tk_value *t, tk_value **m0, tk_valu
     }
     tk_gemm_block_coords(k, t, sc->gx, sc->gy, &bm, &bn);
     *m0 = tk_mul(k, bm, sc->BM);
+    if (sc->rank_m) *m0 = tk_add(k, *m0, sc->rank_m);
     *n0 = tk_mul(k, bn, sc->BN);
     if (kb) *kb = r ? tk_mul(k, r, sc->nk) : NULL;
     if (z) *z = r;
@@ -241,7 +243,15 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     const int S = c->stages;
     tk_value *blocks = tk_param_scalar(k, "blocks", TK_I32);
     g->bias_in_acc = c->bias; /* split's kernel 1 has none: its reduce adds it */
-    tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, BM);
+    /* Clusters of two: the schedule's tiles are pairs of vertically adjacent
+     * tiles (2 block_m rows), cluster c visiting pairs c, c + clusters, ...
+     * and its block of rank r taking rows r x block_m of each; both blocks
+     * run every pair (a second tile past M loads zeros and stores nothing),
+     * so they commit the same groups and pass the same barriers, which the
+     * multicast of B and the cluster-wide release rings rely on. */
+    const int cl = c->cluster == 2 ? 2 : 1;
+    tk_value *PM = cl > 1 ? tk_mul(k, BM, i32c(k, cl)) : BM;
+    tk_value *gx = tk_ceil_div(k, N, BN), *gy = tk_ceil_div(k, M, PM);
     tk_value *tiles = tk_mul(k, gx, gy), *ctiles = NULL;
     if (g->splits) { /* S items per tile */
         ctiles = tiles;
@@ -249,8 +259,9 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
     }
     /* blocks <= 0 still runs one; an empty problem (no tiles) none */
     tk_value *nb = tk_min(k, tk_max(k, blocks, i32c(k, 1)), i32c(k, TK_GEMM_MAX_GRID));
+    if (cl > 1) nb = tk_max(k, tk_div(k, nb, i32c(k, cl)), i32c(k, 1)); /* clusters */
     tk_value *grid = tk_min(k, tiles, nb);
-    tk_set_grid(k, grid, NULL, NULL);
+    tk_set_grid(k, cl > 1 ? tk_mul(k, grid, i32c(k, cl)) : grid, NULL, NULL);
 
     /* Stages first: the copy engine wants them at 1024-byte offsets. */
     tk_gemm_shared_stages(g);
@@ -267,13 +278,17 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
                 .gx = gx,
                 .gy = gy,
                 .nk = nk,
-                .BM = BM,
+                .BM = PM,
                 .BN = BN,
                 .ctiles = ctiles};
     tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
 
     /* The stream's first S-1 k-tiles (group j = k-tile j, in stage j). */
     tk_value *b = tk_block_id(k, 0), *m0, *n0, *kb;
+    if (cl > 1) {
+        sc.rank_m = tk_mul(k, tk_rem(k, b, i32c(k, cl)), BM);
+        b = tk_div(k, b, i32c(k, cl));
+    }
     origin(g, &sc, b, &m0, &n0, &kb, NULL);
     tk_value *init[NAT] = {i32c(k, 0), b, m0, n0, kb}, *cur[NAT], *next[NAT], *fin[NAT] = {0};
     tk_value *j = tk_for_begin(k, i32c(k, 0), i32c(k, S - 1), i32c(k, 1), nat(g), init, cur);

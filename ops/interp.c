@@ -199,9 +199,11 @@ static tk_status run_block(tk_interp *I) {
     I->groups_committed = I->groups_applied = 0;
     /* Shared memory starts undefined on the GPU: NaN makes reads of it show. */
     for (size_t i = 0; i < I->smem_n; i++) I->smem[i] = NAN;
+    I->mc_next = 0;
+    if (I->k->cluster > 1 && I->block[0] % I->k->cluster == 0) I->nmc = 0; /* a new cluster */
     tk_status s = tk_interp_region(I, I->k->body);
     tk_interp_async_apply(I, INT64_MAX); /* whatever is in flight lands (and is freed) */
-    return s;
+    return s ? s : tk_interp_multicast_end(I);
 }
 
 /* NARROW ops anywhere in region r. */
@@ -266,6 +268,12 @@ static size_t smem_floats(const tk_kernel *k) {
 }
 
 static tk_status run_grid(tk_interp *I) {
+    int cl = I->k->cluster;
+    if (cl > 1 && I->grid[0] % cl)
+        return tk_diag_fail(&I->diag, TK_ERR_INVALID_ARG,
+                            "tk_interp_run: the grid's x is %lld blocks, not a multiple of the "
+                            "kernel's cluster of %d",
+                            (long long)I->grid[0], cl);
     tk_status s = bind_params(I);
     for (int64_t z = 0; !s && z < I->grid[2]; z++)
         for (int64_t y = 0; !s && y < I->grid[1]; y++)
@@ -440,5 +448,6 @@ tk_status tk_interp_run(const tk_kernel *k, int nargs, const tk_arg *args) {
     free(I.view_base);
     free(I.smem);
     free(I.pend);
+    free(I.mc);
     return tk_ctx_report(k->ctx, "", &I.diag); /* the run's one report */
 }

@@ -80,7 +80,12 @@ typedef struct tk_interp {
                                  (nthreads apiece, reused by later trips)  */
     int64_t *view_base;       /* by value id: a NARROW result's first view */
     uint8_t *blockwide;       /* by op id: the op runs for the whole block  */
-    tk_diag diag;             /* the run's failure; tk_interp_run reports it */
+    /* TK_COPY_MULTICAST's promise (ops/memory_interp.c): the cluster's first
+     * block records each such copy (TK_MC_FIELDS values apiece), the others
+     * check theirs against it in order; mc_next is the next to check. */
+    int64_t *mc;
+    size_t nmc, capmc, mc_next;
+    tk_diag diag; /* the run's failure; tk_interp_run reports it */
 } tk_interp;
 
 typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
@@ -91,6 +96,10 @@ typedef tk_status (*tk_interp_fn)(tk_interp *I, const tk_op *op);
 #undef X
 
 /* ---- driver services (ops/interp.c) --------------------------------------- */
+#define TK_MC_FIELDS 6 /* op, tensor, its offset, leading base, row, column */
+/* At the end of a block of a cluster: fails the block if it made fewer
+ * multicast copies than its cluster's first block (ops/memory_interp.c). */
+tk_status tk_interp_multicast_end(tk_interp *I);
 /* Records a run-time error in I->diag naming the op, block and `warp` (-1: the
  * block as a whole); returns s. */
 tk_status tk_interp_fail(tk_interp *I, const tk_op *op, int warp, tk_status s, const char *fmt, ...)

@@ -16,7 +16,9 @@
  *           attr[0] = 1: the store adds (tk_store_add: f32, atomically)
  * STORE_R2S smem, row0, col0, val
  * COPY_G2S  smem, view, idx[rank]; attr[0] = TK_COPY_SYNC / _ASYNC (cp.async) /
- *           _TMA (the copy engine where the plan allows, jit/plan.c), fattr = fill
+ *           _TMA (the copy engine where the plan allows, jit/plan.c), fattr = fill;
+ *           attr[1] = 1: TK_COPY_MULTICAST (every block of the cluster makes this
+ *           copy: the interpreter checks it, the engine multicasts shares, ops/nv/tma.c)
  * COPY_S2G  view, idx[rank], smem
  * ASYNC_WAIT attr[0] = groups allowed to stay pending
  * Views of any layout work: the tile walks the view's strides.
@@ -216,6 +218,12 @@ static tk_status rule_copy(tk_kernel *k, tk_op *op) {
                          "an asynchronous copy fills out-of-range "
                          "elements with 0, not %g",
                          op->fattr);
+    if (g2s && op->attr[1] && (op->attr[0] != TK_COPY_TMA || k->cluster < 2))
+        return tk_opfail(k, op, TK_ERR_INVALID_ARG,
+                         "TK_COPY_MULTICAST is a promise among the blocks of a cluster: it "
+                         "needs TK_COPY_TMA and a kernel of clusters (tk_kernel_set_cluster with "
+                         "2 or more, before the first op); this one has %s",
+                         op->attr[0] != TK_COPY_TMA ? "no TK_COPY_TMA" : "no cluster");
     if (!g2s && op->attr[0] && s->dtype != TK_F32)
         return tk_opfail(k, op, TK_ERR_TYPE,
                          "tk_copy_to_global_add adds an f32 shared tile into an f32 tensor, not "
@@ -358,8 +366,9 @@ void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
     if (n < 0) return;
     tk_value *v[6] = {smem, view};
     for (int i = 0; i < n; i++) v[2 + i] = idx[i];
-    int mode = async == TK_COPY_TMA ? TK_COPY_TMA : async != 0 ? TK_COPY_ASYNC : TK_COPY_SYNC;
-    tk_build_op_attr(k, TK_OP_COPY_G2S, 2 + n, v, mode, 0, fill);
+    int base = async & ~TK_COPY_MULTICAST;
+    int mode = base == TK_COPY_TMA ? TK_COPY_TMA : base != 0 ? TK_COPY_ASYNC : TK_COPY_SYNC;
+    tk_build_op_attr(k, TK_OP_COPY_G2S, 2 + n, v, mode, (async & TK_COPY_MULTICAST) != 0, fill);
 }
 
 /* tk_copy_to_global and its add: one builder path, the add an attribute. */

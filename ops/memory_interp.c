@@ -302,6 +302,51 @@ static tk_status push_pending(tk_interp *I, const tk_op *op, size_t dst, float *
     return TK_OK;
 }
 
+/* TK_COPY_MULTICAST: the cluster's first block records the copy; every
+ * other block must make the same one (op, tensor, place) in the same order,
+ * the GPU's multicast writing each block's tile from its peers' shares. */
+static tk_status multicast(tk_interp *I, const tk_op *op, const window *w) {
+    int64_t rec[TK_MC_FIELDS] = {op->id, w->param, w->shift, w->base, w->r0, w->c0};
+    int64_t rank = I->block[0] % I->k->cluster;
+    if (rank == 0) {
+        if (I->nmc == I->capmc) {
+            size_t cap = I->capmc ? 2 * I->capmc : 16;
+            int64_t *m = realloc(I->mc, cap * TK_MC_FIELDS * sizeof *m);
+            if (!m) return tk_interp_fail(I, op, -1, TK_ERR_NO_MEMORY, "out of memory");
+            I->mc = m;
+            I->capmc = cap;
+        }
+        memcpy(I->mc + I->nmc++ * TK_MC_FIELDS, rec, sizeof rec);
+        I->mc_next = I->nmc;
+        return TK_OK;
+    }
+    size_t i = I->mc_next++;
+    if (i >= I->nmc)
+        return tk_interp_fail(I, op, -1, TK_ERR_RUNTIME,
+                              "TK_COPY_MULTICAST broken: this block of its cluster makes multicast "
+                              "copy %zu, its cluster's first block made %zu",
+                              i + 1, I->nmc);
+    const int64_t *ref = I->mc + i * TK_MC_FIELDS;
+    if (memcmp(ref, rec, sizeof rec))
+        return tk_interp_fail(
+            I, op, -1, TK_ERR_RUNTIME,
+            "TK_COPY_MULTICAST broken: multicast copy %zu of this block (op %%%lld, "
+            "tensor %lld at row %lld, col %lld) is not its cluster's first "
+            "block's (op %%%lld, tensor %lld at row %lld, col %lld)",
+            i + 1, (long long)rec[0], (long long)rec[1], (long long)rec[4], (long long)rec[5],
+            (long long)ref[0], (long long)ref[1], (long long)ref[4], (long long)ref[5]);
+    return TK_OK;
+}
+
+tk_status tk_interp_multicast_end(tk_interp *I) {
+    if (I->k->cluster < 2 || I->block[0] % I->k->cluster == 0 || I->mc_next == I->nmc) return TK_OK;
+    return tk_diag_fail(&I->diag, TK_ERR_RUNTIME,
+                        "tk_interp_run: block (%lld,%lld,%lld): TK_COPY_MULTICAST broken: the "
+                        "block made %zu multicast copies, its cluster's first block %zu",
+                        (long long)I->block[0], (long long)I->block[1], (long long)I->block[2],
+                        I->mc_next, I->nmc);
+}
+
 static tk_status copy(tk_interp *I, const tk_op *op) {
     bool g2s = op->opc == TK_OP_COPY_G2S;
     int th = tk_interp_block_thread(I), sm_i = g2s ? 0 : op->nopnds - 1, vi = g2s ? 1 : 0;
@@ -310,6 +355,7 @@ static tk_status copy(tk_interp *I, const tk_op *op) {
     tk_status s = smem_at(I, op, -1, tk_interp_sv(I, op->opnds[sm_i])[th].i, st, &sm);
     if (s) return s;
     window w = window_at(I, op, vi, th, true, st->rows, st->cols);
+    if (g2s && op->attr[1] && (s = multicast(I, op, &w))) return s;
     size_t n = (size_t)st->rows * (size_t)st->cols, at = (size_t)(sm - I->smem);
     if (I->race) {
         /* A block copy's elements are spread over every thread (ops/race.h). */

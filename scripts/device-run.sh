@@ -5,7 +5,10 @@
 # Most important first, so a run cut short still says the most. Logs go to
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
-#                         [configs] [sweep] [ncu] [aot] [zoo] [gpt] [start] [sansuites]
+#                         [configs] [sweep] [ncu] [aot] [zoo] [gpt] [start] [sansuites] [pairs]
+# pairs: issue 12's clusters of two sharing B (tk_gemm_config.cluster): the GPU kernel suite
+# (gemm_cluster_on_gpu among its cases), memcheck/racecheck/synccheck on ring_gemm's pairs at
+# ragged shapes, and bench_gemm_wgmma.py pairs beside cuBLAS.
 # start (also run by gpt): gpt-train's start-up from a carried --precompile cache, as a
 # kernel pack without ptxas, and cold on one thread and on one a core; bench_jit, bench_compile.
 # gpt: issue 19's trainer (examples/gpt) on the GPU beside bench/gpt_reference.py, its
@@ -233,6 +236,20 @@ if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, sync
   done
   sanitize_runs "${SAN_TOOLS:-memcheck synccheck racecheck initcheck}" "${runs[@]}"
   stamp sanitize
+fi
+if [[ $what == *pairs* ]]; then # issue 12: pairs of blocks sharing B through multicast
+  echo "== test_gpu_kernels (gemm_cluster_on_gpu among them)"
+  timeout 300 ./build-device/test_gpu_kernels >"$out/pairs_kernels.log" 2>&1 || rc=1
+  summary "$out/pairs_kernels.log" | grep -vE "^gpu (attn|softmax)" | tail -12
+  # A·B with tiles past M in a pair, B's fallback (a 1400-byte pitch), A·Bᵀ with two tiles a
+  # block, the 128x128 block
+  sanitize_runs "${SAN_TOOLS:-memcheck racecheck synccheck}" \
+    "ring_gemm 300 1000 300 128 256 64 8 4 1 0 1 2" "ring_gemm 300 700 200 128 256 64 8 4 1 0 1 2" \
+    "ring_gemm 1500 2900 70 128 256 64 8 4 1 1 1 2" "ring_gemm 700 900 500 128 128 64 8 6 1 0 1 2"
+  stamp pairs_checks
+  (cd bench && timeout 400 python3 bench_gemm_wgmma.py ../build-device pairs 2>&1 |
+    tee "$out/pairs.md") || rc=1
+  stamp pairs_bench
 fi
 if [[ $what == *sansuites* ]]; then # issue 15: every other shipped kernel under each tool
   # Each suite's GPU cases (the small ones where a suite has them) under memcheck,

@@ -379,6 +379,29 @@ START_TEST(gemm_wgmma_on_gpu) {
 }
 END_TEST
 
+/* The wgmma GEMM's pairs of blocks sharing B (tk_gemm_config.cluster = 2:
+ * clusters of two, B multicast): every shape of gemm_on_gpu and the long-k
+ * ones, both transposes and all output dtypes, on the library's two wgmma
+ * blocks; odd tile counts of M run a pair's second tile past M. */
+START_TEST(gemm_cluster_on_gpu) {
+    if (th_gpu_or_skip(ctx)) return;
+    char arch[16];
+    if (tk_gpu_arch(ctx, arch, sizeof arch) || strcmp(arch, "sm_90a")) {
+        if (_i == 0) printf("gpu gemm cluster skipped: the GPU is %s, it needs sm_90a\n", arch);
+        return;
+    }
+    bool lng = _i >= N_GEMM_SHAPES;
+    const int64_t *sh = lng ? gemm_long_shapes[_i - N_GEMM_SHAPES] : gemm_shapes[_i];
+    tk_dtype in = _i % 2 ? TK_F16 : TK_BF16;
+    tk_dtype out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[_i % 3];
+    int tb = (_i / 2) % 2, wide = (_i / 4) % 2 == 0;
+    tk_gemm_config cfg = tk_gemm_default_config(in, out, tb);
+    cfg.block_m = 128, cfg.block_n = wide ? 256 : 128, cfg.block_k = 64;
+    cfg.warps = 8, cfg.stages = wide ? 4 : 6, cfg.tma = 1, cfg.wgmma = 1, cfg.cluster = 2;
+    check_gemm_rows(sh[0], sh[1], sh[2], in, out, tb, &cfg, lng ? 16 : 1);
+}
+END_TEST
+
 /* tk_gemm's kernel table keys on the block shape: the automatic choice for a
  * size is the same kernel as naming that configuration, and on an H200 the
  * large, middle and small sizes get three different kernels. */
@@ -640,6 +663,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, gemm_wgmma_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
+    tcase_add_loop_test(tg, gemm_cluster_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
     tcase_add_test(tg, one_kernel_serves_all_shapes);
     suite_add_tcase(s, tg);
     TCase *ta = tcase_create("gpu_attention"); /* alone: CK_RUN_CASE=gpu_attention */

@@ -86,6 +86,17 @@ static tk_gemm_config gemm_cfg(int which, tk_dtype in, tk_dtype out, int tb) {
         c.warps = 4;
         c.wgmma = 1;
         break;
+    /* clusters of two sharing B: 8, and a 4-warp 64-row block whose pairs
+     * run on tiles past M more often */
+    case 10:
+        c = gemm_cfg(8, in, out, tb);
+        c.cluster = 2;
+        break;
+    case 11:
+        c = gemm_cfg(9, in, out, tb);
+        c.tma = 1;
+        c.cluster = 2;
+        break;
     default: break;
     }
     return c;
@@ -121,6 +132,11 @@ static const gemm_case gemm_cases[] = {
     {1, 1, 1, 0, TK_BF16, TK_F32, 9},
     {70, 150, 90, 0, TK_F16, TK_F16, 9},
     {65, 129, 33, 1, TK_BF16, TK_BF16, 9},
+    {150, 300, 200, 0, TK_BF16, TK_BF16, 10}, /* 2 tiles of M: one pair */
+    {130, 260, 70, 1, TK_F16, TK_F32, 10},
+    {300, 70, 100, 0, TK_BF16, TK_F32, 10}, /* 3 tiles of M: a pair's second past M */
+    {200, 130, 90, 1, TK_F16, TK_F16, 11},  /* 4 tiles of 64 rows */
+    {1, 1, 1, 0, TK_BF16, TK_F32, 11},
 };
 #define N_GEMM (int)(sizeof gemm_cases / sizeof gemm_cases[0])
 
@@ -147,14 +163,16 @@ static void check_gemm(const gemm_case *g) {
     void *before = ref_tensor_snapshot(&C);
 
     /* the wgmma kernel is persistent: a few blocks loop over all tiles */
+    int cl = cfg.cluster == 2 ? 2 : 1; /* pairs of tiles, blocks in pairs */
     int64_t gx = (g->N + cfg.block_n - 1) / cfg.block_n,
-            gy = (g->M + cfg.block_m - 1) / cfg.block_m;
+            gy = (g->M + cl * cfg.block_m - 1) / (cl * cfg.block_m);
     int blocks = (int)ref_randint(1, 4), nargs = cfg.wgmma ? 4 : 3;
+    int nb = cl > 1 ? (blocks / cl > 1 ? blocks / cl : 1) : blocks;
     tk_arg args[4] = {ref_tensor_arg(&A), ref_tensor_arg(&B), ref_tensor_arg(&C),
                       tk_arg_i32(blocks)};
     int64_t grid[3];
     ck_assert_int_eq(tk_kernel_grid(k, nargs, args, grid), TK_OK);
-    ck_assert_int_eq(grid[0], cfg.wgmma ? (gx * gy < blocks ? gx * gy : blocks) : gx);
+    ck_assert_int_eq(grid[0], cfg.wgmma ? cl * (gx * gy < nb ? gx * gy : nb) : gx);
     ck_assert_int_eq(grid[1], cfg.wgmma ? 1 : gy);
     ck_assert_int_eq(grid[2], 1);
     s = tk_interp_run(k, nargs, args);

@@ -169,6 +169,14 @@ TK_API size_t tk_kernel_smem_bytes(const tk_kernel *k);
  * A bad n, or a finished kernel, is a sticky error (returned too). */
 TK_API tk_status tk_kernel_set_maxnreg(tk_kernel *k, int n);
 TK_API tk_status tk_kernel_set_min_blocks(tk_kernel *k, int n);
+/* Blocks launched in clusters of n along x (1, 2, 4 or 8; 1: none, the
+ * default): blocks 0..n-1 form cluster 0, n..2n-1 cluster 1, and so on, so
+ * the grid's x must be a multiple of n (tk_launch and tk_interp_run fail
+ * otherwise). What a cluster allows is TK_COPY_MULTICAST (below); ids and
+ * everything else stay per block. Set before the kernel's first op; part
+ * of the printed kernel. A bad n, or a kernel with ops, is a sticky error
+ * (returned too). */
+TK_API tk_status tk_kernel_set_cluster(tk_kernel *k, int n);
 
 /* Signature. Parameters are numbered in creation order (tensors and scalars
  * share one numbering) and passed to tk_interp_run / tk_launch in that order. */
@@ -423,8 +431,16 @@ TK_API void tk_store_add_n(tk_kernel *k, tk_value *dst, int nidx, tk_value *cons
  * sm_90a a kernel of 8 or more warps (whole warpgroups) whose async copies
  * all use the engine gets a producer warpgroup that issues them while the
  * kernel's warps compute (docs/LOWERING.md, "Warp specialization"); the
- * kernel is written, and interpreted, as if every warp ran every op. */
-enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2 };
+ * kernel is written, and interpreted, as if every warp ran every op.
+ * TK_COPY_TMA | TK_COPY_MULTICAST, in a kernel of clusters
+ * (tk_kernel_set_cluster): a promise that every block of the cluster makes
+ * this same copy (the same tensor, coordinates and tile) at this point of
+ * its run. Where the producer warpgroup issues it through the engine, each
+ * block then fetches a 1/n share of the rows once for all n blocks
+ * (multicast), which divides the tile's traffic from L2 by n; elsewhere
+ * each block copies the whole tile. tk_interp_run checks the promise and
+ * fails the first block that breaks it. */
+enum { TK_COPY_SYNC = 0, TK_COPY_ASYNC = 1, TK_COPY_TMA = 2, TK_COPY_MULTICAST = 4 };
 TK_API void tk_copy_to_shared_n(tk_kernel *k, tk_value *smem, tk_value *view, int nidx,
                                 tk_value *const *idx, float fill, int async);
 /* The shared tile to global memory. On sm_90+, when the tile is one the

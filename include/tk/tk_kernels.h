@@ -91,6 +91,13 @@ typedef struct tk_gemm_config {
      * tk_gemm picks S for a call with a workspace (tk_run_gemm.h). */
     int split_k;      /* 0 or 1: one kernel; 2..TK_GEMM_MAX_SPLIT: S ranges   */
     int split_reduce; /* with split_k >= 2: 0 builds kernel 1, 1 kernel 2     */
+    /* Pairs of blocks sharing B (grown within 0.2; 0 is the kernel as before).
+     * cluster = 2 (wgmma with tma, no split): the blocks run in clusters of
+     * two on vertically adjacent tiles (rows m0 and m0 + block_m, the same
+     * columns), and each fetches half of every B tile from L2 for both
+     * (TK_COPY_MULTICAST), which halves B's traffic. The grid is whole
+     * clusters: `blocks` counts blocks, used in pairs. 0 or 1: none.       */
+    int cluster;
 } tk_gemm_config;
 
 /* The most ranges of K a split GEMM takes (tk_gemm_config.split_k). */

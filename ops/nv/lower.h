@@ -76,6 +76,7 @@ struct tk_lower {
     /* Warp specialization (ops/nv/sync.c), when plan->producer_warps > 0. */
     LLVMValueRef rel, ack; /* release and acknowledgement rings (shared)       */
     LLVMValueRef bar_cnt;  /* barriers passed (i32 alloca)                      */
+    LLVMValueRef crank;    /* %cluster_ctarank when plan->multicast (i32)       */
     /* The threads block-wide copies are spread over: ctid in 0..cnt-1. */
     LLVMValueRef ctid;
     int cnt;
@@ -189,6 +190,14 @@ void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
 /* bar.warp.sync, then lane 0 arrives on `bar` for the warp (releases its
  * accesses so far). */
 void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar);
+/* With plan->multicast: the same wait acquiring at cluster scope (arrivals
+ * from the cluster's other blocks), and the warp's arrival on `bar` in
+ * every block of the cluster (mapa; releases at cluster scope). */
+void tk_mbar_wait_cluster(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
+void tk_mbar_arrive_cluster(tk_lower *L, LLVMValueRef bar);
+/* The kernel's end in a multicasting kernel: a cluster barrier, so that no
+ * block exits while its peers may still arrive on its release rings. */
+void tk_cluster_end(tk_lower *L);
 /* Group cnt's ring barrier, once its previous phase (group cnt - R) is over. */
 LLVMValueRef tk_ring_arm(tk_lower *L, LLVMValueRef cnt);
 

@@ -42,8 +42,11 @@ typedef struct tk_tma_map {
 
 /* A COPY_G2S (or COPY_S2G: a store) op issued by the engine, and its map. */
 typedef struct tk_tma_copy_ref {
-    uint32_t op; /* op id   */
-    int32_t map; /* index in tk_plan.maps */
+    uint32_t op;    /* op id   */
+    int32_t map;    /* index in tk_plan.maps */
+    bool multicast; /* asked for (TK_COPY_MULTICAST); the map's box is then
+                       a 1/cluster share of the tile's rows where
+                       tk_plan.multicast says the kernel multicasts    */
 } tk_tma_copy_ref;
 
 /* What the producer warp of a warp-specialized kernel runs. */
@@ -87,6 +90,12 @@ typedef struct tk_plan {
     size_t smem;               /* all of it: tiles + extra                       */
     size_t ring_offset;        /* of the group ring from the aligned base; the
                               release rings of a producer follow it          */
+    /* Clusters (tk_kernel_set_cluster). */
+    int32_t cluster;   /* blocks per cluster, 0: none                     */
+    int32_t multicast; /* the cluster's size when some copy is multicast:
+                          each block issues its share of the tile's rows
+                          to all of them, and the release rings span the
+                          cluster (ops/nv/sync.c); 0: none              */
     /* The launch. */
     bool griddep; /* the kernel waits on the grids before it (GRID_WAIT, on a
                      target with griddepcontrol): tk_launch lets it start
@@ -98,6 +107,13 @@ static inline int tk_plan_copy_map(const tk_plan *p, const tk_op *copy) {
     for (int i = 0; i < p->ncopies; i++)
         if (p->copies[i].op == copy->id) return p->copies[i].map;
     return -1;
+}
+
+/* Whether COPY_G2S `copy` is issued as multicast shares (tk_plan.multicast). */
+static inline bool tk_plan_copy_multicast(const tk_plan *p, const tk_op *copy) {
+    for (int i = 0; i < p->ncopies; i++)
+        if (p->copies[i].op == copy->id) return p->copies[i].multicast;
+    return false;
 }
 
 /* Whether the producer runs op / computes v. */

@@ -90,8 +90,12 @@ void tk_tma_entry(tk_lower *L) {
     L->bar_cnt = LLVMBuildAlloca(b, L->i32, "bar.cnt");
     LLVMBuildStore(b, i32c(L, 0), L->bar_cnt);
     /* arrivals per phase: one per warp; warp-specialized, one per consumer
-     * warp and one per producer lane (ops/nv/sync.c) */
+     * warp and one per producer lane (ops/nv/sync.c); multicasting, the
+     * release rings count every block of the cluster */
     int arrivals = L->k->warps + (L->plan->producer_warps ? 32 : 0);
+    int mc = L->plan->multicast ? L->plan->multicast : 1;
+    if (mc > 1)
+        L->crank = tk_lw_intrin(L, "llvm.nvvm.read.ptx.sreg.cluster.ctarank", NULL, 0, NULL, 0);
     LLVMBasicBlockRef init = tk_lw_block(L, "ring.init"), go = tk_lw_block(L, "ring.ready");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->tid, i32c(L, 0), ""), init, go);
     LLVMPositionBuilderAtEnd(b, init);
@@ -100,42 +104,79 @@ void tk_tma_entry(tk_lower *L) {
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, a, 2);
         if (!L->plan->producer_warps) continue;
         /* the release rings (ops/nv/sync.c): every consumer warp; the producer */
-        LLVMValueRef r[2] = {tk_lw_gep(L, L->rel, i32c(L, 8 * i)), i32c(L, L->k->warps)};
+        LLVMValueRef r[2] = {tk_lw_gep(L, L->rel, i32c(L, 8 * i)), i32c(L, mc * L->k->warps)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, r, 2);
-        LLVMValueRef q[2] = {tk_lw_gep(L, L->ack, i32c(L, 8 * i)), i32c(L, 1)};
+        LLVMValueRef q[2] = {tk_lw_gep(L, L->ack, i32c(L, 8 * i)), i32c(L, mc)};
         tk_lw_intrin(L, "llvm.nvvm.mbarrier.init.shared", NULL, 0, q, 2);
     }
     /* make the initialized barriers visible to the copy engine */
     tk_lw_intrin(L, "llvm.nvvm.fence.mbarrier_init.release.cluster", NULL, 0, NULL, 0);
     LLVMBuildBr(b, go);
     LLVMPositionBuilderAtEnd(b, go);
+    if (mc > 1) { /* every block's barriers initialized before any peer copies or arrives */
+        tk_lw_intrin(L, "llvm.nvvm.barrier.cluster.arrive", NULL, 0, NULL, 0);
+        tk_lw_intrin(L, "llvm.nvvm.barrier.cluster.wait", NULL, 0, NULL, 0);
+        return;
+    }
     LLVMValueRef zero = i32c(L, 0);
     tk_lw_intrin(L, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, &zero, 1);
 }
 
+void tk_cluster_end(tk_lower *L) {
+    if (!L->plan->multicast) return;
+    tk_lw_intrin(L, "llvm.nvvm.barrier.cluster.arrive", NULL, 0, NULL, 0);
+    tk_lw_intrin(L, "llvm.nvvm.barrier.cluster.wait", NULL, 0, NULL, 0);
+}
+
 /* ---- mbarriers ------------------------------------------------------------- */
-void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
+static void mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity, const char *fn) {
     LLVMBasicBlockRef spin = tk_lw_block(L, "mbar.spin"), done = tk_lw_block(L, "mbar.done");
     LLVMBuildBr(L->b, spin);
     LLVMPositionBuilderAtEnd(L->b, spin);
     LLVMValueRef a[2] = {bar, parity};
-    LLVMValueRef ok =
-        tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", NULL, 0, a, 2);
+    LLVMValueRef ok = tk_lw_intrin(L, fn, NULL, 0, a, 2);
     LLVMBuildCondBr(L->b, ok, done, spin);
     LLVMPositionBuilderAtEnd(L->b, done);
 }
 
-void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar) {
+void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
+    mbar_wait(L, bar, parity, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta");
+}
+
+void tk_mbar_wait_cluster(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
+    mbar_wait(L, bar, parity, "llvm.nvvm.mbarrier.try.wait.parity.scope.cluster.space.cta");
+}
+
+/* bar.warp.sync, then lane 0 alone runs what `arrive` emits. */
+static void lane0(tk_lower *L, LLVMValueRef bar, void (*arrive)(tk_lower *, LLVMValueRef)) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef all = i32c(L, -1);
     tk_lw_intrin(L, "llvm.nvvm.bar.warp.sync", NULL, 0, &all, 1);
     LLVMBasicBlockRef one = tk_lw_block(L, "mbar.arrive"), cont = tk_lw_block(L, "mbar.arrived");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, L->lane, i32c(L, 0), ""), one, cont);
     LLVMPositionBuilderAtEnd(b, one);
-    tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.shared", NULL, 0, &bar, 1);
+    arrive(L, bar);
     LLVMBuildBr(b, cont);
     LLVMPositionBuilderAtEnd(b, cont);
 }
+
+static void arrive_here(tk_lower *L, LLVMValueRef bar) {
+    tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.shared", NULL, 0, &bar, 1);
+}
+
+/* On the barrier at bar's offset in each block of the cluster, this one's
+ * included (mapa of its own rank is its own barrier). */
+static void arrive_everywhere(tk_lower *L, LLVMValueRef bar) {
+    for (int q = 0; q < L->plan->multicast; q++) {
+        LLVMValueRef m[2] = {bar, i32c(L, q)};
+        LLVMValueRef a[2] = {tk_lw_intrin(L, "llvm.nvvm.mapa.shared.cluster", NULL, 0, m, 2),
+                             i32c(L, 1)};
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.scope.cluster.space.cluster", NULL, 0, a, 2);
+    }
+}
+
+void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar) { lane0(L, bar, arrive_here); }
+void tk_mbar_arrive_cluster(tk_lower *L, LLVMValueRef bar) { lane0(L, bar, arrive_everywhere); }
 
 /* ---- The ring ----------------------------------------------------------------- */
 /* Waits for every group below `target` (i32, may be <= 0) not waited for yet. */
@@ -274,19 +315,28 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
     char name[64];
     snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.%dd", r);
     LLVMTypeRef cluster = LLVMPointerTypeInContext(L->c, 7);
+    /* multicast: this block's share of the rows (the map's box), written at
+     * the same offset in every block of the cluster, each of whose barriers
+     * the engine completes by the share's bytes; the whole tile's bytes are
+     * expected above, the other shares coming from the peers */
+    bool mc = tk_plan_copy_multicast(L->plan, t->op);
+    LLVMValueRef row0 = mc ? LLVMBuildMul(b, L->crank, i32c(L, t->m->box_rows), "") : NULL;
+    LLVMValueRef at = mc ? LLVMBuildMul(b, row0, i32c(L, t->m->swizzle), "") : i32c(L, 0);
     for (int k = 0; k < blocks; k++) {
         LLVMValueRef a[16];
         int n = 0;
-        LLVMValueRef dst = tk_lw_gep(L, t->smem, i32c(L, (int64_t)k * st->rows * t->m->swizzle));
+        LLVMValueRef off = i32c(L, (int64_t)k * st->rows * t->m->swizzle);
+        LLVMValueRef dst = tk_lw_gep(L, t->smem, mc ? LLVMBuildAdd(b, off, at, "") : off);
         a[n++] = LLVMBuildAddrSpaceCast(b, dst, cluster, "");
         a[n++] = bar;
         a[n++] = t->map;
         for (int d = 0; d < r; d++)
-            a[n++] = d ? t->coord[d]
-                       : LLVMBuildAdd(b, t->coord[0], i32c(L, (int64_t)k * t->m->box_cols), "");
-        a[n++] = LLVMConstInt(L->i16, 0, 0); /* cta mask (unused)   */
+            a[n++] = d == 1 && mc ? LLVMBuildAdd(b, t->coord[1], row0, "")
+                     : d          ? t->coord[d]
+                         : LLVMBuildAdd(b, t->coord[0], i32c(L, (int64_t)k * t->m->box_cols), "");
+        a[n++] = LLVMConstInt(L->i16, mc ? (1u << L->plan->multicast) - 1 : 0, 0); /* cta mask */
         a[n++] = tk_lw_i64c(L, 0);           /* cache hint (unused) */
-        a[n++] = LLVMConstInt(L->i1, 0, 0);  /* no multicast        */
+        a[n++] = LLVMConstInt(L->i1, mc, 0); /* multicast           */
         a[n++] = LLVMConstInt(L->i1, 0, 0);  /* no cache hint       */
         a[n++] = i32c(L, 0);                 /* no cta group        */
         tk_lw_intrin(L, name, NULL, 0, a, (unsigned)n);

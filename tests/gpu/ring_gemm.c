@@ -2,7 +2,7 @@
  * on the host: the target that scripts/race-proof.sh runs under
  * compute-sanitizer (racecheck, synccheck), where a test suite would run
  * every kernel and take too long.
- *   ring_gemm M N K BM BN BK WARPS STAGES TMA [TRANSPOSE_B [WGMMA]]
+ *   ring_gemm M N K BM BN BK WARPS STAGES TMA [TRANSPOSE_B [WGMMA [CLUSTER]]]
  * bf16 in and out; C is poisoned with NaN first. Whether the copies take the
  * copy engine or the producer's fallback follows from the shapes: a row pitch
  * that is not a multiple of 16 bytes (e.g. N = 700 for B in A·B) has no tensor
@@ -44,7 +44,9 @@ static double rel_err(const uint16_t *a, const uint16_t *b, const uint16_t *c, i
 
 int main(int argc, char **argv) {
     if (argc < 10) {
-        fprintf(stderr, "usage: ring_gemm M N K BM BN BK WARPS STAGES TMA [TRANSPOSE_B [WGMMA]]\n");
+        fprintf(
+            stderr,
+            "usage: ring_gemm M N K BM BN BK WARPS STAGES TMA [TRANSPOSE_B [WGMMA [CLUSTER]]]\n");
         return 2;
     }
     int64_t m = atoll(argv[1]), n = atoll(argv[2]), k = atoll(argv[3]);
@@ -55,6 +57,7 @@ int main(int argc, char **argv) {
     cfg.block_m = atoi(argv[4]), cfg.block_n = atoi(argv[5]), cfg.block_k = atoi(argv[6]);
     cfg.warps = atoi(argv[7]), cfg.stages = atoi(argv[8]), cfg.tma = atoi(argv[9]);
     cfg.wgmma = argc > 11 ? atoi(argv[11]) : 0;
+    cfg.cluster = argc > 12 ? atoi(argv[12]) : 0; /* 2: pairs of blocks sharing B */
     tk_ctx *ctx = NULL;
     if (tk_ctx_create(&ctx)) return fail(NULL, "tk_ctx_create");
     if (tk_gpu_init(ctx)) return fail(ctx, "tk_gpu_init");
