@@ -6,8 +6,8 @@
 # $OUT (or ./device-out).
 #   scripts/device-run.sh [tests] [attn] [python] [cache] [notma] [race] [sanitize] [bench] [wgmma] [wgsweep] [bwd]
 #                         [configs] [sweep] [ncu] [aot] [zoo] [gpt] [start] [sansuites] [pairs]
-# pairs: issue 12's clusters of two sharing B (tk_gemm_config.cluster): the GPU kernel suite
-# (gemm_cluster_on_gpu among its cases), memcheck/racecheck/synccheck on ring_gemm's pairs at
+# pairs: issue 12's clusters of two sharing B (tk_gemm_config.cluster): test_gpu_kernels's
+# gpu_pairs case (every GEMM shape on the pairs), memcheck/racecheck/synccheck on ring_gemm's pairs at
 # ragged shapes, and bench_gemm_wgmma.py pairs beside cuBLAS.
 # start (also run by gpt): gpt-train's start-up from a carried --precompile cache, as a
 # kernel pack without ptxas, and cold on one thread and on one a core; bench_jit, bench_compile.
@@ -238,9 +238,9 @@ if [[ $what == *sanitize* ]]; then # issues 12 and 13: memcheck, racecheck, sync
   stamp sanitize
 fi
 if [[ $what == *pairs* ]]; then # issue 12: pairs of blocks sharing B through multicast
-  echo "== test_gpu_kernels (gemm_cluster_on_gpu among them)"
-  timeout 300 ./build-device/test_gpu_kernels >"$out/pairs_kernels.log" 2>&1 || rc=1
-  summary "$out/pairs_kernels.log" | grep -vE "^gpu (attn|softmax)" | tail -12
+  echo "== test_gpu_kernels gpu_pairs (gemm_cluster_on_gpu)"
+  CK_RUN_CASE=gpu_pairs timeout 200 ./build-device/test_gpu_kernels >"$out/pairs_kernels.log" 2>&1 || rc=1
+  summary "$out/pairs_kernels.log" | tail -25
   # A·B with tiles past M in a pair, B's fallback (a 1400-byte pitch), A·Bᵀ with two tiles a
   # block, the 128x128 block
   sanitize_runs "${SAN_TOOLS:-memcheck racecheck synccheck}" \

@@ -230,9 +230,9 @@ static void check_gemm_rows(int64_t M, int64_t N, int64_t K, tk_dtype in, tk_dty
     tk_gemm_config chosen = tk_gemm_config_for_call(&p, arch);
     const tk_gemm_config *used = cfg ? cfg : &chosen;
     char shape[64];
-    snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d%s%s", cfg ? "" : "auto ", used->block_m,
+    snprintf(shape, sizeof shape, "%s%dx%dx%d w%d s%d%s%s%s", cfg ? "" : "auto ", used->block_m,
              used->block_n, used->block_k, used->warps, used->stages, used->tma ? " tma" : "",
-             used->wgmma ? " wgmma" : "");
+             used->wgmma ? " wgmma" : "", used->cluster == 2 ? " pairs" : "");
     tk_prepare_info info;
     ck_assert_msg(tk_gemm_prepare(ctx, &p, &info) == TK_OK, "%s", tk_ctx_error(ctx));
     printf("gemm kernel %s->%s %s %s: %s\n", tk_dtype_name(in), tk_dtype_name(out),
@@ -663,7 +663,6 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tg, gemm_configs_on_gpu, 0,
                         (int)(sizeof gemm_alt_shapes / sizeof *gemm_alt_shapes));
     tcase_add_loop_test(tg, gemm_wgmma_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
-    tcase_add_loop_test(tg, gemm_cluster_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
     tcase_add_test(tg, one_kernel_serves_all_shapes);
     suite_add_tcase(s, tg);
     TCase *ta = tcase_create("gpu_attention"); /* alone: CK_RUN_CASE=gpu_attention */
@@ -671,5 +670,10 @@ int main(int argc, char **argv) {
     tcase_set_timeout(ta, 900);
     tcase_add_loop_test(ta, attention_on_gpu, 0, 2 * N_ATTN);
     suite_add_tcase(s, ta);
+    TCase *tp = tcase_create("gpu_pairs"); /* alone: CK_RUN_CASE=gpu_pairs */
+    tcase_add_checked_fixture(tp, setup, teardown);
+    tcase_set_timeout(tp, 900);
+    tcase_add_loop_test(tp, gemm_cluster_on_gpu, 0, N_GEMM_SHAPES + N_LONG_SHAPES);
+    suite_add_tcase(s, tp);
     return run_suite(s);
 }
