@@ -354,6 +354,7 @@ if [[ $what == *gpt* ]]; then
   stamp gpt
 fi
 if [[ $what == *gpt* || $what == *start* ]]; then # issue 15: the trainer's start-up, the JIT's floors
+  g=build-device/gpt-train
   # a cache made without a GPU from the same tree (gpt-train --backend interp --arch sm_90a
   # --preset 124m --batch 16 --steps 0 --precompile gpt-cache, carried): every kernel must come
   # from the disk, which needs this machine's ptxas to be the build machine's

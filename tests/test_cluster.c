@@ -171,10 +171,9 @@ START_TEST(gemm_pairs_plan) {
         tk_diag dg = {0};
         char *ptx = NULL;
         ck_assert_msg(tk_lower_ptx(k, "sm_90a", &ptx, &dg) == TK_OK, "%s", dg.msg);
-        const char *want[] = {
-            ".reqnctapercluster 2, 1, 1", "multicast::cluster",
-            "mapa.shared::cluster",       "mbarrier.arrive.release.cluster.shared::cluster",
-            "barrier.cluster.wait",       "%cluster_ctarank"};
+        const char *want[] = {".reqnctapercluster 2, 1, 1", "multicast::cluster",
+                              "mapa.shared::cluster",       "mbarrier.arrive.shared::cluster",
+                              "barrier.cluster.wait",       "%cluster_ctarank"};
         for (size_t i = 0; i < sizeof want / sizeof *want; i++)
             ck_assert_msg(strstr(ptx, want[i]), "pairs' PTX lacks %s", want[i]);
         free(ptx);

@@ -190,10 +190,8 @@ void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
 /* bar.warp.sync, then lane 0 arrives on `bar` for the warp (releases its
  * accesses so far). */
 void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar);
-/* With plan->multicast: the same wait acquiring at cluster scope (arrivals
- * from the cluster's other blocks), and the warp's arrival on `bar` in
- * every block of the cluster (mapa; releases at cluster scope). */
-void tk_mbar_wait_cluster(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
+/* With plan->multicast: the warp's arrival on `bar` in every block of the
+ * cluster (mapa; ops/nv/tma.c says why it releases at CTA scope). */
 void tk_mbar_arrive_cluster(tk_lower *L, LLVMValueRef bar);
 /* The kernel's end in a multicasting kernel: a cluster barrier, so that no
  * block exits while its peers may still arrive on its release rings. */

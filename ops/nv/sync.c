@@ -158,11 +158,10 @@ static void producer_copy_done(tk_lower *L) {
 static void producer_barrier(tk_lower *L, const tk_op *op) {
     (void)op;
     LLVMValueRef parity, off = next_barrier(L, &parity);
+    tk_mbar_wait(L, tk_lw_gep(L, L->rel, off), parity); /* every lane: fallbacks write too */
     /* multicasting, rel counts the cluster's consumers and ack each block's producer */
-    bool mc = L->plan->multicast;
-    /* every lane: fallbacks write too */
-    (mc ? tk_mbar_wait_cluster : tk_mbar_wait)(L, tk_lw_gep(L, L->rel, off), parity);
-    (mc ? tk_mbar_arrive_cluster : tk_mbar_arrive_warp)(L, tk_lw_gep(L, L->ack, off));
+    (L->plan->multicast ? tk_mbar_arrive_cluster : tk_mbar_arrive_warp)(L,
+                                                                        tk_lw_gep(L, L->ack, off));
     /* the consumers' generic accesses to the engine's tiles (ldmatrix)
      * before its writes; wgmma reads through the async proxy already */
     if (L->plan->generic_engine_tiles) proxy_fence(L);
@@ -181,11 +180,11 @@ static void consumer_barrier(tk_lower *L, const tk_op *op) {
     LLVMValueRef parity, off = next_barrier(L, &parity);
     /* the producer has seen barrier b - R: phase b/R - 1 of the same ack
      * slot, which on a fresh barrier (b < R) reads as over */
-    bool mc = L->plan->multicast; /* either block's producer may refill the stage next */
-    (mc ? tk_mbar_wait_cluster : tk_mbar_wait)(L, tk_lw_gep(L, L->ack, off),
-                                               LLVMBuildXor(L->b, parity, i32c(L, 1), ""));
-    /* release: after the warp's reads */
-    (mc ? tk_mbar_arrive_cluster : tk_mbar_arrive_warp)(L, tk_lw_gep(L, L->rel, off));
+    tk_mbar_wait(L, tk_lw_gep(L, L->ack, off), LLVMBuildXor(L->b, parity, i32c(L, 1), ""));
+    /* release: after the warp's reads; multicasting, on every block's rel (either
+     * block's producer may refill the stage next) */
+    (L->plan->multicast ? tk_mbar_arrive_cluster : tk_mbar_arrive_warp)(L,
+                                                                        tk_lw_gep(L, L->rel, off));
 }
 
 /* ASYNC_WAIT is not in the producer's slice; its end waits for every group

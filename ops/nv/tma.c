@@ -129,22 +129,15 @@ void tk_cluster_end(tk_lower *L) {
 }
 
 /* ---- mbarriers ------------------------------------------------------------- */
-static void mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity, const char *fn) {
+void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
     LLVMBasicBlockRef spin = tk_lw_block(L, "mbar.spin"), done = tk_lw_block(L, "mbar.done");
     LLVMBuildBr(L->b, spin);
     LLVMPositionBuilderAtEnd(L->b, spin);
     LLVMValueRef a[2] = {bar, parity};
-    LLVMValueRef ok = tk_lw_intrin(L, fn, NULL, 0, a, 2);
+    LLVMValueRef ok =
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", NULL, 0, a, 2);
     LLVMBuildCondBr(L->b, ok, done, spin);
     LLVMPositionBuilderAtEnd(L->b, done);
-}
-
-void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
-    mbar_wait(L, bar, parity, "llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta");
-}
-
-void tk_mbar_wait_cluster(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity) {
-    mbar_wait(L, bar, parity, "llvm.nvvm.mbarrier.try.wait.parity.scope.cluster.space.cta");
 }
 
 /* bar.warp.sync, then lane 0 alone runs what `arrive` emits. */
@@ -165,13 +158,18 @@ static void arrive_here(tk_lower *L, LLVMValueRef bar) {
 }
 
 /* On the barrier at bar's offset in each block of the cluster, this one's
- * included (mapa of its own rank is its own barrier). */
+ * included (mapa of its own rank is its own barrier). Release at CTA scope,
+ * as CUTLASS's cluster barriers arrive: what it orders (the warp's reads of
+ * its stage, retired before this) is done before the arrival reaches the
+ * peer. `.release.cluster` made the pairs 2.3x slower than one block alone
+ * (H100, bench/RESULTS.md 2026-12-07); acquiring at cluster scope in the
+ * waits measured the same as at CTA scope, so the waits stay as they are. */
 static void arrive_everywhere(tk_lower *L, LLVMValueRef bar) {
     for (int q = 0; q < L->plan->multicast; q++) {
         LLVMValueRef m[2] = {bar, i32c(L, q)};
         LLVMValueRef a[2] = {tk_lw_intrin(L, "llvm.nvvm.mapa.shared.cluster", NULL, 0, m, 2),
                              i32c(L, 1)};
-        tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.scope.cluster.space.cluster", NULL, 0, a, 2);
+        tk_lw_intrin(L, "llvm.nvvm.mbarrier.arrive.scope.cta.space.cluster", NULL, 0, a, 2);
     }
 }
 
