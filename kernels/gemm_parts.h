@@ -67,6 +67,10 @@ typedef struct tk_gemm_target {
  * 0 chooses the split (none where it would not pay), >= 2 splits in want
  * ranges; the block shape may change with it. split_k of the result: the
  * ranges that hold k-tiles (0 or 1: no split). A pure function. */
+/* One warpgroup's 64x128x64 wgmma blocks, 6 stages (sm_90a, the engine):
+ * tk_gemm_config_for's and the split's choice for skinny M (kernels/gemm.c). */
+tk_gemm_config tk_gemm_skinny_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b);
+#define TK_GEMM_SKINNY_M 256
 tk_gemm_config tk_gemm_split_choose(const tk_gemm_config *c, int64_t m, int64_t n, int64_t k,
                                     int want, const tk_gemm_target *t);
 /* Ranges with k-tiles when K's ceil(k / block_k) k-tiles go in `want`

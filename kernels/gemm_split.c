@@ -64,16 +64,21 @@ static double cost(const tk_gemm_config *c, int64_t m, int64_t n, int64_t k, int
 }
 
 /* The block shapes a split may take: the unsplit choice, and on sm_90a with
- * the copy engine the wgmma kernel's two (tk_gemm_config_for's). */
-static int candidates(const tk_gemm_config *c, const tk_gemm_target *t, tk_gemm_config *out) {
+ * the copy engine the wgmma kernel's two (tk_gemm_config_for's), and up to
+ * TK_GEMM_SKINNY_M rows one warpgroup's 64x128 (measured there only:
+ * S 2-4 of it ran 18 / 79 / 147 TFLOP/s at M 16 / 64 / 128, N = K = 4096,
+ * against 12 / 60 / 131 for the split picked before it was a candidate). */
+static int candidates(const tk_gemm_config *c, int64_t m, const tk_gemm_target *t,
+                      tk_gemm_config *out) {
     int n = 0;
     out[n++] = *c;
     const tk_target_caps *cp = t->caps;
     if (!cp || !t->engine || !cp->wgmma || !cp->tma || !cp->setmaxnreg) return n;
-    for (int wide = 1; wide >= 0; wide--) {
+    for (int i = 0; i < (m <= TK_GEMM_SKINNY_M ? 3 : 2); i++) {
         tk_gemm_config w = *c;
-        w.block_m = 128, w.block_n = wide ? 256 : 128, w.block_k = 64;
-        w.warps = 8, w.stages = wide ? 4 : 6, w.tma = 1, w.wgmma = 1;
+        w.block_m = 128, w.block_n = i ? 128 : 256, w.block_k = 64;
+        w.warps = 8, w.stages = i ? 6 : 4, w.tma = 1, w.wgmma = 1;
+        if (i == 2) w.block_m = 64, w.warps = 4;
         if (memcmp(&w, c, sizeof w)) out[n++] = w;
     }
     return n;
@@ -95,11 +100,11 @@ static void consider(pick *b, const tk_gemm_config *c, int s, int64_t m, int64_t
 
 tk_gemm_config tk_gemm_split_choose(const tk_gemm_config *c, int64_t m, int64_t n, int64_t k,
                                     int want, const tk_gemm_target *t) {
-    tk_gemm_config base = *c, cand[3];
+    tk_gemm_config base = *c, cand[4];
     base.split_k = 0, base.split_reduce = 0;
     if (want == 1 || m <= 0 || n <= 0 || k <= 0) return base;
     const rates *r = t->caps && t->caps->sm >= 90 ? &HOPPER : &AMPERE;
-    int sms = t->sms > 0 ? t->sms : 1, nc = candidates(&base, t, cand);
+    int sms = t->sms > 0 ? t->sms : 1, nc = candidates(&base, m, t, cand);
     pick b = {base, 1, 0};
     for (int i = 0; i < nc; i++) {
         if (want) { /* fewer where K has fewer k-tiles */

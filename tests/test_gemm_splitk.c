@@ -284,6 +284,18 @@ START_TEST(choice_pure) {
         tk_gemm_config again = choose_for("sm_90a", 132, dw[i][0], dw[i][1], 16384, 0);
         ck_assert_int_eq(memcmp(&c, &again, sizeof c), 0);
     }
+    /* skinny M on an H100 (the `splits` table of 2026-12-07): one warpgroup's 64x128
+     * blocks, split where M leaves the SMs idle (M 16-128: S 2-4 measured best), not at
+     * M 256 (128 tiles: S 1 measured best) */
+    static const int64_t sk[][2] = {{16, 4}, {64, 4}, {128, 2}, {256, 0}};
+    for (int i = 0; i < 4; i++) {
+        tk_gemm_config c = choose_for("sm_90a", 132, sk[i][0], 4096, 4096, 0);
+        printf("skinny %lldx4096x4096: %dx%dx%d w%d s%d%s, split_k %d\n", (long long)sk[i][0],
+               c.block_m, c.block_n, c.block_k, c.warps, c.stages, c.wgmma ? " wgmma" : "",
+               c.split_k);
+        ck_assert(c.block_m == 64 && c.block_n == 128 && c.warps == 4 && c.wgmma == 1);
+        ck_assert_int_eq(c.split_k, sk[i][1]);
+    }
     /* on an A100 too, on mma.sync */
     tk_gemm_config a = choose_for("sm_80", 108, 768, 768, 16384, 0);
     ck_assert_int_ge(a.split_k, 2);

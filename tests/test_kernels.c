@@ -221,7 +221,8 @@ END_TEST
 
 /* The size- and GPU-dependent choice: on sm_90a with the copy engine usable,
  * the wgmma kernel once there are 128 blocks of 128x256 (or of 128x128, in
- * 128x128 blocks); else (and on sm_90)
+ * 128x128 blocks), and below that for at most 256 rows in 64x128 blocks of
+ * one warpgroup; else (and on sm_90)
  * 128x256 blocks of 8 warps once there are 264 of them (sizes rounded up to
  * whole blocks), 128x64 blocks when there are fewer than 132 of 128x128, else
  * the default; dtypes and transpose_b pass through. */
@@ -253,8 +254,15 @@ START_TEST(test_gemm_config_for) {
     ck_assert_int_eq(c.block_n, 64);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 11 * 128, 11 * 128 + 1, "sm_90"); /* 11 x 12 */
     ck_assert_mem_eq(&c, &d, sizeof c);
-    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1, 1, "sm_90a");
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1, 1, "sm_90"); /* no wgmma there */
     ck_assert_int_eq(c.block_n, 64);
+    /* skinny M (<= 256 rows, few tiles) on sm_90a: one warpgroup's 64x128 wgmma blocks */
+    tk_gemm_config sk = tk_gemm_config_for(TK_F16, TK_F32, 1, 256, 4096, "sm_90a");
+    ck_assert(sk.block_m == 64 && sk.block_n == 128 && sk.block_k == 64 && sk.warps == 4);
+    ck_assert(sk.stages == 6 && sk.tma == 1 && sk.wgmma == 1 && sk.transpose_b == 1);
+    ck_assert_int_eq(tk_gemm_config_for(TK_F16, TK_F32, 1, 1, 1, "sm_90a").block_m, 64);
+    c = tk_gemm_config_for(TK_F16, TK_F32, 1, 257, 4096, "sm_90a"); /* past it: mma.sync */
+    ck_assert(c.block_m == 128 && c.block_n == 64 && !c.wgmma);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 1, 1, "sm_86"); /* tuned on sm_90 only */
     ck_assert_mem_eq(&c, &d, sizeof c);
     c = tk_gemm_config_for(TK_F16, TK_F32, 1, 4096, 4096, "sm_90a");
