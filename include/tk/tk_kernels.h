@@ -95,8 +95,10 @@ typedef struct tk_gemm_config {
      * cluster = 2 (wgmma with tma, no split): the blocks run in clusters of
      * two on vertically adjacent tiles (rows m0 and m0 + block_m, the same
      * columns), and each fetches half of every B tile from L2 for both
-     * (TK_COPY_MULTICAST), which halves B's traffic. The grid is whole
-     * clusters: `blocks` counts blocks, used in pairs. 0 or 1: none.       */
+     * (TK_COPY_MULTICAST), which halves B's traffic from L2. The grid is
+     * whole clusters: `blocks` counts blocks, used in pairs. Measured on an
+     * H100 level with one block alone (-1% to +2%; docs/PERF_NOTES.md, round
+     * 27), so tk_gemm_config_for never picks it. 0 or 1: none.             */
     int cluster;
 } tk_gemm_config;
 
