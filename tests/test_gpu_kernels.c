@@ -359,23 +359,39 @@ static const int gemm_wgmma_shapes[][6] = {
 #define N_GEMM_SHAPES (int)(sizeof gemm_shapes / sizeof *gemm_shapes)
 #define N_LONG_SHAPES (int)(sizeof gemm_long_shapes / sizeof *gemm_long_shapes)
 
-START_TEST(gemm_wgmma_on_gpu) {
-    if (th_gpu_or_skip(ctx)) return;
+/* Case i of the wgmma loops (gemm_shapes, then gemm_long_shapes): its
+ * shape, dtypes and transpose, spread over i; false (and a line, once) when
+ * the GPU is not sm_90a, or no GPU. */
+typedef struct wgmma_case {
+    const int64_t *sh;
+    tk_dtype in, out;
+    int tb;
+    bool lng;
+} wgmma_case;
+
+static bool wgmma_case_for(int i, const char *what, wgmma_case *w) {
+    if (th_gpu_or_skip(ctx)) return false;
     char arch[16];
     if (tk_gpu_arch(ctx, arch, sizeof arch) || strcmp(arch, "sm_90a")) {
-        if (_i == 0) printf("gpu gemm wgmma skipped: the GPU is %s, wgmma needs sm_90a\n", arch);
-        return;
+        if (i == 0) printf("gpu gemm %s skipped: the GPU is %s, it needs sm_90a\n", what, arch);
+        return false;
     }
-    bool lng = _i >= N_GEMM_SHAPES;
-    const int64_t *sh = lng ? gemm_long_shapes[_i - N_GEMM_SHAPES] : gemm_shapes[_i];
+    w->lng = i >= N_GEMM_SHAPES;
+    w->sh = w->lng ? gemm_long_shapes[i - N_GEMM_SHAPES] : gemm_shapes[i];
+    w->in = i % 2 ? TK_F16 : TK_BF16;
+    w->out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[i % 3];
+    w->tb = (i / 2) % 2;
+    return true;
+}
+
+START_TEST(gemm_wgmma_on_gpu) {
+    wgmma_case w;
+    if (!wgmma_case_for(_i, "wgmma", &w)) return;
     const int *cs = gemm_wgmma_shapes[_i % 4];
-    tk_dtype in = _i % 2 ? TK_F16 : TK_BF16;
-    tk_dtype out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[_i % 3];
-    int tb = (_i / 2) % 2;
-    tk_gemm_config cfg = tk_gemm_default_config(in, out, tb);
+    tk_gemm_config cfg = tk_gemm_default_config(w.in, w.out, w.tb);
     cfg.block_m = cs[0], cfg.block_n = cs[1], cfg.block_k = cs[2];
     cfg.warps = cs[3], cfg.stages = cs[4], cfg.tma = cs[5], cfg.wgmma = 1;
-    check_gemm_rows(sh[0], sh[1], sh[2], in, out, tb, &cfg, lng ? 16 : 1);
+    check_gemm_rows(w.sh[0], w.sh[1], w.sh[2], w.in, w.out, w.tb, &cfg, w.lng ? 16 : 1);
 }
 END_TEST
 
@@ -384,21 +400,13 @@ END_TEST
  * ones, both transposes and all output dtypes, on the library's two wgmma
  * blocks; odd tile counts of M run a pair's second tile past M. */
 START_TEST(gemm_cluster_on_gpu) {
-    if (th_gpu_or_skip(ctx)) return;
-    char arch[16];
-    if (tk_gpu_arch(ctx, arch, sizeof arch) || strcmp(arch, "sm_90a")) {
-        if (_i == 0) printf("gpu gemm cluster skipped: the GPU is %s, it needs sm_90a\n", arch);
-        return;
-    }
-    bool lng = _i >= N_GEMM_SHAPES;
-    const int64_t *sh = lng ? gemm_long_shapes[_i - N_GEMM_SHAPES] : gemm_shapes[_i];
-    tk_dtype in = _i % 2 ? TK_F16 : TK_BF16;
-    tk_dtype out = (tk_dtype[]){TK_BF16, TK_F32, TK_F16}[_i % 3];
-    int tb = (_i / 2) % 2, wide = (_i / 4) % 2 == 0;
-    tk_gemm_config cfg = tk_gemm_default_config(in, out, tb);
+    wgmma_case w;
+    if (!wgmma_case_for(_i, "pairs", &w)) return;
+    int wide = (_i / 4) % 2 == 0;
+    tk_gemm_config cfg = tk_gemm_default_config(w.in, w.out, w.tb);
     cfg.block_m = 128, cfg.block_n = wide ? 256 : 128, cfg.block_k = 64;
     cfg.warps = 8, cfg.stages = wide ? 4 : 6, cfg.tma = 1, cfg.wgmma = 1, cfg.cluster = 2;
-    check_gemm_rows(sh[0], sh[1], sh[2], in, out, tb, &cfg, lng ? 16 : 1);
+    check_gemm_rows(w.sh[0], w.sh[1], w.sh[2], w.in, w.out, w.tb, &cfg, w.lng ? 16 : 1);
 }
 END_TEST
 
