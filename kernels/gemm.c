@@ -62,11 +62,6 @@
  * stages from this many of those on (512x4096x4096: 361, 128x256: 304);
  * below that mma.sync's 128x64 (1024³: 150, the best wgmma 129). */
 #define WGMMA_MIN_BLOCKS 128
-/* Up to TK_GEMM_SKINNY_M rows, with fewer tiles than that, one warpgroup's
- * 64x128 wgmma blocks (6 stages) beat mma.sync's 128x64 at every M measured
- * (H100, N = K = 4096, bench/RESULTS.md 2026-12-07, `splits`: M 16 / 64 /
- * 128 / 256 unsplit 17 / 66 / 131 / 262 TFLOP/s against 11 / 44 / 110 /
- * 220); their split is a candidate there too (kernels/gemm_split.c). */
 /* The slice of a warp's accumulator the fused epilogue works on at a time
  * (kernels/gemm_epilogue.c). ptxas -v, sm_80 and sm_90a: 32x16 leaves
  * every default block shape without spills; whole 64-row columns spilled
@@ -85,10 +80,9 @@ tk_gemm_config tk_gemm_default_config(tk_dtype in_dtype, tk_dtype out_dtype, int
                             .stages = 3};
 }
 
-tk_gemm_config tk_gemm_skinny_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b) {
-    tk_gemm_config c = tk_gemm_default_config(in_dtype, out_dtype, transpose_b);
-    c.block_m = 64, c.warps = 4, c.stages = 6, c.tma = 1, c.wgmma = 1;
-    return c;
+void tk_gemm_shape_skinny(tk_gemm_config *c) {
+    c->block_m = 64, c->block_n = 128, c->block_k = 64;
+    c->warps = 4, c->stages = 6, c->tma = 1, c->wgmma = 1;
 }
 
 /* The choice of tk_gemm_config_for on a target with capabilities t (NULL:
@@ -122,7 +116,7 @@ static tk_gemm_config choose(tk_dtype in_dtype, tk_dtype out_dtype, int transpos
         }
     } else if (bm < 132 && bn128 < 132 && bm * bn128 < 132) {
         if (wg && m <= TK_GEMM_SKINNY_M)
-            c = tk_gemm_skinny_config(in_dtype, out_dtype, transpose_b);
+            tk_gemm_shape_skinny(&c);
         else
             c.block_n = 64; /* fewer 128x128 blocks than SMs: twice the blocks */
     }

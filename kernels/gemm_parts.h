@@ -56,6 +56,16 @@ int tk_gemm_out_args(const tk_gemm_params *p, const tk_gemm_config *c, tk_arg *a
 tk_arg tk_gemm_blocks_arg(const tk_program *prog);
 
 /* ---- The split over K (kernels/gemm_split.c) ------------------------------- */
+/* Skinny M, up to TK_GEMM_SKINNY_M rows: c's block becomes one warpgroup's
+ * 64x128x64 on wgmma, 6 stages, through the engine (its other fields stay).
+ * Where tiles are few, it beat mma.sync's 128x64 at every M measured (H100,
+ * N = K = 4096, bench/RESULTS.md 2026-12-07, `splits`: M 16 / 64 / 128 / 256
+ * unsplit 17 / 66 / 131 / 262 TFLOP/s against 11 / 44 / 110 / 220), and its
+ * split beat the other candidates' (tk_gemm_config_for and the split's
+ * candidates take it there). */
+#define TK_GEMM_SKINNY_M 256
+void tk_gemm_shape_skinny(tk_gemm_config *c);
+
 /* What a call's split needs to know of the GPU: its caps (NULL: unknown),
  * its SMs, and whether A and B may go through the copy engine. */
 typedef struct tk_gemm_target {
@@ -67,10 +77,6 @@ typedef struct tk_gemm_target {
  * 0 chooses the split (none where it would not pay), >= 2 splits in want
  * ranges; the block shape may change with it. split_k of the result: the
  * ranges that hold k-tiles (0 or 1: no split). A pure function. */
-/* One warpgroup's 64x128x64 wgmma blocks, 6 stages (sm_90a, the engine):
- * tk_gemm_config_for's and the split's choice for skinny M (kernels/gemm.c). */
-tk_gemm_config tk_gemm_skinny_config(tk_dtype in_dtype, tk_dtype out_dtype, int transpose_b);
-#define TK_GEMM_SKINNY_M 256
 tk_gemm_config tk_gemm_split_choose(const tk_gemm_config *c, int64_t m, int64_t n, int64_t k,
                                     int want, const tk_gemm_target *t);
 /* Ranges with k-tiles when K's ceil(k / block_k) k-tiles go in `want`

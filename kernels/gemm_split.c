@@ -78,7 +78,7 @@ static int candidates(const tk_gemm_config *c, int64_t m, const tk_gemm_target *
         tk_gemm_config w = *c;
         w.block_m = 128, w.block_n = i ? 128 : 256, w.block_k = 64;
         w.warps = 8, w.stages = i ? 6 : 4, w.tma = 1, w.wgmma = 1;
-        if (i == 2) w.block_m = 64, w.warps = 4;
+        if (i == 2) tk_gemm_shape_skinny(&w);
         if (memcmp(&w, c, sizeof w)) out[n++] = w;
     }
     return n;
