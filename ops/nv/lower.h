@@ -190,9 +190,11 @@ void tk_mbar_wait(tk_lower *L, LLVMValueRef bar, LLVMValueRef parity);
 /* bar.warp.sync, then lane 0 arrives on `bar` for the warp (releases its
  * accesses so far). */
 void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar);
-/* With plan->multicast: the warp's arrival on `bar` in every block of the
- * cluster (mapa; ops/nv/tma.c says why it releases at CTA scope). */
-void tk_mbar_arrive_cluster(tk_lower *L, LLVMValueRef bar);
+/* The same on a release ring's barrier (rel, ack: ops/nv/sync.c); with
+ * plan->multicast on the barrier at its offset in every block of the
+ * cluster, whose either producer may refill a stage (mapa; ops/nv/tma.c says
+ * why it releases at CTA scope). */
+void tk_mbar_arrive_release(tk_lower *L, LLVMValueRef bar);
 /* The kernel's end in a multicasting kernel: a cluster barrier, so that no
  * block exits while its peers may still arrive on its release rings. */
 void tk_cluster_end(tk_lower *L);

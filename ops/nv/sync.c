@@ -40,10 +40,13 @@
  * before the producer acknowledged b (every consumer waits for that ack
  * before arriving), and ack's phase b + R needs every consumer's arrival
  * for b + R, made after its wait for ack b: neither runs two phases ahead
- * of a waiter. Every arrival on group j still first waits for group j - R
- * (tk_ring_arm), in both roles, for the same reason. Nothing on the steady
- * path is a full memory fence (MEMBAR): mbarrier arrivals release and
- * try_wait acquires. */
+ * of a waiter. Multicasting (plan->multicast = n: either block of a
+ * cluster may refill a stage in both), rel counts n·W consumer warps and
+ * ack n producers, each arriving on the barrier in every block
+ * (tk_mbar_arrive_release); the same argument holds. Every arrival on
+ * group j still first waits for group j - R (tk_ring_arm), in both roles,
+ * for the same reason. Nothing on the steady path is a full memory fence
+ * (MEMBAR): mbarrier arrivals release and try_wait acquires. */
 #include "ops/nv/lower.h"
 
 static LLVMValueRef i32c(tk_lower *L, int64_t v) { return tk_lw_i32c(L, v); }
@@ -159,9 +162,7 @@ static void producer_barrier(tk_lower *L, const tk_op *op) {
     (void)op;
     LLVMValueRef parity, off = next_barrier(L, &parity);
     tk_mbar_wait(L, tk_lw_gep(L, L->rel, off), parity); /* every lane: fallbacks write too */
-    /* multicasting, rel counts the cluster's consumers and ack each block's producer */
-    (L->plan->multicast ? tk_mbar_arrive_cluster : tk_mbar_arrive_warp)(L,
-                                                                        tk_lw_gep(L, L->ack, off));
+    tk_mbar_arrive_release(L, tk_lw_gep(L, L->ack, off));
     /* the consumers' generic accesses to the engine's tiles (ldmatrix)
      * before its writes; wgmma reads through the async proxy already */
     if (L->plan->generic_engine_tiles) proxy_fence(L);
@@ -181,10 +182,7 @@ static void consumer_barrier(tk_lower *L, const tk_op *op) {
     /* the producer has seen barrier b - R: phase b/R - 1 of the same ack
      * slot, which on a fresh barrier (b < R) reads as over */
     tk_mbar_wait(L, tk_lw_gep(L, L->ack, off), LLVMBuildXor(L->b, parity, i32c(L, 1), ""));
-    /* release: after the warp's reads; multicasting, on every block's rel (either
-     * block's producer may refill the stage next) */
-    (L->plan->multicast ? tk_mbar_arrive_cluster : tk_mbar_arrive_warp)(L,
-                                                                        tk_lw_gep(L, L->rel, off));
+    tk_mbar_arrive_release(L, tk_lw_gep(L, L->rel, off)); /* release: after the warp's reads */
 }
 
 /* ASYNC_WAIT is not in the producer's slice; its end waits for every group

@@ -174,7 +174,9 @@ static void arrive_everywhere(tk_lower *L, LLVMValueRef bar) {
 }
 
 void tk_mbar_arrive_warp(tk_lower *L, LLVMValueRef bar) { lane0(L, bar, arrive_here); }
-void tk_mbar_arrive_cluster(tk_lower *L, LLVMValueRef bar) { lane0(L, bar, arrive_everywhere); }
+void tk_mbar_arrive_release(tk_lower *L, LLVMValueRef bar) {
+    lane0(L, bar, L->plan->multicast ? arrive_everywhere : arrive_here);
+}
 
 /* ---- The ring ----------------------------------------------------------------- */
 /* Waits for every group below `target` (i32, may be <= 0) not waited for yet. */
