@@ -154,12 +154,13 @@ struct tk_kernel {
     int32_t nparams;
     tk_spec_entry specs[TK_MAX_SPECS];
     int32_t nspecs;
-    tk_value *grid[3];  /* NULL = 1                                     */
-    bool grid_set;      /* tk_set_grid was called (finish requires it)  */
-    tk_value *labels;   /* values named by tk_value_set_name            */
-    int32_t maxnreg;    /* tk_kernel_set_maxnreg: 0 = ptxas decides     */
-    int32_t min_blocks; /* tk_kernel_set_min_blocks: 0 = no minimum     */
-    int32_t cluster;    /* tk_kernel_set_cluster: 0 = none (1 block)    */
+    tk_value *grid[3];            /* NULL = 1                                     */
+    bool grid_set;                /* tk_set_grid was called (finish requires it)  */
+    tk_value *labels;             /* values named by tk_value_set_name            */
+    int32_t maxnreg;              /* tk_kernel_set_maxnreg: 0 = ptxas decides     */
+    int32_t min_blocks;           /* tk_kernel_set_min_blocks: 0 = no minimum     */
+    int32_t cluster;              /* tk_kernel_set_cluster: 0 = none (1 block)    */
+    uint8_t cache[TK_MAX_PARAMS]; /* tk_param_set_cache, by param index */
 
     uint32_t nvalues; /* ids handed out so far                        */
     uint32_t nops;

@@ -327,8 +327,9 @@ static void header(sbuf *b, const tk_kernel *k) {
     for (int i = 0; i < k->nparams; i++) {
         const tk_value *p = k->params[i];
         put(b, "  param %s: %s ", p->name, tk_dtype_name(p->type.dtype));
+        static const char *const cache[] = {"", " cache=stream", " cache=keep"};
         if (p->type.kind == TK_KIND_GVIEW)
-            put(b, "tensor rank %d\n", p->type.rank);
+            put(b, "tensor rank %d%s\n", p->type.rank, cache[k->cache[i]]);
         else
             put(b, "scalar\n");
     }

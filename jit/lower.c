@@ -211,6 +211,7 @@ static tk_status build_entry(tk_lower *L) {
 
     init_ids(L);
     if (bind_params(L) != TK_OK) return L->dg->st;
+    tk_lw_l2_init(L);
     tk_tma_entry(L);
     return L->dg->st;
 }

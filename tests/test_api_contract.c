@@ -256,6 +256,39 @@ START_TEST(options_validated_and_printed) {
 }
 END_TEST
 
+/* tk_param_set_cache: tensor parameters of this kernel only, three
+ * policies, printed (so in the cache key) only when not NORMAL. */
+START_TEST(cache_policy_validated_and_printed) {
+    ck_assert_int_eq(tk_param_set_cache(NULL, NULL, TK_CACHE_STREAM), TK_ERR_INVALID_ARG);
+    tk_value *A = tk_param_tensor(k, "A", TK_F32, 2), *s = tk_param_scalar(k, "s", TK_F32);
+    tk_param_set_cache(k, s, TK_CACHE_STREAM);
+    EXPECT(TK_ERR_INVALID_ARG, "tk_param_set_cache: the value is not a tensor parameter of 't'");
+    rewarp(4);
+    A = tk_param_tensor(k, "A", TK_F32, 2);
+    ck_assert_int_eq(tk_param_set_cache(k, A, 3), TK_ERR_INVALID_ARG);
+    EXPECT(TK_ERR_INVALID_ARG, "tk_param_set_cache: policy 3 for 'A'; expected TK_CACHE_NORMAL");
+    rewarp(4);
+    tk_value *B = tk_param_tensor(k, "B", TK_F32, 2);
+    ck_assert_int_eq(tk_param_set_cache(k, tk_dim(k, B, 0), TK_CACHE_KEEP), TK_ERR_INVALID_ARG);
+    rewarp(4);
+    A = tk_param_tensor(k, "A", TK_F32, 2), B = tk_param_tensor(k, "B", TK_F32, 2);
+    tk_value *C = tk_param_tensor(k, "C", TK_F32, 2);
+    ck_assert_int_eq(tk_param_set_cache(k, A, TK_CACHE_STREAM), TK_OK);
+    ck_assert_int_eq(tk_param_set_cache(k, B, TK_CACHE_KEEP), TK_OK);
+    ck_assert_int_eq(tk_param_set_cache(k, C, TK_CACHE_KEEP), TK_OK);
+    ck_assert_int_eq(tk_param_set_cache(k, C, TK_CACHE_NORMAL), TK_OK); /* the last one counts */
+    OK_FINISH();
+    ck_assert_int_eq(tk_param_set_cache(k, A, TK_CACHE_KEEP), TK_ERR_STATE); /* finished */
+    char *text = NULL;
+    ck_assert_int_eq(tk_kernel_print(k, &text), TK_OK);
+    ck_assert_msg(strstr(text, "  param A: f32 tensor rank 2 cache=stream\n"
+                               "  param B: f32 tensor rank 2 cache=keep\n"
+                               "  param C: f32 tensor rank 2\n"),
+                  "%s", text);
+    tk_free(text);
+}
+END_TEST
+
 /* A kernel that wants many registers, capped at 64: ptxas must keep to it. */
 static tk_kernel *greedy(int maxnreg) {
     tk_kernel *g = NULL;
@@ -343,6 +376,7 @@ static Suite *contract_suite(void) {
         ids_i64,
         leading_index_masked,
         options_validated_and_printed,
+        cache_policy_validated_and_printed,
         maxnreg_honoured_by_ptxas,
         no_option_no_directive,
     };

@@ -76,6 +76,39 @@ START_TEST(op_matches_interpreter_on_gpu) {
 }
 END_TEST
 
+/* tk_param_set_cache reaches every whole-chunk copy path of the memory
+ * fixture (cp.async, sync loads, stores, the engine's loads and stores on
+ * sm_90a) as one createpolicy per policy; without it, none. */
+START_TEST(l2_policies_reach_the_copies) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    const char *all[] = {"createpolicy.fractional.L2::evict_first.b64",
+                         "createpolicy.fractional.L2::evict_last.b64",
+                         "cp.async.cg.shared.global.L2::cache_hint",
+                         "ld.global.L2::cache_hint.v4.u32", "st.global.L2::cache_hint.v4.u32"};
+    const char *engine[] = {"tile.mbarrier::complete_tx::bytes.L2::cache_hint",
+                            "tile.bulk_group.L2::cache_hint"};
+    for (int arch = 0; arch < 2; arch++)
+        for (int l2 = 0; l2 < 2; l2++) {
+            tk_kernel *k = tu_op_kernel(ctx, l2 ? tu_memory_l2 : tu_memory, TK_BF16);
+            char *ptx;
+            tk_diag dg = {0};
+            ck_assert_int_eq(tk_lower_ptx(k, arch ? "sm_90a" : "sm_80", &ptx, &dg), TK_OK);
+            for (size_t i = 0; l2 && i < sizeof all / sizeof *all; i++)
+                ck_assert_msg(strstr(ptx, all[i]), "arch %d: PTX lacks %s", arch, all[i]);
+            for (size_t i = 0; l2 && arch && i < sizeof engine / sizeof *engine; i++)
+                ck_assert_msg(strstr(ptx, engine[i]), "sm_90a: PTX lacks %s", engine[i]);
+            const char *pol = strstr(ptx, "createpolicy");
+            ck_assert(!pol == !l2);
+            ck_assert(!pol || !strstr(strstr(pol + 1, "createpolicy") + 1, "createpolicy"));
+            ck_assert(l2 || !strstr(ptx, "cache_hint"));
+            free(ptx);
+            tk_kernel_destroy(k);
+        }
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(bad_arch_and_kernel) {
     tk_ctx *ctx;
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
@@ -365,6 +398,7 @@ int main(void) {
     tcase_add_loop_test(tc, op_runs_on_the_interpreter, 0, 2 * tu_nop_fixtures);
     tcase_add_test(tc, bad_arch_and_kernel);
     tcase_add_test(tc, ptx_uses_the_intended_instructions);
+    tcase_add_test(tc, l2_policies_reach_the_copies);
     tcase_add_test(tc, trig_polynomial_error);
     tcase_add_test(tc, erf_polynomial_error);
     tcase_add_loop_test(tc, gemm_lowers_without_spills, 0, 8);

@@ -182,6 +182,18 @@ TK_API tk_status tk_kernel_set_cluster(tk_kernel *k, int n);
  * share one numbering) and passed to tk_interp_run / tk_launch in that order. */
 TK_API tk_value *tk_param_tensor(tk_kernel *k, const char *name, tk_dtype dt, int rank);
 TK_API tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt);
+/* How the GPU's L2 should treat a tensor parameter's lines (default
+ * TK_CACHE_NORMAL). TK_CACHE_STREAM: the kernel reads or writes each
+ * element once and nothing reads it again soon (evict first), so the lines
+ * of tensors that are read again stay in L2 instead; TK_CACHE_KEEP: read
+ * again soon (evict last). On the GPU the hint rides on the param's
+ * whole-chunk copies (tk_copy_to_shared / tk_copy_to_global, cp.async and
+ * the copy engine alike; not the per-element paths at a tile's edge) as an
+ * L2 cache policy; results never depend on it. Part of the printed kernel.
+ * A bad policy, a value that is not one of k's tensor parameters, or a
+ * finished kernel is a sticky error (returned too). */
+enum { TK_CACHE_NORMAL = 0, TK_CACHE_STREAM = 1, TK_CACHE_KEEP = 2 };
+TK_API tk_status tk_param_set_cache(tk_kernel *k, tk_value *param, int policy);
 /* A specialization constant: part of the kernel's identity (printed, hashed
  * into the cache key); an i64 constant inside the kernel. Top level only,
  * like parameters (TK_ERR_STATE inside a for/if). */

@@ -42,6 +42,7 @@ typedef struct copy {
     LLVMValueRef r0, c0, g0, s0, gstep; /* gstep: global bytes per round (i64) */
     LLVMValueRef escol;                 /* global bytes between row elements (i64) */
     bool add;                           /* S2G: tk_copy_to_global_add        */
+    LLVMValueRef l2;                    /* the view's L2 policy, or NULL    */
 } copy;
 
 typedef struct chunk {
@@ -119,6 +120,58 @@ static void for_chunks(tk_lower *L, copy *c, chunk_fn fn) {
 /* ---- chunk bodies --------------------------------------------------------- */
 static LLVMTypeRef chunk_ty(tk_lower *L) { return LLVMVectorType(L->i32, 4); }
 
+/* The 16-byte accesses with an L2 policy (tk_param_set_cache): PTX's
+ * .L2::cache_hint forms, which no intrinsic has. Addresses go in as i64
+ * (the shared one is the shared window's, as the state space expects). */
+static LLVMValueRef addr64(tk_lower *L, LLVMValueRef p) {
+    return LLVMBuildPtrToInt(L->b, p, L->i64, "");
+}
+
+/* cp.async of 16 bytes, `bytes` of them read (NULL: all 16). */
+static void cp_async16(tk_lower *L, const copy *c, LLVMValueRef s, LLVMValueRef g,
+                       LLVMValueRef bytes) {
+    if (!c->l2) {
+        LLVMValueRef a[3] = {s, g, bytes};
+        tk_lw_intrin(L,
+                     bytes ? "llvm.nvvm.cp.async.cg.shared.global.16.s"
+                           : "llvm.nvvm.cp.async.cg.shared.global.16",
+                     NULL, 0, a, bytes ? 3 : 2);
+        return;
+    }
+    LLVMValueRef a[4] = {addr64(L, s), addr64(L, g), bytes ? bytes : c->l2, c->l2};
+    if (bytes)
+        tk_lw_asm(L, L->vd, "cp.async.cg.shared.global.L2::cache_hint [$0], [$1], 16, $2, $3;",
+                  "l,l,r,l,~{memory}", a, 4, true);
+    else
+        tk_lw_asm(L, L->vd, "cp.async.cg.shared.global.L2::cache_hint [$0], [$1], 16, $2;",
+                  "l,l,l,~{memory}", a, 3, true);
+}
+
+static LLVMValueRef ld_global16(tk_lower *L, const copy *c, LLVMValueRef g) {
+    if (!c->l2) return tk_lw_load(L, chunk_ty(L), g, 16);
+    LLVMTypeRef f[4] = {L->i32, L->i32, L->i32, L->i32};
+    LLVMValueRef a[2] = {addr64(L, g), c->l2};
+    LLVMValueRef r = tk_lw_asm(L, LLVMStructTypeInContext(L->c, f, 4, 0),
+                               "ld.global.L2::cache_hint.v4.u32 {$0, $1, $2, $3}, [$4], $5;",
+                               "=r,=r,=r,=r,l,l,~{memory}", a, 2, true);
+    LLVMValueRef v = LLVMGetUndef(chunk_ty(L));
+    for (unsigned i = 0; i < 4; i++)
+        v = LLVMBuildInsertElement(L->b, v, LLVMBuildExtractValue(L->b, r, i, ""), i32c(L, i), "");
+    return v;
+}
+
+static void st_global16(tk_lower *L, const copy *c, LLVMValueRef v, LLVMValueRef g) {
+    if (!c->l2) {
+        tk_lw_store(L, v, g, 16);
+        return;
+    }
+    LLVMValueRef a[6] = {addr64(L, g)};
+    for (unsigned i = 0; i < 4; i++) a[1 + i] = LLVMBuildExtractElement(L->b, v, i32c(L, i), "");
+    a[5] = c->l2;
+    tk_lw_asm(L, L->vd, "st.global.L2::cache_hint.v4.u32 [$0], {$1, $2, $3, $4}, $5;",
+              "l,r,r,r,r,l,~{memory}", a, 6, true);
+}
+
 static void g2s_async_chunk(tk_lower *L, copy *c, const chunk *ch) {
     LLVMBuilderRef b = L->b;
     LLVMValueRef gcol = LLVMBuildAdd(b, c->w.col0, tk_lw_to_i64(L, ch->col), "");
@@ -132,18 +185,15 @@ static void g2s_async_chunk(tk_lower *L, copy *c, const chunk *ch) {
     LLVMValueRef any = LLVMBuildICmp(b, LLVMIntNE, bytes, i32c(L, 0), "");
     /* With src-size 0 nothing is read; still hand over a valid address. */
     LLVMValueRef src = LLVMBuildSelect(b, any, ch->g, tk_lw_sink(L), "");
-    LLVMValueRef a[3] = {ch->s, src, bytes};
-    tk_lw_intrin(L, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, 0, a, 3);
+    cp_async16(L, c, ch->s, src, bytes);
 }
 
 static void g2s_vec_chunk(tk_lower *L, copy *c, const chunk *ch) {
-    (void)c;
-    tk_lw_store(L, tk_lw_load(L, chunk_ty(L), ch->g, 16), ch->s, 16);
+    tk_lw_store(L, ld_global16(L, c, ch->g), ch->s, 16);
 }
 
 static void s2g_vec_chunk(tk_lower *L, copy *c, const chunk *ch) {
-    (void)c;
-    tk_lw_store(L, tk_lw_load(L, chunk_ty(L), ch->s, 16), ch->g, 16);
+    st_global16(L, c, tk_lw_load(L, chunk_ty(L), ch->s, 16), ch->g);
 }
 
 /* Element e of the chunk: global address, shared address, inside the view.
@@ -232,8 +282,7 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
             gk = tk_lw_gep(L, tile, th);
             sk = tk_smem_addr(L, c->st, c->base, r, col);
         }
-        LLVMValueRef a[2] = {sk, gk};
-        tk_lw_intrin(L, "llvm.nvvm.cp.async.cg.shared.global.16", NULL, 0, a, 2);
+        cp_async16(L, c, sk, gk, NULL);
         if (cont) {
             LLVMBuildBr(b, cont);
             LLVMPositionBuilderAtEnd(b, cont);
@@ -300,6 +349,7 @@ static bool copy_open(tk_lower *L, copy *c, const tk_op *op, int si, int vi) {
     c->rounds = (c->total + c->nt - 1) / c->nt;
     c->fill = tk_lw_constf(L, st->dtype, op->fattr);
     tk_gwin_open(L, &c->w, op->opnds[vi], op->opnds + vi + 1, 2);
+    c->l2 = tk_lw_l2_policy(L, op->opnds[vi]);
     c->escol = LLVMBuildMul(L->b, c->w.scol, tk_lw_i64c(L, c->esz), "");
     if (c->nt % c->cpr == 0) {
         c->dr = c->nt / c->cpr;

@@ -80,7 +80,9 @@ struct tk_lower {
     /* The threads block-wide copies are spread over: ctid in 0..cnt-1. */
     LLVMValueRef ctid;
     int cnt;
-    LLVMValueRef sink; /* 16-byte global scratch: masked loads/stores go here  */
+    LLVMValueRef sink;  /* 16-byte global scratch: masked loads/stores go here  */
+    LLVMValueRef l2[3]; /* tk_param_set_cache's policies (i64), made in the entry
+                           block for those some param uses; [0] stays NULL */
     /* Per-thread ids, computed once in the entry block (i32). */
     LLVMValueRef tid, lane, warp, g, t, wg_warp;
     tk_lv *vals; /* indexed by tk_value id                              */
@@ -138,6 +140,11 @@ LLVMValueRef tk_lw_intrin(tk_lower *L, const char *name, LLVMTypeRef *ov, unsign
 /* Inline PTX: only for instructions LLVM has no intrinsic for. */
 LLVMValueRef tk_lw_asm(tk_lower *L, LLVMTypeRef ret, const char *text, const char *cons,
                        LLVMValueRef *args, unsigned nargs, bool side_effects);
+/* The L2 cache policy of the tensor parameter `view` is (or narrows),
+ * from tk_param_set_cache: an i64 for PTX's .L2::cache_hint operands, or
+ * NULL for TK_CACHE_NORMAL. tk_lw_l2_init makes them in the entry block. */
+void tk_lw_l2_init(tk_lower *L);
+LLVMValueRef tk_lw_l2_policy(const tk_lower *L, const tk_value *view);
 
 /* Control-flow helpers for the lowering's own code (not IR FOR/IF). */
 LLVMBasicBlockRef tk_lw_block(tk_lower *L, const char *name);

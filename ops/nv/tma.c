@@ -322,6 +322,7 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
     bool mc = tk_plan_copy_multicast(L->plan, t->op);
     LLVMValueRef row0 = mc ? LLVMBuildMul(b, L->crank, i32c(L, t->m->box_rows), "") : NULL;
     LLVMValueRef at = mc ? LLVMBuildMul(b, row0, i32c(L, t->m->swizzle), "") : i32c(L, 0);
+    LLVMValueRef l2 = tk_lw_l2_policy(L, t->op->opnds[1]);
     for (int k = 0; k < blocks; k++) {
         LLVMValueRef a[16];
         int n = 0;
@@ -335,10 +336,10 @@ static void issue(tk_lower *L, void *ctx, LLVMValueRef *out) {
                      : d          ? t->coord[d]
                          : LLVMBuildAdd(b, t->coord[0], i32c(L, (int64_t)k * t->m->box_cols), "");
         a[n++] = LLVMConstInt(L->i16, mc ? (1u << L->plan->multicast) - 1 : 0, 0); /* cta mask */
-        a[n++] = tk_lw_i64c(L, 0);           /* cache hint (unused) */
-        a[n++] = LLVMConstInt(L->i1, mc, 0); /* multicast           */
-        a[n++] = LLVMConstInt(L->i1, 0, 0);  /* no cache hint       */
-        a[n++] = i32c(L, 0);                 /* no cta group        */
+        a[n++] = l2 ? l2 : tk_lw_i64c(L, 0);      /* tk_param_set_cache */
+        a[n++] = LLVMConstInt(L->i1, mc, 0);      /* multicast          */
+        a[n++] = LLVMConstInt(L->i1, l2 != 0, 0); /* cache hint or not  */
+        a[n++] = i32c(L, 0);                      /* no cta group        */
         tk_lw_intrin(L, name, NULL, 0, a, (unsigned)n);
     }
     LLVMBuildBr(b, cont);
@@ -395,6 +396,7 @@ static void issue_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
     char name[64];
     snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.%s.tile.%dd",
              t->op->attr[0] ? "reduce.add" : "s2g", r); /* tk_copy_to_global_add: in L2 */
+    LLVMValueRef l2 = tk_lw_l2_policy(L, t->op->opnds[0]);
     for (int k = 0; k < blocks; k++) {
         LLVMValueRef a[8];
         int n = 0;
@@ -403,8 +405,8 @@ static void issue_store(tk_lower *L, void *ctx, LLVMValueRef *out) {
         for (int d = 0; d < r; d++)
             a[n++] = d ? t->coord[d]
                        : LLVMBuildAdd(b, t->coord[0], i32c(L, (int64_t)k * t->m->box_cols), "");
-        a[n++] = tk_lw_i64c(L, 0);          /* cache hint (unused) */
-        a[n++] = LLVMConstInt(L->i1, 0, 0); /* no cache hint       */
+        a[n++] = l2 ? l2 : tk_lw_i64c(L, 0);      /* tk_param_set_cache */
+        a[n++] = LLVMConstInt(L->i1, l2 != 0, 0); /* cache hint or not  */
         tk_lw_intrin(L, name, NULL, 0, a, (unsigned)n);
     }
     tk_lw_intrin(L, "llvm.nvvm.cp.async.bulk.commit.group", NULL, 0, NULL, 0);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/abi.h"
 #include "ops/nv/lower.h"
 
 tk_status tk_lw_fail(tk_lower *L, tk_status s, const char *fmt, ...) {
@@ -229,6 +230,26 @@ LLVMValueRef tk_lw_asm(tk_lower *L, LLVMTypeRef ret, const char *text, const cha
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
                              LLVMCreateEnumAttribute(L->c, conv, 0));
     return call;
+}
+
+/* createpolicy once per policy in use: it only encodes the policy, so one
+ * register serves every access (PTX ISA, "createpolicy"). */
+void tk_lw_l2_init(tk_lower *L) {
+    static const char *const text[3] = {NULL,
+                                        "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;",
+                                        "createpolicy.fractional.L2::evict_last.b64 $0, 1.0;"};
+    for (int i = 0; i < L->k->nparams; i++) {
+        int c = L->k->cache[i];
+        if (c && !L->l2[c]) L->l2[c] = tk_lw_asm(L, L->i64, text[c], "=l", NULL, 0, false);
+    }
+}
+
+LLVMValueRef tk_lw_l2_policy(const tk_lower *L, const tk_value *view) {
+    const tk_value *p = tk_view_root(view);
+    if (!p || p->def || p->region_arg || p->index < 0 || p->index >= L->k->nparams ||
+        L->k->params[p->index] != p)
+        return NULL;
+    return L->l2[L->k->cache[p->index]];
 }
 
 /* ---- Control flow of the lowering's own code ------------------------------- */

@@ -5,6 +5,7 @@
 #include "util/fixture_ops.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #include "util/fixture_ops_parts.h"
 
@@ -221,13 +222,18 @@ tk_kernel *tu_mma(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) 
 
 /* Global -> shared (sync, cp.async, the copy engine; every layout, 16-bit and f32, stages,
  * ragged edges) -> registers (ROW and COL, aligned and not) -> shared ->
- * global, and register stores to global. */
-tk_kernel *tu_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+ * global, and register stores to global. l2: the tensors' L2 policies set
+ * (tk_param_set_cache), which puts a policy on each of those copy paths. */
+static tk_kernel *memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, int *n, bool l2) {
     tk_kernel *k;
     tk_kernel_create(ctx, "t_mem", 4, &k);
     tk_value *A = tk_param_tensor(k, "A", dt, 2), *B = tk_param_tensor(k, "B", TK_F32, 2);
     tk_value *O = tk_param_tensor(k, "O", dt, 2), *P = tk_param_tensor(k, "P", TK_F32, 2);
     tk_value *Q = tk_param_tensor(k, "Q", TK_F32, 2);
+    if (l2) {
+        tk_param_set_cache(k, A, TK_CACHE_STREAM), tk_param_set_cache(k, B, TK_CACHE_KEEP);
+        tk_param_set_cache(k, O, TK_CACHE_STREAM), tk_param_set_cache(k, P, TK_CACHE_KEEP);
+    }
     tk_value *sw = tk_shared(k, dt, 64, 64, TK_SMEM_SWIZZLE, 2);
     tk_value *pad = tk_shared(k, dt, 64, 64, TK_SMEM_PAD, 1);
     tk_value *pl = tk_shared(k, dt, 64, 64, TK_SMEM_PLAIN, 1);
@@ -282,9 +288,18 @@ tk_kernel *tu_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *
     ts[2] = tensor(dt, 2, dout, 1);
     ts[3] = tensor(TK_F32, 2, dp, 1);
     ts[4] = tensor(TK_F32, 2, dq, 1);
-    (void)sc;
     *n = 5;
     return finish(k);
+}
+
+tk_kernel *tu_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    (void)sc;
+    return memory(ctx, dt, ts, n, false);
+}
+
+tk_kernel *tu_memory_l2(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n) {
+    (void)sc;
+    return memory(ctx, dt, ts, n, true);
 }
 
 /* Views that defeat every fast path: column-major (non-unit column
@@ -650,6 +665,7 @@ const tu_op_fixture tu_op_fixtures[] = {
     {"reduce", tu_reduce, 1e-3},
     {"mma", tu_mma, 1e-3},
     {"memory", tu_memory, 1e-2},
+    {"memory_l2", tu_memory_l2, 1e-2},
     {"strided", tu_strided, 1e-6},
     {"control", tu_control, 1e-3},
     {"pipe", tu_pipe, 1e-5},

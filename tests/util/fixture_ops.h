@@ -27,6 +27,7 @@ tk_kernel *tu_elementwise(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, 
 tk_kernel *tu_reduce(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_mma(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_memory(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
+tk_kernel *tu_memory_l2(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_strided(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_pipe(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
 tk_kernel *tu_control(tk_ctx *ctx, tk_dtype dt, ref_tensor *ts, tk_arg *sc, int *n);
