@@ -45,4 +45,16 @@ static inline const tk_value *tk_view_root(const tk_value *v) {
     return v;
 }
 
+/* k's parameter number of v, or -1 when v is not one of k's parameters. */
+static inline int tk_param_index(const tk_kernel *k, const tk_value *v) {
+    for (int i = 0; v && i < k->nparams; i++)
+        if (k->params[i] == v) return i;
+    return -1;
+}
+
+/* The parameter number of the tensor a view is or narrows, or -1. */
+static inline int tk_view_param(const tk_kernel *k, const tk_value *v) {
+    return tk_param_index(k, tk_view_root(v));
+}
+
 #endif

@@ -469,16 +469,15 @@ tk_status tk_param_set_cache(tk_kernel *k, tk_value *param, int policy) {
     if (!k) return TK_ERR_INVALID_ARG;
     if (k->status) return k->status;
     if (k->finished) return tk_kfail(k, TK_ERR_STATE, "%s: the kernel is finished", fn);
-    if (!param || param->k != k || param->def || param->region_arg ||
-        param->type.kind != TK_KIND_GVIEW || param->index < 0 || param->index >= k->nparams ||
-        k->params[param->index] != param)
+    int i = tk_param_index(k, param);
+    if (i < 0 || param->type.kind != TK_KIND_GVIEW)
         return tk_kfail(k, TK_ERR_INVALID_ARG, "%s: the value is not a tensor parameter of '%s'",
                         fn, k->name);
     if (policy < TK_CACHE_NORMAL || policy > TK_CACHE_KEEP)
         return tk_kfail(k, TK_ERR_INVALID_ARG,
                         "%s: policy %d for '%s'; expected TK_CACHE_NORMAL, _STREAM or _KEEP", fn,
                         policy, param->name);
-    k->cache[param->index] = (uint8_t)policy;
+    k->cache[i] = (uint8_t)policy;
     return TK_OK;
 }
 

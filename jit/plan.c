@@ -79,14 +79,6 @@
 #define PRODUCER_REGS 48
 
 /* ---- Copies on the engine -------------------------------------------------- */
-/* The kernel parameter a view is or is narrowed from, or -1. */
-static int param_of(const tk_kernel *k, const tk_value *v) {
-    v = tk_view_root(v);
-    for (int i = 0; i < k->nparams; i++)
-        if (k->params[i] == v) return i;
-    return -1;
-}
-
 /* Marks the tensor parameters the kernel writes and those it reads: the
  * engine reads global memory through the async proxy, which the kernel's
  * own stores would need a global proxy fence to reach, so written tensors
@@ -95,11 +87,12 @@ static int param_of(const tk_kernel *k, const tk_value *v) {
 static void mark_access(const tk_kernel *k, const tk_region *r, tk_plan *plan) {
     if (!r) return;
     TK_FOREACH_OP(r, op) {
-        int w = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G ? param_of(k, op->opnds[0])
-                                                                        : -1;
+        int w = op->opc == TK_OP_STORE_R2G || op->opc == TK_OP_COPY_S2G
+                    ? tk_view_param(k, op->opnds[0])
+                    : -1;
         if (op->opc == TK_OP_STORE_R2G && w >= 0) plan->read_or_stored |= (uint64_t)1 << w;
-        int rd = op->opc == TK_OP_LOAD_G2R   ? param_of(k, op->opnds[0])
-                 : op->opc == TK_OP_COPY_G2S ? param_of(k, op->opnds[1])
+        int rd = op->opc == TK_OP_LOAD_G2R   ? tk_view_param(k, op->opnds[0])
+                 : op->opc == TK_OP_COPY_G2S ? tk_view_param(k, op->opnds[1])
                                              : -1;
         if (w >= 0) plan->written |= (uint64_t)1 << w;
         if (rd >= 0) plan->read_or_stored |= (uint64_t)1 << rd;
@@ -115,7 +108,7 @@ static bool eligible(const tk_kernel *k, const tk_plan *plan, const tk_op *op, t
     const tk_value *sm = op->opnds[load ? 0 : op->nopnds - 1], *view = op->opnds[load ? 1 : 0];
     const tk_op *sh = tk_smem_alloc_of(sm);
     const tk_type *st = &sm->type;
-    int p = param_of(k, view);
+    int p = tk_view_param(k, view);
     if (!sh || p < 0 || view->type.rank > 4 || st->smem != TK_SMEM_SWIZZLE ||
         ((load ? plan->written : plan->read_or_stored) >> p & 1))
         return false;
@@ -337,7 +330,7 @@ static bool runnable(const tk_kernel *k, const tk_plan *plan, const tk_ws_slice 
     case TK_OP_COPY_G2S: return is_root(plan, op);
     case TK_OP_NARROW: return uniform_scalar(op->opnds[1]) && uniform_scalar(op->opnds[2]);
     case TK_OP_LOAD_G2R: { /* one element (a sequence's offset) of a tensor nobody writes */
-        int p = param_of(k, op->opnds[0]);
+        int p = tk_view_param(k, op->opnds[0]);
         if (op->res[0]->type.kind != TK_KIND_SCALAR || p < 0 || (plan->written >> p & 1))
             return false;
         for (int i = 1; i < op->nopnds; i++)
@@ -379,8 +372,8 @@ static bool check(const tk_kernel *k, const tk_plan *plan, const tk_region *r, t
         const tk_op *sh =
             op->opc == TK_OP_STORE_R2S || sync_copy ? tk_smem_alloc_of(op->opnds[0]) : NULL;
         if (sh) add(cm->tiles, sh->id);
-        int p = op->opc == TK_OP_LOAD_G2R ? param_of(k, op->opnds[0])
-                : sync_copy               ? param_of(k, op->opnds[1])
+        int p = op->opc == TK_OP_LOAD_G2R ? tk_view_param(k, op->opnds[0])
+                : sync_copy               ? tk_view_param(k, op->opnds[1])
                                           : -1;
         if (p >= 0) cm->read |= (uint64_t)1 << p;
         if (has(s->op, op->id) && !runnable(k, plan, s, op)) return false;
@@ -412,7 +405,7 @@ static bool touches(const tk_kernel *k, const consumer_mem *cm, uint64_t rw, con
     for (int i = 0; i < op->nopnds; i++) {
         const tk_value *v = op->opnds[i];
         const tk_op *sh = v->type.kind == TK_KIND_SMEM ? tk_smem_alloc_of(v) : NULL;
-        int p = v->type.kind == TK_KIND_GVIEW ? param_of(k, v) : -1;
+        int p = v->type.kind == TK_KIND_GVIEW ? tk_view_param(k, v) : -1;
         if ((sh && has(cm->tiles, sh->id)) || (p >= 0 && (rw >> p & 1))) return true;
     }
     return false;

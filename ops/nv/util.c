@@ -245,11 +245,8 @@ void tk_lw_l2_init(tk_lower *L) {
 }
 
 LLVMValueRef tk_lw_l2_policy(const tk_lower *L, const tk_value *view) {
-    const tk_value *p = tk_view_root(view);
-    if (!p || p->def || p->region_arg || p->index < 0 || p->index >= L->k->nparams ||
-        L->k->params[p->index] != p)
-        return NULL;
-    return L->l2[L->k->cache[p->index]];
+    int p = tk_view_param(L->k, view);
+    return p < 0 ? NULL : L->l2[L->k->cache[p]];
 }
 
 /* ---- Control flow of the lowering's own code ------------------------------- */

@@ -301,9 +301,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             } /* then keep building: misuse */
             else if (which == 1)
                 tk_param_scalar(f.k, "late", TK_I32);
-            else if (which == 2) /* any value, any policy (3: a bad one) */
-                tk_param_set_cache(f.k, like(&f, NULL, TK_KIND_GVIEW), pick(&f, 4));
-            else
+            else if (which == 2) { /* any value, any policy (3: a bad one) */
+                tk_value *v = like(&f, NULL, TK_KIND_GVIEW);
+                tk_param_set_cache(f.k, v, pick(&f, 4));
+            } else
                 leaf(&f, which);
         }
     }
