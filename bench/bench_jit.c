@@ -7,8 +7,13 @@
  * beside a bare cuLaunchKernel of that built kernel, the floor: the time the
  * call takes on the host, launches queued back to back. Medians of repeated
  * runs.
- *   bench_jit            (needs a GPU; cache in a fresh temporary directory) */
+ *   bench_jit            (needs a GPU; cache in a fresh temporary directory)
+ * On the null driver (LD_LIBRARY_PATH=build/null-cuda, tests/nullcuda) it
+ * runs without a GPU and says so: the compile's PTX → cubin step and every
+ * driver call then cost nothing, so the host costs are the library's own
+ * share, and the "floor" is the null driver's. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +216,11 @@ int main(void) {
     tk_cache_stats sw;
     double cold_w = cold_wgmma(ctx, &sw);
 
+    void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (dl && dlsym(dl, "tk_null_cuda_calls"))
+        printf("driver: the null driver (tests/nullcuda): no GPU; driver calls cost nothing, so "
+               "the host costs below are the library's share alone\n\n");
+    if (dl) dlclose(dl);
     printf("| step | time |\n|---|---|\n");
     printf("| build attention IR (D128) | %.0f us |\n", build);
     printf("| compile cold, mma.sync (LLVM %.1f ms + PTX->cubin %.1f ms) | %.1f ms |\n", st.llvm_ms,

@@ -31,6 +31,7 @@ typedef struct tk_memo {
     tk_memo_entry *e;
     size_t n, cap;
     char arch[16]; /* the GPU's, once known ("" before) */
+    int sms;       /* its SM count, once known (0 before) */
     tk_registry_compile_fn compile;
 } tk_memo;
 
@@ -320,6 +321,18 @@ void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n) {
     size_t len = strlen(m->arch);
     if (len < n) memcpy(buf, m->arch, len + 1);
     pthread_mutex_unlock(&m->mu);
+}
+
+int tk_registry_sm_count(tk_ctx *ctx) {
+    tk_host_target t;
+    if (tk_host_backend(ctx, &t)) return t.sms;
+    tk_memo *m = tk_ctx_slot(ctx, &memo_slot);
+    if (!m) return 0;
+    pthread_mutex_lock(&m->mu);
+    if (m->sms <= 0 && tk_gpu_sm_count(ctx, &m->sms)) m->sms = 0;
+    int n = m->sms;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 tk_status tk_registry_set_compile(tk_ctx *ctx, tk_registry_compile_fn compile) {

@@ -74,6 +74,10 @@ tk_status tk_registry_programs_of(tk_ctx *ctx, const tk_kernel_def *def, int n, 
  * driver once per context (again only while it gave none); on the
  * interpreter backend, the arch tk_ctx_set_backend set. */
 void tk_registry_arch(tk_ctx *ctx, char *buf, size_t n);
+/* Its SM count, 0 where there is none, asked the same way: an entry point
+ * sizing a split per call makes no driver call for it (tk_gpu_sm_count
+ * makes the context current, a driver call, each time). */
+int tk_registry_sm_count(tk_ctx *ctx);
 
 /* The caller's parameter struct `src` (a tk_attention_params, a
  * tk_gemm_params: a leading size_t struct_size, docs/API.md) into `dst`, the

@@ -649,7 +649,7 @@ static tk_status gemm_choose(tk_ctx *ctx, const tk_gemm_params *p, tk_gemm_confi
         char arch[16];
         int sms = 0;
         tk_registry_arch(ctx, arch, sizeof arch);
-        if (split && p->split_k != 1 && (tk_gpu_sm_count(ctx, &sms) || sms < 1)) sms = CALL_SMS;
+        if (split && p->split_k != 1 && (sms = tk_registry_sm_count(ctx)) < 1) sms = CALL_SMS;
         *c = call_choice(p, arch[0] ? arch : NULL, sms, split);
         return TK_OK;
     }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "jit/registry.h"
 #include "tk/tk_jit.h"
 
 tk_status tk_run_check_size(tk_ctx *ctx, const char *fn, const char *name, int64_t v, int64_t max) {
@@ -40,9 +41,8 @@ tk_status tk_run_check_strides(tk_ctx *ctx, const char *fn, const char *name, in
 }
 
 int tk_run_sm_count(tk_ctx *ctx) {
-    int sm = 0;
-    if (!ctx || tk_gpu_sm_count(ctx, &sm) != TK_OK || sm <= 0) sm = 132;
-    return sm;
+    int sm = ctx ? tk_registry_sm_count(ctx) : 0;
+    return sm > 0 ? sm : 132;
 }
 
 tk_status tk_run_check_bias_pair(tk_ctx *ctx, const char *fn, const void *bq, const void *bk) {

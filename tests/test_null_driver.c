@@ -1,0 +1,295 @@
+/* The library's driver path, run on the null driver (tests/nullcuda): no
+ * GPU, but every device query, compile, module load, tensor-map encoding
+ * and launch goes through libcuda's interface as on a real one.
+ *   - What the ready-made entry points hand the driver is valid by the
+ *     driver API's documented rules (the null driver refuses the rest), at
+ *     ragged sizes and at the grid's limits.
+ *   - A prepared call makes one cuCtxSetCurrent and one launch per kernel
+ *     and no other driver call: no allocation, copy, synchronization,
+ *     compile or tensor-map encoding. That is what CUDA graph capture and
+ *     the launch-cost targets need, and a regression would be silent on a
+ *     GPU (it still computes the right thing).
+ *   - Tensor maps are encoded again only when a pointer changes.
+ * ctest puts build/null-cuda first on LD_LIBRARY_PATH; run any other way
+ * (a real driver, or none) the test skips with a line. */
+#include <check.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk/tk.h"
+#include "tk/tk_jit.h"
+#include "tk/tk_run.h"
+#include "util/params.h"
+#include "util/run.h"
+#include "util/tmpdir.h"
+
+static char g_root[256];
+static long (*calls_of)(const char *name);
+static long (*rejected)(char *why, size_t n);
+
+/* The driver functions a prepared call may not make. */
+static const char *const g_forbidden[] = {
+    "cuMemAlloc",
+    "cuMemFree",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoH",
+    "cuMemsetD8",
+    "cuCtxSynchronize",
+    "cuLinkCreate",
+    "cuModuleLoadData",
+    "cuModuleLoadDataEx",
+    "cuFuncSetAttribute",
+    "cuTensorMapEncodeTiled",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cuOccupancyMaxActiveClusters",
+};
+enum { NFORBID = sizeof g_forbidden / sizeof g_forbidden[0] };
+
+typedef struct {
+    long set_current, launches, forbidden[NFORBID];
+} snap;
+
+static snap take(void) {
+    snap s = {0};
+    s.set_current = calls_of("cuCtxSetCurrent");
+    s.launches = calls_of("cuLaunchKernel") + calls_of("cuLaunchKernelEx");
+    for (int i = 0; i < NFORBID; i++) s.forbidden[i] = calls_of(g_forbidden[i]);
+    return s;
+}
+
+static void no_rejections(const char *what) {
+    char why[256];
+    long r = rejected(why, sizeof why);
+    ck_assert_msg(r == 0, "%s: the driver refused %ld launches or tensor maps; the last: %s", what,
+                  r, why);
+}
+
+typedef tk_status (*entry)(tk_ctx *ctx, const void *params);
+
+/* Calls f once (compiles, loads, encodes maps), then R times more: each of
+ * those makes `kernels` launches, as many cuCtxSetCurrent and nothing else. */
+static void steady(tk_ctx *ctx, const char *what, entry f, const void *params, int kernels) {
+    enum { R = 3 };
+    ck_assert_msg(f(ctx, params) == TK_OK, "%s: %s", what, tk_ctx_error(ctx));
+    snap a = take();
+    for (int i = 0; i < R; i++)
+        ck_assert_msg(f(ctx, params) == TK_OK, "%s: %s", what, tk_ctx_error(ctx));
+    snap b = take();
+    ck_assert_msg(b.launches - a.launches == (long)R * kernels,
+                  "%s: %ld launches in %d calls, want %d each", what, b.launches - a.launches, R,
+                  kernels);
+    ck_assert_msg(b.set_current - a.set_current == b.launches - a.launches,
+                  "%s: %ld cuCtxSetCurrent for %ld launches", what, b.set_current - a.set_current,
+                  b.launches - a.launches);
+    for (int i = 0; i < NFORBID; i++)
+        ck_assert_msg(b.forbidden[i] == a.forbidden[i], "%s: a prepared call made %ld %s", what,
+                      (b.forbidden[i] - a.forbidden[i]) / R, g_forbidden[i]);
+    no_rejections(what);
+}
+
+static tk_status attn(tk_ctx *ctx, const void *p) { return tk_attention_forward(ctx, p, NULL); }
+static tk_status attn_bwd(tk_ctx *ctx, const void *p) {
+    return tk_attention_backward(ctx, p, NULL);
+}
+static tk_status gemm(tk_ctx *ctx, const void *p) { return tk_gemm(ctx, p, NULL); }
+static tk_status norm(tk_ctx *ctx, const void *p) { return tk_norm_forward(ctx, p, NULL); }
+
+/* A context on the null driver with one device buffer, or NULL after
+ * printing why the test skips. Kernels never run, so one buffer serves as
+ * every tensor whatever its size. */
+static tk_ctx *null_ctx(void **buf, size_t bytes) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *c = dl ? dlsym(dl, "tk_null_cuda_calls") : NULL,
+         *r = dl ? dlsym(dl, "tk_null_cuda_rejected") : NULL;
+    if (!c || !r || tk_gpu_init(ctx) != TK_OK) {
+        printf("null-driver tests skipped: libcuda.so.1 is not tests/nullcuda's (ctest puts "
+               "build/null-cuda first on LD_LIBRARY_PATH)\n");
+        if (dl) dlclose(dl);
+        tk_ctx_destroy(ctx);
+        return NULL;
+    }
+    memcpy(&calls_of, &c, sizeof c);
+    memcpy(&rejected, &r, sizeof r);
+    dlclose(dl); /* the library holds its own reference */
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, buf), TK_OK);
+    return ctx;
+}
+
+START_TEST(test_attention_forward) {
+    void *buf;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    char arch[16];
+    ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
+    ck_assert_str_eq(arch, "sm_90a");
+    static const struct {
+        int d, causal, kernel;
+        int64_t b, hq, hkv, nq, nkv;
+    } cases[] = {
+        {128, 0, TK_ATTN_AUTO, 2, 5, 5, 1000, 777}, /* ragged both ways */
+        {128, 1, TK_ATTN_AUTO, 1, 8, 2, 777, 1000}, /* GQA, causal */
+        {64, 1, TK_ATTN_AUTO, 3, 4, 4, 200, 200},
+        {256, 0, TK_ATTN_AUTO, 1, 2, 1, 300, 129},
+        {128, 0, TK_ATTN_MMA_SYNC, 2, 3, 3, 513, 65},
+        {128, 0, TK_ATTN_AUTO, 65535, 1, 1, 16, 16}, /* the grid's y limit */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tk_attention_params p =
+            tu_attention_params(TK_BF16, cases[i].d, cases[i].hq, cases[i].hkv, cases[i].nq, buf);
+        p.batch = cases[i].b, p.seq_kv = cases[i].nkv, p.causal = cases[i].causal;
+        p.kernel = cases[i].kernel;
+        char what[96];
+        snprintf(what, sizeof what, "attention D%d B%lld N %lld/%lld case %zu", cases[i].d,
+                 (long long)p.batch, (long long)p.seq_q, (long long)p.seq_kv, i);
+        steady(ctx, what, attn, &p, 1);
+    }
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Decoding splits the keys over blocks and merges (two kernels) when a
+ * workspace holds the partials. */
+START_TEST(test_attention_decode) {
+    void *buf, *ws;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    tk_attention_params p = tu_attention_params(TK_BF16, 128, 32, 8, 1, buf);
+    p.seq_kv = 8191;
+    size_t bytes = 0;
+    ck_assert_int_eq(tk_attention_forward_workspace(ctx, &p, &bytes), TK_OK);
+    ck_assert_msg(bytes > 0, "a one-query call over 8191 keys splits");
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, &ws), TK_OK);
+    p.workspace = ws, p.workspace_bytes = bytes;
+    steady(ctx, "decode B1 Hq32/8 Nkv 8191, split", attn, &p, 2);
+    p.workspace = NULL, p.workspace_bytes = 0;
+    steady(ctx, "decode B1 Hq32/8 Nkv 8191, no workspace", attn, &p, 1);
+    tk_gpu_free(ctx, ws);
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_attention_backward) {
+    void *buf, *ws;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    for (int mode = 0; mode < 2; mode++) {
+        tk_attention_bwd_params p = TK_ATTENTION_BWD_PARAMS_INIT;
+        p.dtype = TK_BF16, p.head_dim = 128, p.causal = 1, p.mode = mode;
+        p.batch = 2, p.heads_q = 6, p.heads_kv = 3, p.seq_q = 1000, p.seq_kv = 1000;
+        p.q = p.k = p.v = p.o = p.dout = buf;
+        p.lse = buf;
+        p.dq = p.dk = p.dv = buf;
+        size_t bytes = 0;
+        ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_OK);
+        ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
+        p.workspace = ws, p.workspace_bytes = bytes;
+        ck_assert_int_eq(attn_bwd(ctx, &p), TK_OK);
+        snap a = take();
+        ck_assert_int_eq(attn_bwd(ctx, &p), TK_OK);
+        long kernels = take().launches - a.launches;
+        ck_assert_msg(kernels >= 2, "the backward is at least a pre-pass and a main kernel");
+        steady(ctx, mode ? "attention backward, fast" : "attention backward, deterministic",
+               attn_bwd, &p, (int)kernels);
+        tk_gpu_free(ctx, ws);
+    }
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_gemm) {
+    void *buf, *ws;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    static const int64_t shapes[][3] = {{1000, 777, 333},
+                                        {4096, 4096, 4096},
+                                        {128, 4096, 4096},
+                                        {8192, 8192, 64},
+                                        {65535 * 64, 64, 64}};
+    int splits = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        tk_gemm_params p =
+            tu_gemm_params(TK_BF16, TK_BF16, shapes[i][0], shapes[i][1], shapes[i][2], buf);
+        char what[64];
+        snprintf(what, sizeof what, "gemm %lldx%lldx%lld", (long long)p.m, (long long)p.n,
+                 (long long)p.k);
+        steady(ctx, what, gemm, &p, 1);
+        /* with a workspace, a split over K where it pays: partials, then their sum */
+        size_t bytes = 0;
+        ck_assert_int_eq(tk_gemm_workspace(ctx, &p, &bytes), TK_OK);
+        if (!bytes) continue;
+        ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, &ws), TK_OK);
+        p.workspace = ws, p.workspace_bytes = bytes;
+        strcat(what, ", split");
+        steady(ctx, what, gemm, &p, 2);
+        tk_gpu_free(ctx, ws);
+        splits++;
+    }
+    ck_assert_msg(splits > 0, "a skinny product splits over K");
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_norm) {
+    void *buf;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    tk_norm_params p = TK_NORM_PARAMS_INIT;
+    p.dtype = TK_BF16, p.kind = TK_NORM_LAYER, p.eps = 1e-5f;
+    p.rows = 16384, p.cols = 768;
+    p.x = p.residual = p.weight = p.bias = buf;
+    p.h = p.y = buf;
+    p.mean = p.rstd = buf;
+    steady(ctx, "layernorm 16384x768", norm, &p, 1);
+    p.rows = 3, p.cols = 16383;
+    steady(ctx, "layernorm 3x16383", norm, &p, 1);
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A tensor map is encoded again when its pointer changes, and only then. */
+START_TEST(test_maps_follow_pointers) {
+    void *buf;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    tk_attention_params p = tu_attention_params(TK_BF16, 128, 4, 4, 1024, buf);
+    ck_assert_int_eq(attn(ctx, &p), TK_OK);
+    long before = calls_of("cuTensorMapEncodeTiled");
+    ck_assert_msg(before > 0, "the sm_90a attention reads through tensor maps");
+    p.q = (char *)buf + (32 << 20);
+    ck_assert_int_eq(attn(ctx, &p), TK_OK);
+    long after = calls_of("cuTensorMapEncodeTiled");
+    ck_assert_msg(after > before, "a new Q pointer must be encoded");
+    ck_assert_int_eq(attn(ctx, &p), TK_OK);
+    ck_assert_int_eq(calls_of("cuTensorMapEncodeTiled"), after);
+    no_rejections("attention with a moved Q");
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void) {
+    if (tu_tmpdir_make(g_root, sizeof g_root, "nulldrv") != 0) return EXIT_FAILURE;
+    tu_set_cache_dir(g_root);
+    Suite *s = suite_create("null_driver");
+    TCase *tc = tcase_create("null_driver");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, test_attention_forward);
+    tcase_add_test(tc, test_attention_decode);
+    tcase_add_test(tc, test_attention_backward);
+    tcase_add_test(tc, test_gemm);
+    tcase_add_test(tc, test_norm);
+    tcase_add_test(tc, test_maps_follow_pointers);
+    suite_add_tcase(s, tc);
+    int rc = run_suite(s);
+    tu_tmpdir_remove(g_root);
+    return rc;
+}
