@@ -88,6 +88,7 @@ tk_status tk_kernel_seal(tk_kernel *k, const tk_rule_fn rules[TK_OP_COUNT]) {
     k->canon = tk_arena_strdup(k->arena, text);
     free(text);
     if (!k->canon) return tk_kfail(k, TK_ERR_NO_MEMORY, "tk_kernel_finish: out of memory");
+    tk_canon_hash(k->canon, k->canon_hash);
     k->finished = true;
     return TK_OK;
 }

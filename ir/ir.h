@@ -164,10 +164,16 @@ struct tk_kernel {
 
     uint32_t nvalues; /* ids handed out so far                        */
     uint32_t nops;
-    size_t smem_bytes; /* total shared bytes (sum of SHARED ops)       */
-    const char *canon; /* printed form, made once by tk_kernel_finish:
-                               the JIT hashes it for every cache lookup     */
+    size_t smem_bytes;      /* total shared bytes (sum of SHARED ops)       */
+    const char *canon;      /* printed form, made once by tk_kernel_finish */
+    uint64_t canon_hash[2]; /* XXH3-128 of canon (low, high), made with it:
+                               what the JIT's cache keys hash, so that a
+                               lookup does not rehash the text each time  */
 };
+
+/* XXH3-128 of a kernel's canonical text (low, high): k->canon_hash, and
+ * what the JIT hashes for a text it reads back (a kernel pack's). */
+void tk_canon_hash(const char *text, uint64_t out[2]);
 
 /* ---- Helpers shared by the builder, rules and verifier ------------------ */
 /* Records the first error on k (later ones are dropped); returns `s`. */

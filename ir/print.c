@@ -36,6 +36,9 @@
 
 #include "ir/ir.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 typedef struct sbuf {
     char *p;
     size_t n, cap;
@@ -358,4 +361,10 @@ tk_status tk_kernel_print(const tk_kernel *k, char **out) {
     }
     *out = b.p;
     return TK_OK;
+}
+
+void tk_canon_hash(const char *text, uint64_t out[2]) {
+    XXH128_hash_t h = XXH3_128bits(text, strlen(text));
+    out[0] = h.low64;
+    out[1] = h.high64;
 }

@@ -207,46 +207,34 @@ static tk_status tk_compile_new(struct tk_jit *j, tk_cuda *cu, tk_ctx *ctx, cons
     return TK_OK;
 }
 
-/* The driver, current on this thread, and the kernel's canonical text. */
-static tk_status tk_compile_begin(tk_ctx *ctx, const tk_kernel *k, struct tk_jit **j, tk_cuda **cu,
-                                  char **text, tk_diag *dg) {
-    if (!(*j = tk_jit_of(ctx))) return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
-    tk_status s = tk_jit_cuda(*j, cu, dg);
-    if (s == TK_OK) s = tk_cuda_enter(*cu, dg);
-    /* A finished kernel carries its canonical text: no printing per lookup. */
-    if (s == TK_OK && !(*text = strdup(k->canon)))
-        s = tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
-    return s;
-}
-
 /* tk_compile with its failure in *dg ("tk_compile: kernel 'name': why"), not
- * on the context: what a pool's threads may run side by side. */
+ * on the context: what a pool's threads may run side by side. A memory hit
+ * makes no driver call and hashes no text (the kernel carries its text's
+ * hash); a miss makes the context current for the load. */
 tk_status tk_compile_dg(tk_ctx *ctx, const tk_kernel *k, tk_program **out, tk_diag *dg) {
     if (tk_host_backend(ctx, NULL)) return tk_host_compile_dg(ctx, k, out, dg);
-    struct tk_jit *j;
+    struct tk_jit *j = tk_jit_of(ctx);
     tk_cuda *cu;
-    char *text = NULL, comp[64];
+    char comp[64];
     tk_diag why = {0};
-    tk_status s = tk_compile_begin(ctx, k, &j, &cu, &text, &why);
-    if (s != TK_OK) {
-        free(text);
-        return tk_diag_fail(dg, s, "tk_compile: %s", why.msg);
-    }
+    if (!j) return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "tk_compile: out of memory");
+    tk_status s = tk_jit_cuda(j, &cu, &why);
+    if (s != TK_OK) return tk_diag_fail(dg, s, "tk_compile: %s", why.msg);
     tk_compiler_id_driver(cu, comp, sizeof comp);
     tk_cache_id id;
-    tk_cache_id_make(&id, text, cu->arch, comp);
+    tk_cache_id_of(&id, k, cu->arch, comp);
     tk_program *p = tk_mem_find(&j->cache, id.key);
     if (p) {
         tk_cache_note(&j->cache, TK_STAT_MEMORY_HIT, 1);
         atomic_store(&p->origin, TK_FROM_MEMORY);
-    } else if ((s = tk_compile_new(j, cu, ctx, k, text, &id, &p, &why)) == TK_OK) {
+    } else if ((s = tk_cuda_enter(cu, &why)) == TK_OK &&
+               (s = tk_compile_new(j, cu, ctx, k, k->canon, &id, &p, &why)) == TK_OK) {
         tk_program *q = tk_mem_insert(&j->cache, id.key, p);
         if (q != p) { /* another thread compiled it meanwhile: share theirs */
             tk_program_release(p);
             p = q;
         }
     }
-    free(text);
     if (s != TK_OK)
         return tk_diag_fail(dg, s, "tk_compile: kernel '%s': %s", tk_kernel_name(k), why.msg);
     tk_jit_commit(j);

@@ -6,6 +6,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "ir/ir.h"
 #include "jit/cache.h"
 #include "tk_codegen_id.h" /* generated into the build tree by cmake/codegen_id.cmake */
 
@@ -32,27 +33,78 @@ void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch,
 
 void tk_cache_id_make_for(tk_cache_id *id, const char *ir_text, const char *arch,
                           const char *compiler, const char *codegen) {
-    XXH3_state_t st;
-    memset(&st, 0, sizeof st);
-    XXH3_128bits_reset(&st);
-    /* The version names the key's fields: bump it when they change. The
-     * entry ABI a cubin was built for (ir/abi.h, the plan's extra parameters,
-     * shared memory and block size) once needed a bump by hand too; the code
-     * generator's digest now covers it. v2: plans; v3: producer warps;
-     * v4: the code generator's digest. */
-    tk_hash_field(&st, "tilekittens cache key v4");
-    tk_hash_field(&st, ir_text);
-    tk_hash_field(&st, arch);
-    tk_hash_field(&st, TK_LLVM_VERSION);
-    tk_hash_field(&st, compiler);
-    tk_hash_field(&st, codegen);
-    XXH128_hash_t h = XXH3_128bits_digest(&st);
+    uint64_t h[2];
+    tk_canon_hash(ir_text, h);
+    tk_cache_id_from_hash(id, h, arch, compiler, codegen);
+}
+
+void tk_cache_id_of(tk_cache_id *id, const tk_kernel *k, const char *arch, const char *compiler) {
+    tk_cache_id_from_hash(id, k->canon_hash, arch, compiler, TK_CODEGEN_ID);
+}
+
+/* Appends field s to buf at *n, its length in front, so no two different
+ * field lists produce the same bytes; false when it does not fit. */
+static bool tk_key_field(char *buf, size_t cap, size_t *n, const char *s) {
+    uint64_t len = strlen(s);
+    if (len > cap - *n - sizeof len) return false;
+    memcpy(buf + *n, &len, sizeof len);
+    memcpy(buf + *n + sizeof len, s, (size_t)len);
+    *n += sizeof len + (size_t)len;
+    return true;
+}
+
+/* s into dst (n bytes), cut to fit and NUL-terminated. */
+static void tk_copy_cut(char *dst, size_t n, const char *s) {
+    size_t len = strnlen(s, n - 1);
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+}
+
+/* The version names the key's fields: bump it when they change. The entry
+ * ABI a cubin was built for (ir/abi.h, the plan's extra parameters, shared
+ * memory and block size) once needed a bump by hand too; the code
+ * generator's digest now covers it. v2: plans; v3: producer warps; v4: the
+ * code generator's digest; v5: the text's XXH3-128 in place of the text
+ * (a kernel carries it from tk_kernel_finish: a lookup hashes ~200 bytes,
+ * not the whole text). The fields are short, so one buffer and a one-shot
+ * hash; an identity too long for it (never made by the library) goes
+ * through the streaming hash instead. */
+void tk_cache_id_from_hash(tk_cache_id *id, const uint64_t text_hash[2], const char *arch,
+                           const char *compiler, const char *codegen) {
+    char buf[512];
+    size_t n = 0;
+    XXH128_hash_t h;
+    bool fits = tk_key_field(buf, sizeof buf, &n, "tilekittens cache key v5");
+    if (fits && sizeof buf - n >= 16) {
+        memcpy(buf + n, text_hash, 16);
+        n += 16;
+    } else {
+        fits = false;
+    }
+    fits = fits && tk_key_field(buf, sizeof buf, &n, arch) &&
+           tk_key_field(buf, sizeof buf, &n, TK_LLVM_VERSION) &&
+           tk_key_field(buf, sizeof buf, &n, compiler) &&
+           tk_key_field(buf, sizeof buf, &n, codegen);
+    if (fits) {
+        h = XXH3_128bits(buf, n);
+    } else {
+        XXH3_state_t st;
+        memset(&st, 0, sizeof st);
+        XXH3_128bits_reset(&st);
+        tk_hash_field(&st, "tilekittens cache key v5");
+        XXH3_128bits_update(&st, text_hash, 16);
+        tk_hash_field(&st, arch);
+        tk_hash_field(&st, TK_LLVM_VERSION);
+        tk_hash_field(&st, compiler);
+        tk_hash_field(&st, codegen);
+        h = XXH3_128bits_digest(&st);
+    }
     memset(id, 0, sizeof *id);
     id->key.lo = h.low64;
     id->key.hi = h.high64;
-    snprintf(id->arch, sizeof id->arch, "%s", arch);
-    snprintf(id->compiler, sizeof id->compiler, "%s", compiler);
-    snprintf(id->llvm, sizeof id->llvm, "%s", TK_LLVM_VERSION);
+    tk_copy_cut(id->arch, sizeof id->arch, arch);
+    tk_copy_cut(id->compiler, sizeof id->compiler, compiler);
+    tk_copy_cut(id->llvm, sizeof id->llvm, TK_LLVM_VERSION);
     /* A prefix, not NUL-terminated when the id is long (the header keeps the
      * same bytes; the key hashes the whole id). */
     size_t len = strlen(codegen);

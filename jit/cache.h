@@ -1,7 +1,7 @@
 /* The kernel cache: 128-bit keys, an in-memory table of loaded programs and
  * an on-disk store of cubins.
  *
- * Key = XXH3-128 over (canonical IR text, target arch, LLVM version,
+ * Key = XXH3-128 over (the canonical IR text's XXH3-128, target arch, LLVM version,
  * compiler identity, code-generator identity). The compiler identity names
  * the PTX->cubin path and its version ("cuLink <driver version>" or "ptxas
  * <build line>"), so entries made by another driver/ptxas are distinct
@@ -64,6 +64,12 @@ void tk_cache_id_make(tk_cache_id *id, const char *ir_text, const char *arch, co
 /* The same under an explicit code-generator identity (tests pass two). */
 void tk_cache_id_make_for(tk_cache_id *id, const char *ir_text, const char *arch,
                           const char *compiler, const char *codegen);
+/* The same for a finished kernel's text, from the hash it carries
+ * (k->canon_hash): what a memory-cache lookup pays. */
+void tk_cache_id_of(tk_cache_id *id, const tk_kernel *k, const char *arch, const char *compiler);
+/* The id from a text's tk_canon_hash (ir/ir.h): the other three's core. */
+void tk_cache_id_from_hash(tk_cache_id *id, const uint64_t text_hash[2], const char *arch,
+                           const char *compiler, const char *codegen);
 /* TK_CODEGEN_ID: 64 hex digits, fixed when the library is built. */
 const char *tk_codegen_id(void);
 void tk_key_hex(tk_key k, char out[33]);

@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ir/ir.h"
 #include "jit/cache.h"
+#include "tk/tk.h"
 #include "util/run.h"
 #include "util/tmpdir.h"
 
@@ -54,6 +56,43 @@ START_TEST(test_codegen_id_in_key) {
     ck_assert(key_eq(built.key, a2.key));
     ck_assert_mem_eq(built.codegen, id, sizeof built.codegen);
     ck_assert(!key_eq(built.key, a.key));
+}
+END_TEST
+
+/* A finished kernel's id, made from the hash it carries (the memory-cache
+ * lookup's path), is the id of its text (the pack and precompile paths');
+ * each field still separates keys, and an identity too long for the
+ * one-shot key buffer (the streaming path) does too. */
+START_TEST(test_kernel_id_is_text_id) {
+    tk_ctx *ctx;
+    ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
+    tk_kernel *k[2];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(tk_kernel_create(ctx, i ? "tk_test_key_b" : "tk_test_key_a", 4, &k[i]),
+                         TK_OK);
+        tk_param_tensor(k[i], "A", TK_F32, 2);
+        tk_set_grid(k[i], NULL, NULL, NULL);
+        ck_assert_int_eq(tk_kernel_finish(k[i]), TK_OK);
+    }
+    tk_cache_id of, text, other, arch, comp;
+    tk_cache_id_of(&of, k[0], "sm_90a", "cuLink 13000");
+    tk_cache_id_make(&text, k[0]->canon, "sm_90a", "cuLink 13000");
+    ck_assert(key_eq(of.key, text.key));
+    ck_assert_mem_eq(&of, &text, sizeof of);
+    tk_cache_id_of(&other, k[1], "sm_90a", "cuLink 13000");
+    tk_cache_id_of(&arch, k[0], "sm_80", "cuLink 13000");
+    tk_cache_id_of(&comp, k[0], "sm_90a", "cuLink 13010");
+    ck_assert(!key_eq(of.key, other.key) && !key_eq(of.key, arch.key) && !key_eq(of.key, comp.key));
+    char big[600];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    tk_cache_id b1, b2;
+    tk_cache_id_of(&b1, k[0], "sm_90a", big);
+    big[300] = 'y';
+    tk_cache_id_of(&b2, k[0], "sm_90a", big);
+    ck_assert(!key_eq(b1.key, b2.key) && !key_eq(b1.key, of.key));
+    for (int i = 0; i < 2; i++) tk_kernel_destroy(k[i]);
+    tk_ctx_destroy(ctx);
 }
 END_TEST
 
@@ -105,6 +144,7 @@ int main(void) {
     TCase *tc = tcase_create("cache");
     tcase_add_test(tc, test_codegen_id_in_key);
     tcase_add_test(tc, test_codegen_foreign_entry);
+    tcase_add_test(tc, test_kernel_id_is_text_id);
     suite_add_tcase(s, tc);
     int rc = run_suite(s);
     tu_tmpdir_remove(g_root);
