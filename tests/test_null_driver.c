@@ -89,12 +89,26 @@ static void steady(tk_ctx *ctx, const char *what, entry f, const void *params, i
     no_rejections(what);
 }
 
+/* steady() for a call whose kernel count depends on its sizes: counted on
+ * a call after the first, then held to. */
+static void steady_any(tk_ctx *ctx, const char *what, entry f, const void *params) {
+    ck_assert_msg(f(ctx, params) == TK_OK, "%s: %s", what, tk_ctx_error(ctx));
+    snap a = take();
+    ck_assert_msg(f(ctx, params) == TK_OK, "%s: %s", what, tk_ctx_error(ctx));
+    long kernels = take().launches - a.launches;
+    ck_assert_msg(kernels >= 1, "%s: no launch", what);
+    steady(ctx, what, f, params, (int)kernels);
+}
+
 static tk_status attn(tk_ctx *ctx, const void *p) { return tk_attention_forward(ctx, p, NULL); }
 static tk_status attn_bwd(tk_ctx *ctx, const void *p) {
     return tk_attention_backward(ctx, p, NULL);
 }
 static tk_status gemm(tk_ctx *ctx, const void *p) { return tk_gemm(ctx, p, NULL); }
 static tk_status norm(tk_ctx *ctx, const void *p) { return tk_norm_forward(ctx, p, NULL); }
+static tk_status norm_bwd(tk_ctx *ctx, const void *p) { return tk_norm_backward(ctx, p, NULL); }
+static tk_status rotary(tk_ctx *ctx, const void *p) { return tk_rotary(ctx, p, NULL); }
+static tk_status xent(tk_ctx *ctx, const void *p) { return tk_cross_entropy(ctx, p, NULL); }
 
 /* A context on the null driver with one device buffer, or NULL after
  * printing why the test skips. Kernels never run, so one buffer serves as
@@ -189,13 +203,8 @@ START_TEST(test_attention_backward) {
         ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_OK);
         ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
         p.workspace = ws, p.workspace_bytes = bytes;
-        ck_assert_int_eq(attn_bwd(ctx, &p), TK_OK);
-        snap a = take();
-        ck_assert_int_eq(attn_bwd(ctx, &p), TK_OK);
-        long kernels = take().launches - a.launches;
-        ck_assert_msg(kernels >= 2, "the backward is at least a pre-pass and a main kernel");
-        steady(ctx, mode ? "attention backward, fast" : "attention backward, deterministic",
-               attn_bwd, &p, (int)kernels);
+        steady_any(ctx, mode ? "attention backward, fast" : "attention backward, deterministic",
+                   attn_bwd, &p);
         tk_gpu_free(ctx, ws);
     }
     tk_gpu_free(ctx, buf);
@@ -255,6 +264,75 @@ START_TEST(test_norm) {
 }
 END_TEST
 
+/* The trainer's other kernels at GPT-2 124M's shapes and ragged ones. */
+START_TEST(test_training_kernels) {
+    void *buf, *ws;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    static const int64_t norm_shapes[][2] = {{16384, 768}, {5, 1000}};
+    for (int i = 0; i < 2; i++) {
+        tk_norm_bwd_params p = TK_NORM_BWD_PARAMS_INIT;
+        p.dtype = TK_BF16, p.kind = TK_NORM_LAYER;
+        p.rows = norm_shapes[i][0], p.cols = norm_shapes[i][1];
+        p.h = p.dy = p.dh = p.weight = buf;
+        p.mean = p.rstd = buf;
+        p.dx = p.dweight = p.dbias = buf;
+        size_t bytes = 0;
+        ck_assert_int_eq(tk_norm_backward_workspace(ctx, &p, &bytes), TK_OK);
+        ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
+        p.workspace = ws, p.workspace_bytes = bytes;
+        steady_any(ctx, i ? "layernorm backward 5x1000" : "layernorm backward 16384x768", norm_bwd,
+                   &p);
+        tk_gpu_free(ctx, ws);
+    }
+    tk_rotary_params r = TK_ROTARY_PARAMS_INIT;
+    r.dtype = TK_BF16, r.style = TK_ROTARY_NEOX, r.head_dim = 128;
+    r.batch = 3, r.seq = 1001, r.heads_q = 8, r.heads_k = 2;
+    r.q = r.k = r.q_out = r.k_out = buf;
+    steady(ctx, "rotary NeoX q and k", rotary, &r, 2);
+    tk_xent_params x = TK_XENT_PARAMS_INIT;
+    x.dtype = TK_BF16, x.rows = 16384, x.vocab = 50257;
+    x.logits = x.dlogits = buf;
+    x.targets = buf;
+    x.loss = x.loss_mean = buf;
+    x.dloss_scale = 1.0f / 16384;
+    size_t bytes = 0;
+    ck_assert_int_eq(tk_cross_entropy_workspace(ctx, &x, &bytes), TK_OK);
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
+    x.workspace = ws, x.workspace_bytes = bytes;
+    steady_any(ctx, "cross-entropy 16384 x 50257, mean", xent, &x);
+    tk_gpu_free(ctx, ws);
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The same path on an sm_80 device (an A100's limits): mma.sync kernels,
+ * no tensor maps. */
+START_TEST(test_sm80) {
+    setenv("TK_NULL_CUDA_CC", "80", 1);
+    void *buf;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) {
+        unsetenv("TK_NULL_CUDA_CC");
+        return;
+    }
+    char arch[16];
+    ck_assert_int_eq(tk_gpu_arch(ctx, arch, sizeof arch), TK_OK);
+    ck_assert_str_eq(arch, "sm_80");
+    long maps = calls_of("cuTensorMapEncodeTiled");
+    tk_attention_params a = tu_attention_params(TK_BF16, 128, 8, 2, 999, buf);
+    a.causal = 1;
+    steady(ctx, "sm_80 attention D128 causal GQA", attn, &a, 1);
+    tk_gemm_params g = tu_gemm_params(TK_BF16, TK_BF16, 4096, 4096, 4096, buf);
+    steady(ctx, "sm_80 gemm 4096^3", gemm, &g, 1);
+    ck_assert_int_eq(calls_of("cuTensorMapEncodeTiled"), maps);
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+    unsetenv("TK_NULL_CUDA_CC");
+}
+END_TEST
+
 /* A tensor map is encoded again when its pointer changes, and only then. */
 START_TEST(test_maps_follow_pointers) {
     void *buf;
@@ -287,6 +365,8 @@ int main(void) {
     tcase_add_test(tc, test_attention_backward);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_norm);
+    tcase_add_test(tc, test_training_kernels);
+    tcase_add_test(tc, test_sm80);
     tcase_add_test(tc, test_maps_follow_pointers);
     suite_add_tcase(s, tc);
     int rc = run_suite(s);
