@@ -112,35 +112,50 @@ static bool tk_map_encode(const tk_cuda *cu, const tk_tma_map *m, const tk_arg *
                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-_Static_assert(sizeof(CUtensorMap) == sizeof(((tk_map_memo *)0)->map), "a memo holds one map");
+_Static_assert(sizeof(CUtensorMap) == sizeof(((tk_map_memo *)0)->enc), "a memo holds one map");
+_Static_assert(TK_TMA_MAX_MAPS <= 256, "a memo names its map in a byte");
 
-/* Whether memo e was encoded from argument a (rank r). */
-static bool tk_memo_hit(const tk_map_memo *e, const tk_arg *a, int r) {
-    if (!e->valid || e->data != a->data) return false;
+/* Whether memo e is map i encoded from argument a (rank r). */
+static bool tk_memo_hit(const tk_map_memo *e, int i, const tk_arg *a, int r) {
+    if (!e->valid || e->map != i || e->data != a->data) return false;
     for (int d = 0; d < r; d++)
         if (e->dims[d] != a->dims[d] || e->strides[d] != a->strides[d]) return false;
     return true;
 }
 
+/* The memo's set for map i of a tensor at data: Fibonacci hashing (the
+ * product's top bits) of the pointer above the 256-byte alignment
+ * allocations have, and the map's number. Shapes are compared, not
+ * hashed: one tensor rarely comes in several shapes. */
+static int tk_memo_set(int i, const void *data) {
+    uint64_t h = (((uint64_t)(uintptr_t)data >> 8) + (uint64_t)i * 0x51) * 0x9e3779b97f4a7c15ull;
+    return (int)(h >> (64 - TK_MAP_SET_BITS));
+}
+
 /* Map i of p for argument a into *map; whether the engine can address it.
- * Encoded again only when the tensor changed since the last launch (one
- * memo per map: launches alternating between two tensors encode each time);
- * a call of cuTensorMapEncodeTiled costs about a microsecond. Caller holds
- * maps_mu. */
+ * Encoded once per (map, pointer, dims, strides) while the memo holds it
+ * (TK_MAP_SETS x TK_MAP_WAYS entries, round robin within a set): a call of
+ * cuTensorMapEncodeTiled costs about a microsecond, and a trainer launches
+ * each GEMM on a dozen layers' tensors in turn. Caller holds maps_mu. */
 static bool tk_map_get(tk_program *p, int i, const tk_arg *a, CUtensorMap *map) {
     const tk_tma_map *m = &p->plan.maps[i];
-    tk_map_memo *e = &p->map_memo[i];
-    if (tk_memo_hit(e, a, m->rank)) {
-        memcpy(map, e->map, sizeof e->map);
-        return e->ok;
-    }
+    int set = tk_memo_set(i, a->data);
+    tk_map_memo *ways = &p->map_memo[set * TK_MAP_WAYS];
+    for (int w = 0; w < TK_MAP_WAYS; w++)
+        if (tk_memo_hit(&ways[w], i, a, m->rank)) {
+            memcpy(map, ways[w].enc, sizeof ways[w].enc);
+            return ways[w].ok;
+        }
+    tk_map_memo *e = &ways[p->map_victim[set]];
+    p->map_victim[set] = (uint8_t)((p->map_victim[set] + 1) % TK_MAP_WAYS);
     bool store = p->plan.written >> m->param & 1;   /* a load's tensor is never written */
     e->ok = tk_map_encode(p->cu, m, a, store, map); /* *map: zeroed by the caller */
     e->valid = true;
+    e->map = (uint8_t)i;
     e->data = a->data;
     memcpy(e->dims, a->dims, (size_t)m->rank * sizeof *e->dims);
     memcpy(e->strides, a->strides, (size_t)m->rank * sizeof *e->strides);
-    memcpy(e->map, map, sizeof e->map);
+    memcpy(e->enc, map, sizeof e->enc);
     return e->ok;
 }
 

@@ -38,6 +38,11 @@ tk_status tk_program_new(tk_ctx *ctx, const tk_kernel *k, const char *arch, tk_p
     p->ctx = ctx;
     tk_plan_make(k, tk_target_find(arch), &p->plan);
     tk_program_sig(p, k);
+    /* made here, not at a launch: the launch path allocates nothing */
+    if (p->plan.nmaps && !(p->map_memo = calloc(TK_MAP_SETS * TK_MAP_WAYS, sizeof *p->map_memo))) {
+        tk_program_release(p);
+        return tk_diag_fail(dg, TK_ERR_NO_MEMORY, "out of memory");
+    }
     tk_status s = tk_grid_build(k, &p->grid, dg);
     if (s != TK_OK) {
         tk_program_release(p);
@@ -120,6 +125,7 @@ void tk_program_release(tk_program *p) {
     tk_kernel_destroy(p->interp);
     tk_grid_free(&p->grid);
     pthread_mutex_destroy(&p->maps_mu);
+    free(p->map_memo);
     free(p->name);
     free(p);
 }

@@ -18,11 +18,19 @@
 
 /* The tensor map last encoded for one of a program's maps, and what from:
  * launches on the same tensor reuse it (tk_launch). */
+/* One encoded tensor map: map `map` of the plan for the tensor at data with
+ * these dims and strides. A program keeps TK_MAP_SETS x TK_MAP_WAYS of them
+ * (jit/launch.c): a kernel launched on many tensors in turn (a trainer's
+ * GEMM, layer after layer) encodes each once, not on every launch. */
+#define TK_MAP_SET_BITS 5
+#define TK_MAP_SETS     (1 << TK_MAP_SET_BITS)
+#define TK_MAP_WAYS     4
 typedef struct tk_map_memo {
     bool valid, ok; /* ok: the engine can address the tensor          */
+    uint8_t map;    /* which of the plan's maps                        */
     const void *data;
     int64_t dims[4], strides[4];
-    unsigned char map[128]; /* a CUtensorMap (copied out to an aligned one) */
+    unsigned char enc[128]; /* a CUtensorMap (copied out to an aligned one) */
 } tk_map_memo;
 
 struct tk_program {
@@ -46,8 +54,10 @@ struct tk_program {
     tk_sig sig;       /* the kernel's, checked by tk_launch (ir/sig.c)  */
     int32_t nslots;
     tk_grid_prog grid;
-    pthread_mutex_t maps_mu; /* guards map_memo: launches may run on many threads */
-    tk_map_memo map_memo[TK_TMA_MAX_MAPS];
+    pthread_mutex_t maps_mu;         /* guards the memo: launches may run on many threads */
+    tk_map_memo *map_memo;           /* TK_MAP_SETS sets of TK_MAP_WAYS, made with the
+                                program when its plan has maps            */
+    uint8_t map_victim[TK_MAP_SETS]; /* each set's next way to replace */
 };
 
 /* Signature, grid and plan of a finished kernel compiled for `arch` (NULL
