@@ -18,7 +18,8 @@
  * A100's 108 SMs and 163 KiB of shared memory) instead of an H100.
  *
  * Only the functions the library resolves are provided, through
- * cuGetProcAddress_v2 as a real driver does. */
+ * cuGetProcAddress_v2 as a real driver does. TK_NULL_CUDA_REPORT=FILE
+ * appends the calls made of each to FILE at unload. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -473,6 +474,21 @@ long tk_null_cuda_rejected(char *why, size_t n) {
     if (why && n) snprintf(why, n, "%s", g.why);
     pthread_mutex_unlock(&g.mu);
     return r;
+}
+
+/* TK_NULL_CUDA_REPORT=FILE: every function's calls and the refusals, one
+ * "name count" line each, appended to FILE when the driver is unloaded (the
+ * library's last context gone, or the process's end), for scripts that
+ * compare runs (scripts/null-driver-steps.sh). */
+__attribute__((destructor)) static void report(void) {
+    const char *path = getenv("TK_NULL_CUDA_REPORT");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    pthread_mutex_lock(&g.mu);
+    for (int i = 0; i < F_COUNT; i++) fprintf(f, "%s %ld\n", table[i].name, g.calls[i]);
+    fprintf(f, "rejected %ld%s%s\n", g.rejected, g.rejected ? " " : "", g.rejected ? g.why : "");
+    pthread_mutex_unlock(&g.mu);
+    fclose(f);
 }
 
 __attribute__((visibility("default"))) CUresult
