@@ -6,7 +6,10 @@
 #     occupancy query, and no tensor map encoded again (the maps of step 1
 #     are memoized per pointer: jit/launch.c);
 #   - no cuCtxSynchronize, at most one device-to-host copy (the loss);
-#   - every launch and map valid by the driver API's rules (none refused).
+#   - every launch and map valid by the driver API's rules (none refused),
+#     and every launch passing each parameter its kernel's PTX declares (ptxas
+#     hidden: every module goes through cuLink as PTX, which the null driver
+#     reads the declarations from).
 # usage: gpt_null_driver.sh path/to/gpt-train path/to/null-cuda-dir source-dir
 set -euo pipefail
 GPT=$(realpath "$1")
@@ -20,6 +23,7 @@ fail() {
 }
 for n in 2 4; do
     TK_CACHE_DIR="$WORK/cache$n" TK_NULL_CUDA_REPORT="$WORK/calls$n" LD_LIBRARY_PATH="$NULLDIR" \
+        TK_PTXAS=/nonexistent/ptxas TK_INSTALLED_PACK= \
         "$GPT" --preset tiny --steps "$n" --batch 2 --data "$SRC/include" --quiet \
         >"$WORK/out$n" 2>&1 || fail "gpt-train --steps $n: $(tail -3 "$WORK/out$n")"
     [ -s "$WORK/calls$n" ] || fail "no report from the null driver (is $NULLDIR/libcuda.so.1 it?)"
@@ -38,6 +42,10 @@ dtoh=$(per_step cuMemcpyDtoH)
 for n in 2 4; do
     grep -q "^rejected 0" "$WORK/calls$n" || fail "refused: $(grep '^rejected' "$WORK/calls$n")"
 done
-maps=$(awk '$1 == "cuTensorMapEncodeTiled" { print $2 }' "$WORK/calls4")
+count() { awk -v f="$1" '$1 == f { print $2 }' "$WORK/calls4"; }
+all=$(($(count cuLaunchKernel) + $(count cuLaunchKernelEx)))
+[ "$(count params_checked)" = "$all" ] ||
+    fail "$(count params_checked) of $all launches had their parameters checked"
+maps=$(count cuTensorMapEncodeTiled)
 echo "gpt_null_driver: a step makes $launches launches and $dtoh copy to the host;" \
     "$maps tensor maps encoded in all, none again after step 1"

@@ -10,8 +10,12 @@
  *     the launch-cost targets need, and a regression would be silent on a
  *     GPU (it still computes the right thing).
  *   - Tensor maps are encoded again only when a pointer changes.
- * ctest puts build/null-cuda first on LD_LIBRARY_PATH; run any other way
- * (a real driver, or none) the test skips with a line. */
+ *   - Every launch passes each parameter the kernel's PTX declares, at its
+ *     declared size (the null driver reads them; the sanitizer builds catch
+ *     a short one).
+ * ctest puts build/null-cuda first on LD_LIBRARY_PATH and hides ptxas, so
+ * every module goes through cuLink as PTX; run any other way (a real
+ * driver, or none) the test skips with a line. */
 #include <check.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -28,6 +32,7 @@
 static char g_root[256];
 static long (*calls_of)(const char *name);
 static long (*rejected)(char *why, size_t n);
+static long (*params_checked)(void);
 
 /* The driver functions a prepared call may not make. */
 static const char *const g_forbidden[] = {
@@ -48,13 +53,14 @@ static const char *const g_forbidden[] = {
 enum { NFORBID = sizeof g_forbidden / sizeof g_forbidden[0] };
 
 typedef struct {
-    long set_current, launches, forbidden[NFORBID];
+    long set_current, launches, checked, forbidden[NFORBID];
 } snap;
 
 static snap take(void) {
     snap s = {0};
     s.set_current = calls_of("cuCtxSetCurrent");
     s.launches = calls_of("cuLaunchKernel") + calls_of("cuLaunchKernelEx");
+    s.checked = params_checked();
     for (int i = 0; i < NFORBID; i++) s.forbidden[i] = calls_of(g_forbidden[i]);
     return s;
 }
@@ -83,6 +89,11 @@ static void steady(tk_ctx *ctx, const char *what, entry f, const void *params, i
     ck_assert_msg(b.set_current - a.set_current == b.launches - a.launches,
                   "%s: %ld cuCtxSetCurrent for %ld launches", what, b.set_current - a.set_current,
                   b.launches - a.launches);
+    /* ctest hides ptxas (TK_PTXAS names no file): every module is PTX
+     * through cuLink, whose entries declare their parameters */
+    ck_assert_msg(b.checked - a.checked == b.launches - a.launches,
+                  "%s: %ld of %ld launches had their parameters checked against the PTX", what,
+                  b.checked - a.checked, b.launches - a.launches);
     for (int i = 0; i < NFORBID; i++)
         ck_assert_msg(b.forbidden[i] == a.forbidden[i], "%s: a prepared call made %ld %s", what,
                       (b.forbidden[i] - a.forbidden[i]) / R, g_forbidden[i]);
@@ -118,8 +129,9 @@ static tk_ctx *null_ctx(void **buf, size_t bytes) {
     ck_assert_int_eq(tk_ctx_create(&ctx), TK_OK);
     void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     void *c = dl ? dlsym(dl, "tk_null_cuda_calls") : NULL,
-         *r = dl ? dlsym(dl, "tk_null_cuda_rejected") : NULL;
-    if (!c || !r || tk_gpu_init(ctx) != TK_OK) {
+         *r = dl ? dlsym(dl, "tk_null_cuda_rejected") : NULL,
+         *pc = dl ? dlsym(dl, "tk_null_cuda_params_checked") : NULL;
+    if (!c || !r || !pc || tk_gpu_init(ctx) != TK_OK) {
         printf("null-driver tests skipped: libcuda.so.1 is not tests/nullcuda's (ctest puts "
                "build/null-cuda first on LD_LIBRARY_PATH)\n");
         if (dl) dlclose(dl);
@@ -128,6 +140,7 @@ static tk_ctx *null_ctx(void **buf, size_t bytes) {
     }
     memcpy(&calls_of, &c, sizeof c);
     memcpy(&rejected, &r, sizeof r);
+    memcpy(&params_checked, &pc, sizeof pc);
     dlclose(dl); /* the library holds its own reference */
     ck_assert_int_eq(tk_gpu_alloc(ctx, bytes, buf), TK_OK);
     return ctx;

@@ -79,11 +79,14 @@ static null_device dev(void) {
 }
 
 /* A module keeps the text it was loaded from, to answer which entries it has. */
+#define MAX_PARAMS 256
 struct CUfunc_st {
     uint32_t magic;
     int max_dyn_smem;
     char name[MAX_ENTRY];
-    struct CUfunc_st *next; /* the module's functions, freed with it */
+    int nparams;                /* from the PTX's .entry; -1: not known (an ELF cubin) */
+    uint16_t psize[MAX_PARAMS]; /* each parameter's bytes */
+    struct CUfunc_st *next;     /* the module's functions, freed with it */
 };
 struct CUmod_st {
     uint32_t magic;
@@ -98,8 +101,10 @@ struct CUlinkState_st {
 
 static struct {
     pthread_mutex_t mu;
-    long calls[F_COUNT]; /* per function, rejected calls included */
-    long rejected;       /* launches and tensor maps refused */
+    long calls[F_COUNT];     /* per function, rejected calls included */
+    long rejected;           /* launches and tensor maps refused */
+    unsigned char param_sum; /* of every parameter byte read: keeps the reads */
+    long checked;            /* launches whose parameters the PTX declared */
     char why[256];
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -108,6 +113,9 @@ static struct {
  * launches and tensor maps refused, with the last one's reason. */
 __attribute__((visibility("default"))) long tk_null_cuda_calls(const char *name);
 __attribute__((visibility("default"))) long tk_null_cuda_rejected(char *why, size_t n);
+/* Launches whose every parameter was read at the size its PTX declares (a
+ * module from PTX; an ELF cubin's launches are not counted). */
+__attribute__((visibility("default"))) long tk_null_cuda_params_checked(void);
 
 static void tick(int f) {
     pthread_mutex_lock(&g.mu);
@@ -314,6 +322,50 @@ static bool has_entry(const struct CUmod_st *m, const char *name) {
     return false;
 }
 
+/* Bytes of one PTX parameter declaration (".param .u64 .ptr .align 1 x",
+ * ".param .align 64 .b8 x[128]"), 0 if unparsable. */
+static int param_bytes(const char *decl, size_t len) {
+    static const struct {
+        const char *type;
+        int bytes;
+    } types[] = {{".u64", 8}, {".s64", 8}, {".b64", 8}, {".f64", 8}, {".u32", 4},
+                 {".s32", 4}, {".b32", 4}, {".f32", 4}, {".u16", 2}, {".s16", 2},
+                 {".b16", 2}, {".f16", 2}, {".u8", 1},  {".s8", 1},  {".b8", 1}};
+    int elem = 0;
+    for (size_t t = 0; t < sizeof types / sizeof types[0] && !elem; t++) {
+        size_t n = strlen(types[t].type);
+        for (const char *p = decl; p + n <= decl + len; p++)
+            if (!memcmp(p, types[t].type, n) && (p[n] == ' ' || p[n] == '\t')) {
+                elem = types[t].bytes;
+                break;
+            }
+    }
+    const char *br = memchr(decl, '[', len);
+    return br ? elem * atoi(br + 1) : elem;
+}
+
+/* The parameter sizes of entry `name` in PTX text, into f; nparams -1 when
+ * the declaration cannot be read. */
+static void ptx_params(const char *ptx, const char *name, struct CUfunc_st *f) {
+    char want[MAX_ENTRY + 16];
+    snprintf(want, sizeof want, ".entry %s(", name);
+    const char *p = strstr(ptx, want), *end = p ? strchr(p, ')') : NULL;
+    f->nparams = -1;
+    if (!end) return;
+    int n = 0;
+    for (p += strlen(want); p < end && n < MAX_PARAMS;) {
+        const char *decl = strstr(p, ".param");
+        if (!decl || decl > end) break;
+        const char *comma = memchr(decl, ',', (size_t)(end - decl));
+        size_t len = (size_t)((comma ? comma : end) - decl);
+        int b = param_bytes(decl, len);
+        if (b <= 0 || b > 4096) return;
+        f->psize[n++] = (uint16_t)b;
+        p = decl + len;
+    }
+    f->nparams = n;
+}
+
 static CUresult n_get_function(CUfunction *f, CUmodule m, const char *name) {
     tick(F_cuModuleGetFunction);
     if (!m || m->magic != NULL_MAGIC || !name) return CUDA_ERROR_INVALID_HANDLE;
@@ -325,6 +377,10 @@ static CUresult n_get_function(CUfunction *f, CUmodule m, const char *name) {
     fn->magic = NULL_MAGIC;
     fn->max_dyn_smem = DEFAULT_SMEM;
     snprintf(fn->name, sizeof fn->name, "%s", name);
+    if (memcmp(m->image, "\177ELF", 4))
+        ptx_params(m->image, name, fn);
+    else
+        fn->nparams = -1;
     fn->next = m->fns;
     m->fns = fn;
     *f = fn;
@@ -370,7 +426,20 @@ static CUresult check_launch(CUfunction f, const unsigned grid[3], const unsigne
         return reject("block of %ld threads (z %u)", threads, block[2]);
     if ((int)smem > f->max_dyn_smem)
         return reject("%u bytes of dynamic shared memory, %d allowed", smem, f->max_dyn_smem);
-    if (!params) return reject("no kernel parameters");
+    if (!params && f->nparams) return reject("no kernel parameters");
+    /* Each declared parameter's bytes are read, as the driver copies them
+     * into the launch: a pointer to smaller storage than the PTX declares
+     * is an overread that the sanitizer builds report. */
+    unsigned char sum = 0, buf[4096];
+    for (int i = 0; i < f->nparams; i++) {
+        if (!params[i]) return reject("parameter %d of %s is NULL", i, f->name);
+        memcpy(buf, params[i], f->psize[i]);
+        for (int b = 0; b < f->psize[i]; b++) sum ^= buf[b];
+    }
+    pthread_mutex_lock(&g.mu);
+    g.param_sum ^= sum;
+    g.checked += f->nparams >= 0;
+    pthread_mutex_unlock(&g.mu);
     return CUDA_SUCCESS;
 }
 
@@ -468,6 +537,13 @@ long tk_null_cuda_calls(const char *name) {
     return n;
 }
 
+long tk_null_cuda_params_checked(void) {
+    pthread_mutex_lock(&g.mu);
+    long n = g.checked;
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
 long tk_null_cuda_rejected(char *why, size_t n) {
     pthread_mutex_lock(&g.mu);
     long r = g.rejected;
@@ -486,6 +562,7 @@ __attribute__((destructor)) static void report(void) {
     if (!f) return;
     pthread_mutex_lock(&g.mu);
     for (int i = 0; i < F_COUNT; i++) fprintf(f, "%s %ld\n", table[i].name, g.calls[i]);
+    fprintf(f, "params_checked %ld\n", g.checked);
     fprintf(f, "rejected %ld%s%s\n", g.rejected, g.rejected ? " " : "", g.rejected ? g.why : "");
     pthread_mutex_unlock(&g.mu);
     fclose(f);
