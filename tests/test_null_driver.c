@@ -120,6 +120,8 @@ static tk_status norm(tk_ctx *ctx, const void *p) { return tk_norm_forward(ctx, 
 static tk_status norm_bwd(tk_ctx *ctx, const void *p) { return tk_norm_backward(ctx, p, NULL); }
 static tk_status rotary(tk_ctx *ctx, const void *p) { return tk_rotary(ctx, p, NULL); }
 static tk_status xent(tk_ctx *ctx, const void *p) { return tk_cross_entropy(ctx, p, NULL); }
+static tk_status based(tk_ctx *ctx, const void *p) { return tk_based_forward(ctx, p, NULL); }
+static tk_status based_bwd(tk_ctx *ctx, const void *p) { return tk_based_backward(ctx, p, NULL); }
 
 /* A context on the null driver with one device buffer, or NULL after
  * printing why the test skips. Kernels never run, so one buffer serves as
@@ -320,6 +322,68 @@ START_TEST(test_training_kernels) {
 }
 END_TEST
 
+/* The inference entry points (packed batches, a paged KV cache with an
+ * append, forward and backward) and Based linear attention. */
+START_TEST(test_inference_and_linear) {
+    void *buf, *ws;
+    tk_ctx *ctx = null_ctx(&buf, 64 << 20);
+    if (!ctx) return;
+    tk_attention_params v = tu_attention_params(TK_BF16, 128, 8, 2, 3000, buf);
+    v.batch = 5, v.causal = 1;
+    v.cu_seqlens_q = v.cu_seqlens_kv = buf;
+    v.max_seqlen_q = 1000, v.max_seqlen_kv = 1000;
+    steady(ctx, "attention varlen, 5 sequences", attn, &v, 1);
+    tk_attention_bwd_params vb = TK_ATTENTION_BWD_PARAMS_INIT;
+    vb.dtype = TK_BF16, vb.head_dim = 128, vb.causal = 1;
+    vb.batch = 5, vb.heads_q = 8, vb.heads_kv = 2, vb.seq_q = vb.seq_kv = 3000;
+    vb.q = vb.k = vb.v = vb.o = vb.dout = buf;
+    vb.lse = buf;
+    vb.dq = vb.dk = vb.dv = buf;
+    vb.cu_seqlens_q = vb.cu_seqlens_kv = buf;
+    vb.max_seqlen_q = vb.max_seqlen_kv = 1000;
+    size_t bytes = 0;
+    ck_assert_int_eq(tk_attention_backward_workspace(ctx, &vb, &bytes), TK_OK);
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
+    vb.workspace = ws, vb.workspace_bytes = bytes;
+    steady_any(ctx, "attention backward varlen", attn_bwd, &vb);
+    tk_gpu_free(ctx, ws);
+    /* decoding from pages of 64 tokens, appending this step's row first */
+    tk_attention_params d = tu_attention_params(TK_BF16, 128, 32, 8, 1, buf);
+    d.batch = 4, d.seq_kv = 4000;
+    d.seqlens_kv = buf, d.block_table = buf;
+    d.page_size = 64, d.max_pages = 64, d.num_pages = 256;
+    d.k_new = d.v_new = buf;
+    ck_assert_int_eq(tk_attention_forward_workspace(ctx, &d, &bytes), TK_OK);
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
+    d.workspace = ws, d.workspace_bytes = bytes;
+    steady_any(ctx, "paged decode with an append", attn, &d);
+    tk_gpu_free(ctx, ws);
+    tk_based_params b = TK_BASED_PARAMS_INIT;
+    b.dtype = TK_BF16, b.normalize = 1;
+    b.batch = 2, b.heads = 3, b.seq = 1000, b.head_dim_v = 64;
+    b.q = b.k = b.v = b.o = buf;
+    b.z = buf;
+    ck_assert_int_eq(tk_based_forward_workspace(ctx, &b, &bytes), TK_OK);
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
+    b.workspace = ws, b.workspace_bytes = bytes;
+    steady_any(ctx, "Based forward, normalized", based, &b);
+    tk_gpu_free(ctx, ws);
+    tk_based_bwd_params bb = TK_BASED_BWD_PARAMS_INIT;
+    bb.dtype = TK_BF16, bb.normalize = 1;
+    bb.batch = 2, bb.heads = 3, bb.seq = 1000, bb.head_dim_v = 64;
+    bb.q = bb.k = bb.v = bb.dout = bb.o = buf;
+    bb.z = buf;
+    bb.dq = bb.dk = bb.dv = buf;
+    ck_assert_int_eq(tk_based_backward_workspace(ctx, &bb, &bytes), TK_OK);
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
+    bb.workspace = ws, bb.workspace_bytes = bytes;
+    steady_any(ctx, "Based backward, normalized", based_bwd, &bb);
+    tk_gpu_free(ctx, ws);
+    tk_gpu_free(ctx, buf);
+    tk_ctx_destroy(ctx);
+}
+END_TEST
+
 /* The same path on an sm_80 device (an A100's limits): mma.sync kernels,
  * no tensor maps. */
 START_TEST(test_sm80) {
@@ -393,6 +457,7 @@ int main(void) {
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_norm);
     tcase_add_test(tc, test_training_kernels);
+    tcase_add_test(tc, test_inference_and_linear);
     tcase_add_test(tc, test_sm80);
     tcase_add_test(tc, test_maps_follow_pointers);
     suite_add_tcase(s, tc);
