@@ -111,6 +111,17 @@ static void steady_any(tk_ctx *ctx, const char *what, entry f, const void *param
     steady(ctx, what, f, params, (int)kernels);
 }
 
+/* steady_any() with a workspace of `bytes` (at least 256) in the call's
+ * own workspace fields, freed after. */
+static void steady_ws(tk_ctx *ctx, const char *what, entry f, const void *params, void **ws,
+                      size_t *ws_bytes, size_t bytes) {
+    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, ws), TK_OK);
+    *ws_bytes = bytes;
+    steady_any(ctx, what, f, params);
+    tk_gpu_free(ctx, *ws);
+    *ws = NULL, *ws_bytes = 0;
+}
+
 static tk_status attn(tk_ctx *ctx, const void *p) { return tk_attention_forward(ctx, p, NULL); }
 static tk_status attn_bwd(tk_ctx *ctx, const void *p) {
     return tk_attention_backward(ctx, p, NULL);
@@ -204,7 +215,7 @@ START_TEST(test_attention_decode) {
 END_TEST
 
 START_TEST(test_attention_backward) {
-    void *buf, *ws;
+    void *buf;
     tk_ctx *ctx = null_ctx(&buf, 64 << 20);
     if (!ctx) return;
     for (int mode = 0; mode < 2; mode++) {
@@ -216,11 +227,8 @@ START_TEST(test_attention_backward) {
         p.dq = p.dk = p.dv = buf;
         size_t bytes = 0;
         ck_assert_int_eq(tk_attention_backward_workspace(ctx, &p, &bytes), TK_OK);
-        ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
-        p.workspace = ws, p.workspace_bytes = bytes;
-        steady_any(ctx, mode ? "attention backward, fast" : "attention backward, deterministic",
-                   attn_bwd, &p);
-        tk_gpu_free(ctx, ws);
+        steady_ws(ctx, mode ? "attention backward, fast" : "attention backward, deterministic",
+                  attn_bwd, &p, &p.workspace, &p.workspace_bytes, bytes);
     }
     tk_gpu_free(ctx, buf);
     tk_ctx_destroy(ctx);
@@ -281,7 +289,7 @@ END_TEST
 
 /* The trainer's other kernels at GPT-2 124M's shapes and ragged ones. */
 START_TEST(test_training_kernels) {
-    void *buf, *ws;
+    void *buf;
     tk_ctx *ctx = null_ctx(&buf, 64 << 20);
     if (!ctx) return;
     static const int64_t norm_shapes[][2] = {{16384, 768}, {5, 1000}};
@@ -294,11 +302,8 @@ START_TEST(test_training_kernels) {
         p.dx = p.dweight = p.dbias = buf;
         size_t bytes = 0;
         ck_assert_int_eq(tk_norm_backward_workspace(ctx, &p, &bytes), TK_OK);
-        ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
-        p.workspace = ws, p.workspace_bytes = bytes;
-        steady_any(ctx, i ? "layernorm backward 5x1000" : "layernorm backward 16384x768", norm_bwd,
-                   &p);
-        tk_gpu_free(ctx, ws);
+        steady_ws(ctx, i ? "layernorm backward 5x1000" : "layernorm backward 16384x768", norm_bwd,
+                  &p, &p.workspace, &p.workspace_bytes, bytes);
     }
     tk_rotary_params r = TK_ROTARY_PARAMS_INIT;
     r.dtype = TK_BF16, r.style = TK_ROTARY_NEOX, r.head_dim = 128;
@@ -313,10 +318,8 @@ START_TEST(test_training_kernels) {
     x.dloss_scale = 1.0f / 16384;
     size_t bytes = 0;
     ck_assert_int_eq(tk_cross_entropy_workspace(ctx, &x, &bytes), TK_OK);
-    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
-    x.workspace = ws, x.workspace_bytes = bytes;
-    steady_any(ctx, "cross-entropy 16384 x 50257, mean", xent, &x);
-    tk_gpu_free(ctx, ws);
+    steady_ws(ctx, "cross-entropy 16384 x 50257, mean", xent, &x, &x.workspace, &x.workspace_bytes,
+              bytes);
     tk_gpu_free(ctx, buf);
     tk_ctx_destroy(ctx);
 }
@@ -325,7 +328,7 @@ END_TEST
 /* The inference entry points (packed batches, a paged KV cache with an
  * append, forward and backward) and Based linear attention. */
 START_TEST(test_inference_and_linear) {
-    void *buf, *ws;
+    void *buf;
     tk_ctx *ctx = null_ctx(&buf, 64 << 20);
     if (!ctx) return;
     tk_attention_params v = tu_attention_params(TK_BF16, 128, 8, 2, 3000, buf);
@@ -343,10 +346,8 @@ START_TEST(test_inference_and_linear) {
     vb.max_seqlen_q = vb.max_seqlen_kv = 1000;
     size_t bytes = 0;
     ck_assert_int_eq(tk_attention_backward_workspace(ctx, &vb, &bytes), TK_OK);
-    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
-    vb.workspace = ws, vb.workspace_bytes = bytes;
-    steady_any(ctx, "attention backward varlen", attn_bwd, &vb);
-    tk_gpu_free(ctx, ws);
+    steady_ws(ctx, "attention backward varlen", attn_bwd, &vb, &vb.workspace, &vb.workspace_bytes,
+              bytes);
     /* decoding from pages of 64 tokens, appending this step's row first */
     tk_attention_params d = tu_attention_params(TK_BF16, 128, 32, 8, 1, buf);
     d.batch = 4, d.seq_kv = 4000;
@@ -354,20 +355,15 @@ START_TEST(test_inference_and_linear) {
     d.page_size = 64, d.max_pages = 64, d.num_pages = 256;
     d.k_new = d.v_new = buf;
     ck_assert_int_eq(tk_attention_forward_workspace(ctx, &d, &bytes), TK_OK);
-    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
-    d.workspace = ws, d.workspace_bytes = bytes;
-    steady_any(ctx, "paged decode with an append", attn, &d);
-    tk_gpu_free(ctx, ws);
+    steady_ws(ctx, "paged decode with an append", attn, &d, &d.workspace, &d.workspace_bytes,
+              bytes);
     tk_based_params b = TK_BASED_PARAMS_INIT;
     b.dtype = TK_BF16, b.normalize = 1;
     b.batch = 2, b.heads = 3, b.seq = 1000, b.head_dim_v = 64;
     b.q = b.k = b.v = b.o = buf;
     b.z = buf;
     ck_assert_int_eq(tk_based_forward_workspace(ctx, &b, &bytes), TK_OK);
-    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
-    b.workspace = ws, b.workspace_bytes = bytes;
-    steady_any(ctx, "Based forward, normalized", based, &b);
-    tk_gpu_free(ctx, ws);
+    steady_ws(ctx, "Based forward, normalized", based, &b, &b.workspace, &b.workspace_bytes, bytes);
     tk_based_bwd_params bb = TK_BASED_BWD_PARAMS_INIT;
     bb.dtype = TK_BF16, bb.normalize = 1;
     bb.batch = 2, bb.heads = 3, bb.seq = 1000, bb.head_dim_v = 64;
@@ -375,10 +371,8 @@ START_TEST(test_inference_and_linear) {
     bb.z = buf;
     bb.dq = bb.dk = bb.dv = buf;
     ck_assert_int_eq(tk_based_backward_workspace(ctx, &bb, &bytes), TK_OK);
-    ck_assert_int_eq(tk_gpu_alloc(ctx, bytes ? bytes : 256, &ws), TK_OK);
-    bb.workspace = ws, bb.workspace_bytes = bytes;
-    steady_any(ctx, "Based backward, normalized", based_bwd, &bb);
-    tk_gpu_free(ctx, ws);
+    steady_ws(ctx, "Based backward, normalized", based_bwd, &bb, &bb.workspace, &bb.workspace_bytes,
+              bytes);
     tk_gpu_free(ctx, buf);
     tk_ctx_destroy(ctx);
 }
