@@ -18,7 +18,12 @@
  *       (dense: varlen is named)
  * ARCH defaults to sm_90a, DIR to the default cache (TK_CACHE_DIR, ...).
  * --require-cached: fail when any kernel had to be compiled (a check that a
- * shipped directory is complete). Exit status 0 when every kernel is in DIR. */
+ * shipped directory is complete). Exit status 0 when every kernel is in DIR.
+ * --load: on the machine the kernels are for, load each through this GPU's
+ * driver (tk_compile) with DIR as a kernel pack and no disk cache, and say
+ * where each came from: the deployment side of the round trip (with
+ * --require-cached: fail unless every one came from DIR, none compiled).
+ * ARCH must then be the GPU's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +179,39 @@ static int spec(aot *a, const char *s) {
     return -1;
 }
 
+/* --load: each kernel through tk_compile on this machine's GPU, DIR a pack
+ * and the disk cache off, so that a kernel DIR lacks is compiled (counted). */
+static int load(aot *a, const char *dir, int require) {
+    char arch[16] = "";
+    if (tk_gpu_arch(a->ctx, arch, sizeof arch)) {
+        fprintf(stderr, "tk-aot --load: %s\n", tk_ctx_error(a->ctx));
+        return 1;
+    }
+    if (strcmp(arch, a->arch)) {
+        fprintf(stderr, "tk-aot --load: the GPU is %s, not -a %s\n", arch, a->arch);
+        return 1;
+    }
+    if (!dir || tk_cache_set_dir(a->ctx, NULL) || tk_cache_add_pack(a->ctx, dir)) {
+        fprintf(stderr, "tk-aot --load: %s\n", dir ? tk_ctx_error(a->ctx) : "-d DIR is needed");
+        return 1;
+    }
+    int compiled = 0;
+    for (int k = 0; k < a->n; k++) {
+        tk_program *p;
+        if (tk_compile(a->ctx, a->ks[k], &p)) {
+            fprintf(stderr, "tk-aot --load: %s\n", tk_ctx_error(a->ctx));
+            return 1;
+        }
+        tk_origin o = tk_program_origin(p);
+        compiled += o == TK_FROM_COMPILE;
+        printf("%s %s\n", tk_kernel_name(a->ks[k]), o == TK_FROM_COMPILE ? "compiled" : "loaded");
+        tk_program_release(p);
+    }
+    printf("tk-aot --load: %d kernels for %s: %d loaded from %s, %d compiled\n", a->n, arch,
+           a->n - compiled, dir, compiled);
+    return require && compiled ? 1 : 0;
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -181,7 +219,7 @@ static double now_ms(void) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: tk-aot [-a ARCH] [-d DIR] [--require-cached] SPEC...\n"
+    fprintf(stderr, "usage: tk-aot [-a ARCH] [-d DIR] [--require-cached] [--load] SPEC...\n"
                     "  SPEC: gemm:<bf16|f16>:<bf16|f16|f32>:<ab|abt>:<auto|default>\n"
                     "        attention:<bf16|f16>:<64|128|256>:<causal|full>[:wgmma]\n"
                     "          (wgmma: the Hopper kernel, sm_90a; 256 needs it)\n"
@@ -194,7 +232,7 @@ static int usage(void) {
 int main(int argc, char **argv) {
     aot a = {.arch = "sm_90a"};
     const char *dir = NULL;
-    int require = 0, rc = 1, i = 1;
+    int require = 0, loading = 0, rc = 1, i = 1;
     if (tk_ctx_create(&a.ctx)) return 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-a") && i + 1 < argc)
@@ -203,12 +241,18 @@ int main(int argc, char **argv) {
             dir = argv[++i];
         else if (!strcmp(argv[i], "--require-cached"))
             require = 1;
+        else if (!strcmp(argv[i], "--load"))
+            loading = 1;
         else
             return tk_ctx_destroy(a.ctx), usage();
     }
     if (i == argc) return tk_ctx_destroy(a.ctx), usage();
     for (; i < argc; i++)
         if (spec(&a, argv[i])) goto done;
+    if (loading) {
+        rc = load(&a, dir, require);
+        goto done;
+    }
     if (dir && tk_cache_set_dir(a.ctx, dir)) goto done;
     tk_cache_stats st;
     double t0 = now_ms();
