@@ -46,7 +46,7 @@ void tk_cache_id_of(tk_cache_id *id, const tk_kernel *k, const char *arch, const
  * field lists produce the same bytes; false when it does not fit. */
 static bool tk_key_field(char *buf, size_t cap, size_t *n, const char *s) {
     uint64_t len = strlen(s);
-    if (len > cap - *n - sizeof len) return false;
+    if (cap - *n < sizeof len || len > cap - *n - sizeof len) return false;
     memcpy(buf + *n, &len, sizeof len);
     memcpy(buf + *n + sizeof len, s, (size_t)len);
     *n += sizeof len + (size_t)len;

@@ -91,6 +91,15 @@ START_TEST(test_kernel_id_is_text_id) {
     big[300] = 'y';
     tk_cache_id_of(&b2, k[0], "sm_90a", big);
     ck_assert(!key_eq(b1.key, b2.key) && !key_eq(b1.key, of.key));
+    /* every identity length around the one-shot buffer's end: a key each, no overflow */
+    tk_key prev = b2.key;
+    for (size_t len = 380; len < 520; len++) {
+        big[len] = '\0';
+        tk_cache_id_of(&b1, k[0], "sm_90a", big);
+        ck_assert(!key_eq(b1.key, prev));
+        prev = b1.key;
+        big[len] = 'x';
+    }
     for (int i = 0; i < 2; i++) tk_kernel_destroy(k[i]);
     tk_ctx_destroy(ctx);
 }

@@ -452,8 +452,8 @@ int main(void) {
     tcase_add_test(tc, test_norm);
     tcase_add_test(tc, test_training_kernels);
     tcase_add_test(tc, test_inference_and_linear);
-    tcase_add_test(tc, test_sm80);
     tcase_add_test(tc, test_maps_follow_pointers);
+    tcase_add_test(tc, test_sm80); /* last: it sets TK_NULL_CUDA_CC while it runs */
     suite_add_tcase(s, tc);
     int rc = run_suite(s);
     tu_tmpdir_remove(g_root);
