@@ -16,8 +16,6 @@
 #include "ir/sig.h"
 #include "ops/nv/plan.h"
 
-/* The tensor map last encoded for one of a program's maps, and what from:
- * launches on the same tensor reuse it (tk_launch). */
 /* One encoded tensor map: map `map` of the plan for the tensor at data with
  * these dims and strides. A program keeps TK_MAP_SETS x TK_MAP_WAYS of them
  * (jit/launch.c): a kernel launched on many tensors in turn (a trainer's
@@ -54,10 +52,12 @@ struct tk_program {
     tk_sig sig;       /* the kernel's, checked by tk_launch (ir/sig.c)  */
     int32_t nslots;
     tk_grid_prog grid;
-    pthread_mutex_t maps_mu;         /* guards the memo: launches may run on many threads */
-    tk_map_memo *map_memo;           /* TK_MAP_SETS sets of TK_MAP_WAYS, made with the
-                                program when its plan has maps            */
-    uint8_t map_victim[TK_MAP_SETS]; /* each set's next way to replace */
+    /* The encoded maps: TK_MAP_SETS sets of TK_MAP_WAYS, made with the
+     * program when its plan has maps; map_victim: each set's next way to
+     * replace. maps_mu guards both: launches may run on many threads. */
+    pthread_mutex_t maps_mu;
+    tk_map_memo *map_memo;
+    uint8_t map_victim[TK_MAP_SETS];
 };
 
 /* Signature, grid and plan of a finished kernel compiled for `arch` (NULL
