@@ -8,7 +8,8 @@
  *     tensor map is checked against the limits the CUDA driver API
  *     documents (grid and block sizes, dynamic shared memory against the
  *     opt-in attribute, cuTensorMapEncodeTiled's alignment, stride and box
- *     rules), and a module's entry must exist in the PTX or cubin loaded;
+ *     rules), a module's entry must exist in the PTX or cubin loaded, and
+ *     each launch parameter is read at the size the entry's PTX declares;
  *   - the library's own host cost (memory hits, argument packing, launch
  *     bookkeeping) measured apart from the real driver's (bench_jit).
  * "Device memory" is host memory, so copies work and a test can read back
