@@ -90,6 +90,21 @@ static tk_status call_bare(tk_ctx *ctx, void *x) {
                : TK_ERR_CUDA;
 }
 
+/* What tk_launch's cuCtxSetCurrent costs (the context is current already),
+ * and cuCtxGetCurrent, the check that could spare it: is it worth a branch? */
+static tk_status call_set_current(tk_ctx *ctx, void *x) {
+    (void)ctx;
+    const tk_program *p = x;
+    return p->cu->cuCtxSetCurrent(p->cu->pctx) == CUDA_SUCCESS ? TK_OK : TK_ERR_CUDA;
+}
+typedef CUresult (*get_current_fn)(CUcontext *);
+static get_current_fn g_get_current;
+static tk_status call_get_current(tk_ctx *ctx, void *x) {
+    (void)ctx, (void)x;
+    CUcontext c;
+    return g_get_current(&c) == CUDA_SUCCESS ? TK_OK : TK_ERR_CUDA;
+}
+
 static tk_kernel *attention_of(tk_ctx *ctx, int wgmma) {
     tk_attention_config c = {.dtype = TK_BF16, .head_dim = 128, .wgmma = wgmma};
     tk_kernel *k = NULL;
@@ -212,6 +227,14 @@ int main(void) {
     bare_arg b = {.p = p};
     bare_pack(&b, l.args);
     double bare = host_cost(ctx, call_bare, &b, t);
+    double set_cur = host_cost(ctx, call_set_current, p, t), get_cur = -1;
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *gc = drv ? dlsym(drv, "cuCtxGetCurrent") : NULL; /* the null driver has none */
+    if (gc) {
+        memcpy(&g_get_current, &gc, sizeof gc);
+        get_cur = host_cost(ctx, call_get_current, NULL, t);
+    }
+    if (drv) dlclose(drv);
     tk_gpu_free(ctx, buf);
     tk_cache_stats sw;
     double cold_w = cold_wgmma(ctx, &sw);
@@ -234,6 +257,10 @@ int main(void) {
     printf("| host cost of tk_gemm (wgmma kernel, 256^3) | %.2f us |\n", gemm);
     printf("| host cost of tk_launch (mma.sync attention, built) | %.2f us |\n", raw);
     printf("| bare cuLaunchKernel of the same kernel (the floor) | %.2f us |\n", bare);
+    printf("| cuCtxSetCurrent, the context current already (each tk_launch) | %.3f us |\n",
+           set_cur);
+    if (get_cur >= 0)
+        printf("| cuCtxGetCurrent (a check that could spare it) | %.3f us |\n", get_cur);
     tk_program_release(p);
     tk_kernel_destroy(k);
     tk_ctx_destroy(ctx);
