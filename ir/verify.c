@@ -133,8 +133,8 @@ static tk_status check_counts(vctx *c, const tk_op *op) {
  * would pass there and fail on the GPU.) */
 static tk_status check_in_flight(vctx *c, const tk_op *op, int i) {
     const tk_op *d = op->opnds[i]->def;
-    if (!d || d->opc != TK_OP_WGMMA || op->opc == TK_OP_WGMMA_WAIT || op->opc == TK_OP_FOR ||
-        (op->opc == TK_OP_WGMMA && i == 0))
+    if (!d || d->opc != TK_OP_WGMMA || (op->opc == TK_OP_WGMMA_WAIT && i == 0) ||
+        op->opc == TK_OP_FOR || (op->opc == TK_OP_WGMMA && i == 0))
         return TK_OK;
     return fail(c, TK_ERR_STATE, op,
                 "reads the result of tk_wgmma (op #%u) as operand %d before a tk_wgmma_wait "

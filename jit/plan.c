@@ -529,6 +529,17 @@ static void plan_multicast(tk_plan *plan, int cluster) {
     for (int i = 0; i < plan->ncopies; i++) plan->copies[i].map = to[plan->copies[i].map];
 }
 
+/* Whether region r (or one nested in it) holds a tk_wgmma_wait_after: a
+ * WGMMA_WAIT with its `after` operand. */
+static bool has_pinned_wait(const tk_region *r) {
+    if (!r) return false;
+    TK_FOREACH_OP(r, op) {
+        if (op->opc == TK_OP_WGMMA_WAIT && op->nopnds > 1) return true;
+        if (has_pinned_wait(op->regions[0]) || has_pinned_wait(op->regions[1])) return true;
+    }
+    return false;
+}
+
 /* ---- The plan ------------------------------------------------------------------ */
 void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     memset(plan, 0, sizeof *plan);
@@ -552,8 +563,14 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     plan->align_base = plan->nmaps > 0 || plan->descriptors;
     plan->threads = 32 * (k->warps + plan->producer_warps);
     plan->smem_extra = smem_extra(plan);
-    plan->smem = k->smem_bytes + plan->smem_extra;
     plan->ring_offset = (k->smem_bytes + 7) & ~(size_t)7;
+    if (has_pinned_wait(k->body)) {
+        /* after the rings, 16-aligned: one word per thread (and the pad) */
+        size_t rings = plan->nmaps ? 8 * TK_TMA_RING * (plan->producer_warps ? 3u : 1u) : 0;
+        plan->pin_offset = (plan->ring_offset + rings + 15) & ~(size_t)15;
+        plan->smem_extra += 8 + 16 + 4 * (size_t)plan->threads;
+    }
+    plan->smem = k->smem_bytes + plan->smem_extra;
     plan->griddep = tgt && tgt->griddep && has_op(k->body, TK_OP_GRID_WAIT);
 }
 

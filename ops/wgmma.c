@@ -11,7 +11,11 @@
  *            multiple of 64 (a whole column block). b is a shared tile,
  *            K x N (AB, ATB: N-major, the transpose bit for B) or N x K
  *            (ABT, ATBT: K-major).
- * WGMMA_WAIT attr[0] = groups that may stay in flight; acc in, acc out.
+ * WGMMA_WAIT attr[0] = groups that may stay in flight; acc in, acc out;
+ *            an optional second operand `after` (tk_wgmma_wait_after), a
+ *            register value the wait is issued after: an order for the
+ *            machine code only (the lowering pins the wait behind a store
+ *            of it), no change to what the wait returns.
  * What a shared operand must be is what a 64-bit matrix descriptor can
  * describe (ops/wgmma_nv.c): a SWIZZLE tile (tk_smem_swizzle_bytes names
  * the hardware swizzle), at an offset aligned to its 8-row swizzle atom so
@@ -158,6 +162,12 @@ static tk_status rule_wait(tk_kernel *k, tk_op *op) {
     if (op->attr[0] < 0 || op->attr[0] > 7)
         return tk_opfail(k, op, TK_ERR_INVALID_ARG, "pending is %lld; expected 0..7",
                          (long long)op->attr[0]);
+    const tk_type *after = op->nopnds > 1 ? &op->opnds[1]->type : NULL;
+    if (after && after->kind != TK_KIND_TILE && after->kind != TK_KIND_VEC &&
+        after->kind != TK_KIND_SCALAR)
+        return fail_type(k, op, "after", after,
+                         "expected a register value (a tile, vector or scalar) to order the "
+                         "wait behind");
     op->res[0]->type = *acc;
     return TK_OK;
 }
@@ -175,5 +185,11 @@ tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_value *a, t
 
 tk_value *tk_wgmma_wait(tk_kernel *k, tk_value *acc, int pending) {
     tk_op *op = tk_build_op_attr(k, TK_OP_WGMMA_WAIT, 1, &acc, pending, 0, 0.0);
+    return op ? op->res[0] : NULL;
+}
+
+tk_value *tk_wgmma_wait_after(tk_kernel *k, tk_value *acc, int pending, tk_value *after) {
+    tk_value *v[2] = {acc, after};
+    tk_op *op = tk_build_op_attr(k, TK_OP_WGMMA_WAIT, 2, v, pending, 0, 0.0);
     return op ? op->res[0] : NULL;
 }

@@ -24,7 +24,15 @@
  * WGMMA_WAIT  wgmma.wait_group N (intrinsic), then an empty asm that takes
  *        and returns every accumulator register: LLVM cannot know that the
  *        wait is what makes them valid, and without the tie it may move a
- *        read of them above it. */
+ *        read of them above it. With `after` (tk_wgmma_wait_after), first a
+ *        volatile st.shared of after's first register to the thread's own
+ *        word (plan.pin_offset): ptxas places a wait as early as the
+ *        multiply's own operands allow, above any independent work written
+ *        before it, but keeps it behind a shared-memory store (checked in
+ *        the SASS of the overlapped attention trip: the P·V wait moved
+ *        from before the softmax's first shuffle to after its 65th exp2;
+ *        PERF_NOTES round 31). A word per thread: no two threads write the
+ *        same address, which compute-sanitizer's racecheck would report. */
 #include <stdio.h>
 
 #include "ops/lower_walk.h"
@@ -208,10 +216,39 @@ static tk_status lower_issue(tk_lower *L, const tk_op *op) {
     return L->dg->st;
 }
 
+/* v's bits as an i32 (a vector's first element; wider cut, narrower
+ * zero-extended): what the pin stores, its value never read. */
+static LLVMValueRef as_i32(tk_lower *L, LLVMValueRef v) {
+    LLVMBuilderRef b = L->b;
+    switch (LLVMGetTypeKind(LLVMTypeOf(v))) {
+    case LLVMVectorTypeKind: return as_i32(L, LLVMBuildExtractElement(b, v, tk_lw_i32c(L, 0), ""));
+    case LLVMFloatTypeKind: return LLVMBuildBitCast(b, v, L->i32, "");
+    case LLVMDoubleTypeKind: return as_i32(L, LLVMBuildBitCast(b, v, L->i64, ""));
+    case LLVMHalfTypeKind:
+    case LLVMBFloatTypeKind: return as_i32(L, LLVMBuildBitCast(b, v, L->i16, ""));
+    case LLVMIntegerTypeKind:
+        return LLVMGetIntTypeWidth(LLVMTypeOf(v)) > 32 ? LLVMBuildTrunc(b, v, L->i32, "")
+                                                       : LLVMBuildZExt(b, v, L->i32, "");
+    default: return tk_lw_i32c(L, 0); /* no other register type exists */
+    }
+}
+
+/* tk_wgmma_wait_after's pin: after's first register into the thread's
+ * word at plan.pin_offset. */
+static void pin_store(tk_lower *L, const tk_value *after) {
+    tk_lv *a = tk_lw_get(L, after);
+    if (!a || !a->n) return;
+    LLVMValueRef off = LLVMBuildAdd(L->b, tk_lw_i32c(L, (int64_t)L->plan->pin_offset),
+                                    LLVMBuildMul(L->b, L->tid, tk_lw_i32c(L, 4), ""), "");
+    LLVMValueRef st = LLVMBuildStore(L->b, as_i32(L, a->v[0]), tk_lw_gep(L, L->sbase, off));
+    LLVMSetVolatile(st, 1);
+}
+
 static tk_status lower_wait(tk_lower *L, const tk_op *op) {
     tk_lv *acc = tk_lw_get(L, op->opnds[0]);
     tk_lv *d = acc ? tk_lw_def(L, op->res[0], acc->n) : NULL;
     if (!d) return L->dg->st;
+    if (op->nopnds > 1) pin_store(L, op->opnds[1]);
     LLVMValueRef pending = i64c(L, op->attr[0]);
     tk_lw_intrin(L, "llvm.nvvm.wgmma.wait_group.sync.aligned", NULL, 0, &pending, 1);
     const int n = acc->n;

@@ -41,6 +41,9 @@ typedef struct wcfg {
     int bn, tb, reg_a, ta;
 } wcfg;
 
+/* wg_gemm waits with tk_wgmma_wait_after the k-tile's offset, not tk_wgmma_wait */
+static bool g_pin;
+
 static tk_mma_kind kind_of(const wcfg *c) {
     return c->ta ? (c->tb ? TK_MMA_ATBT : TK_MMA_ATB) : c->tb ? TK_MMA_ABT : TK_MMA_AB;
 }
@@ -87,7 +90,8 @@ static tk_kernel *wg_gemm(const wcfg *c) {
         } else {
             acc = tk_wgmma(k, kind_of(c), cur, sA, sB, row);
         }
-        acc = tk_wgmma_wait(k, acc, 0);
+        acc = g_pin ? tk_wgmma_wait_after(k, acc, 0, tk_add(k, k0, tk_const_i32(k, 1)))
+                    : tk_wgmma_wait(k, acc, 0);
         tk_barrier(k); /* every warpgroup's multiply read the tiles before the next copy */
         tk_for_end(k, 1, &acc, &fin);
     }
@@ -321,6 +325,62 @@ START_TEST(test_wgmma_ptx) {
 }
 END_TEST
 
+/* tk_wgmma_wait_after: a register `after` only, never a multiply in flight;
+ * the same results; on sm_90a a volatile store to the thread's own shared
+ * word right before the wait, which is what keeps ptxas from hoisting it. */
+START_TEST(test_wgmma_wait_after) {
+    tk_kernel *k = NULL;
+    ck_assert_int_eq(tk_kernel_create(ctx, "pin_rules", 4, &k), TK_OK);
+    tk_value *sA = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    tk_value *z = tk_const_i32(k, 0);
+    tk_type acc_t = tk_tile_type(TK_F32, 64, 64, TK_WARPGROUP, TK_ROW);
+    tk_value *acc = tk_wgmma(k, TK_MMA_AB, tk_zeros(k, acc_t), sA, sA, z);
+    tk_wgmma_wait_after(k, acc, 0, sA);
+    ck_assert_int_eq(tk_kernel_status(k), TK_ERR_TYPE);
+    ck_assert_msg(strstr(tk_kernel_error(k), "register value"), "%s", tk_kernel_error(k));
+    tk_kernel_destroy(k);
+    ck_assert_int_eq(tk_kernel_create(ctx, "pin_in_flight", 4, &k), TK_OK);
+    sA = tk_shared(k, TK_BF16, 64, 64, TK_SMEM_SWIZZLE, 1);
+    z = tk_const_i32(k, 0);
+    tk_value *a1 = tk_wgmma(k, TK_MMA_AB, tk_zeros(k, acc_t), sA, sA, z);
+    tk_value *a2 = tk_wgmma(k, TK_MMA_AB, tk_zeros(k, acc_t), sA, sA, z);
+    tk_wgmma_wait_after(k, a1, 0, a2); /* a2 is still in flight */
+    tk_wgmma_wait(k, a2, 0);
+    tk_set_grid(k, NULL, NULL, NULL);
+    ck_assert_int_ne(tk_kernel_finish(k), TK_OK);
+    ck_assert_msg(strstr(tk_kernel_error(k), "before a tk_wgmma_wait returned it"), "%s",
+                  tk_kernel_error(k));
+    tk_kernel_destroy(k);
+
+    const wcfg w = {TK_BF16, 128, 0, 0, 0};
+    g_pin = true;
+    run_case(&w, 200, 136, 100, false); /* the interpreter: the same product */
+    tk_kernel *kq = wg_gemm(&w);
+    g_pin = false;
+    tk_kernel *kp = wg_gemm(&w);
+    char *tp = NULL, *tq = NULL;
+    ck_assert_int_eq(tk_kernel_print(kp, &tp), TK_OK);
+    ck_assert_int_eq(tk_kernel_print(kq, &tq), TK_OK);
+    ck_assert_msg(strcmp(tp, tq), "the pin is part of the printed kernel (its cache key)");
+    tk_free(tp), tk_free(tq);
+    char *ptx = NULL;
+    ck_assert_int_eq(tk_emit_ptx(ctx, kq, "sm_90a", &ptx), TK_OK);
+    const char *st = strstr(ptx, "st.volatile.shared");
+    ck_assert_msg(st, "no pin store in the PTX");
+    const char *nl = strchr(st, '\n'),
+               *wait = nl ? strstr(nl, "wgmma.wait_group.sync.aligned") : NULL;
+    ck_assert_msg(wait, "no wait after the pin store");
+    for (const char *c = nl + 1; c < wait; c++) /* nothing but whitespace between them */
+        ck_assert_msg(c[0] == ' ' || c[0] == '\t', "the pin store is not right before the wait");
+    free(ptx);
+    ck_assert_int_eq(tk_emit_ptx(ctx, kp, "sm_90a", &ptx), TK_OK);
+    ck_assert_msg(!strstr(ptx, "st.volatile.shared"), "a plain wait has no pin store");
+    free(ptx);
+    tk_kernel_destroy(kp);
+    tk_kernel_destroy(kq);
+}
+END_TEST
+
 /* ---- the GPU against the interpreter ----------------------------------------------------- */
 START_TEST(test_wgmma_gpu) {
     if (th_gpu_or_skip(ctx) != TK_OK) return;
@@ -348,6 +408,7 @@ int main(void) {
     tcase_add_test(tc, test_wgmma_interp);
     tcase_add_test(tc, test_wgmma_partial_warpgroup);
     tcase_add_test(tc, test_wgmma_ptx);
+    tcase_add_test(tc, test_wgmma_wait_after);
     tcase_add_test(tc, test_wgmma_gpu);
     suite_add_tcase(s, tc);
     return run_suite(s);

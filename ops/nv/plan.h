@@ -90,6 +90,9 @@ typedef struct tk_plan {
     size_t smem;               /* all of it: tiles + extra                       */
     size_t ring_offset;        /* of the group ring from the aligned base; the
                               release rings of a producer follow it          */
+    size_t pin_offset;         /* of a word per thread after them, from the aligned
+                                  base, which tk_wgmma_wait_after's stores go to
+                                  (ops/wgmma_nv.c); 0: the kernel has none   */
     /* Clusters (tk_kernel_set_cluster). */
     int32_t cluster;   /* blocks per cluster, 0: none                     */
     int32_t multicast; /* the cluster's size when some copy is multicast:
