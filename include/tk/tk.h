@@ -359,13 +359,15 @@ TK_API tk_value *tk_wgmma(tk_kernel *k, tk_mma_kind kind, tk_value *acc, tk_valu
                           tk_value *a_row);
 TK_API tk_value *tk_wgmma_wait(tk_kernel *k, tk_value *acc, int pending);
 /* tk_wgmma_wait, issued after `after` (a tile, vector or scalar in
- * registers) is complete; it returns the same. For a wait that should let
+ * registers) is computed; it returns the same. For a wait that should let
  * other work run beside the multiply: ptxas places a wgmma wait as early as
  * it likes, above independent work written before it (FlashAttention-3's
  * overlapped softmax, docs/PERF_NOTES.md round 31). On sm_90a this form
- * stores one register of `after` to a shared-memory word of the thread's
- * own just before the wait, an order ptxas keeps. The interpreter ignores
- * `after`. */
+ * stores the first register of `after` (each thread's first element) to a
+ * shared-memory word of the thread's own just before the wait, an order
+ * ptxas keeps: pass a value that depends on all the work to keep before the
+ * wait (a row sum of the softmax, not one of its tiles, whose first element
+ * is done early). The interpreter ignores `after`. */
 TK_API tk_value *tk_wgmma_wait_after(tk_kernel *k, tk_value *acc, int pending, tk_value *after);
 
 TK_API tk_value *tk_row_max(tk_kernel *k, tk_value *tile); /* -> PER_ROW vec */
