@@ -42,17 +42,6 @@ void tk_cache_id_of(tk_cache_id *id, const tk_kernel *k, const char *arch, const
     tk_cache_id_from_hash(id, k->canon_hash, arch, compiler, TK_CODEGEN_ID);
 }
 
-/* Appends field s to buf at *n, its length in front, so no two different
- * field lists produce the same bytes; false when it does not fit. */
-static bool tk_key_field(char *buf, size_t cap, size_t *n, const char *s) {
-    uint64_t len = strlen(s);
-    if (cap - *n < sizeof len || len > cap - *n - sizeof len) return false;
-    memcpy(buf + *n, &len, sizeof len);
-    memcpy(buf + *n + sizeof len, s, (size_t)len);
-    *n += sizeof len + (size_t)len;
-    return true;
-}
-
 /* s into dst (n bytes), cut to fit and NUL-terminated. */
 static void tk_copy_cut(char *dst, size_t n, const char *s) {
     size_t len = strnlen(s, n - 1);
@@ -66,39 +55,19 @@ static void tk_copy_cut(char *dst, size_t n, const char *s) {
  * generator's digest now covers it. v2: plans; v3: producer warps; v4: the
  * code generator's digest; v5: the text's XXH3-128 in place of the text
  * (a kernel carries it from tk_kernel_finish: a lookup hashes ~200 bytes,
- * not the whole text). The fields are short, so one buffer and a one-shot
- * hash; an identity too long for it (never made by the library) goes
- * through the streaming hash instead. */
+ * not the whole text). */
 void tk_cache_id_from_hash(tk_cache_id *id, const uint64_t text_hash[2], const char *arch,
                            const char *compiler, const char *codegen) {
-    char buf[512];
-    size_t n = 0;
-    XXH128_hash_t h;
-    bool fits = tk_key_field(buf, sizeof buf, &n, "tilekittens cache key v5");
-    if (fits && sizeof buf - n >= 16) {
-        memcpy(buf + n, text_hash, 16);
-        n += 16;
-    } else {
-        fits = false;
-    }
-    fits = fits && tk_key_field(buf, sizeof buf, &n, arch) &&
-           tk_key_field(buf, sizeof buf, &n, TK_LLVM_VERSION) &&
-           tk_key_field(buf, sizeof buf, &n, compiler) &&
-           tk_key_field(buf, sizeof buf, &n, codegen);
-    if (fits) {
-        h = XXH3_128bits(buf, n);
-    } else {
-        XXH3_state_t st;
-        memset(&st, 0, sizeof st);
-        XXH3_128bits_reset(&st);
-        tk_hash_field(&st, "tilekittens cache key v5");
-        XXH3_128bits_update(&st, text_hash, 16);
-        tk_hash_field(&st, arch);
-        tk_hash_field(&st, TK_LLVM_VERSION);
-        tk_hash_field(&st, compiler);
-        tk_hash_field(&st, codegen);
-        h = XXH3_128bits_digest(&st);
-    }
+    XXH3_state_t st;
+    memset(&st, 0, sizeof st);
+    XXH3_128bits_reset(&st);
+    tk_hash_field(&st, "tilekittens cache key v5");
+    XXH3_128bits_update(&st, text_hash, 16);
+    tk_hash_field(&st, arch);
+    tk_hash_field(&st, TK_LLVM_VERSION);
+    tk_hash_field(&st, compiler);
+    tk_hash_field(&st, codegen);
+    XXH128_hash_t h = XXH3_128bits_digest(&st);
     memset(id, 0, sizeof *id);
     id->key.lo = h.low64;
     id->key.hi = h.high64;
