@@ -173,11 +173,14 @@ static bool walk(const tk_kernel *k, const tk_region *r, bool uniform, tk_plan *
  * aligned, so TK_TMA_ALIGN - TK_SMEM_ALIGN would do; the full amount is
  * what ran on the H200), the ring's alignment to 8, the ring, and with a
  * producer warpgroup its two release rings. */
+static size_t ring_bytes(const tk_plan *plan) {
+    return plan->nmaps ? 8 * TK_TMA_RING * (plan->producer_warps ? 3u : 1u) : 0;
+}
+
 static size_t smem_extra(const tk_plan *plan) {
-    size_t rings = plan->producer_warps ? 3 : 1;
     if (!plan->nmaps) /* wgmma's descriptors alone: the slack for the aligned base */
         return plan->align_base ? TK_TMA_ALIGN : 0;
-    return TK_TMA_ALIGN + 8 + 8 * TK_TMA_RING * rings;
+    return TK_TMA_ALIGN + 8 + ring_bytes(plan);
 }
 
 /* Whether region r (or one nested in it) holds an op `opc`. */
@@ -565,10 +568,11 @@ void tk_plan_make(const tk_kernel *k, const tk_target *tgt, tk_plan *plan) {
     plan->smem_extra = smem_extra(plan);
     plan->ring_offset = (k->smem_bytes + 7) & ~(size_t)7;
     if (has_pinned_wait(k->body)) {
-        /* after the rings, 16-aligned: one word per thread (and the pad) */
-        size_t rings = plan->nmaps ? 8 * TK_TMA_RING * (plan->producer_warps ? 3u : 1u) : 0;
-        plan->pin_offset = (plan->ring_offset + rings + 15) & ~(size_t)15;
-        plan->smem_extra += 8 + 16 + 4 * (size_t)plan->threads;
+        /* after the rings, 16-aligned: one word per thread, and 16 for the
+         * pad (the 16-alignment of the rings' 8-aligned end; without maps,
+         * also ring_offset's own rounding, at most 15 in all) */
+        plan->pin_offset = (plan->ring_offset + ring_bytes(plan) + 15) & ~(size_t)15;
+        plan->smem_extra += 16 + 4 * (size_t)plan->threads;
     }
     plan->smem = k->smem_bytes + plan->smem_extra;
     plan->griddep = tgt && tgt->griddep && has_op(k->body, TK_OP_GRID_WAIT);
