@@ -35,6 +35,8 @@
  * H200 against two stages and other tiles: bench/RESULTS.md, session 11.
  * The masking and the conventions at the edges are attention_bwd.c's. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "attention_bwd_parts.h"
 #include "attention_parts.h"
@@ -279,6 +281,10 @@ static void dkdv(bwd *w, bool fused) {
      * fused, 32 at D 128 always: 64 spills ~700 bytes (dQᵀ's registers too)
      * and measured only 5% faster (session 12) */
     w->tile = (w->causal || fused) && w->D == 128 ? 32 : 64;
+    /* TK_BWD_TILE=32: 32 at D 128 without the mask too, for an A/B: there
+     * 64 serializes every wgmma (ptxas C7512, 208 bytes of spill), round 31 */
+    const char *env = getenv("TK_BWD_TILE");
+    if (env && strcmp(env, "32") == 0 && w->D == 128) w->tile = 32;
     const int D = w->D, BQ = w->tile, NP = D == 64 ? 2 : 1, BN = BQ / NP;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2, fused);
