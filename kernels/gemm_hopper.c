@@ -31,6 +31,8 @@
  * Ragged M, N, K: the copies zero-fill outside A / B, and the stores skip
  * what lies outside C. */
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gemm_parts.h"
 
@@ -236,6 +238,14 @@ static void epilogue(gemm *g, tk_value *C, tk_value *sC, int pieces, tk_value *a
     }
 }
 
+/* TK_GEMM_NO_EPI=1: the epilogue's code stays but never runs (C is not
+ * written), for measuring what the epilogue costs a tile: the ceiling of a
+ * ping-pong schedule's gain (docs/PERF_NOTES.md, round 29). */
+static bool no_epilogue(void) {
+    const char *env = getenv("TK_GEMM_NO_EPI");
+    return env && strcmp(env, "1") == 0;
+}
+
 void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_value *K, tk_value *BM,
                          tk_value *BN, tk_value *BK) {
     tk_kernel *k = g->k;
@@ -306,7 +316,9 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
         tk_value *st = tcur[0];
         at a = at_unpack(g, tcur + 1);
         tk_value *acc = kloop(g, &sc, row, &st, &a);
+        if (no_epilogue()) tk_if_begin(k, tk_lt(k, g->m0, i32c(k, 0))); /* never */
         epilogue(g, C, sC, pieces, acc, row);
+        if (no_epilogue()) tk_if_end(k, 0, NULL, NULL);
         /* the engine's store has read sC before the k-loop's barriers:
          * they stay releases to the producer, not consumer syncs */
         if (pieces) tk_barrier(k);
