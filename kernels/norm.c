@@ -27,6 +27,7 @@
  * atomics. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "tk/tk_kernels.h"
 
@@ -50,6 +51,18 @@ typedef struct nrm {
 
 static tk_value *i64c(tk_kernel *k, int64_t v) { return tk_const_i64(k, v); }
 static tk_value *f32(tk_kernel *k, tk_value *v) { return tk_cvt(k, v, TK_F32); }
+
+/* TK_NORM_L2, an A/B switch (docs/PERF_NOTES.md, round 28): 1 streams the
+ * tensors each call touches once (evict first), 2 also keeps those read
+ * twice (evict last); unset or 0: every tensor normal. */
+static int l2_mode(void) {
+    const char *env = getenv("TK_NORM_L2");
+    return env && (env[0] == '1' || env[0] == '2') && !env[1] ? env[0] - '0' : 0;
+}
+
+static void stream(tk_kernel *k, tk_value *t) {
+    if (t) tk_param_set_cache(k, t, TK_CACHE_STREAM);
+}
 
 static tk_type tile_t(tk_dtype dt) { return tk_tile_type(dt, ROWS, SUB, TK_WARP, TK_ROW); }
 static tk_type rowv_t(void) { return tk_vec_type(TK_F32, ROWS, TK_PER_ROW, TK_WARP, TK_ROW); }
@@ -278,6 +291,11 @@ static void build_fwd(nrm *a) {
     tk_value *Mean = a->layer && c->stats ? tk_param_tensor(k, "Mean", TK_F32, 1) : NULL;
     tk_value *Rstd = c->stats ? tk_param_tensor(k, "Rstd", TK_F32, 1) : NULL;
     tk_value *eps = tk_param_scalar(k, "eps", TK_F32);
+    int l2 = l2_mode();
+    if (l2) { /* x, the residual and y once; h is read again (round 28) */
+        stream(k, f.X), stream(k, f.Res), stream(k, f.Y);
+        if (l2 == 2 && f.H) tk_param_set_cache(k, f.H, TK_CACHE_KEEP);
+    }
     f.sA = ring(a);
     f.sB = f.Res ? ring(a) : NULL;
     geometry(a, f.X);
@@ -380,6 +398,12 @@ static void build_bwd(nrm *a) {
     b.dX = tk_param_tensor(k, "dX", dt, 2);
     b.dWp = c->weight ? tk_param_tensor(k, "dWp", TK_F32, 2) : NULL;
     b.dBp = c->bias ? tk_param_tensor(k, "dBp", TK_F32, 2) : NULL;
+    int l2 = l2_mode();
+    if (l2) { /* dh and dx once; h and dy are read again */
+        stream(k, b.dH), stream(k, b.dX);
+        if (l2 == 2) tk_param_set_cache(k, b.H, TK_CACHE_KEEP);
+        if (l2 == 2) tk_param_set_cache(k, b.dY, TK_CACHE_KEEP);
+    }
     b.sA = ring(a), b.sB = ring(a);
     b.sC = b.dH ? ring(a) : NULL;
     geometry(a, b.H);
