@@ -171,7 +171,11 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
         s = tk_wgmma_wait(k, s, 1);
         s = tk_attn_mask(k, s, BKV, w->causal, kv0, Nkv, qw, q0, diag);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
-        dp = tk_wgmma_wait(k, dp, 0);
+        /* TK_BWD_PIN=1 (an A/B): dP's wait after all of P's exp2, which
+         * ptxas otherwise hoists above 31 of the 32 (round 31) */
+        const char *pin = getenv("TK_BWD_PIN");
+        dp = pin && strcmp(pin, "1") == 0 ? tk_wgmma_wait_after(k, dp, 0, tk_row_sum(k, p))
+                                          : tk_wgmma_wait(k, dp, 0);
         tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
         next = tk_wgmma(k, TK_MMA_AB, dq, ds, kst, NULL); /* retired next trip */
     }
