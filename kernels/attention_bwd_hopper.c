@@ -35,8 +35,6 @@
  * H200 against two stages and other tiles: bench/RESULTS.md, session 11.
  * The masking and the conventions at the edges are attention_bwd.c's. */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "attention_bwd_parts.h"
 #include "attention_parts.h"
@@ -171,11 +169,7 @@ void tk_attn_bwd_hopper_dq(bwd *w) {
         s = tk_wgmma_wait(k, s, 1);
         s = tk_attn_mask(k, s, BKV, w->causal, kv0, Nkv, qw, q0, diag);
         tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, w->scale2), l2));
-        /* TK_BWD_PIN=1 (an A/B): dP's wait after all of P's exp2, which
-         * ptxas otherwise hoists above 31 of the 32 (round 31) */
-        const char *pin = getenv("TK_BWD_PIN");
-        dp = pin && strcmp(pin, "1") == 0 ? tk_wgmma_wait_after(k, dp, 0, tk_row_sum(k, p))
-                                          : tk_wgmma_wait(k, dp, 0);
+        dp = tk_wgmma_wait(k, dp, 0);
         tk_value *ds = tk_cvt(k, tk_mul(k, p, tk_sub(k, dp, dv)), dt);
         next = tk_wgmma(k, TK_MMA_AB, dq, ds, kst, NULL); /* retired next trip */
     }
@@ -285,10 +279,6 @@ static void dkdv(bwd *w, bool fused) {
      * fused, 32 at D 128 always: 64 spills ~700 bytes (dQᵀ's registers too)
      * and measured only 5% faster (session 12) */
     w->tile = (w->causal || fused) && w->D == 128 ? 32 : 64;
-    /* TK_BWD_TILE=32: 32 at D 128 without the mask too, for an A/B: there
-     * 64 serializes every wgmma (ptxas C7512, 208 bytes of spill), round 31 */
-    const char *env = getenv("TK_BWD_TILE");
-    if (env && strcmp(env, "32") == 0 && w->D == 128) w->tile = 32;
     const int D = w->D, BQ = w->tile, NP = D == 64 ? 2 : 1, BN = BQ / NP;
     tk_dtype dt = w->dt;
     bwd_io io = tk_attn_bwd_io(w, 0, (const char *const[]){"dK", "dV"}, 2, fused);

@@ -66,15 +66,12 @@
 #include "attention_parts.h"
 
 #include <float.h>
-#include <stdlib.h>
-#include <string.h>
 
 typedef struct hattn {
     tk_kernel *k;
     tk_dtype dt;
     int D, BKV, BQ, causal; /* BQ: query rows per block, 64 per warpgroup */
     int varlen;             /* packed sequences (attention_parts.h)         */
-    int overlap;            /* overlapped_trips, else serial_trips          */
     tk_value *b, *h, *hk;
     tk_rope rope;     /* Q's rotation (cfg->rotary)                          */
     tk_value *q_pos0; /* its i64 parameter: row i's position is i + q_pos0 */
@@ -120,119 +117,6 @@ static void rope_q(hattn *a, tk_value *sQ, tk_value *q0) {
     tk_barrier(k); /* the stores, fenced over to wgmma's async proxy */
 }
 
-/* What the key loop reads besides hattn: the types, the shared tiles, the
- * views and the block's scalars. */
-typedef struct hsoft {
-    tk_type s_t, o_t, vrow;
-    tk_value *sQ, *sK, *sV, *K, *V; /* tiles (rings) and their views  */
-    tk_value *row;                  /* the warpgroup's first row in sQ */
-    tk_value *scale2, *Nkv, *qw, *q0, *diag, *ntiles;
-} hsoft;
-
-/* S_j's scores masked where needed, scaled, against the carried max m:
- * ref[0] = m' = max(m, c·rowmax S), ref[1] = l·α, ref[2] = O·α (or, with
- * n = 2, no O: the overlapped trip scales O once its multiply is waited
- * for, and gets α in *alpha), and returns P = exp2(c·S - m'). */
-static tk_value *softmax(hattn *a, const hsoft *m, tk_value *s, tk_value *j, int n,
-                         tk_value *const *cur, tk_value **ref, tk_value **alpha) {
-    tk_kernel *k = a->k;
-    tk_value *kv0 = tk_mul(k, j, i32c(k, a->BKV));
-    s = tk_attn_mask(k, s, a->BKV, a->causal, kv0, m->Nkv, m->qw, m->q0, m->diag);
-    tk_value *mx = tk_mul(k, tk_row_max(k, s), m->scale2);
-    if (alpha) { /* eager, O apart */
-        ref[0] = tk_max(k, cur[0], mx);
-        *alpha = tk_exp2(k, tk_sub(k, cur[0], ref[0]));
-        ref[1] = tk_mul(k, cur[1], *alpha);
-    } else {
-        tk_attn_rescale(k, mx, n, cur, ref, a->D == 256);
-    }
-    return tk_exp2(k, tk_sub(k, tk_mul(k, s, m->scale2), ref[0]));
-}
-
-/* One key tile a trip, each multiply waited for before its result is read
- * (the header's pipeline). fin: m, l, O after the last tile. */
-static void serial_trips(hattn *a, const hsoft *m, tk_value **fin) {
-    tk_kernel *k = a->k;
-    tk_value *init[3], *cur[3], *next[3];
-    tk_attn_state_init(k, m->vrow, m->o_t, 1, init);
-    tk_value *j = tk_for_begin(k, i32c(k, 0), m->ntiles, i32c(k, 1), 3, init, cur);
-    {
-        tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, a->BKV));
-        copy_kv(a, tk_stage(k, m->sV, st), m->V, kv0);
-        tk_async_commit(k);
-        tk_async_wait(k, 1); /* K_j landed (V_j may be in flight) */
-        tk_barrier(k);
-        tk_value *s =
-            tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, m->s_t), m->sQ, tk_stage(k, m->sK, st), m->row);
-        s = tk_wgmma_wait(k, s, 0);
-        copy_kv_if(a, m->sK, m->K, tk_add(k, j, i32c(k, 1)), m->ntiles);
-        tk_value *ref[3]; /* m, l, O on the tile's reference; lazy: see the header */
-        tk_value *p = softmax(a, m, s, j, 3, cur, ref, NULL);
-        next[0] = ref[0];
-        next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
-        tk_async_wait(k, 1); /* V_j landed (K_{j+1} may be in flight) */
-        tk_barrier(k);
-        tk_value *o =
-            tk_wgmma(k, TK_MMA_AB, ref[2], tk_cvt(k, p, a->dt), tk_stage(k, m->sV, st), NULL);
-        next[2] = tk_wgmma_wait(k, o, 0);
-    }
-    tk_for_end(k, 3, next, fin);
-}
-
-/* FlashAttention-3's intra-warpgroup overlap: trip j issues S_j = Q·K_jᵀ
- * and O += P_{j-1}·V_{j-1}, waits for S_j alone, runs S_j's softmax while
- * the P·V multiply runs, then waits for it (pinned behind the row sum:
- * ptxas would hoist the wait above the softmax, round 9) and scales O by
- * α. Tile 0's S and softmax come before the loop, the last P·V after it;
- * a block without keys still runs tile 0, which its masks empty (P = 0).
- * Copies (commit groups Q K_0 | V_0 | K_1 | V_1 K_2 | V_2 K_3 | ...): trip
- * j waits for everything in flight (K_j and V_{j-1}), then refills the
- * stages that S_{j-1} and P_{j-2}·V_{j-2} read, both waited for in trip
- * j - 1: V_j and K_{j+1}. */
-static void overlapped_trips(hattn *a, const hsoft *m, tk_value **fin) {
-    tk_kernel *k = a->k;
-    tk_value *one = i32c(k, 1), *two = i32c(k, 2), *nt = m->ntiles; /* >= 1 */
-    copy_kv(a, tk_stage(k, m->sV, i32c(k, 0)), m->V, i32c(k, 0));
-    tk_async_commit(k);
-    tk_async_wait(k, 1); /* Q and K_0 landed */
-    tk_barrier(k);
-    copy_kv_if(a, m->sK, m->K, one, nt);
-    tk_value *s =
-        tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, m->s_t), m->sQ, tk_stage(k, m->sK, i32c(k, 0)), m->row);
-    s = tk_wgmma_wait(k, s, 0);
-    tk_value *init[4], *cur[4], *next[4], *ref[2], *alpha;
-    tk_attn_state_init(k, m->vrow, m->o_t, 1, init);
-    tk_value *p = softmax(a, m, s, i32c(k, 0), 2, init, ref, &alpha);
-    init[0] = ref[0];
-    init[1] = tk_row_sum(k, p); /* l·α = 0 */
-    init[3] = tk_cvt(k, p, a->dt);
-    tk_value *j = tk_for_begin(k, one, nt, one, 4, init, cur);
-    {
-        tk_value *st = tk_rem(k, j, two), *prev = tk_rem(k, tk_sub(k, j, one), two);
-        tk_async_wait(k, 0); /* K_j and V_{j-1} landed */
-        tk_barrier(k);
-        copy_kv(a, tk_stage(k, m->sV, st), m->V, tk_mul(k, j, i32c(k, a->BKV)));
-        tk_async_commit(k);
-        copy_kv_if(a, m->sK, m->K, tk_add(k, j, one), nt);
-        s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, m->s_t), m->sQ, tk_stage(k, m->sK, st), m->row);
-        tk_value *o = tk_wgmma(k, TK_MMA_AB, cur[2], cur[3], tk_stage(k, m->sV, prev), NULL);
-        s = tk_wgmma_wait(k, s, 1);
-        p = softmax(a, m, s, j, 2, cur, ref, &alpha);
-        next[0] = ref[0];
-        next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
-        o = tk_wgmma_wait_after(k, o, 0, next[1]);
-        next[2] = tk_mul(k, o, alpha);
-        next[3] = tk_cvt(k, p, a->dt);
-    }
-    tk_value *last[4];
-    tk_for_end(k, 4, next, last);
-    tk_async_wait(k, 0); /* V_{nt-1} landed */
-    tk_barrier(k);
-    tk_value *st = tk_rem(k, tk_sub(k, nt, one), two);
-    tk_value *o = tk_wgmma(k, TK_MMA_AB, last[2], last[3], tk_stage(k, m->sV, st), NULL);
-    fin[0] = last[0], fin[1] = last[1], fin[2] = tk_wgmma_wait(k, o, 0);
-}
-
 static void build(hattn *a, const tk_attention_config *cfg) {
     tk_kernel *k = a->k;
     const int D = a->D, BKV = a->BKV, BQ = a->BQ;
@@ -266,33 +150,41 @@ static void build(hattn *a, const tk_attention_config *cfg) {
 
     tk_value *iq[4] = {a->b, a->h, q0, i32c(k, 0)};
     tk_copy_to_shared(k, sQ, Q, iq, 0.0f, TK_COPY_TMA);
-    /* the overlapped trip runs tile 0 in every block (its masks empty it) */
-    if (a->overlap) ntiles = tk_max(k, ntiles, i32c(k, 1));
     copy_kv_if(a, sK, K, i32c(k, 0), ntiles); /* group 0: Q and K_0 */
 
     /* S's A: the shared Q tile, rotated in place with rotary */
     if (a->q_pos0) rope_q(a, sQ, q0);
 
-    hsoft sm = {.s_t = tk_tile_type(TK_F32, 64, a->BKV, TK_WARPGROUP, TK_ROW),
-                .o_t = tk_tile_type(TK_F32, 64, D, TK_WARPGROUP, TK_ROW),
-                .vrow = tk_vec_type(TK_F32, 64, TK_PER_ROW, TK_WARPGROUP, TK_ROW),
-                .sQ = sQ,
-                .sK = sK,
-                .sV = sV,
-                .K = K,
-                .V = V,
-                .row = row,
-                .scale2 = scale2,
-                .Nkv = Nkv,
-                .qw = qw,
-                .q0 = q0,
-                .diag = diag,
-                .ntiles = ntiles};
-    tk_value *fin[3];
-    if (a->overlap)
-        overlapped_trips(a, &sm, fin);
-    else
-        serial_trips(a, &sm, fin);
+    tk_type vrow = tk_vec_type(TK_F32, 64, TK_PER_ROW, TK_WARPGROUP, TK_ROW);
+    tk_type s_t = tk_tile_type(TK_F32, 64, BKV, TK_WARPGROUP, TK_ROW);
+    tk_type o_t = tk_tile_type(TK_F32, 64, D, TK_WARPGROUP, TK_ROW);
+    tk_value *init[3], *cur[3], *next[3], *fin[3];
+    tk_attn_state_init(k, vrow, o_t, 1, init);
+    tk_value *j = tk_for_begin(k, i32c(k, 0), ntiles, i32c(k, 1), 3, init, cur);
+    {
+        tk_value *st = tk_rem(k, j, i32c(k, 2)), *kv0 = tk_mul(k, j, i32c(k, BKV));
+        copy_kv(a, tk_stage(k, sV, st), V, kv0);
+        tk_async_commit(k);
+        tk_async_wait(k, 1); /* K_j landed (V_j may be in flight) */
+        tk_barrier(k);
+        tk_value *s = tk_wgmma(k, TK_MMA_ABT, tk_zeros(k, s_t), sQ, tk_stage(k, sK, st), row);
+        s = tk_wgmma_wait(k, s, 0);
+        copy_kv_if(a, sK, K, tk_add(k, j, i32c(k, 1)), ntiles);
+        s = tk_attn_mask(k, s, BKV, a->causal, kv0, Nkv, qw, q0, diag);
+
+        tk_value *ref[3]; /* m, l, O on the tile's reference; lazy: see the header */
+        tk_attn_rescale(k, tk_mul(k, tk_row_max(k, s), scale2), 3, cur, ref, D == 256);
+        tk_value *p = tk_exp2(k, tk_sub(k, tk_mul(k, s, scale2), ref[0]));
+        next[0] = ref[0];
+        next[1] = tk_add(k, ref[1], tk_row_sum(k, p));
+        tk_value *o = ref[2];
+
+        tk_async_wait(k, 1); /* V_j landed (K_{j+1} may be in flight) */
+        tk_barrier(k);
+        o = tk_wgmma(k, TK_MMA_AB, o, tk_cvt(k, p, dt), tk_stage(k, sV, st), NULL);
+        next[2] = tk_wgmma_wait(k, o, 0);
+    }
+    tk_for_end(k, 3, next, fin);
     tk_async_wait(k, 0); /* a block without keys still has Q's copy in flight */
 
     /* O / l; L from m and l (attention_parts.h) */
@@ -310,8 +202,7 @@ void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg) {
                .BKV = cfg->head_dim <= 128 ? 128 : 64,
                .BQ = 16 * tk_kernel_warps(k),
                .causal = cfg->causal,
-               .varlen = cfg->varlen,
-               .overlap = tk_attn_hopper_overlap(cfg->head_dim, tk_kernel_warps(k))};
+               .varlen = cfg->varlen};
     build(&a, cfg);
 }
 
@@ -321,17 +212,4 @@ void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg) {
  * a third warpgroup keeps the tensor cores busy through two others' softmax.
  * The exception measured: B16 N1024 causal, 182 against 191-204 (a head has
  * 6 blocks of 192 rows; more of the causal triangle idles). */
-int tk_attn_hopper_warps(int head_dim) {
-    return head_dim == 64 && !tk_attn_hopper_overlap(64, 8) ? 12 : 8;
-}
-
-/* The overlapped trip holds two tiles in flight: at D 128 and at D 64 on
- * two warpgroups, 168 registers and no spill (ptxas 13.0); D 64 on three
- * (128 registers) spills and D 256 does not fit. TK_ATTN_OVERLAP=0/1 sets
- * it where it fits, for A/B runs (it changes the kernel's IR, so the
- * cache keys differ). */
-bool tk_attn_hopper_overlap(int head_dim, int warps) {
-    bool fits = head_dim == 128 || (head_dim == 64 && warps == 8);
-    const char *env = getenv("TK_ATTN_OVERLAP");
-    return fits && env && strcmp(env, "1") == 0;
-}
+int tk_attn_hopper_warps(int head_dim) { return head_dim == 64 ? 12 : 8; }

@@ -110,8 +110,6 @@ tk_value *tk_attn_lse(tk_kernel *k, tk_value *m, tk_value *l);
 void tk_attn_hopper_body(tk_kernel *k, const tk_attention_config *cfg);
 /* Its default warps for head_dim. */
 int tk_attn_hopper_warps(int head_dim);
-/* Whether it runs the overlapped key loop (attention_hopper.c). */
-bool tk_attn_hopper_overlap(int head_dim, int warps);
 
 /* Whether a call asking for `kernel` (a tk_attn_kernel) runs the Hopper
  * kernels: TK_ATTN_AUTO does on sm_90a; TK_ATTN_WGMMA elsewhere, or a value
