@@ -187,9 +187,10 @@ TK_API tk_value *tk_param_scalar(tk_kernel *k, const char *name, tk_dtype dt);
  * element once and nothing reads it again soon (evict first), so the lines
  * of tensors that are read again stay in L2 instead; TK_CACHE_KEEP: read
  * again soon (evict last). On the GPU the hint rides on the param's
- * whole-chunk copies (tk_copy_to_shared / tk_copy_to_global, cp.async and
- * the copy engine alike; not the per-element paths at a tile's edge) as an
- * L2 cache policy; results never depend on it. Part of the printed kernel.
+ * whole-chunk copies (tk_copy_to_shared / tk_copy_to_global: the 16-byte
+ * loads and stores and the copy engine's copies; not cp.async, which ptxas
+ * 13.0 miscompiles with a hint, nor the per-element paths at a tile's edge)
+ * as an L2 cache policy; results never depend on it. Part of the printed kernel.
  * A bad policy, a value that is not one of k's tensor parameters, or a
  * finished kernel is a sticky error (returned too). */
 enum { TK_CACHE_NORMAL = 0, TK_CACHE_STREAM = 1, TK_CACHE_KEEP = 2 };

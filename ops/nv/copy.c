@@ -121,30 +121,24 @@ static void for_chunks(tk_lower *L, copy *c, chunk_fn fn) {
 static LLVMTypeRef chunk_ty(tk_lower *L) { return LLVMVectorType(L->i32, 4); }
 
 /* The 16-byte accesses with an L2 policy (tk_param_set_cache): PTX's
- * .L2::cache_hint forms, which no intrinsic has. Addresses go in as i64
- * (the shared one is the shared window's, as the state space expects). */
+ * .L2::cache_hint forms, which no intrinsic has. Addresses go in as i64. */
 static LLVMValueRef addr64(tk_lower *L, LLVMValueRef p) {
     return LLVMBuildPtrToInt(L->b, p, L->i64, "");
 }
 
-/* cp.async of 16 bytes, `bytes` of them read (NULL: all 16). */
-static void cp_async16(tk_lower *L, const copy *c, LLVMValueRef s, LLVMValueRef g,
-                       LLVMValueRef bytes) {
-    if (!c->l2) {
-        LLVMValueRef a[3] = {s, g, bytes};
-        tk_lw_intrin(L,
-                     bytes ? "llvm.nvvm.cp.async.cg.shared.global.16.s"
-                           : "llvm.nvvm.cp.async.cg.shared.global.16",
-                     NULL, 0, a, bytes ? 3 : 2);
-        return;
-    }
-    LLVMValueRef a[4] = {addr64(L, s), addr64(L, g), bytes ? bytes : c->l2, c->l2};
-    if (bytes)
-        tk_lw_asm(L, L->vd, "cp.async.cg.shared.global.L2::cache_hint [$0], [$1], 16, $2, $3;",
-                  "l,l,r,l,~{memory}", a, 4, true);
-    else
-        tk_lw_asm(L, L->vd, "cp.async.cg.shared.global.L2::cache_hint [$0], [$1], 16, $2;",
-                  "l,l,l,~{memory}", a, 3, true);
+/* cp.async of 16 bytes, `bytes` of them read (NULL: all 16). Never with the
+ * policy: for sm_90 and sm_90a, ptxas 13.0 compiles a hinted full copy
+ * (cp.async.cg...L2::cache_hint [s], [g], 16, policy) to an LDGSTS whose
+ * shared base and policy descriptor are uniform registers nothing writes
+ * (UR0, UR1 in the norms' SASS); on the H100 it raised "an illegal
+ * instruction was encountered" (session 36, docs/PERF_NOTES.md round 32).
+ * Triton dropped the same hint for the same ptxas defect. */
+static void cp_async16(tk_lower *L, LLVMValueRef s, LLVMValueRef g, LLVMValueRef bytes) {
+    LLVMValueRef a[3] = {s, g, bytes};
+    tk_lw_intrin(L,
+                 bytes ? "llvm.nvvm.cp.async.cg.shared.global.16.s"
+                       : "llvm.nvvm.cp.async.cg.shared.global.16",
+                 NULL, 0, a, bytes ? 3 : 2);
 }
 
 static LLVMValueRef ld_global16(tk_lower *L, const copy *c, LLVMValueRef g) {
@@ -185,7 +179,7 @@ static void g2s_async_chunk(tk_lower *L, copy *c, const chunk *ch) {
     LLVMValueRef any = LLVMBuildICmp(b, LLVMIntNE, bytes, i32c(L, 0), "");
     /* With src-size 0 nothing is read; still hand over a valid address. */
     LLVMValueRef src = LLVMBuildSelect(b, any, ch->g, tk_lw_sink(L), "");
-    cp_async16(L, c, ch->s, src, bytes);
+    cp_async16(L, ch->s, src, bytes);
 }
 
 static void g2s_vec_chunk(tk_lower *L, copy *c, const chunk *ch) {
@@ -282,7 +276,7 @@ static void g2s_async_full(tk_lower *L, void *ctx, LLVMValueRef *out) {
             gk = tk_lw_gep(L, tile, th);
             sk = tk_smem_addr(L, c->st, c->base, r, col);
         }
-        cp_async16(L, c, sk, gk, NULL);
+        cp_async16(L, sk, gk, NULL);
         if (cont) {
             LLVMBuildBr(b, cont);
             LLVMPositionBuilderAtEnd(b, cont);
