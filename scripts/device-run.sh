@@ -23,7 +23,7 @@
 # racecheck at a ragged shape per D, bench_attention.py).
 # tests: every GPU suite once (compiles; graph: a CUDA graph of tk_gemm and
 # tk_attention_forward replayed on new inputs); cache: the kernel suite again from
-# the disk cache, the example twice, test_jit and the SASS check.
+# the disk cache, the example twice, test_jit and the SASS checks (scripts/sass_uregs_all.sh too).
 # wgsweep: the wgmma block shapes beside cuBLAS (bench_gemm_wgmma.py sweep).
 # bwd: attention backward beside torch (bench_attention_bwd.py).
 # sanitize: compute-sanitizer memcheck, synccheck, racecheck and initcheck on the wgmma
@@ -408,6 +408,9 @@ if [[ $what == *cache* ]]; then
       ptxas -arch=sm_90a -v /tmp/k.ptx -o /tmp/k.cubin 2>&1 | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' '
     echo " $k: HMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HMMA) HGMMA $(cuobjdump -sass /tmp/k.cubin | grep -c HGMMA) UTMALDG $(cuobjdump -sass /tmp/k.cubin | grep -c UTMALDG)"
   done | tee "$out/sass.txt"
+  echo "== SASS: no uniform register read that nothing writes (every golden variant)"
+  OUT=/tmp/tk-uregs scripts/sass_uregs_all.sh build-device || rc=1
+  cp /tmp/tk-uregs/uregs.txt "$out/uregs.txt" 2>/dev/null
 fi
 # The device tool returns at most 8 files.
 # Tables (*.md) stay as files; everything else goes into logs.tgz (built
