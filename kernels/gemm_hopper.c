@@ -292,6 +292,7 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
                 .BN = BN,
                 .ctiles = ctiles};
     tk_value *row = tk_mul(k, tk_warpgroup_id(k), i32c(k, 64));
+    bool skip_epi = no_epilogue();
 
     /* The stream's first S-1 k-tiles (group j = k-tile j, in stage j). */
     tk_value *b = tk_block_id(k, 0), *m0, *n0, *kb;
@@ -316,9 +317,9 @@ void tk_gemm_hopper_body(gemm *g, tk_value *C, tk_value *M, tk_value *N, tk_valu
         tk_value *st = tcur[0];
         at a = at_unpack(g, tcur + 1);
         tk_value *acc = kloop(g, &sc, row, &st, &a);
-        if (no_epilogue()) tk_if_begin(k, tk_lt(k, g->m0, i32c(k, 0))); /* never */
+        if (skip_epi) tk_if_begin(k, tk_lt(k, g->m0, i32c(k, 0))); /* never */
         epilogue(g, C, sC, pieces, acc, row);
-        if (no_epilogue()) tk_if_end(k, 0, NULL, NULL);
+        if (skip_epi) tk_if_end(k, 0, NULL, NULL);
         /* the engine's store has read sC before the k-loop's barriers:
          * they stay releases to the producer, not consumer syncs */
         if (pieces) tk_barrier(k);

@@ -292,7 +292,8 @@ static void build_fwd(nrm *a) {
     tk_value *Rstd = c->stats ? tk_param_tensor(k, "Rstd", TK_F32, 1) : NULL;
     tk_value *eps = tk_param_scalar(k, "eps", TK_F32);
     int l2 = l2_mode();
-    if (l2) { /* x, the residual and y once; h is read again (round 28) */
+    if (l2) { /* x, the residual and y once; h is read again (round 28). x's and
+               * the residual's loads are cp.async, which takes no hint (ops/nv/copy.c) */
         stream(k, f.X), stream(k, f.Res), stream(k, f.Y);
         if (l2 == 2 && f.H) tk_param_set_cache(k, f.H, TK_CACHE_KEEP);
     }
@@ -401,8 +402,10 @@ static void build_bwd(nrm *a) {
     int l2 = l2_mode();
     if (l2) { /* dh and dx once; h and dy are read again */
         stream(k, b.dH), stream(k, b.dX);
-        if (l2 == 2) tk_param_set_cache(k, b.H, TK_CACHE_KEEP);
-        if (l2 == 2) tk_param_set_cache(k, b.dY, TK_CACHE_KEEP);
+        if (l2 == 2) {
+            tk_param_set_cache(k, b.H, TK_CACHE_KEEP);
+            tk_param_set_cache(k, b.dY, TK_CACHE_KEEP);
+        }
     }
     b.sA = ring(a), b.sB = ring(a);
     b.sC = b.dH ? ring(a) : NULL;

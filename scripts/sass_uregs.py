@@ -10,7 +10,8 @@ import re
 import sys
 
 INSN = re.compile(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s+([^;]*);")
-WIDE = (".64", ".128", ".WIDE")  # a destination UR and the ones after it
+# Registers a wide destination writes after the one it names.
+WIDTH = ((".128", 3), (".64", 1), (".WIDE", 1))
 
 
 def unwritten(text):
@@ -23,8 +24,8 @@ def unwritten(text):
         if not dst.startswith("["):
             for r in map(int, re.findall(r"\bUR(\d+)\b", dst)):
                 written.add(r)
-                if any(w in m.group(1) for w in WIDE):
-                    written.update((r + 1, r + 2, r + 3))
+                extra = next((n for w, n in WIDTH if w in m.group(1)), 0)
+                written.update(range(r + 1, r + 1 + extra))
         read.update(("desc", int(r)) for r in re.findall(r"desc\[UR(\d+)\]", m.group(2)))
         read.update(("addr", int(r)) for r in re.findall(r"\[R\d+\+UR(\d+)", m.group(2)))
     return sorted(x for x in read if x[1] not in written)
